@@ -1,0 +1,1 @@
+"""Pure numerics for the surrogate models: numpy in, numpy out, no I/O, no other gptask import."""

@@ -1,0 +1,364 @@
+"""Search spaces: typed dimensions that map user values to and from the unit cube.
+
+Every dimension knows its own transform (the scikit-optimize idea):
+
+* ``Real(name, lo, hi, log=False)``: one column, ``u = (v - lo) / (hi - lo)`` (or the same on
+  ``log v``).
+* ``Integer(name, lo, hi, log=False)``: one column. Each integer owns an interval of width
+  ``1 / (hi - lo + 1)`` of the unit line (padded by half a step on each side, as Optuna does), so
+  every integer is equally likely under uniform sampling; decoding rounds to the nearest integer.
+  With ``log=True`` the same is done on ``log v`` with bounds ``lo - 1/2`` and ``hi + 1/2``.
+* ``Categorical(name, choices)``: one-hot, one column per choice. Unordered choices get no invented
+  order; decoding takes the column with the largest value (ties go to the first).
+
+A ``Space`` is an ordered list of dimensions with unique names. Points are plain ``dict``s
+``{name: value}``; encoded points are rows of an ``(n, space.n_columns)`` float array in [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Real", "Integer", "Categorical", "Dimension", "Space"]
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"a dimension name must be a non-empty string, got {name!r}")
+    return name
+
+
+def _check_number(name: str, what: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"dimension {name!r}: {what} must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"dimension {name!r}: {what} must be finite, got {value}")
+    return value
+
+
+class Dimension:
+    """Base class: a named dimension occupying ``n_columns`` columns of the unit cube."""
+
+    name: str
+    n_columns: int = 1
+
+    def encode(self, values: Sequence[Any]) -> np.ndarray:
+        """Map ``n`` user values to an ``(n, n_columns)`` array in [0, 1]."""
+        raise NotImplementedError
+
+    def decode(self, columns: np.ndarray) -> list[Any]:
+        """Map an ``(n, n_columns)`` array (clipped to [0, 1]) back to ``n`` user values."""
+        raise NotImplementedError
+
+    def validate(self, value: Any) -> Any:
+        """Return ``value`` normalised to this dimension's type, or raise ``ValueError``/``TypeError``."""
+        raise NotImplementedError
+
+    def grid(self, n: int) -> list[Any]:
+        """Up to ``n`` representative values spread over the dimension (for grids and plots)."""
+        raise NotImplementedError
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable description (used in model files and history signatures)."""
+        raise NotImplementedError
+
+
+class _Numeric(Dimension):
+    _kind = ""
+
+    def __init__(self, name: str, lo: float, hi: float, log: bool = False) -> None:
+        self.name = _check_name(name)
+        lo_f = _check_number(name, "lo", lo)
+        hi_f = _check_number(name, "hi", hi)
+        if not lo_f <= hi_f:
+            raise ValueError(f"dimension {name!r}: `lo <= hi` must hold, got lo={lo}, hi={hi}")
+        if not isinstance(log, bool):
+            raise TypeError(f"dimension {name!r}: log must be True or False, got {log!r}")
+        self.lo, self.hi, self.log = lo, hi, log
+
+    def _bounds(self) -> tuple[float, float]:
+        """Bounds of the continuous line that is mapped linearly to [0, 1]."""
+        raise NotImplementedError
+
+    def _forward(self, v: np.ndarray) -> np.ndarray:
+        return np.log(v) if self.log else v
+
+    def _backward(self, w: np.ndarray) -> np.ndarray:
+        return np.exp(w) if self.log else w
+
+    def encode(self, values: Sequence[Any]) -> np.ndarray:
+        v = np.asarray([self.validate(x) for x in values], dtype=float)
+        a, b = self._bounds()
+        if b == a:
+            return np.full((len(v), 1), 0.5)
+        return ((self._forward(v) - a) / (b - a)).reshape(-1, 1)
+
+    def _continuous(self, columns: np.ndarray) -> np.ndarray:
+        u = np.clip(np.asarray(columns, dtype=float).reshape(-1), 0.0, 1.0)
+        a, b = self._bounds()
+        return self._backward(a + u * (b - a))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self._kind, "name": self.name, "lo": self.lo, "hi": self.hi, "log": self.log}
+
+    def __repr__(self) -> str:
+        log = ", log=True" if self.log else ""
+        return f"{type(self).__name__}({self.name!r}, {self.lo!r}, {self.hi!r}{log})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dimension) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash((self._kind, self.name, self.lo, self.hi, self.log))
+
+
+class Real(_Numeric):
+    """A continuous dimension on ``[lo, hi]``; ``log=True`` needs ``lo > 0``."""
+
+    _kind = "real"
+
+    def __init__(self, name: str, lo: float, hi: float, log: bool = False) -> None:
+        super().__init__(name, lo, hi, log)
+        self.lo, self.hi = float(lo), float(hi)
+        if log and self.lo <= 0:
+            raise ValueError(f"dimension {name!r}: log scale needs lo > 0, got lo={lo}")
+
+    def _bounds(self) -> tuple[float, float]:
+        return (math.log(self.lo), math.log(self.hi)) if self.log else (self.lo, self.hi)
+
+    def validate(self, value: Any) -> float:
+        v = _check_number(self.name, "value", value)
+        if not self.lo <= v <= self.hi:
+            raise ValueError(f"{self.name}={value} is outside [{self.lo}, {self.hi}]")
+        return v
+
+    def decode(self, columns: np.ndarray) -> list[float]:
+        return [float(min(max(x, self.lo), self.hi)) for x in self._continuous(columns)]
+
+    def grid(self, n: int) -> list[float]:
+        u = np.linspace(0.0, 1.0, max(int(n), 1)) if n > 1 else np.array([0.5])
+        return self.decode(u.reshape(-1, 1))
+
+
+class Integer(_Numeric):
+    """An integer dimension on ``[lo, hi]`` (inclusive); ``log=True`` needs ``lo >= 1``."""
+
+    _kind = "integer"
+
+    def __init__(self, name: str, lo: int, hi: int, log: bool = False) -> None:
+        for what, v in (("lo", lo), ("hi", hi)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise TypeError(f"dimension {name!r}: {what} must be an integer, got {v!r}")
+        super().__init__(name, lo, hi, log)
+        self.lo, self.hi = int(lo), int(hi)
+        if log and self.lo < 1:
+            raise ValueError(f"dimension {name!r}: log scale needs lo >= 1, got lo={lo}")
+
+    def _bounds(self) -> tuple[float, float]:
+        a, b = self.lo - 0.5, self.hi + 0.5
+        return (math.log(a), math.log(b)) if self.log else (a, b)
+
+    def validate(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{self.name} must be an integer, got {value!r}")
+        if not float(value).is_integer():
+            raise ValueError(f"{self.name} must be an integer, got {value!r}")
+        v = int(value)
+        if not self.lo <= v <= self.hi:
+            raise ValueError(f"{self.name}={v} is outside [{self.lo}, {self.hi}]")
+        return v
+
+    def decode(self, columns: np.ndarray) -> list[int]:
+        v = np.rint(self._continuous(columns))
+        return [int(x) for x in np.clip(v, self.lo, self.hi)]
+
+    def grid(self, n: int) -> list[int]:
+        span = self.hi - self.lo + 1
+        if span <= n:
+            return list(range(self.lo, self.hi + 1))
+        u = (np.arange(n) + 0.5) / n
+        return sorted(set(self.decode(u.reshape(-1, 1))))
+
+
+class Categorical(Dimension):
+    """An unordered choice among ``choices`` (strings, numbers or booleans), one-hot encoded."""
+
+    def __init__(self, name: str, choices: Sequence[Any]) -> None:
+        self.name = _check_name(name)
+        if isinstance(choices, (str, bytes)) or not isinstance(choices, Iterable):
+            raise TypeError(f"dimension {name!r}: choices must be a list, got {choices!r}")
+        choices = list(choices)
+        if not choices:
+            raise ValueError(f"dimension {name!r}: choices must not be empty")
+        for c in choices:
+            if not isinstance(c, (str, numbers.Real)) or (isinstance(c, float) and not math.isfinite(c)):
+                raise TypeError(
+                    f"dimension {name!r}: choices must be strings, numbers or booleans, got {c!r}"
+                )
+        keys = [(type(c).__name__, c) for c in choices]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"dimension {name!r}: choices must be unique, got {choices!r}")
+        self.choices = choices
+        self.n_columns = len(choices)
+
+    def index(self, value: Any) -> int:
+        for k, c in enumerate(self.choices):
+            if type(c) is type(value) and c == value:
+                return k
+        for k, c in enumerate(self.choices):  # 1 == 1.0, numpy scalars
+            if not isinstance(c, (str, bool)) and not isinstance(value, (str, bool)) and c == value:
+                return k
+        raise ValueError(f"{self.name}={value!r} is not one of {self.choices!r}")
+
+    def validate(self, value: Any) -> Any:
+        return self.choices[self.index(value)]
+
+    def encode(self, values: Sequence[Any]) -> np.ndarray:
+        out = np.zeros((len(values), self.n_columns))
+        for row, v in enumerate(values):
+            out[row, self.index(v)] = 1.0
+        return out
+
+    def decode(self, columns: np.ndarray) -> list[Any]:
+        cols = np.asarray(columns, dtype=float).reshape(-1, self.n_columns)
+        return [self.choices[k] for k in np.argmax(cols, axis=1)]
+
+    def grid(self, n: int) -> list[Any]:
+        return list(self.choices)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "categorical", "name": self.name, "choices": list(self.choices)}
+
+    def __repr__(self) -> str:
+        return f"Categorical({self.name!r}, {self.choices!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dimension) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(("categorical", self.name, tuple(map(repr, self.choices))))
+
+
+def dimension_from_json(data: Mapping[str, Any]) -> Dimension:
+    """Rebuild a dimension from :meth:`Dimension.to_json` output (no code is evaluated)."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a dimension description must be a mapping, got {data!r}")
+    kind = data.get("type")
+    try:
+        if kind == "real":
+            return Real(data["name"], data["lo"], data["hi"], bool(data.get("log", False)))
+        if kind == "integer":
+            return Integer(data["name"], int(data["lo"]), int(data["hi"]), bool(data.get("log", False)))
+        if kind == "categorical":
+            return Categorical(data["name"], data["choices"])
+    except KeyError as exc:
+        raise ValueError(f"dimension description {dict(data)!r} lacks {exc}") from None
+    raise ValueError(f"unknown dimension type {kind!r} in {dict(data)!r}")
+
+
+class Space:
+    """An ordered set of uniquely named dimensions.
+
+    ``encode(points)`` maps a list of ``n`` dicts to an ``(n, n_columns)`` array in [0, 1];
+    ``decode(array)`` maps back to ``n`` dicts (values rounded/snapped to valid ones).
+    """
+
+    def __init__(self, dimensions: Sequence[Dimension]) -> None:
+        if isinstance(dimensions, Dimension) or not isinstance(dimensions, Iterable):
+            raise TypeError("Space takes a list of dimensions (Real, Integer, Categorical)")
+        dims = list(dimensions)
+        if not dims:
+            raise ValueError("a Space needs at least one dimension")
+        for d in dims:
+            if not isinstance(d, Dimension):
+                raise TypeError(f"Space: {d!r} is not a dimension (Real, Integer or Categorical)")
+        names = [d.name for d in dims]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"Space: dimension names must be unique, repeated: {dupes}")
+        self.dimensions = dims
+        self.names = names
+        self.n_columns = sum(d.n_columns for d in dims)
+        offsets = np.cumsum([0] + [d.n_columns for d in dims])
+        self._slices = [slice(int(a), int(b)) for a, b in zip(offsets[:-1], offsets[1:])]
+
+    def __len__(self) -> int:
+        return len(self.dimensions)
+
+    def __iter__(self):
+        return iter(self.dimensions)
+
+    def __getitem__(self, name: str) -> Dimension:
+        for d in self.dimensions:
+            if d.name == name:
+                return d
+        raise KeyError(name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Space) and self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        return f"Space({self.dimensions!r})"
+
+    def column_slices(self) -> list[slice]:
+        """The columns of the encoded array that belong to each dimension, in order."""
+        return list(self._slices)
+
+    def validate(self, point: Mapping[str, Any], what: str = "point") -> dict[str, Any]:
+        """Check that ``point`` has exactly this space's keys with valid values; return a clean copy."""
+        if not isinstance(point, Mapping):
+            raise TypeError(f"{what} must be a dict of {self.names}, got {point!r}")
+        missing = [n for n in self.names if n not in point]
+        extra = [k for k in point if k not in self.names]
+        if missing:
+            raise ValueError(f"{what} {dict(point)!r} is missing {missing}")
+        if extra:
+            raise ValueError(f"{what} {dict(point)!r} has unknown keys {extra} (expected {self.names})")
+        try:
+            return {d.name: d.validate(point[d.name]) for d in self.dimensions}
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"{what}: {exc}") from None
+
+    def __contains__(self, point: object) -> bool:
+        try:
+            self.validate(point)  # type: ignore[arg-type]
+        except (ValueError, TypeError):
+            return False
+        return True
+
+    def encode(self, points: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """``n`` dicts -> ``(n, n_columns)`` array in [0, 1]."""
+        if isinstance(points, Mapping):
+            points = [points]
+        points = [self.validate(p) for p in points]
+        out = np.empty((len(points), self.n_columns))
+        for d, sl in zip(self.dimensions, self._slices):
+            out[:, sl] = d.encode([p[d.name] for p in points])
+        return out
+
+    def decode(self, array: np.ndarray) -> list[dict[str, Any]]:
+        """``(n, n_columns)`` array -> ``n`` dicts of valid values (clipped, rounded, argmax)."""
+        a = np.atleast_2d(np.asarray(array, dtype=float))
+        if a.shape[1] != self.n_columns:
+            raise ValueError(f"expected an array with {self.n_columns} columns, got shape {a.shape}")
+        columns = [d.decode(a[:, sl]) for d, sl in zip(self.dimensions, self._slices)]
+        return [dict(zip(self.names, row)) for row in zip(*columns)]
+
+    def snap(self, array: np.ndarray) -> np.ndarray:
+        """Round encoded points to the encodings of valid values (integers, one-hot)."""
+        return self.encode(self.decode(array))
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [d.to_json() for d in self.dimensions]
+
+    @classmethod
+    def from_json(cls, data: Sequence[Mapping[str, Any]]) -> "Space":
+        if not isinstance(data, Sequence) or isinstance(data, (str, bytes)):
+            raise ValueError(f"a space description must be a list, got {data!r}")
+        return cls([dimension_from_json(d) for d in data])
