@@ -1,8 +1,24 @@
-"""gptask: multitask and transfer-learning Gaussian-process autotuning for HPC applications."""
+"""gptask: multitask and transfer-learning Gaussian-process autotuning for HPC applications.
 
+Public API (see shared design): spaces (``Real``, ``Integer``, ``Categorical``, ``Space``),
+``Problem``, ``tune`` (MLA, batch tuning of a task set), ``Tuner`` (ask/tell), ``Evaluator``.
+"""
+
+from .evaluate import EvaluationFailed, Evaluator, Outcome
 from .problem import Problem
+from .result import TuningResult
 from .space import Categorical, Integer, Real, Space
 
 __version__ = "0.1.0"
 
-__all__ = ["Problem", "Space", "Real", "Integer", "Categorical"]
+__all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "tune", "Tuner", "Proposal",
+           "TuningResult", "Evaluator", "Outcome", "EvaluationFailed"]
+
+
+def __getattr__(name: str):
+    # the tuner pulls in the model layer (scipy, pyswarms); import it on first use
+    if name in ("tune", "Tuner", "Proposal"):
+        from . import mla
+
+        return getattr(mla, name)
+    raise AttributeError(f"module 'gptask' has no attribute {name!r}")

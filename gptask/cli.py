@@ -1,0 +1,230 @@
+"""The ``gptask`` command line: tune, show, plot, export.
+
+    gptask tune --problem demo --tasks 5 --budget 20 --history runs.sqlite
+    gptask tune --problem mypkg.mymod:make_problem --tasks 8 --budget 20 --history runs.sqlite
+    gptask show runs.sqlite
+    gptask plot runs.sqlite --out convergence.png
+    gptask export runs.sqlite --format csv
+
+``--problem module:function`` imports ``module`` and calls ``function()`` (it must return a
+``gptask.Problem``); nothing given on the command line is evaluated as code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "parse_assignments", "format_table"]
+
+
+def _scalar(text: str) -> Any:
+    """'12' -> 12, '1.5' -> 1.5, 'true' -> True, anything else stays a string (never evaluated)."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def parse_assignments(text: str) -> dict[str, Any]:
+    """Parse ``"m=5000,n=3000,alg=ring"`` into ``{"m": 5000, "n": 3000, "alg": "ring"}``."""
+    out: dict[str, Any] = {}
+    if not text or not text.strip():
+        return out
+    for part in text.split(","):
+        if "=" not in part:
+            raise ValueError(f"expected key=value, got {part!r} in {text!r}")
+        key, value = part.split("=", 1)
+        key = key.strip()
+        if not key:
+            raise ValueError(f"empty key in {text!r}")
+        if key in out:
+            raise ValueError(f"key {key!r} given twice in {text!r}")
+        out[key] = _scalar(value)
+    return out
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """A plain text table of dict rows (union of keys, in first-seen order)."""
+    if not rows:
+        return "(no rows)"
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+
+    cells = [[cell(r.get(k)) for k in keys] for r in rows]
+    widths = [max(len(k), *(len(c[j]) for c in cells)) for j, k in enumerate(keys)]
+    line = "  ".join(k.rjust(w) for k, w in zip(keys, widths))
+    body = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join([line, "  ".join("-" * w for w in widths), *body])
+
+
+def load_problem(spec: str, options: dict[str, Any] | None = None):
+    """``demo``/``branin``/``sphere`` or ``module:function``; ``function(**options)`` -> Problem."""
+    from .functions import FAMILIES
+    from .problem import Problem
+
+    options = options or {}
+    if spec in FAMILIES:
+        problem = FAMILIES[spec][0](**options)
+    else:
+        if ":" not in spec:
+            raise ValueError(f"--problem must be one of {sorted(FAMILIES)} or module:function, got {spec!r}")
+        mod_name, fn_name = spec.split(":", 1)
+        module = importlib.import_module(mod_name)
+        fn = getattr(module, fn_name, None)
+        if not callable(fn):
+            raise ValueError(f"{mod_name} has no callable {fn_name!r}")
+        problem = fn(**options)
+    if not isinstance(problem, Problem):
+        raise TypeError(f"{spec} returned {type(problem).__name__}, not a gptask.Problem")
+    return problem
+
+
+def best_table(history) -> list[dict[str, Any]]:
+    """One row per task from a History: task values, best parameters, best value, counts."""
+    recs = history.records()
+    rows = []
+    for i, task in enumerate(history.tasks()):
+        mine = [r for r in recs if r["task_index"] == i]
+        ok = [r for r in mine if r["status"] == "complete"]
+        row: dict[str, Any] = {"task": i, **task}
+        if ok:
+            b = min(ok, key=lambda r: r["value"])
+            row.update(b["params"])
+            row["best"] = b["value"]
+        else:
+            row["best"] = None
+        row["evals"] = len(mine)
+        row["failed"] = len(mine) - len(ok)
+        rows.append(row)
+    return rows
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from .mla import tune
+    from .plots import plot_convergence
+
+    problem = load_problem(args.problem, parse_assignments(args.problem_options))
+    tasks: Any = args.tasks
+    if args.task:
+        tasks = [parse_assignments(t) for t in args.task]
+    result = tune(problem, tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed,
+                  history=args.history, repeats=args.repeats, aggregate=args.aggregate,
+                  timeout=args.timeout, n_latent=args.n_latent, progress=not args.no_progress)
+    rows = result.table()
+    print(format_table(rows))
+    if args.plot:
+        plot_convergence(result.history, args.plot, title=f"{problem.name}: best so far per task",
+                         tasks=result.tasks)
+        print(f"convergence plot: {args.plot}")
+    if args.save_model:
+        result.save_model(args.save_model)
+        print(f"model: {args.save_model}")
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from .history import History
+
+    h = History.open_existing(args.history)
+    print(f"problem: {h.signature.get('name')}  tasks: {len(h.tasks())}  evaluations: {len(h.records())}")
+    print(format_table(best_table(h)))
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from .history import History
+    from .plots import plot_convergence
+
+    h = History.open_existing(args.history)
+    out = args.out or str(Path(args.history).with_suffix(".png"))
+    plot_convergence(h.records(), out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks())
+    print(out)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .history import History
+
+    h = History.open_existing(args.history)
+    text = h.to_csv() if args.format == "csv" else h.to_json()
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gptask", description="Multitask GP autotuning for HPC applications")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("tune", help="tune a problem for a set of tasks (MLA)")
+    t.add_argument("--problem", default="demo", help="demo | branin | sphere | module:function")
+    t.add_argument("--problem-options", default="", help="k=v,... passed to the problem function")
+    t.add_argument("--tasks", type=int, default=5, help="number of LHS tasks (ignored with --task)")
+    t.add_argument("--task", action="append", help="an explicit task k=v,... (repeatable)")
+    t.add_argument("--budget", type=int, default=20)
+    t.add_argument("--n-initial", type=int, default=None)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--history", default=None, help="SQLite file (resumes when it exists)")
+    t.add_argument("--repeats", type=int, default=1)
+    t.add_argument("--aggregate", default="min", choices=["min", "median", "mean"])
+    t.add_argument("--timeout", type=float, default=None, help="seconds per run")
+    t.add_argument("--n-latent", type=int, default=None)
+    t.add_argument("--plot", default=None, help="write the convergence plot (PNG) here")
+    t.add_argument("--save-model", default=None, help="write the model (JSON) here")
+    t.add_argument("--no-progress", action="store_true")
+    t.set_defaults(func=_cmd_tune)
+
+    s = sub.add_parser("show", help="best configuration per task of a history")
+    s.add_argument("history")
+    s.set_defaults(func=_cmd_show)
+
+    pl = sub.add_parser("plot", help="convergence plot (PNG) of a history")
+    pl.add_argument("history")
+    pl.add_argument("--out", default=None)
+    pl.set_defaults(func=_cmd_plot)
+
+    e = sub.add_parser("export", help="export a history as CSV or JSON")
+    e.add_argument("history")
+    e.add_argument("--format", choices=["csv", "json"], default="csv")
+    e.add_argument("--out", default=None)
+    e.set_defaults(func=_cmd_export)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        print(f"gptask: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

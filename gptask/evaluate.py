@@ -1,0 +1,174 @@
+"""Running the objective: repeats, aggregation, timeouts and failure capture.
+
+An evaluation of ``objective(task, params)`` is *failed* (never raised to the tuner) when the
+objective raises, returns something that is not a finite real number, or runs past ``timeout``
+seconds. With ``repeats=k`` the objective runs ``k`` times and the finite samples are aggregated
+(``min`` by default: for run times the minimum is the least noisy estimate of the achievable time,
+shared/seeds/000); the raw samples are kept in the outcome.
+
+Timeouts: when ``timeout`` is set, each run happens in a forked child process that sends its
+result back as JSON through a pipe and is killed at the deadline, so a hung objective cannot hang
+the tuner. Without a timeout the objective runs in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import multiprocessing as mp
+import numbers
+import os
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EvaluationFailed", "Outcome", "Evaluator", "AGGREGATES"]
+
+log = logging.getLogger(__name__)
+
+AGGREGATES: dict[str, Callable[[np.ndarray], float]] = {
+    "min": lambda a: float(np.min(a)),
+    "median": lambda a: float(np.median(a)),
+    "mean": lambda a: float(np.mean(a)),
+}
+
+
+class EvaluationFailed(Exception):
+    """An objective may raise this to report a failed run with a reason (e.g. a crashed job)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one evaluation (possibly several repeats).
+
+    value: the aggregated objective (None when failed); samples: every finite sample, in run order;
+    status: "complete" or "failed"; reason: why it failed ("" when complete); duration: wall seconds.
+    """
+
+    value: float | None
+    samples: tuple[float, ...] = ()
+    status: str = "complete"
+    reason: str = ""
+    duration: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "complete"
+
+
+def _as_finite(result: Any) -> float:
+    """The objective's return value as a finite float, or raise EvaluationFailed saying why."""
+    if isinstance(result, bool) or not isinstance(result, (numbers.Real, np.ndarray, np.generic)):
+        raise EvaluationFailed(f"objective returned {type(result).__name__} {result!r}, not a number")
+    arr = np.asarray(result, dtype=float)
+    if arr.size != 1:
+        raise EvaluationFailed(f"objective returned an array of shape {arr.shape}, not a number")
+    value = float(arr.reshape(()))
+    if math.isnan(value):
+        raise EvaluationFailed("objective returned NaN")
+    if math.isinf(value):
+        raise EvaluationFailed(f"objective returned {value}")
+    return value
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    if isinstance(exc, EvaluationFailed):
+        return first or "objective reported a failure"
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _child(objective: Callable, task: dict, params: dict, conn: Any) -> None:  # pragma: no cover - runs in the fork
+    try:
+        value = _as_finite(objective(task, params))
+        msg = {"value": value}
+    except BaseException as exc:  # noqa: BLE001 - everything becomes a reason
+        msg = {"error": _describe(exc), "trace": traceback.format_exc(limit=5)}
+    try:
+        conn.send_bytes(json.dumps(msg).encode())
+    finally:
+        conn.close()
+        os._exit(0)
+
+
+class Evaluator:
+    """Runs ``objective(task, params)`` with repeats, aggregation and an optional per-run timeout.
+
+    repeats: runs per evaluation (>= 1); aggregate: "min" | "median" | "mean";
+    timeout: seconds per run, or None for no limit.
+    """
+
+    def __init__(
+        self,
+        objective: Callable[[dict, dict], float],
+        repeats: int = 1,
+        aggregate: str = "min",
+        timeout: float | None = None,
+    ) -> None:
+        if not callable(objective):
+            raise TypeError(f"objective must be callable, got {objective!r}")
+        if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
+            raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+        if aggregate not in AGGREGATES:
+            raise ValueError(f"aggregate must be one of {sorted(AGGREGATES)}, got {aggregate!r}")
+        if timeout is not None and (not isinstance(timeout, numbers.Real) or not timeout > 0):
+            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        self.objective = objective
+        self.repeats = int(repeats)
+        self.aggregate = aggregate
+        self.timeout = None if timeout is None else float(timeout)
+
+    def run_once(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> float:
+        """One run; returns a finite float or raises EvaluationFailed with the reason."""
+        if self.timeout is None:
+            try:
+                return _as_finite(self.objective(dict(task), dict(params)))
+            except EvaluationFailed:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failing objective is data, not a crash
+                raise EvaluationFailed(_describe(exc)) from exc
+        return self._run_forked(dict(task), dict(params))
+
+    def _run_forked(self, task: dict, params: dict) -> float:
+        ctx = mp.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, args=(self.objective, task, params, send), daemon=True)
+        proc.start()
+        send.close()
+        try:
+            if not recv.poll(self.timeout):
+                raise EvaluationFailed(f"timeout after {self.timeout:g} s")
+            try:
+                msg = json.loads(recv.recv_bytes().decode())
+            except (EOFError, OSError, ValueError):
+                proc.join(1.0)
+                raise EvaluationFailed(f"objective process died (exit code {proc.exitcode})") from None
+        finally:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5.0)
+            recv.close()
+        if "error" in msg:
+            raise EvaluationFailed(msg["error"])
+        return float(msg["value"])
+
+    def __call__(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> Outcome:
+        """Evaluate ``repeats`` times; a failure of any run fails the evaluation."""
+        start = time.perf_counter()
+        samples: list[float] = []
+        for _ in range(self.repeats):
+            try:
+                samples.append(self.run_once(task, params))
+            except EvaluationFailed as exc:
+                reason = str(exc)
+                log.info("evaluation failed for task=%s params=%s: %s", dict(task), dict(params), reason)
+                return Outcome(None, tuple(samples), "failed", reason, time.perf_counter() - start)
+        value = AGGREGATES[self.aggregate](np.asarray(samples))
+        return Outcome(value, tuple(samples), "complete", "", time.perf_counter() - start)

@@ -1,0 +1,384 @@
+"""The multitask learning autotuner (MLA): ask/tell over a task set, and ``tune`` as a loop over it.
+
+One iteration: fit one LCM jointly on every task's data (warm-started from the previous fit), then
+for every task that still has budget maximise log-EI of *its* output with PSO, and evaluate one new
+configuration per task. Before the first fit each task gets its own Latin hypercube of
+``n_initial`` feasible configurations (heterotopic sampling).
+
+Failed evaluations (exception, NaN, inf, timeout) are stored with their reason, never proposed
+again, and shown to the model as the worst value observed for that task (see
+:mod:`gptask.transforms`), so the search learns to stay away from failing regions.
+
+Reproducibility: the task LHS, each task's initial design and each search draw their randomness from
+``np.random.SeedSequence([seed, stage, task, count])``; a resumed run therefore asks for the same
+points an uninterrupted run would have (up to the warm start of the model fit).
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .acquisition import log_ei
+from .evaluate import Evaluator, Outcome
+from .history import History, HistoryMismatch
+from .models import LCM
+from .problem import Problem
+from .result import TuningResult
+from .sampling import NoFeasiblePoint, feasible_lhs, lhs_points, point_key
+from .search import maximize
+from .transforms import OutputTransform
+
+__all__ = ["Proposal", "Tuner", "tune"]
+
+log = logging.getLogger(__name__)
+
+_STAGE_TASKS, _STAGE_INITIAL, _STAGE_SEARCH, _STAGE_FIT = 0, 1, 2, 3
+
+
+def _rng(seed: int, *keys: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(seed), *map(int, keys)]))
+
+
+def _int_seed(seed: int, *keys: int) -> int:
+    return int(np.random.SeedSequence([int(seed), *map(int, keys)]).generate_state(1)[0])
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A configuration to evaluate: task index, the task dict, the parameter dict, and why
+    ("initial" for the design, "search" for an acquisition maximiser)."""
+
+    task_index: int
+    task: dict
+    params: dict
+    source: str
+
+
+def _check_int(name: str, value: Any, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value}")
+    return int(value)
+
+
+def resolve_tasks(problem: Problem, tasks: int | Sequence[Mapping[str, Any]], seed: int) -> list[dict]:
+    """A list of validated task dicts: ``tasks`` itself, or an LHS of ``tasks`` points of the task space."""
+    if isinstance(tasks, numbers.Integral) and not isinstance(tasks, bool):
+        n = _check_int("tasks", tasks, 1)
+        return lhs_points(problem.task_space, n, _rng(seed, _STAGE_TASKS))
+    if isinstance(tasks, Mapping) or not isinstance(tasks, Sequence) or isinstance(tasks, str):
+        raise TypeError(f"tasks must be a number of tasks or a list of task dicts, got {tasks!r}")
+    if len(tasks) == 0:
+        raise ValueError("tasks must not be empty: give at least one task")
+    out = [problem.task_space.validate(t, what=f"task #{i}") for i, t in enumerate(tasks)]
+    keys = [point_key(t) for t in out]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"tasks must be distinct, got repeated tasks in {out}")
+    return out
+
+
+class Tuner:
+    """Ask/tell multitask tuner. ``tune`` is a loop over it; batch-scheduler users drive it directly:
+
+    >>> tuner = Tuner(problem, tasks=4, budget=20, n_initial=8, history="runs.sqlite")
+    >>> while not tuner.done:
+    ...     for p in tuner.ask():
+    ...         tuner.tell(p, my_launcher(p.task, p.params))   # a float, an Outcome, or None (failed)
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        tasks: int | Sequence[Mapping[str, Any]],
+        budget: int = 20,
+        n_initial: int | None = None,
+        seed: int = 0,
+        history: str | Path | None = None,
+        n_latent: int | None = None,
+        kernel: str = "rbf",
+        restarts: int = 3,
+        refit_restarts: int = 1,
+        pso_particles: int = 40,
+        pso_iters: int = 40,
+        comm: Any = None,
+    ) -> None:
+        if not isinstance(problem, Problem):
+            raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
+        self.problem = problem
+        self.budget = _check_int("budget", budget, 1)
+        self.n_initial = min(self.budget, max(2, self.budget // 2)) if n_initial is None else _check_int(
+            "n_initial", n_initial, 1)
+        if self.n_initial > self.budget:
+            raise ValueError(f"`n_initial <= budget` must hold, got n_initial={n_initial}, budget={budget}")
+        self.seed = _check_int("seed", seed, 0)
+        self.restarts = _check_int("restarts", restarts, 1)
+        self.refit_restarts = _check_int("refit_restarts", refit_restarts, 1)
+        self.pso_particles = _check_int("pso_particles", pso_particles, 2)
+        self.pso_iters = _check_int("pso_iters", pso_iters, 1)
+        self.comm = comm
+        self.history = History(history, problem.signature())
+        stored_seed = self.history.get_meta("seed")
+        if stored_seed is not None and stored_seed != self.seed:
+            raise HistoryMismatch(
+                f"history {history} was written with seed={stored_seed}, this run has seed={self.seed}; "
+                "resume with the same seed or use another history file"
+            )
+        stored_tasks = self.history.tasks()
+        if stored_tasks and isinstance(tasks, numbers.Integral) and not isinstance(tasks, bool):
+            if tasks != len(stored_tasks):
+                raise HistoryMismatch(
+                    f"history {history} holds {len(stored_tasks)} tasks, this run asks for {tasks}"
+                )
+            self.tasks = stored_tasks
+        else:
+            self.tasks = resolve_tasks(problem, tasks, self.seed)
+            self.history.set_tasks(self.tasks)
+        self.history.set_meta("seed", self.seed)
+        self.n_tasks = len(self.tasks)
+        if n_latent is None:
+            n_latent = min(self.n_tasks, 4)
+        self.n_latent = _check_int("n_latent", n_latent, 1)
+        if kernel not in ("rbf", "matern52"):
+            raise ValueError(f"kernel must be 'rbf' or 'matern52', got {kernel!r}")
+        self.kernel = kernel
+        self.records: list[dict] = self.history.records()
+        self.model: LCM | None = None
+        self.transform: OutputTransform | None = None
+        self._warm = self.history.last_model()
+        self._initial: dict[int, list[dict]] = {}
+        self.iteration = len(self.history.models())
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+    def _task_records(self, i: int) -> list[dict]:
+        return [r for r in self.records if r["task_index"] == i]
+
+    def count(self, i: int) -> int:
+        """Finished evaluations (complete or failed) of task ``i``."""
+        return sum(1 for r in self.records if r["task_index"] == i)
+
+    @property
+    def done(self) -> bool:
+        return all(self.count(i) >= self.budget for i in range(self.n_tasks))
+
+    def _feasible_for(self, i: int):
+        task = self.tasks[i]
+        return lambda p: self.problem.is_feasible(task, p)
+
+    def _describe_constraints(self, i: int) -> str:
+        names = ", ".join(self.problem.constraint_names()) or "no constraints"
+        return f"{names} of problem {self.problem.name!r} for task {self.tasks[i]}"
+
+    def initial_design(self, i: int) -> list[dict]:
+        """Task ``i``'s own LHS of ``n_initial`` feasible configurations (deterministic in the seed)."""
+        if i not in self._initial:
+            self._initial[i] = feasible_lhs(
+                self.problem.param_space, self.n_initial, _rng(self.seed, _STAGE_INITIAL, i),
+                self._feasible_for(i), describe=self._describe_constraints(i),
+            )
+        return self._initial[i]
+
+    # ---- ask ---------------------------------------------------------------------------------
+    def ask(self) -> list[Proposal]:
+        """The next configurations to evaluate: the rest of the initial designs if any task still
+        needs them, otherwise one acquisition maximiser per task with budget left."""
+        initial: list[Proposal] = []
+        for i in range(self.n_tasks):
+            need = self.n_initial - self.count(i)
+            if need <= 0:
+                continue
+            done_keys = {point_key(r["params"]) for r in self._task_records(i)}
+            todo = [p for p in self.initial_design(i) if point_key(p) not in done_keys][:need]
+            initial += [Proposal(i, dict(self.tasks[i]), p, "initial") for p in todo]
+        if initial:
+            return initial
+        active = [i for i in range(self.n_tasks) if self.count(i) < self.budget]
+        if not active:
+            return []
+        self.fit_model()
+        return [self._search(i) for i in active]
+
+    def _model_data(self) -> tuple[list[np.ndarray], list[np.ndarray], OutputTransform]:
+        space = self.problem.param_space
+        X, values, failed = [], [], []
+        for i in range(self.n_tasks):
+            recs = self._task_records(i)
+            X.append(space.encode([r["params"] for r in recs]) if recs else np.empty((0, space.n_columns)))
+            values.append(np.array([r["value"] for r in recs if r["status"] == "complete"], dtype=float))
+            failed.append(np.array([r["status"] != "complete" for r in recs], dtype=bool))
+        transform = OutputTransform.fit(values)
+        z_all = [transform.forward(i, v) for i, v in enumerate(values) if v.size]
+        global_worst = max((float(z.max()) for z in z_all), default=1.0)
+        Y = []
+        for i in range(self.n_tasks):
+            z = np.empty(len(failed[i]))
+            z_ok = transform.forward(i, values[i])
+            z[~failed[i]] = z_ok
+            z[failed[i]] = float(z_ok.max()) if z_ok.size else global_worst
+            Y.append(z)
+        return X, Y, transform
+
+    def fit_model(self) -> LCM:
+        """Fit the LCM on everything evaluated so far (warm-started); stores it in the history."""
+        X, Y, transform = self._model_data()
+        init = None
+        if self.model is not None:
+            init = self.model
+        elif self._warm is not None:
+            init = self._warm["params"]
+        model = LCM(n_latent=self.n_latent, kernel=self.kernel)
+        restarts = self.refit_restarts if init is not None else self.restarts
+        try:
+            model.fit(X, Y, restarts=restarts, seed=_int_seed(self.seed, _STAGE_FIT, self.iteration),
+                      init=init, comm=self.comm)
+        except Exception as exc:  # a warm start that no longer fits the data: start cold
+            if init is None:
+                raise
+            log.warning("warm-started fit failed (%s); refitting from scratch", exc)
+            model = LCM(n_latent=self.n_latent, kernel=self.kernel).fit(
+                X, Y, restarts=self.restarts, seed=_int_seed(self.seed, _STAGE_FIT, self.iteration), comm=self.comm)
+        self.model, self.transform = model, transform
+        self.iteration += 1
+        if self.comm is None or self.comm.Get_rank() == 0:
+            params = {k: np.asarray(v).tolist() for k, v in model.get_params().items()}
+            self.history.add_model(self.iteration, params, float(model.log_likelihood()))
+        log.info("iteration %d: LCM fitted on %d points, log-likelihood %.4g", self.iteration,
+                 sum(len(x) for x in X), model.log_likelihood())
+        return model
+
+    def _search(self, i: int) -> Proposal:
+        assert self.model is not None and self.transform is not None
+        space = self.problem.param_space
+        recs = self._task_records(i)
+        ok = [r for r in recs if r["status"] == "complete"]
+        model = self.model
+        if ok:
+            best = float(np.min(self.transform.forward(i, np.array([r["value"] for r in ok]))))
+        else:
+            best = float(np.min(model.predict(i, space.encode([r["params"] for r in recs]))[0]))
+
+        def acquisition(x: np.ndarray) -> np.ndarray:
+            mean, var = model.predict(i, x)
+            return log_ei(mean, np.sqrt(np.maximum(var, 0.0)), best)
+
+        init = self._incumbents(i)
+        res = maximize(
+            acquisition, space, seed=_int_seed(self.seed, _STAGE_SEARCH, i, len(recs)),
+            is_feasible=self._feasible_for(i), exclude={point_key(r["params"]) for r in recs},
+            init=init, n_particles=self.pso_particles, iters=self.pso_iters,
+        )
+        return Proposal(i, dict(self.tasks[i]), res.params, "search")
+
+    def _incumbents(self, i: int) -> np.ndarray:
+        """Encoded best configurations: task i's own first, then the other tasks' (transfer)."""
+        order = [i] + [j for j in range(self.n_tasks) if j != i]
+        best = []
+        for j in order:
+            ok = [r for r in self._task_records(j) if r["status"] == "complete"]
+            if ok:
+                best.append(min(ok, key=lambda r: r["value"])["params"])
+        return self.problem.param_space.encode(best[: max(1, self.pso_particles // 4)]) if best else None
+
+    # ---- tell --------------------------------------------------------------------------------
+    def tell(self, proposal: Proposal, outcome: Outcome | float | None, reason: str = "") -> dict:
+        """Record the result of ``proposal`` (committed to the history before returning).
+
+        outcome: an :class:`Outcome`, a float (complete), or None (failed; give ``reason``).
+        """
+        if not isinstance(proposal, Proposal):
+            raise TypeError(f"tell takes a Proposal from ask(), got {proposal!r}")
+        if not 0 <= proposal.task_index < self.n_tasks:
+            raise ValueError(f"task_index {proposal.task_index} is outside 0..{self.n_tasks - 1}")
+        params = self.problem.param_space.validate(proposal.params, what="params")
+        if not isinstance(outcome, Outcome):
+            if outcome is None:
+                outcome = Outcome(None, (), "failed", reason or "reported as failed")
+            else:
+                from .evaluate import EvaluationFailed, _as_finite
+
+                try:
+                    v = _as_finite(outcome)
+                    outcome = Outcome(v, (v,), "complete", "")
+                except EvaluationFailed as exc:
+                    outcome = Outcome(None, (), "failed", str(exc))
+        rec_id = 0
+        if self.comm is None or self.comm.Get_rank() == 0:
+            rec_id = self.history.add_evaluation(
+                proposal.task_index, params, outcome.value, outcome.status, outcome.reason,
+                outcome.samples, outcome.duration, proposal.source,
+            )
+        record = {
+            "id": rec_id, "task_index": proposal.task_index, "task": dict(self.tasks[proposal.task_index]),
+            "params": params, "value": outcome.value, "status": outcome.status, "reason": outcome.reason,
+            "samples": list(outcome.samples), "duration": outcome.duration, "source": proposal.source,
+        }
+        self.records.append(record)
+        return record
+
+    def result(self) -> TuningResult:
+        if self.model is None and any(r["status"] == "complete" for r in self.records):
+            try:
+                self.fit_model()
+            except (ValueError, np.linalg.LinAlgError) as exc:
+                log.warning("final model fit failed: %s", exc)
+        return TuningResult(self.problem, list(self.tasks), list(self.records), self.model, self.transform)
+
+
+def tune(
+    problem: Problem,
+    tasks: int | Sequence[Mapping[str, Any]] = 4,
+    budget: int = 20,
+    n_initial: int | None = None,
+    seed: int = 0,
+    history: str | Path | None = None,
+    repeats: int = 1,
+    aggregate: str = "min",
+    n_latent: int | None = None,
+    progress: bool = True,
+    timeout: float | None = None,
+    comm: Any = None,
+    **tuner_options: Any,
+) -> TuningResult:
+    """Tune ``problem`` for a set of tasks with MLA; returns a :class:`TuningResult`.
+
+    tasks: a number of tasks (Latin hypercube over the task space) or a list of task dicts.
+    budget: evaluations per task in total (initial design included); n_initial: initial design size
+    per task (default: half the budget). history: SQLite file; the same call with the same file
+    resumes a killed run. repeats/aggregate: runs per evaluation and how they are combined.
+    timeout: seconds per run (None: no limit). progress: a progress bar on a terminal.
+    tuner_options: n_latent, kernel, restarts, refit_restarts, pso_particles, pso_iters (see Tuner).
+    """
+    evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
+    tuner = Tuner(problem, tasks, budget, n_initial, seed, history, n_latent=n_latent, comm=comm, **tuner_options)
+    total = tuner.n_tasks * tuner.budget
+    bar = _progress_bar(progress, total, sum(min(tuner.count(i), tuner.budget) for i in range(tuner.n_tasks)))
+    try:
+        while not tuner.done:
+            proposals = tuner.ask()
+            if not proposals:
+                break
+            for p in proposals:
+                outcome = evaluator(p.task, p.params)
+                tuner.tell(p, outcome)
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return tuner.result()
+
+
+def _progress_bar(progress: bool, total: int, initial: int):
+    if not progress or not sys.stderr.isatty():
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc="gptask", unit="run", file=sys.stderr)

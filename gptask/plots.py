@@ -1,0 +1,63 @@
+"""Figures of a tuning run. Data first (plain records, testable), drawing second (matplotlib, Agg)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["convergence_data", "plot_convergence"]
+
+
+def convergence_data(records: Sequence[dict[str, Any]]) -> dict[int, dict[str, list]]:
+    """Per task index: ``values`` (None for failures) and ``best`` (running minimum, None until the
+    first complete evaluation), both one entry per evaluation in history order."""
+    out: dict[int, dict[str, list]] = {}
+    for r in records:
+        d = out.setdefault(int(r["task_index"]), {"values": [], "best": []})
+        v = r["value"] if r["status"] == "complete" else None
+        d["values"].append(v)
+        prev = d["best"][-1] if d["best"] else None
+        d["best"].append(v if prev is None else (prev if v is None else min(prev, v)))
+    return dict(sorted(out.items()))
+
+
+def plot_convergence(records: Sequence[dict[str, Any]], path: str | Path, title: str = "",
+                     tasks: Sequence[dict] | None = None, log_scale: bool | None = None) -> Path:
+    """Best value so far versus evaluation number, one line per task; written as PNG to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    data = convergence_data(records)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    positive = True
+    for i, d in data.items():
+        xs = [k + 1 for k, b in enumerate(d["best"]) if b is not None]
+        ys = [b for b in d["best"] if b is not None]
+        positive = positive and all(y > 0 for y in ys)
+        label = f"task {i}"
+        if tasks is not None and i < len(tasks):
+            label += " " + ",".join(f"{k}={_short(v)}" for k, v in tasks[i].items())
+        ax.plot(xs, ys, marker=".", label=label)
+        fails = [k + 1 for k, v in enumerate(d["values"]) if v is None]
+        if fails and ys:
+            ax.plot(fails, [ys[-1]] * len(fails), "x", color="red", alpha=0.6)
+    if (log_scale is None and positive and data) or log_scale:
+        ax.set_yscale("log")
+    ax.set_xlabel("evaluation of the task")
+    ax.set_ylabel("best value so far")
+    ax.set_title(title or "convergence per task (x: failed evaluation)")
+    if len(data) <= 12:
+        ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _short(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
