@@ -32,7 +32,7 @@ from .history import History, HistoryMismatch
 from .models import LCM
 from .problem import Problem
 from .result import TuningResult
-from .sampling import NoFeasiblePoint, feasible_lhs, lhs_points, point_key
+from .sampling import feasible_lhs, lhs_points, point_key
 from .search import maximize
 from .transforms import OutputTransform
 
@@ -272,7 +272,7 @@ class Tuner:
         init = self._incumbents(i)
         res = maximize(
             acquisition, space, seed=_int_seed(self.seed, _STAGE_SEARCH, i, len(recs)),
-            is_feasible=self._feasible_for(i), exclude={point_key(r["params"]) for r in recs},
+            is_feasible=self._feasible_for(i), exclude=space.encode([r["params"] for r in recs]),
             init=init, n_particles=self.pso_particles, iters=self.pso_iters,
         )
         return Proposal(i, dict(self.tasks[i]), res.params, "search")

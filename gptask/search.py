@@ -29,7 +29,7 @@ import numpy as np
 from .sampling import feasible_lhs, point_key
 from .space import Space
 
-__all__ = ["SearchResult", "maximize", "snap_encoded"]
+__all__ = ["SearchResult", "maximize", "row_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +74,10 @@ def _global_numpy_seed(seed: int) -> Iterator[None]:
         np.random.set_state(state)
 
 
-def snap_encoded(space: Space, x: np.ndarray) -> tuple[np.ndarray, list[dict[str, Any]]]:
-    """Snap encoded rows ``x`` (n, D) to valid configurations: returns (snapped (n, D), dicts)."""
-    points = space.decode(np.clip(x, 0.0, 1.0))
-    return space.encode(points), points
+def row_keys(x: np.ndarray) -> list[bytes]:
+    """Hashable identities of snapped encoded rows ``(n, D)`` (rounded to 9 decimals)."""
+    r = np.round(np.asarray(x, dtype=float), 9) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return [row.tobytes() for row in r]
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def maximize(
     space: Space,
     seed: int,
     is_feasible: Callable[[Mapping[str, Any]], bool] | None = None,
-    exclude: set | None = None,
+    exclude: np.ndarray | None = None,
     init: np.ndarray | None = None,
     n_particles: int = 40,
     iters: int = 40,
@@ -105,40 +105,42 @@ def maximize(
     """Maximise ``acquisition`` over ``space`` with PSO.
 
     acquisition: maps an ``(n, D)`` array of encoded, snapped points to ``(n,)`` values to maximise.
-    seed: makes the search reproducible. is_feasible: judges a decoded configuration.
-    exclude: ``point_key``s of configurations that must not be proposed (already evaluated).
-    init: optional ``(k, D)`` encoded points placed in the initial swarm (e.g. the incumbent).
+    seed: makes the search reproducible. is_feasible: judges a decoded configuration (dict).
+    exclude: ``(k, D)`` encoded configurations that must not be proposed (already evaluated).
+    init: optional ``(k, D)`` encoded points placed in the initial swarm (e.g. incumbents).
     """
     if n_particles < 2 or iters < 1:
         raise ValueError(f"need n_particles >= 2 and iters >= 1, got {n_particles}, {iters}")
     ps, topology, bh, vh = _pyswarms_backend()
-    exclude = set(exclude or ())
     dim = space.n_columns
+    excluded = set(row_keys(space.snap(exclude))) if exclude is not None and len(exclude) else set()
     rng = np.random.default_rng(seed)
     pos0 = rng.random((n_particles, dim))
     if init is not None and len(init):
         k = min(len(init), n_particles // 2)
         pos0[:k] = np.clip(np.asarray(init, float)[:k], 0.0, 1.0)
-    seen: dict[tuple, tuple[float, np.ndarray, dict[str, Any]]] = {}
-    feasible_cache: dict[tuple, bool] = {}
+    seen: dict[bytes, tuple[float, np.ndarray]] = {}
+    feasible: dict[bytes, bool] = {}
     n_evals = 0
 
     def cost(x: np.ndarray) -> np.ndarray:
         nonlocal n_evals
-        snapped, points = snap_encoded(space, x)
+        snapped = space.snap(x)
+        keys = row_keys(snapped)
         values = np.asarray(acquisition(snapped), dtype=float).reshape(-1)
         n_evals += len(values)
+        if is_feasible is not None:
+            todo = [r for r, k in enumerate(keys) if k not in feasible]
+            if todo:
+                for r, p in zip(todo, space.decode(snapped[todo])):
+                    feasible[keys[r]] = bool(is_feasible(p))
         out = -np.where(np.isfinite(values), values, -INFEASIBLE_PENALTY)
-        for row, p in enumerate(points):
-            key = point_key(p)
-            ok = feasible_cache.get(key)
-            if ok is None:
-                ok = feasible_cache[key] = is_feasible is None or bool(is_feasible(p))
-            if not ok:
+        for row, key in enumerate(keys):
+            if is_feasible is not None and not feasible[key]:
                 out[row] += INFEASIBLE_PENALTY
-            elif key not in exclude and np.isfinite(values[row]):
+            elif key not in excluded and np.isfinite(values[row]):
                 if key not in seen or values[row] > seen[key][0]:
-                    seen[key] = (float(values[row]), snapped[row], p)
+                    seen[key] = (float(values[row]), snapped[row])
         return out
 
     bounds = (np.zeros(dim), np.ones(dim))
@@ -155,9 +157,10 @@ def maximize(
             swarm.velocity = topology.compute_velocity(swarm, None, vh, bounds)
             swarm.position = topology.compute_position(swarm, bounds, bh)
     if seen:
-        value, enc, params = max(seen.values(), key=lambda t: t[0])
-        return SearchResult(dict(params), np.asarray(enc), value, n_evals)
+        value, enc = max(seen.values(), key=lambda t: t[0])
+        return SearchResult(space.decode(enc[None, :])[0], np.asarray(enc), value, n_evals)
     log.info("acquisition search found no new feasible point; proposing a random feasible one")
-    params = feasible_lhs(space, 1, rng, is_feasible, exclude)[0]
+    used = {point_key(p) for p in space.decode(exclude)} if excluded else set()
+    params = feasible_lhs(space, 1, rng, is_feasible, used)[0]
     enc = space.encode([params])[0]
     return SearchResult(params, enc, float(acquisition(enc[None, :])[0]), n_evals + 1, fallback=True)

@@ -4,7 +4,6 @@ import os
 import numpy as np
 
 import gptask as gt
-from gptask.sampling import point_key
 from gptask.search import maximize
 
 
@@ -36,7 +35,7 @@ def test_integer_categorical_space_matches_exhaustive_search():
     best = max(every, key=lambda p: -(p["k"] - 7) ** 2 + weight[p["c"]])
     assert maximize(acq, s, seed=1).params == best
     # excluded best -> the next best feasible, never the excluded one; constraint honoured
-    res = maximize(acq, s, seed=1, exclude={point_key(best)}, is_feasible=lambda p: p["c"] != "w")
+    res = maximize(acq, s, seed=1, exclude=s.encode([best]), is_feasible=lambda p: p["c"] != "w")
     assert res.params != best and res.params["c"] != "w"
     allowed = [p for p in every if p != best and p["c"] != "w"]
     assert -(res.params["k"] - 7) ** 2 + weight[res.params["c"]] == max(-(p["k"] - 7) ** 2 + weight[p["c"]] for p in allowed)
@@ -44,7 +43,7 @@ def test_integer_categorical_space_matches_exhaustive_search():
 
 def test_everything_excluded_falls_back_to_random_feasible_or_raises():
     s = gt.Space([gt.Integer("k", 1, 3)])
-    res = maximize(lambda x: -x[:, 0], s, seed=0, exclude={point_key({"k": 1}), point_key({"k": 2})})
+    res = maximize(lambda x: -x[:, 0], s, seed=0, exclude=s.encode([{"k": 1}, {"k": 2}]))
     assert res.params == {"k": 3}
 
 

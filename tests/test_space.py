@@ -43,8 +43,9 @@ def test_decode_any_cube_point_gives_a_valid_point(u):
     s = mixed_space()
     p = s.decode(np.array([u]))[0]
     assert p in s
-    # snapping is idempotent
+    # vectorised snapping equals encode(decode(.)) and is idempotent
     enc = s.snap(np.array([u]))
+    assert np.allclose(enc, s.encode(s.decode(np.array([u]))), atol=1e-12)
     assert np.allclose(s.snap(enc), enc)
 
 

@@ -1,0 +1,43 @@
+"""Small problems used by the tests (importable as ``problems_for_tests:NAME`` from the CLI)."""
+
+import math
+import os
+import time
+
+import gptask as gt
+
+
+def counting_problem(log: str = "", sleep: float = 0.0) -> gt.Problem:
+    """A cheap 2-parameter quadratic per task; every call appends one line to ``log``."""
+    tasks = gt.Space([gt.Real("t", 0.0, 1.0)])
+    params = gt.Space([gt.Real("x", 0.0, 1.0), gt.Integer("k", 1, 8)])
+
+    def f(task, p):
+        if log:
+            with open(log, "a") as fh:
+                fh.write(f"{task['t']!r} {p['x']!r} {p['k']!r}\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        if sleep:
+            time.sleep(sleep)
+        return 1.0 + (p["x"] - task["t"]) ** 2 + 0.05 * (p["k"] - 4) ** 2
+
+    return gt.Problem(tasks, params, f, name="counting")
+
+
+def failing_problem() -> gt.Problem:
+    """Fails in three ways in three regions of x; smooth elsewhere (minimum near x = 0.3)."""
+    tasks = gt.Space([gt.Real("t", 0.0, 1.0)])
+    params = gt.Space([gt.Real("x", 0.0, 1.0)])
+
+    def f(task, p):
+        x = p["x"]
+        if x > 0.85:
+            raise RuntimeError("solver diverged")
+        if 0.6 < x < 0.7:
+            return float("nan")
+        if 0.7 <= x <= 0.75:
+            return math.inf
+        return 2.0 + (x - 0.3 - 0.1 * task["t"]) ** 2
+
+    return gt.Problem(tasks, params, f, name="failing")

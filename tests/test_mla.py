@@ -1,0 +1,186 @@
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gptask as gt
+from gptask.functions import demo_f, demo_problem, demo_optimum
+from gptask.history import History, HistoryMismatch
+from gptask.mla import Tuner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from problems_for_tests import counting_problem, failing_problem  # noqa: E402
+
+DEMO_TASKS = [{"t": t} for t in (0.5, 1.2, 2.0, 2.8, 3.5)]
+
+
+def normalised_regret(task, value):
+    _, f_opt = demo_optimum(task)
+    f_max = float(np.max(demo_f(task["t"], np.linspace(0, 1, 100001))))
+    return (value - f_opt) / (f_max - f_opt)
+
+
+@pytest.mark.slow
+def test_mla_beats_random_search_on_demo():
+    budget = 20
+    res = gt.tune(demo_problem(), tasks=DEMO_TASKS, budget=budget, n_initial=10, seed=0, progress=False)
+    assert all(len(res.records(i, status=None)) == budget for i in range(len(DEMO_TASKS)))
+    mla = np.mean([normalised_regret(t, res.best(i)[1]) for i, t in enumerate(DEMO_TASKS)])
+    rng = np.random.default_rng(0)
+    rand = np.mean([
+        normalised_regret(t, float(np.min(demo_f(t["t"], rng.random(budget)))))
+        for _ in range(200) for t in DEMO_TASKS
+    ])
+    assert mla < 0.5 * rand, (mla, rand)
+
+
+def test_same_seed_same_proposals():
+    def run():
+        tu = Tuner(counting_problem(), tasks=3, budget=6, n_initial=3, seed=7)
+        ev = gt.Evaluator(tu.problem.objective)
+        asked = []
+        while not tu.done:
+            for p in tu.ask():
+                asked.append((p.task_index, p.params))
+                tu.tell(p, ev(p.task, p.params))
+        return asked
+
+    a, b = run(), run()
+    assert a == b and len(a) == 18
+
+
+def test_failures_recorded_never_reproposed_and_run_completes():
+    res = gt.tune(failing_problem(), tasks=2, budget=14, n_initial=8, seed=1, progress=False)
+    hist = res.history
+    assert len(hist) == 28
+    failed = [r for r in hist if r["status"] == "failed"]
+    assert failed, "the design should hit a failing region"
+    reasons = {r["reason"] for r in failed}
+    assert all(any(k in s for k in ("diverged", "NaN", "inf")) for s in reasons), reasons
+    for i in range(2):
+        keys = [r["params"]["x"] for r in hist if r["task_index"] == i]
+        assert len(set(keys)) == len(keys)
+    p, v = res.best(0)
+    assert v < 2.05 and p["x"] < 0.6
+
+
+def test_timeout_is_a_failed_evaluation():
+    tasks = gt.Space([gt.Real("t", 0, 1)])
+    params = gt.Space([gt.Real("x", 0, 1)])
+
+    def f(task, p):
+        if p["x"] > 0.5:
+            time.sleep(60)
+        return p["x"]
+
+    res = gt.tune(gt.Problem(tasks, params, f), tasks=1, budget=4, n_initial=4, seed=0, timeout=1.0,
+                  progress=False)
+    slow = [r for r in res.history if r["params"]["x"] > 0.5]
+    assert slow and all(r["status"] == "failed" and "timeout" in r["reason"] for r in slow)
+
+
+def test_history_resume_counts_and_refuses_other_problem(tmp_path):
+    path = tmp_path / "h.sqlite"
+    log = tmp_path / "calls.txt"
+    prob = counting_problem(log=str(log))
+    gt.tune(prob, tasks=2, budget=5, n_initial=5, seed=3, history=path, progress=False)
+    assert len(log.read_text().splitlines()) == 10
+    res = gt.tune(prob, tasks=2, budget=7, n_initial=5, seed=3, history=path, progress=False)
+    assert len(log.read_text().splitlines()) == 14  # only the 4 new evaluations ran
+    assert len(res.history) == 14
+    with pytest.raises(HistoryMismatch):
+        gt.tune(failing_problem(), tasks=2, budget=5, seed=3, history=path, progress=False)
+    with pytest.raises(HistoryMismatch, match="seed"):
+        gt.tune(prob, tasks=2, budget=7, seed=4, history=path, progress=False)
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_loses_and_repeats_nothing(tmp_path, root):
+    hist = tmp_path / "run.sqlite"
+    log = tmp_path / "calls.txt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
+    cmd = [sys.executable, "-m", "gptask", "tune", "--problem", "problems_for_tests:counting_problem",
+           "--problem-options", f"log={log},sleep=0.3", "--tasks", "2", "--budget", "8", "--n-initial", "4",
+           "--seed", "5", "--history", str(hist), "--no-progress"]
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        time.sleep(0.2)
+        if log.exists() and len(log.read_text().splitlines()) >= 11:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = History.open_existing(hist).records()
+    calls_before = len(log.read_text().splitlines())
+    assert 9 <= len(before) < 16 and calls_before - len(before) <= 1  # at most the in-flight one is lost
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    after = History.open_existing(hist).records()
+    assert len(after) == 16
+    assert [(x["task_index"], x["params"]) for x in after[: len(before)]] == [
+        (x["task_index"], x["params"]) for x in before]
+    calls = log.read_text().splitlines()
+    assert len(calls) == len(after) + (calls_before - len(before))
+    # nothing evaluated twice
+    assert len({(x["task_index"], x["params"]["x"], x["params"]["k"]) for x in after}) == 16
+
+
+@pytest.mark.parametrize("kwargs, exc, msg", [
+    ({"tasks": 2, "budget": 5, "n_initial": 8}, ValueError, "n_initial <= budget"),
+    ({"tasks": 0, "budget": 5}, ValueError, "tasks must be >= 1"),
+    ({"tasks": [], "budget": 5}, ValueError, "must not be empty"),
+    ({"tasks": [{"t": 2.0}], "budget": 5}, ValueError, "outside"),
+    ({"tasks": [{"u": 0.5}], "budget": 5}, ValueError, "missing"),
+    ({"tasks": 2, "budget": 0}, ValueError, "budget must be >= 1"),
+    ({"tasks": 2, "budget": 5, "repeats": 0}, ValueError, "repeats"),
+    ({"tasks": 2, "budget": 5, "aggregate": "max"}, ValueError, "aggregate"),
+])
+def test_bad_input(kwargs, exc, msg):
+    with pytest.raises(exc, match=msg):
+        gt.tune(counting_problem(), progress=False, **kwargs)
+
+
+def test_unsatisfiable_constraints_fail_fast_naming_them():
+    prob = counting_problem()
+
+    def never_fits(c):
+        return c["k"] > 100
+
+    bad = gt.Problem(prob.task_space, prob.param_space, prob.objective, constraints=[never_fits])
+    t0 = time.time()
+    with pytest.raises(ValueError, match="never_fits"):
+        gt.tune(bad, tasks=1, budget=4, progress=False)
+    assert time.time() - t0 < 60
+
+
+def test_constraints_respected_by_every_proposal():
+    prob = counting_problem()
+
+    def small_k_for_small_x(c):
+        return c["k"] <= 2 + 6 * c["x"]
+
+    cons = gt.Problem(prob.task_space, prob.param_space, prob.objective, constraints=[small_k_for_small_x])
+    res = gt.tune(cons, tasks=2, budget=10, n_initial=5, seed=0, progress=False)
+    assert all(r["params"]["k"] <= 2 + 6 * r["params"]["x"] for r in res.history)
+
+
+def test_cli_show_plot_export(tmp_path, root):
+    hist = tmp_path / "h.sqlite"
+    gt.tune(counting_problem(), tasks=2, budget=4, n_initial=4, seed=0, history=hist, progress=False)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gptask", *a], env=env, capture_output=True,
+                                    text=True, timeout=120)
+    r = run("show", str(hist))
+    assert r.returncode == 0 and "best" in r.stdout and len(r.stdout.splitlines()) == 5
+    r = run("plot", str(hist), "--out", str(tmp_path / "c.png"))
+    assert r.returncode == 0 and (tmp_path / "c.png").stat().st_size > 1000
+    r = run("export", str(hist), "--format", "csv")
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 9
+    r = run("show", str(tmp_path / "missing.sqlite"))
+    assert r.returncode == 2 and "no history file" in r.stderr
