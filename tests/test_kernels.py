@@ -51,3 +51,18 @@ def test_paper_convention_mapping():
 def test_unknown_kernel():
     with pytest.raises(ValueError, match="kernel must be one of"):
         check_kernel("cubic")
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_gram_fast_path_equals_general_kernel(name):
+    from gptask.models.kernels import gram
+
+    rng = np.random.default_rng(3)
+    X = rng.random((9, 4))
+    ls = rng.uniform(0.05, 3.0, 4)
+    K, F = gram(name, X, ls, want_factor=True)
+    np.testing.assert_allclose(K, kernel(name, X, X, ls), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(K, K.T, rtol=0, atol=1e-15)
+    assert np.all(np.diagonal(K) == 1.0)
+    _, F_ref = from_sqdist(name, scaled_sqdist(X, X, ls), want_factor=True)
+    np.testing.assert_allclose(F, F_ref, rtol=1e-12, atol=1e-15)

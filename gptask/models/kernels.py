@@ -74,6 +74,24 @@ def from_sqdist(name: str, r2: np.ndarray, want_factor: bool = False):
     raise ValueError(f"kernel must be one of {KERNELS}, got {name!r}")
 
 
+def gram(name: str, X: np.ndarray, lengthscale: np.ndarray, want_factor: bool = False):
+    """Symmetric kernel matrix k(X, X) (n, n), optionally with the derivative factor F.
+
+    Same values as ``kernel(name, X, X, lengthscale)``; the rbf path fuses the distance and the
+    exponential into fewer passes over the n x n array (the LCM's hot loop).
+    """
+    if name != "rbf":
+        return from_sqdist(name, scaled_sqdist(X, X, lengthscale), want_factor)
+    A = X / lengthscale
+    E = A @ A.T  # E = a.b - |a|^2/2 - |b|^2/2 = -r^2/2
+    h = 0.5 * np.einsum("ij,ij->i", A, A)
+    E -= h[:, None]
+    E -= h[None, :]
+    np.fill_diagonal(E, 0.0)
+    K = np.exp(E, out=E)
+    return (K, K) if want_factor else K
+
+
 def kernel(name: str, X1: np.ndarray, X2: np.ndarray, lengthscale: np.ndarray) -> np.ndarray:
     """Kernel matrix k(X1, X2): X1 (n1, d), X2 (n2, d), lengthscale (d,). Returns (n1, n2)."""
     return from_sqdist(name, scaled_sqdist(X1, X2, lengthscale))

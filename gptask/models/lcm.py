@@ -35,7 +35,7 @@ from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 from . import linalg as _la
-from .kernels import check_kernel, from_sqdist, kernel as _kernel, scaled_sqdist
+from .kernels import check_kernel, gram, kernel as _kernel
 
 logger = logging.getLogger(__name__)
 
@@ -198,11 +198,6 @@ def _coreg(W: np.ndarray, kappa: np.ndarray) -> np.ndarray:
     return B
 
 
-def _expand(Bq: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """(T, T) -> (N, N) with entry [n, m] = Bq[task(n), task(m)], data sorted by task."""
-    return np.repeat(np.repeat(Bq, counts, axis=0), counts, axis=1)
-
-
 # --------------------------------------------------------------------------------------------
 # likelihood and gradient
 # --------------------------------------------------------------------------------------------
@@ -213,19 +208,27 @@ def _lml_core(X, y, counts, ls, W, kappa, noise, kern, want_grad):
 
     Returns (ll, grads, L, z, alpha, jitter); grads is None or a tuple
     (d/d lengthscale (Q, d), d/dW (Q, T, r), d/dkappa (Q, T), d/dnoise (T,)).
+
+    B_q expanded to the N x N data is never formed: its rank-r part acts as row/column scalings
+    by a_{q,s}[n] = W[q, task(n), s], its kappa part only touches the T diagonal blocks.
     """
-    N = X.shape[0]
-    Q = ls.shape[0]
-    T = counts.shape[0]
+    N, d = X.shape
+    Q, T, r = W.shape
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    blocks = [slice(int(s), int(s + c)) for s, c in zip(starts, counts)]
     t = np.repeat(np.arange(T), counts)
-    B = _coreg(W, kappa)
+    a = W[:, t, :]  # (Q, N, r)
     K = np.zeros((N, N))
     tmp = np.empty((N, N))
     Ks, Fs = [], []
     for q in range(Q):
-        Kq, Fq = from_sqdist(kern, scaled_sqdist(X, X, ls[q]), want_factor=True)
-        np.multiply(Kq, _expand(B[q], counts), out=tmp)
-        K += tmp
+        Kq, Fq = gram(kern, X, ls[q], want_factor=True)
+        for s in range(r):
+            np.multiply(Kq, a[q, :, s][:, None], out=tmp)
+            tmp *= a[q, :, s][None, :]
+            K += tmp
+        for i, bl in enumerate(blocks):
+            K[bl, bl] += kappa[q, i] * Kq[bl, bl]
         if want_grad:
             Ks.append(Kq)
             Fs.append(Fq)
@@ -238,12 +241,12 @@ def _lml_core(X, y, counts, ls, W, kappa, noise, kern, want_grad):
     if not want_grad:
         return ll, None, L, z, alpha, jitter
 
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     A = _la.cho_inverse(L)
     A *= -1.0
     A += np.outer(alpha, alpha)  # A = alpha alpha^T - K^-1
     g_noise = 0.5 * np.add.reduceat(np.diagonal(A), starts)
     X2 = X * X
+    X1 = np.hstack([X, np.ones((N, 1))])  # (N, d+1): the last column gives row sums
     g_ls = np.empty_like(ls)
     g_W = np.empty_like(W)
     g_kappa = np.empty_like(kappa)
@@ -253,12 +256,15 @@ def _lml_core(X, y, counts, ls, W, kappa, noise, kern, want_grad):
         # dLL/dB_q = S/2 entrywise; B = W W^T + diag(kappa) and S symmetric
         g_W[q] = S @ W[q]
         g_kappa[q] = 0.5 * np.diagonal(S)
-        # length scales: dK/dl_d = Bexp o F_q o (x_d - x'_d)^2 / l_d^3
-        G = M if Fs[q] is Ks[q] else np.multiply(A, Fs[q], out=tmp)
-        G *= _expand(B[q], counts)
-        rs = G.sum(axis=1)
-        GX = G @ X
-        sq = 2.0 * (rs @ X2) - 2.0 * np.einsum("nd,nd->d", X, GX)
+        # length scales: dK/dl_d = Bexp o F_q o (x_d - x'_d)^2 / l_d^3. With H = A o F_q and
+        # G = H o Bexp: sum(G o D_d^2) = 2 sum_n (G 1)_n x_nd^2 - 2 sum_n x_nd (G X)_nd.
+        H = M if Fs[q] is Ks[q] else np.multiply(A, Fs[q], out=tmp)
+        Z = np.concatenate([a[q, :, s][:, None] * X1 for s in range(r)], axis=1)
+        HZ = H @ Z
+        GX1 = sum(a[q, :, s][:, None] * HZ[:, s * (d + 1) : (s + 1) * (d + 1)] for s in range(r))
+        for i, bl in enumerate(blocks):
+            GX1[bl] += kappa[q, i] * (H[bl, bl] @ X1[bl])
+        sq = 2.0 * (GX1[:, d] @ X2) - 2.0 * np.einsum("nd,nd->d", X, GX1[:, :d])
         g_ls[q] = 0.5 * sq / ls[q] ** 3
     return ll, (g_ls, g_W, g_kappa, g_noise), L, z, alpha, jitter
 
