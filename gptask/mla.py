@@ -30,6 +30,7 @@ from .acquisition import log_ei
 from .evaluate import Evaluator, Outcome
 from .history import History, HistoryMismatch
 from .models import LCM
+from .parallel import allgather_json, allgather_rows, bcast_json, blas_threads_per_rank, collective, my_items, rank_size
 from .problem import Problem
 from .result import TuningResult
 from .sampling import feasible_lhs, lhs_points, point_key
@@ -125,24 +126,16 @@ class Tuner:
         self.pso_particles = _check_int("pso_particles", pso_particles, 2)
         self.pso_iters = _check_int("pso_iters", pso_iters, 1)
         self.comm = comm
-        self.history = History(history, problem.signature())
-        stored_seed = self.history.get_meta("seed")
-        if stored_seed is not None and stored_seed != self.seed:
-            raise HistoryMismatch(
-                f"history {history} was written with seed={stored_seed}, this run has seed={self.seed}; "
-                "resume with the same seed or use another history file"
-            )
-        stored_tasks = self.history.tasks()
-        if stored_tasks and isinstance(tasks, numbers.Integral) and not isinstance(tasks, bool):
-            if tasks != len(stored_tasks):
-                raise HistoryMismatch(
-                    f"history {history} holds {len(stored_tasks)} tasks, this run asks for {tasks}"
-                )
-            self.tasks = stored_tasks
-        else:
-            self.tasks = resolve_tasks(problem, tasks, self.seed)
-            self.history.set_tasks(self.tasks)
-        self.history.set_meta("seed", self.seed)
+        self.rank, self.size = rank_size(comm)
+        # rank 0 alone opens and writes the history; the other ranks receive its content as JSON
+        self.history: History | None = None
+        opened = collective(lambda: self._open_history(history, tasks) if self.rank == 0 else None,
+                            comm, "opening the history")
+        state = bcast_json(opened, comm)
+        self.tasks: list[dict] = state["tasks"]
+        self.records: list[dict] = state["records"]
+        self._warm = state["warm"]
+        self.iteration = int(state["iteration"])
         self.n_tasks = len(self.tasks)
         if n_latent is None:
             n_latent = min(self.n_tasks, 4)
@@ -150,12 +143,32 @@ class Tuner:
         if kernel not in ("rbf", "matern52"):
             raise ValueError(f"kernel must be 'rbf' or 'matern52', got {kernel!r}")
         self.kernel = kernel
-        self.records: list[dict] = self.history.records()
         self.model: LCM | None = None
         self.transform: OutputTransform | None = None
-        self._warm = self.history.last_model()
         self._initial: dict[int, list[dict]] = {}
-        self.iteration = len(self.history.models())
+
+    def _open_history(self, path: str | Path | None, tasks: Any) -> dict[str, Any]:
+        """Open (or create) the history, check it belongs to this run, and return its content."""
+        history = History(path, self.problem.signature())
+        stored_seed = history.get_meta("seed")
+        if stored_seed is not None and stored_seed != self.seed:
+            raise HistoryMismatch(
+                f"history {path} was written with seed={stored_seed}, this run has seed={self.seed}; "
+                "resume with the same seed or use another history file"
+            )
+        stored_tasks = history.tasks()
+        if stored_tasks and isinstance(tasks, numbers.Integral) and not isinstance(tasks, bool):
+            if tasks != len(stored_tasks):
+                raise HistoryMismatch(f"history {path} holds {len(stored_tasks)} tasks, this run asks for {tasks}")
+            task_list = stored_tasks
+        else:
+            task_list = resolve_tasks(self.problem, tasks, self.seed)
+            history.set_tasks(task_list)
+        history.set_meta("seed", self.seed)
+        state = {"tasks": history.tasks(), "records": history.records(), "warm": history.last_model(),
+                 "iteration": len(history.models())}
+        self.history = history
+        return state
 
     # ---- bookkeeping -------------------------------------------------------------------------
     def _task_records(self, i: int) -> list[dict]:
@@ -204,7 +217,11 @@ class Tuner:
         if not active:
             return []
         self.fit_model()
-        return [self._search(i) for i in active]
+        local = collective(lambda: {k: self._search(active[k]) for k in my_items(len(active), self.comm)},
+                           self.comm, "acquisition search")
+        rows = allgather_rows(local, len(active), self.problem.param_space.n_columns, self.comm)
+        params = self.problem.param_space.decode(rows)
+        return [Proposal(i, dict(self.tasks[i]), p, "search") for i, p in zip(active, params)]
 
     def _model_data(self) -> tuple[list[np.ndarray], list[np.ndarray], OutputTransform]:
         space = self.problem.param_space
@@ -247,14 +264,15 @@ class Tuner:
                 X, Y, restarts=self.restarts, seed=_int_seed(self.seed, _STAGE_FIT, self.iteration), comm=self.comm)
         self.model, self.transform = model, transform
         self.iteration += 1
-        if self.comm is None or self.comm.Get_rank() == 0:
+        if self.history is not None:
             params = {k: np.asarray(v).tolist() for k, v in model.get_params().items()}
             self.history.add_model(self.iteration, params, float(model.log_likelihood()))
         log.info("iteration %d: LCM fitted on %d points, log-likelihood %.4g", self.iteration,
                  sum(len(x) for x in X), model.log_likelihood())
         return model
 
-    def _search(self, i: int) -> Proposal:
+    def _search(self, i: int) -> np.ndarray:
+        """Task ``i``'s next configuration, encoded: (D,) row. Runs on the rank that owns task i."""
         assert self.model is not None and self.transform is not None
         space = self.problem.param_space
         recs = self._task_records(i)
@@ -275,7 +293,7 @@ class Tuner:
             is_feasible=self._feasible_for(i), exclude=space.encode([r["params"] for r in recs]),
             init=init, n_particles=self.pso_particles, iters=self.pso_iters,
         )
-        return Proposal(i, dict(self.tasks[i]), res.params, "search")
+        return res.encoded
 
     def _incumbents(self, i: int) -> np.ndarray:
         """Encoded best configurations: task i's own first, then the other tasks' (transfer)."""
@@ -310,7 +328,7 @@ class Tuner:
                 except EvaluationFailed as exc:
                     outcome = Outcome(None, (), "failed", str(exc))
         rec_id = 0
-        if self.comm is None or self.comm.Get_rank() == 0:
+        if self.history is not None:
             rec_id = self.history.add_evaluation(
                 proposal.task_index, params, outcome.value, outcome.status, outcome.reason,
                 outcome.samples, outcome.duration, proposal.source,
@@ -345,6 +363,7 @@ def tune(
     progress: bool = True,
     timeout: float | None = None,
     comm: Any = None,
+    parallel_evaluations: bool = False,
     **tuner_options: Any,
 ) -> TuningResult:
     """Tune ``problem`` for a set of tasks with MLA; returns a :class:`TuningResult`.
@@ -354,26 +373,80 @@ def tune(
     per task (default: half the budget). history: SQLite file; the same call with the same file
     resumes a killed run. repeats/aggregate: runs per evaluation and how they are combined.
     timeout: seconds per run (None: no limit). progress: a progress bar on a terminal.
-    tuner_options: n_latent, kernel, restarts, refit_restarts, pso_particles, pso_iters (see Tuner).
+    comm: an mpi4py communicator; call ``tune`` on every rank. Model restarts and per-task searches
+    are spread over the ranks; evaluations run on rank 0 only, or, with
+    ``parallel_evaluations=True`` (the objective is rank-local), round robin over the ranks.
+    Rank 0 alone writes the history; every rank returns the same result.
+    tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters (see :class:`Tuner`).
     """
     evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
     tuner = Tuner(problem, tasks, budget, n_initial, seed, history, n_latent=n_latent, comm=comm, **tuner_options)
     total = tuner.n_tasks * tuner.budget
-    bar = _progress_bar(progress, total, sum(min(tuner.count(i), tuner.budget) for i in range(tuner.n_tasks)))
+    done = sum(min(tuner.count(i), tuner.budget) for i in range(tuner.n_tasks))
+    bar = _progress_bar(progress and tuner.rank == 0, total, done)
+    limits = None
+    if comm is not None:
+        from threadpoolctl import threadpool_limits
+
+        limits = threadpool_limits(limits=blas_threads_per_rank(comm), user_api="blas")
     try:
         while not tuner.done:
             proposals = tuner.ask()
             if not proposals:
                 break
-            for p in proposals:
-                outcome = evaluator(p.task, p.params)
-                tuner.tell(p, outcome)
+            for p, outcome, told in _evaluate_all(tuner, evaluator, proposals, parallel_evaluations):
+                if not told:
+                    tuner.tell(p, outcome)
                 if bar is not None:
                     bar.update(1)
     finally:
         if bar is not None:
             bar.close()
+        if limits is not None:
+            limits.unregister()
     return tuner.result()
+
+
+def _evaluate_all(tuner: Tuner, evaluator: Evaluator, proposals: list[Proposal], parallel: bool):
+    """Yield (proposal, outcome, already_told) in proposal order: serial, on rank 0 only, or round
+    robin over the ranks."""
+    if tuner.size == 1:
+        for p in proposals:
+            yield p, evaluator(p.task, p.params), False
+        return
+    if parallel:
+        mine = collective(lambda: {k: _outcome_json(evaluator(proposals[k].task, proposals[k].params))
+                                   for k in my_items(len(proposals), tuner.comm)}, tuner.comm, "evaluations")
+        merged: dict[str, Any] = {}
+        for part in allgather_json({str(k): v for k, v in mine.items()}, tuner.comm):
+            merged.update(part)
+        for k, p in enumerate(proposals):
+            yield p, _outcome_from_json(merged[str(k)]), False
+        return
+    # rank 0 evaluates and records each result at once (committed before the next run); the others
+    # receive the outcomes afterwards
+    outcomes: list[dict] = []
+
+    def run_on_root() -> None:
+        if tuner.rank == 0:
+            for p in proposals:
+                o = evaluator(p.task, p.params)
+                tuner.tell(p, o)
+                outcomes.append(_outcome_json(o))
+
+    collective(run_on_root, tuner.comm, "evaluations")
+    shared = bcast_json(outcomes, tuner.comm)
+    for p, o in zip(proposals, shared):
+        yield p, _outcome_from_json(o), tuner.rank == 0
+
+
+def _outcome_json(o: Outcome) -> dict:
+    return {"value": o.value, "samples": list(o.samples), "status": o.status, "reason": o.reason,
+            "duration": o.duration}
+
+
+def _outcome_from_json(d: dict) -> Outcome:
+    return Outcome(d["value"], tuple(d["samples"]), d["status"], d["reason"], float(d["duration"]))
 
 
 def _progress_bar(progress: bool, total: int, initial: int):

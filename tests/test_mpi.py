@@ -1,0 +1,67 @@
+"""MLA under ``mpiexec -n 2`` (the pip ``mpich`` wheel): same results as serial, errors end the job."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.mpi
+
+SCRIPTS = Path(__file__).parent / "mpi_scripts"
+
+
+def mpiexec() -> str:
+    exe = Path(sys.executable).with_name("mpiexec")
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("mpiexec")
+    if not found:
+        pytest.skip("no mpiexec next to the interpreter or on PATH")
+    return found
+
+
+def run(args, timeout=300):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    out = tmp_path_factory.mktemp("serial") / "serial.json"
+    r = run([sys.executable, str(SCRIPTS / "tune_run.py"), str(out), "serial"])
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("evals", ["root", "parallel"])
+def test_two_ranks_give_the_serial_model_and_proposals(serial, tmp_path, evals):
+    out = tmp_path / "mpi.json"
+    r = run([mpiexec(), "-n", "2", sys.executable, str(SCRIPTS / "tune_run.py"), str(out), "mpi", evals])
+    assert r.returncode == 0, r.stderr
+    got = json.loads(out.read_text())
+    assert got["proposals"] == serial["proposals"]
+    assert got["model"] == serial["model"]
+    rank1 = json.loads(out.with_suffix(".rank1.json").read_text())
+    assert rank1 == [p[:2] for p in serial["proposals"]]
+
+
+def test_failing_objective_on_one_rank_is_recorded_not_hung(tmp_path):
+    out = tmp_path / "fail.json"
+    r = run([mpiexec(), "-n", "2", sys.executable, str(SCRIPTS / "tune_run.py"), str(out), "mpi", "parallel", "1"])
+    assert r.returncode == 0, r.stderr
+    got = json.loads(out.read_text())
+    failed = [p for p in got["proposals"] if p[2] == "failed"]
+    assert failed and all("node failure on rank 1" in p[3] for p in failed)
+    assert len(got["proposals"]) == 21
+
+
+@pytest.mark.parametrize("how", ["raise", "exit"])
+def test_a_rank_that_dies_or_raises_ends_the_job(how):
+    r = run([mpiexec(), "-n", "2", sys.executable, str(SCRIPTS / "crash_run.py"), how], timeout=240)
+    assert r.returncode != 0
+    if how == "raise":
+        assert "operator interrupt on rank 1" in r.stderr
