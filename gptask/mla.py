@@ -217,6 +217,11 @@ class Tuner:
         if not active:
             return []
         self.fit_model()
+        return self.propose(active)
+
+    def propose(self, active: Sequence[int]) -> list[Proposal]:
+        """One acquisition maximiser per task in ``active`` from the current model; the searches are
+        spread over the ranks (task ``active[k]`` on rank ``k % size``) and gathered on all."""
         local = collective(lambda: {k: self._search(active[k]) for k in my_items(len(active), self.comm)},
                            self.comm, "acquisition search")
         rows = allgather_rows(local, len(active), self.problem.param_space.n_columns, self.comm)

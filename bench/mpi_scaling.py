@@ -1,0 +1,96 @@
+"""Tuner cost on 1 and 2 MPI ranks: LCM fit (restarts over ranks) and per-task searches (tasks over ranks).
+
+    python bench/mpi_scaling.py --tasks 20 --samples 20 --restarts 4 --ranks 1,2
+
+Launches itself under the pip wheel's ``mpiexec -n R`` for each R, with one BLAS thread per rank,
+on the same synthetic data (the ``sphere`` family extended to 6 inputs), and prints seconds and
+speed-ups. Run it on an otherwise idle machine: ratios on a loaded one mean little.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def worker(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+    from mpi4py import MPI
+
+    import gptask as gt
+    from gptask.mla import Tuner
+
+    comm = MPI.COMM_WORLD
+    tasks = gt.Space([gt.Real("s", 0.0, 1.0)])
+    params = gt.Space([gt.Real(f"x{j}", 0.0, 1.0) for j in range(6)])
+    w = np.array([1.0, 4.0, 10.0, 2.0, 0.5, 3.0])
+
+    def f(task, p):
+        x = np.array([p[f"x{j}"] for j in range(6)])
+        c = 0.3 + 0.4 * task["s"] * np.linspace(0.2, 1.0, 6)
+        return float(1.0 + task["s"] + np.sum(w * (x - c) ** 2) + 0.1 * np.sin(10 * x[0]))
+
+    problem = gt.Problem(tasks, params, f, name="scaling")
+    tuner = Tuner(problem, tasks=args.tasks, budget=args.samples + 1, n_initial=args.samples, seed=0,
+                  n_latent=args.latent, restarts=args.restarts, pso_particles=40, pso_iters=40, comm=comm)
+    while True:
+        props = tuner.ask()
+        if props[0].source != "initial":
+            break
+        for p in props:
+            tuner.tell(p, f(p.task, p.params))
+    comm.Barrier()
+    t0 = time.perf_counter()
+    tuner.model = None  # cold fit with all restarts, as the first MLA iteration
+    tuner.fit_model()
+    comm.Barrier()
+    t1 = time.perf_counter()
+    tuner.propose(list(range(tuner.n_tasks)))
+    comm.Barrier()
+    t2 = time.perf_counter()
+    if comm.Get_rank() == 0:
+        print(json.dumps({"ranks": comm.Get_size(), "fit_s": t1 - t0, "search_s": t2 - t1,
+                          "ll": tuner.model.log_likelihood()}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", type=int, default=20)
+    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--restarts", type=int, default=4)
+    ap.add_argument("--latent", type=int, default=3)
+    ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    mpiexec = str(Path(sys.executable).with_name("mpiexec"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    rows = []
+    for r in [int(x) for x in args.ranks.split(",")]:
+        cmd = [mpiexec, "-n", str(r), sys.executable, __file__, "--worker", "--tasks", str(args.tasks),
+               "--samples", str(args.samples), "--restarts", str(args.restarts), "--latent", str(args.latent)]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    base = rows[0]
+    print(f"# {platform.node()} {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"# {args.tasks} tasks x {args.samples} samples, Q={args.latent}, {args.restarts} restarts, 6 inputs")
+    print("| ranks | LCM fit (s) | fit speed-up | searches (s) | search speed-up | log-likelihood |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['ranks']} | {r['fit_s']:.2f} | {base['fit_s'] / r['fit_s']:.2f}x | {r['search_s']:.2f} | "
+              f"{base['search_s'] / r['search_s']:.2f}x | {r['ll']:.4f} |")
+
+
+if __name__ == "__main__":
+    main()
