@@ -62,6 +62,35 @@ def worker(args: argparse.Namespace) -> None:
                           "ll": tuner.model.log_likelihood()}))
 
 
+def cost_model(sizes: list[int], latent: int) -> None:
+    """Seconds per log-likelihood + gradient evaluation at N = tasks x samples (one BLAS thread)."""
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from gptask.models.lcm import lml_and_grad
+
+    print("| N = tasks x samples | seconds per LML+gradient | ratio to N^3 scaling from the first row |")
+    print("|---|---|---|")
+    first = None
+    for n in sizes:
+        T = max(2, n // 20)
+        rng = np.random.default_rng(0)
+        X = [rng.random((n // T, 6)) for _ in range(T)]
+        y = [np.sin(3 * x.sum(1)) + 0.1 * rng.standard_normal(len(x)) for x in X]
+        params = {"lengthscale": np.full((latent, 6), 0.5), "W": rng.standard_normal((latent, T, 1)),
+                  "kappa": np.full((latent, T), 0.1), "noise": np.full(T, 0.01)}
+        with threadpool_limits(1, user_api="blas"):
+            lml_and_grad(X, y, params)
+            reps = max(1, int(2e8 / n**2.5))
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                lml_and_grad(X, y, params)
+            dt = (time.perf_counter() - t0) / reps
+        first = first or (n, dt)
+        print(f"| {n} | {dt:.4f} | {dt / (first[1] * (n / first[0]) ** 3):.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=20)
@@ -69,8 +98,12 @@ def main() -> None:
     ap.add_argument("--restarts", type=int, default=4)
     ap.add_argument("--latent", type=int, default=3)
     ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--cost-model", default="", help="comma list of N: time one LML+gradient at each")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.cost_model:
+        cost_model([int(x) for x in args.cost_model.split(",")], args.latent)
+        return
     if args.worker:
         worker(args)
         return
