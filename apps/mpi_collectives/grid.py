@@ -1,0 +1,148 @@
+"""Exhaustive sweep of the discretised parameter space for one task (the ground truth).
+
+The grid is every algorithm of the task's collective crossed with the grid values
+(:data:`~apps.mpi_collectives.algorithms.KNOB_GRID`) of the knobs *that algorithm reads*;
+inactive knobs are pinned to their defaults, so no run is a duplicate. With ``repeats > 1`` the
+whole grid is measured ``repeats`` times, each pass in a fresh random order, so that a slow
+period of the shared machine spreads over all configurations instead of hitting a block of
+neighbours. Results go to a CSV whose ``#`` header lines describe the machine, the load and the
+command.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import itertools
+import logging
+import os
+import platform
+import random
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .algorithms import KNOB_DEFAULTS, KNOB_GRID, KNOB_NAMES, active_knobs, algorithms_for
+from .launcher import LaunchConfig, LaunchError
+from .objective import check_task, evaluate
+
+__all__ = ["grid_params", "sweep", "write_csv", "read_csv", "machine_description", "COLUMNS"]
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ["coll", "size", "nprocs", "algorithm", *KNOB_NAMES, "repeat", "status", "time",
+           "min", "median", "p25", "p75", "n_iter", "fallbacks", "loadavg1", "reason"]
+
+
+def grid_params(coll: str, multi_node: bool = False,
+                knob_grid: Mapping[str, Sequence[Any]] | None = None) -> list[dict[str, Any]]:
+    """Every distinct configuration of ``coll`` on the knob grid (``auto`` first)."""
+    kg = {**KNOB_GRID, **(knob_grid or {})}
+    out = []
+    for alg in algorithms_for(coll, multi_node):
+        act = [k for k in KNOB_NAMES if k in active_knobs(coll, alg)]
+        for values in itertools.product(*(kg[k] for k in act)):
+            p: dict[str, Any] = {"algorithm": alg, **KNOB_DEFAULTS}
+            p.update(zip(act, values))
+            out.append(p)
+    return out
+
+
+def _loadavg() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def machine_description() -> dict[str, str]:
+    """CPU model, cores, kernel, date and load average, for the CSV header."""
+    model = ""
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in text.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    la = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    return {
+        "host": platform.node(),
+        "cpu": model or platform.processor(),
+        "cores": str(os.cpu_count()),
+        "usable_cores": str(len(os.sched_getaffinity(0))),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "loadavg": " ".join(f"{x:.2f}" for x in la),
+    }
+
+
+def sweep(task: Mapping[str, Any], config: LaunchConfig | None = None, repeats: int = 1,
+          seed: int = 0, multi_node: bool = False,
+          progress: Callable[[int, int, dict], None] | None = None) -> list[dict[str, Any]]:
+    """Measure every grid configuration of ``task`` ``repeats`` times; one row per run.
+
+    A failed run (fallback, crash, timeout) is a row with ``status="failed"`` and its reason.
+    """
+    coll, size, nprocs = check_task(task)
+    if not (isinstance(repeats, int) and repeats >= 1):
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    configs = grid_params(coll, multi_node)
+    rng = random.Random(seed)
+    rows = []
+    total = repeats * len(configs)
+    for r in range(repeats):
+        order = list(range(len(configs)))
+        rng.shuffle(order)
+        for i in order:
+            p = configs[i]
+            row: dict[str, Any] = {"coll": coll, "size": size, "nprocs": nprocs, **p,
+                                   "repeat": r, "loadavg1": round(_loadavg(), 2)}
+            try:
+                res = evaluate({"coll": coll, "size": size, "nprocs": nprocs}, p, config, multi_node)
+                row.update(status="complete", reason="",
+                           **{k: res[k] for k in ("time", "min", "median", "p25", "p75", "n_iter",
+                                                  "fallbacks")})
+            except LaunchError as exc:
+                row.update(status="failed", reason=exc.reason)
+            rows.append(row)
+            if progress is not None:
+                progress(len(rows), total, row)
+    return rows
+
+
+def write_csv(path: str, rows: Sequence[Mapping[str, Any]], header: Mapping[str, str]) -> None:
+    """Write ``rows`` with ``# key: value`` header lines (machine, load, command)."""
+    with open(path, "w", newline="") as f:
+        for k, v in header.items():
+            f.write(f"# {k}: {v}\n")
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: row.get(k, "") for k in COLUMNS})
+
+
+def read_csv(path: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """(header dict, rows) of a file written by :func:`write_csv`; numbers parsed back."""
+    header: dict[str, str] = {}
+    lines = []
+    with open(path, newline="") as f:
+        for line in f:
+            if line.startswith("#"):
+                k, _, v = line[1:].partition(":")
+                header[k.strip()] = v.strip()
+            else:
+                lines.append(line)
+    rows = []
+    for row in csv.DictReader(lines):
+        out: dict[str, Any] = {}
+        for k, v in row.items():
+            if k in ("size", "nprocs", "kval", "chunk", "repeat", "n_iter", "fallbacks") and v != "":
+                out[k] = int(v)
+            elif k in ("time", "min", "median", "p25", "p75", "loadavg1") and v != "":
+                out[k] = float(v)
+            else:
+                out[k] = v
+        rows.append(out)
+    return header, rows
