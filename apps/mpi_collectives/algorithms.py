@@ -107,7 +107,7 @@ def check_algorithm(coll: str, algorithm: object, multi_node: bool = False) -> s
     algs = algorithms_for(coll, multi_node)
     if not isinstance(algorithm, str) or algorithm not in algs:
         raise ValueError(
-            f"algorithm {algorithm!r} is not a {coll} algorithm; expected one of {list(algs)}")
+            f"algorithm {algorithm!r} is not available for {coll}; expected one of {list(algs)}")
     return algorithm
 
 

@@ -73,6 +73,7 @@ class LaunchConfig:
     allow_fallback: if False (default) a run in which MPICH could not apply the forced
         algorithm raises :class:`LaunchError`; if True its (default-algorithm) time is returned.
     env: extra environment variables for the job.
+    cwd: working directory of the job (default: inherited).
     """
 
     mpiexec: str = field(default_factory=default_mpiexec)
@@ -86,6 +87,7 @@ class LaunchConfig:
     stat: str = "min"
     allow_fallback: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.timeout, (int, float)) and self.timeout > 0):
@@ -175,7 +177,7 @@ def run_benchmark(coll: str, size: int, nprocs: int, cvars: Mapping[str, str] | 
     label = f"{coll} size={size} nprocs={nprocs} {dict(cvars or {})}"
     log.debug("launch %s: %s", label, argv)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, cwd=config.cwd)
     pgid = proc.pid
     try:
         out, err = proc.communicate(timeout=config.timeout)
