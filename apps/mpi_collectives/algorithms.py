@@ -72,7 +72,7 @@ KNOB_NAMES: tuple[str, ...] = ("kval", "tree_type", "chunk")
 KNOB_DEFAULTS: dict[str, Any] = {"kval": 2, "tree_type": "kary", "chunk": 8192}
 # Discretisation used by the exhaustive grid (the space itself is wider).
 KNOB_GRID: dict[str, tuple[Any, ...]] = {
-    "kval": (2, 3, 4, 8),
+    "kval": (2, 3, 4),
     "tree_type": TREE_TYPES,
     "chunk": (4096, 32768, 262144, 2097152),
 }

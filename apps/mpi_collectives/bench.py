@@ -20,7 +20,8 @@ preceded by a barrier so that calls do not overlap; the time of call i is the ma
 ranks of that rank's wall time (``MPI.Wtime``) for call i, collected once at the end with
 ``Gather`` (a collective that the algorithm variables under test do not touch). Iteration
 counts adapt so that the timed phase lasts about ``--target`` seconds: tiny messages get up to
-``--max-iters`` iterations, big ones at least ``--min-iters``. All ranks run the same counts
+``--max-iters`` iterations, big ones at least ``--min-iters`` (fewer, but at least 3, when that
+would take more than ``--max-time`` seconds). All ranks run the same counts
 (rank 0 decides and scatters them), so no rank can deadlock waiting for another.
 
 Reported value: the JSON line printed by rank 0 has ``time`` = the *minimum* of the
@@ -63,6 +64,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warm-fraction", type=float, default=0.2, help="warm-up time as a fraction of --target")
     p.add_argument("--min-iters", type=int, default=20)
     p.add_argument("--max-iters", type=int, default=2000)
+    p.add_argument("--max-time", type=float, default=2.0,
+                   help="cap on the timed phase for very slow configurations (seconds)")
     p.add_argument("--stat", choices=STATS, default="min")
     p.add_argument("--no-capture", action="store_true", help="do not capture stderr (no fallback count)")
     a = p.parse_args(argv)
@@ -76,10 +79,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def iteration_counts(probe: float, target: float, warm_fraction: float, min_iters: int,
-                     max_iters: int) -> tuple[int, int]:
-    """(n_warm, n_iter) for a collective whose slowest rank took ``probe`` seconds per call."""
+                     max_iters: int, max_time: float = 2.0) -> tuple[int, int]:
+    """(n_warm, n_iter) for a collective whose slowest rank took ``probe`` seconds per call.
+
+    ``n_iter`` aims at ``target`` seconds, within [min_iters, max_iters]; a configuration so
+    slow that ``min_iters`` calls would exceed ``max_time`` seconds gets fewer (at least 3).
+    """
     probe = max(probe, 1e-7)
     n_iter = int(min(max_iters, max(min_iters, round(target / probe))))
+    n_iter = max(3, min(n_iter, int(max_time / probe)))
     n_warm = int(min(max_iters, max(2, round(warm_fraction * target / probe))))
     return n_warm, n_iter
 
@@ -130,7 +138,7 @@ class _CaptureFd2:
 
 def measure(comm, coll: str, size: int, target: float = 0.25, warm_fraction: float = 0.2,
             min_iters: int = 20, max_iters: int = 2000, stat: str = "min",
-            capture: bool = True) -> dict | None:
+            capture: bool = True, max_time: float = 2.0) -> dict | None:
     """Time ``coll`` on ``comm``; return the result dict on rank 0 and ``None`` elsewhere."""
     import numpy as np
     from mpi4py import MPI
@@ -162,7 +170,8 @@ def measure(comm, coll: str, size: int, target: float = 0.25, warm_fraction: flo
         probe = slowest(timed(3))
         counts = np.zeros((nprocs, 2), dtype=np.int64)
         if rank == 0:
-            counts[:] = iteration_counts(float(probe.min()), target, warm_fraction, min_iters, max_iters)
+            counts[:] = iteration_counts(float(probe.min()), target, warm_fraction, min_iters,
+                                         max_iters, max_time)
         mine = np.zeros(2, dtype=np.int64)
         comm.Scatter(counts, mine, root=0)
         n_warm, n_iter = int(mine[0]), int(mine[1])
@@ -208,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     comm = MPI.COMM_WORLD
     res = measure(comm, a.coll, a.size, target=a.target, warm_fraction=a.warm_fraction,
                   min_iters=a.min_iters, max_iters=a.max_iters, stat=a.stat,
-                  capture=not a.no_capture)
+                  capture=not a.no_capture, max_time=a.max_time)
     if res is not None:
         res["mpi_library"] = MPI.Get_library_version().splitlines()[0].strip()
         sys.stdout.write(json.dumps(res) + "\n")

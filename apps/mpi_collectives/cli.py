@@ -124,8 +124,9 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     from .problem import problem
 
     colls = [c.strip() for c in a.colls.split(",") if c.strip()]
+    cfg = _config(a)
     prob = problem(colls=colls, min_size=a.min_size, max_size=a.max_size, min_procs=a.min_procs,
-                   max_procs=a.max_procs, config=_config(a))
+                   max_procs=a.max_procs, config=cfg)
     tasks: Any = a.tasks
     if a.task:
         tasks = [parse_kv(t) for t in a.task]
@@ -137,8 +138,7 @@ def _cmd_tune(a: argparse.Namespace) -> int:
         if a.compare_default:
             full = {**prob.constants, **task}
             try:
-                ref = default_time(full, prob.objective.config if hasattr(prob.objective, "config")
-                                   else _config(a))
+                ref = default_time(full, cfg)
                 line["default_time"] = ref
                 line["gain_over_default"] = 1.0 - value / ref
             except LaunchError as exc:

@@ -69,6 +69,8 @@ class LaunchConfig:
     timeout: seconds before the whole job is killed and the evaluation fails.
     target: approximate seconds of timed iterations per run (see bench.py).
     min_iters, max_iters: bounds on the timed iteration count.
+    warm_fraction: warm-up time as a fraction of ``target``.
+    max_time: cap (seconds) on the timed phase of very slow configurations.
     stat: ``"min"`` (default) or ``"median"`` of the per-iteration maxima as the reported time.
     allow_fallback: if False (default) a run in which MPICH could not apply the forced
         algorithm raises :class:`LaunchError`; if True its (default-algorithm) time is returned.
@@ -84,6 +86,8 @@ class LaunchConfig:
     target: float = 0.25
     min_iters: int = 20
     max_iters: int = 2000
+    warm_fraction: float = 0.2
+    max_time: float = 2.0
     stat: str = "min"
     allow_fallback: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
@@ -97,6 +101,9 @@ class LaunchConfig:
         if not (1 <= self.min_iters <= self.max_iters):
             raise ValueError(f"LaunchConfig: need 1 <= min_iters <= max_iters, got "
                              f"{self.min_iters}, {self.max_iters}")
+        if not (self.warm_fraction >= 0 and self.max_time > 0):
+            raise ValueError(f"LaunchConfig: need warm_fraction >= 0 and max_time > 0, got "
+                             f"{self.warm_fraction!r}, {self.max_time!r}")
         if self.stat not in ("median", "min"):
             raise ValueError(f"LaunchConfig: stat must be 'median' or 'min', got {self.stat!r}")
         if not (isinstance(self.cores, int) and self.cores >= 1):
@@ -126,7 +133,8 @@ class LaunchConfig:
             head = [t.format(**values) for t in self.template]
         return head + [coll, str(size), "--target", repr(float(self.target)),
                        "--min-iters", str(self.min_iters), "--max-iters", str(self.max_iters),
-                       "--stat", self.stat]
+                       "--warm-fraction", repr(float(self.warm_fraction)),
+                       "--max-time", repr(float(self.max_time)), "--stat", self.stat]
 
 
 def _kill_group(pgid: int) -> None:
