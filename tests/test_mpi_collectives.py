@@ -20,8 +20,9 @@ import gptask as gt
 from apps.mpi_collectives import (ALGORITHMS, COLLECTIVES, LaunchConfig, LaunchError,
                                   cvar_environment, evaluate, problem, run_benchmark)
 from apps.mpi_collectives.algorithms import KNOB_GRID, KNOBS, active_knobs
+from apps.mpi_collectives import fingerprint
 from apps.mpi_collectives.cli import parse_kv
-from apps.mpi_collectives.grid import grid_params, read_csv, sweep, write_csv
+from apps.mpi_collectives.grid import grid_params, read_csv, summarize, sweep, write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -134,6 +135,19 @@ def test_csv_round_trip_keeps_header_and_values(tmp_path):
     assert back == rows
 
 
+def test_summarize_takes_min_over_repeats_and_reports_gain():
+    def row(alg, t, status="complete", kval=2):
+        return {"coll": "allreduce", "size": 64, "nprocs": 4, "algorithm": alg, "kval": kval,
+                "tree_type": "kary", "chunk": 8192, "status": status, "time": t}
+    rows = [row("auto", 2.0), row("ring", 0.6), row("tree", None, "failed"), row("auto", 1.0),
+            row("ring", 0.5), row("recexch", 0.8, kval=3), row("recexch", 1.5, kval=2)]
+    s = summarize(rows)
+    assert s["best"]["algorithm"] == "ring" and s["best"]["time"] == 0.5
+    assert s["default_time"] == 1.0 and s["gain_over_default"] == pytest.approx(0.5)
+    assert s["default_rank"] == 3  # ring 0.5 and recexch(k=3) 0.8 beat auto 1.0
+    assert s["configs"] == 5 and s["failed_configs"] == 1
+
+
 # ---------------------------------------------------------------- launcher failures
 
 
@@ -218,6 +232,21 @@ def test_tree_knobs_reach_mpich(tmp_path, kval):
 
 @pytest.mark.mpi
 @needs_mpi
+@pytest.mark.skipif(not fingerprint.available(), reason="strace missing or not allowed to trace")
+def test_radix_knob_changes_the_message_pattern():
+    """Recursive exchange with radix k on P = k**m ranks takes m steps with k-1 partners each:
+    on 4 ranks k=2 gives 2 x 1 = 2 messages per rank and call, k=4 gives 1 x 3 = 3. Counted
+    from the intranode single-copy transfers (one process_vm_readv per message >= 8 KiB)."""
+    task = {"coll": "allreduce", "size": 1 << 18, "nprocs": 4}
+    cfg = LaunchConfig(timeout=120.0)
+    for k, expected in ((2, 2.0), (4, 3.0)):
+        got = fingerprint.messages_per_call(task, {"algorithm": "recexch", "kval": k}, n1=4, n2=12,
+                                            config=cfg)
+        assert got == expected, (k, got)
+
+
+@pytest.mark.mpi
+@needs_mpi
 def test_cli_evaluate_prints_one_json_line():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "apps.mpi_collectives", "evaluate",
@@ -245,6 +274,16 @@ def test_sweep_records_failures_and_successes():
     assert by_alg["reduce_scatter_gather"]["status"] == "failed"
     assert "could not apply" in by_alg["reduce_scatter_gather"]["reason"]
     assert all(by_alg[a]["status"] == "complete" for a in ("auto", "binomial", "nb"))
+
+
+def test_cli_tune_without_gptask_tune_says_so():
+    if getattr(gt, "tune", None) is not None:
+        pytest.skip("gptask.tune exists; test_short_real_tune covers the real thing")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "apps.mpi_collectives", "tune", "--tasks", "2",
+                          "--budget", "3"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and "gptask.tune is not available" in out.stderr
 
 
 @pytest.mark.mpi

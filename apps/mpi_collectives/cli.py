@@ -114,6 +114,31 @@ def _cmd_grid(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_summary(a: argparse.Namespace) -> int:
+    from .grid import read_csv, summarize
+
+    print("| task | configs (failed) | default (s) | best configuration | best (s) | gain over default | default's rank | load avg start / end |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in a.files:
+        header, rows = read_csv(path)
+        s = summarize(rows)
+        t, b = s["task"], s["best"]
+        knobs = ", ".join(f"{k}={b[k]}" for k in ("kval", "tree_type", "chunk")
+                          if k in b and _knob_active(t["coll"], b["algorithm"], k))
+        cfg = b["algorithm"] + (f" ({knobs})" if knobs else "")
+        print(f"| {t['coll']} {t['size']} B, {t['nprocs']} ranks | {s['configs']} ({s['failed_configs']}) "
+              f"| {s.get('default_time', float('nan')):.3e} | {cfg} | {b['time']:.3e} "
+              f"| {100 * s.get('gain_over_default', float('nan')):.0f} % | {s.get('default_rank', '-')} "
+              f"| {header.get('loadavg', '?').split()[0]} / {header.get('loadavg_end', '?').split()[0]} |")
+    return 0
+
+
+def _knob_active(coll: str, algorithm: str, knob: str) -> bool:
+    from .algorithms import active_knobs
+
+    return knob in active_knobs(coll, algorithm)
+
+
 def _cmd_tune(a: argparse.Namespace) -> int:
     try:
         from gptask import tune  # the lead's gt.tune; imported lazily on purpose
@@ -170,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0)
     _add_launch_options(g)
     g.set_defaults(func=_cmd_grid)
+
+    s = sub.add_parser("summary", help="markdown table of grid CSVs: default, best, gain")
+    s.add_argument("files", nargs="+")
+    s.set_defaults(func=_cmd_summary)
 
     t = sub.add_parser("tune", help="multitask tuning with gptask.tune")
     t.add_argument("--tasks", type=int, default=4, help="number of tasks (LHS) when no --task")

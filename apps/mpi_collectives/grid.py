@@ -26,7 +26,8 @@ from .algorithms import KNOB_DEFAULTS, KNOB_GRID, KNOB_NAMES, active_knobs, algo
 from .launcher import LaunchConfig, LaunchError
 from .objective import check_task, evaluate
 
-__all__ = ["grid_params", "sweep", "write_csv", "read_csv", "machine_description", "COLUMNS"]
+__all__ = ["grid_params", "sweep", "write_csv", "read_csv", "machine_description", "summarize",
+           "COLUMNS"]
 
 log = logging.getLogger(__name__)
 
@@ -146,3 +147,36 @@ def read_csv(path: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
                 out[k] = v
         rows.append(out)
     return header, rows
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Default time, best configuration and gain over the default for one task's sweep.
+
+    Each configuration's value is the minimum of its ``time`` over repeats (the same one-sided
+    noise argument as within a run). ``gain_over_default = 1 - best / default``.
+    """
+    best_of: dict[tuple, float] = {}
+    failed = set()
+    for r in rows:
+        key = (r["algorithm"], *(r[k] for k in KNOB_NAMES))
+        if r.get("status") != "complete":
+            failed.add(key)
+            continue
+        best_of[key] = min(best_of.get(key, float("inf")), float(r["time"]))
+    if not best_of:
+        raise ValueError("no complete run in these rows")
+    ranked = sorted(best_of.items(), key=lambda kv: kv[1])
+    (alg, *knobs), t_best = ranked[0]
+    auto = [v for (a, *_), v in best_of.items() if a == "auto"]
+    out: dict[str, Any] = {
+        "task": {k: rows[0][k] for k in ("coll", "size", "nprocs")},
+        "configs": len(best_of) + len(failed - set(best_of)),
+        "failed_configs": len(failed - set(best_of)),
+        "best": {"algorithm": alg, **dict(zip(KNOB_NAMES, knobs)), "time": t_best},
+        "worst_time": ranked[-1][1],
+    }
+    if auto:
+        out["default_time"] = min(auto)
+        out["gain_over_default"] = 1.0 - t_best / min(auto)
+        out["default_rank"] = 1 + sum(v < min(auto) for _, v in ranked)
+    return out
