@@ -27,7 +27,7 @@ from apps.mpi_collectives.grid import grid_params, read_csv, summarize, sweep, w
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
 needs_mpi = pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to this python")
-QUICK = dict(target=0.03, timeout=60.0)
+QUICK = dict(target=0.02, min_iters=5, timeout=60.0)
 
 
 # ---------------------------------------------------------------- pure functions
