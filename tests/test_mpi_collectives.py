@@ -22,7 +22,8 @@ from apps.mpi_collectives import (ALGORITHMS, COLLECTIVES, LaunchConfig, LaunchE
 from apps.mpi_collectives.algorithms import KNOB_GRID, KNOBS, active_knobs
 from apps.mpi_collectives import fingerprint
 from apps.mpi_collectives.cli import parse_kv
-from apps.mpi_collectives.grid import grid_params, read_csv, summarize, sweep, write_csv
+from apps.mpi_collectives import grid as grid_mod
+from apps.mpi_collectives.grid import confirm, grid_params, read_csv, summarize, sweep, write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -127,7 +128,7 @@ def test_csv_round_trip_keeps_header_and_values(tmp_path):
     rows = [{"coll": "allreduce", "size": 64, "nprocs": 2, "algorithm": "ring", "kval": 2,
              "tree_type": "kary", "chunk": 8192, "repeat": 0, "status": "complete",
              "time": 1.5e-5, "min": 1.5e-5, "median": 2e-5, "p25": 1.7e-5, "p75": 2.1e-5,
-             "n_iter": 100, "fallbacks": 0, "loadavg1": 1.25, "reason": ""}]
+             "n_iter": 100, "fallbacks": 0, "loadavg1": 1.25, "reason": "", "phase": "sweep"}]
     path = tmp_path / "g.csv"
     write_csv(str(path), rows, {"cpu": "test cpu", "loadavg": "1.0 2.0 3.0"})
     header, back = read_csv(str(path))
@@ -146,6 +147,31 @@ def test_summarize_takes_min_over_repeats_and_reports_gain():
     assert s["default_time"] == 1.0 and s["gain_over_default"] == pytest.approx(0.5)
     assert s["default_rank"] == 3  # ring 0.5 and recexch(k=3) 0.8 beat auto 1.0
     assert s["configs"] == 5 and s["failed_configs"] == 1
+
+
+def test_confirm_remeasures_top_configs_and_default(monkeypatch):
+    true_time = {"ring": 1.0, "recexch": 2.0, "tree": 3.0, "nb": 4.0, "auto": 5.0}
+    calls = []
+
+    def fake_evaluate(task, params, config=None, multi_node=False):
+        calls.append(params["algorithm"])
+        t = true_time[params["algorithm"]]
+        return {"time": t, "min": t, "median": t, "p25": t, "p75": t, "n_iter": 20, "fallbacks": 0}
+
+    monkeypatch.setattr(grid_mod, "evaluate", fake_evaluate)
+    sweep_rows = [{"coll": "allreduce", "size": 64, "nprocs": 4, "algorithm": a, "kval": 2,
+                   "tree_type": "kary", "chunk": 8192, "status": "complete", "phase": "sweep",
+                   # the sweep was noisy: tree looked best, ring looked worse than it is
+                   "time": {"ring": 2.5, "recexch": 2.0, "tree": 0.5, "nb": 9.0, "auto": 6.0}[a]}
+                  for a in true_time]
+    extra = confirm(sweep_rows, top=3, repeats=2)
+    assert calls == ["tree", "recexch", "ring", "auto"] * 2  # top 3 of the sweep + auto, round-robin
+    assert all(r["phase"] == "confirm" for r in extra)
+    s = summarize(sweep_rows + extra)
+    assert s["best"]["algorithm"] == "tree"                # the sweep alone is fooled
+    assert s["confirmed_best"]["algorithm"] == "ring"      # the confirmation is not
+    assert s["confirmed_gain_min"] == pytest.approx(1 - 1.0 / 5.0)
+    assert s["confirmed_default"]["runs"] == 2
 
 
 # ---------------------------------------------------------------- launcher failures

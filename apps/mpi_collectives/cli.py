@@ -114,11 +114,31 @@ def _cmd_grid(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_confirm(a: argparse.Namespace) -> int:
+    from .grid import confirm, machine_description, read_csv, summarize, write_csv
+
+    header, rows = read_csv(a.file)
+
+    def progress(i: int, n: int, row: dict) -> None:
+        t = f"{row['time']:.3e}" if row.get("status") == "complete" else row.get("reason", "")[:80]
+        print(f"[{i}/{n}] {row['algorithm']}: {t}", file=sys.stderr, flush=True)
+
+    header["confirm_command"] = "python -m apps.mpi_collectives " + " ".join(map(shlex.quote, a.argv))
+    header["confirm_loadavg"] = machine_description()["loadavg"]
+    extra = confirm(rows, top=a.top, repeats=a.repeats, config=_config(a), progress=progress)
+    header["confirm_loadavg_end"] = machine_description()["loadavg"]
+    write_csv(a.file, [*rows, *extra], header)
+    print(json.dumps(summarize([*rows, *extra])))
+    return 0
+
+
 def _cmd_summary(a: argparse.Namespace) -> int:
     from .grid import read_csv, summarize
 
-    print("| task | configs (failed) | default (s) | best configuration | best (s) | gain over default | default's rank | load avg start / end |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| task | configs (failed) | sweep: default (s) | sweep: best configuration | best (s) "
+          "| gain | default's rank | confirmed best | confirmed gain, min / median of runs "
+          "| load avg start / end |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for path in a.files:
         header, rows = read_csv(path)
         s = summarize(rows)
@@ -129,8 +149,22 @@ def _cmd_summary(a: argparse.Namespace) -> int:
         print(f"| {t['coll']} {t['size']} B, {t['nprocs']} ranks | {s['configs']} ({s['failed_configs']}) "
               f"| {s.get('default_time', float('nan')):.3e} | {cfg} | {b['time']:.3e} "
               f"| {100 * s.get('gain_over_default', float('nan')):.0f} % | {s.get('default_rank', '-')} "
+              f"| {_label(t['coll'], s.get('confirmed_best'))} "
+              f"| {_pct(s.get('confirmed_gain_min'))} / {_pct(s.get('confirmed_gain_median'))} "
               f"| {header.get('loadavg', '?').split()[0]} / {header.get('loadavg_end', '?').split()[0]} |")
     return 0
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f} %"
+
+
+def _label(coll: str, b: dict | None) -> str:
+    if not b:
+        return "-"
+    knobs = ", ".join(f"{k}={b[k]}" for k in ("kval", "tree_type", "chunk")
+                      if k in b and _knob_active(coll, b["algorithm"], k))
+    return b["algorithm"] + (f" ({knobs})" if knobs else "")
 
 
 def _knob_active(coll: str, algorithm: str, knob: str) -> bool:
@@ -195,6 +229,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0)
     _add_launch_options(g)
     g.set_defaults(func=_cmd_grid)
+
+    c = sub.add_parser("confirm", help="re-measure the best sweep configurations and the "
+                       "default, interleaved; appends rows to the CSV")
+    c.add_argument("file")
+    c.add_argument("--top", type=int, default=3)
+    c.add_argument("--repeats", type=int, default=5)
+    _add_launch_options(c)
+    c.set_defaults(func=_cmd_confirm)
 
     s = sub.add_parser("summary", help="markdown table of grid CSVs: default, best, gain")
     s.add_argument("files", nargs="+")
