@@ -302,6 +302,34 @@ def test_sweep_records_failures_and_successes():
     assert all(by_alg[a]["status"] == "complete" for a in ("auto", "binomial", "nb"))
 
 
+def test_cli_tune_calls_gptask_tune_per_the_contract(monkeypatch, capsys, tmp_path):
+    seen = {}
+
+    class FakeResult:
+        tasks = [{"size": 1024, "nprocs": 2}, {"size": 65536, "nprocs": 4}]
+
+        def best(self, i):
+            return {"algorithm": "ring", "kval": 2, "tree_type": "kary", "chunk": 8192}, 1e-4 * (i + 1)
+
+    def fake_tune(problem, tasks, budget, n_initial, seed, history, repeats, aggregate):
+        seen.update(problem=problem, tasks=tasks, budget=budget, n_initial=n_initial, seed=seed,
+                    history=history, repeats=repeats, aggregate=aggregate)
+        return FakeResult()
+
+    monkeypatch.setattr(gt, "tune", fake_tune, raising=False)
+    from apps.mpi_collectives.cli import main
+    hist = str(tmp_path / "h.sqlite")
+    assert main(["tune", "--colls", "allreduce", "--tasks", "2", "--budget", "7", "--history", hist,
+                 "--max-procs", "4", "--repeats", "2"]) == 0
+    assert isinstance(seen["problem"], gt.Problem)
+    assert seen["problem"].task_space.names == ["size", "nprocs"]
+    assert (seen["tasks"], seen["budget"], seen["history"]) == (2, 7, hist)
+    assert (seen["repeats"], seen["aggregate"]) == (2, "min")
+    lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    assert [x["task"] for x in lines] == FakeResult.tasks
+    assert lines[1]["best"]["algorithm"] == "ring" and lines[1]["time"] == pytest.approx(2e-4)
+
+
 def test_cli_tune_without_gptask_tune_says_so():
     if getattr(gt, "tune", None) is not None:
         pytest.skip("gptask.tune exists; test_short_real_tune covers the real thing")

@@ -190,7 +190,7 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     if a.task:
         tasks = [parse_kv(t) for t in a.task]
     result = tune(prob, tasks=tasks, budget=a.budget, n_initial=a.n_initial, seed=a.seed,
-                  history=a.history or None)
+                  history=a.history or None, repeats=a.repeats, aggregate="min")
     for i, task in enumerate(result.tasks):
         params, value = result.best(i)
         line: dict[str, Any] = {"task": task, "best": params, "time": value}
@@ -254,6 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--n-initial", type=int, default=10)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--history", default="", help="SQLite history file (resumable)")
+    t.add_argument("--repeats", type=int, default=1,
+                   help="runs per evaluation, aggregated by their minimum")
     t.add_argument("--compare-default", action="store_true",
                    help="also measure MPICH's default for each task and report the gain")
     _add_launch_options(t)
