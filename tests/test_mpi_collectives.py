@@ -19,7 +19,7 @@ import pytest
 import gptask as gt
 from apps.mpi_collectives import (ALGORITHMS, COLLECTIVES, LaunchConfig, LaunchError,
                                   cvar_environment, evaluate, problem, run_benchmark)
-from apps.mpi_collectives.algorithms import KNOB_GRID, KNOBS, active_knobs
+from apps.mpi_collectives.algorithms import KNOB_GRID, KNOBS
 from apps.mpi_collectives import fingerprint
 from apps.mpi_collectives.cli import parse_kv
 from apps.mpi_collectives import grid as grid_mod
