@@ -177,8 +177,10 @@ class _Layout:
         return lb + wb + kb + nb
 
     def random(self, rng: np.random.Generator, s2: float) -> np.ndarray:
-        """A data-driven random start: total prior variance of each task ~ s2."""
-        ls = np.exp(rng.uniform(np.log(0.1), np.log(1.0), size=(self.Q, self.d)))
+        """A data-driven random start: total prior variance of each task ~ s2, length scales
+        log-uniform in [0.25, 1.5] x sqrt(d) (the typical distance between points of the cube)."""
+        root = np.sqrt(self.d)
+        ls = np.exp(rng.uniform(np.log(0.25 * root), np.log(1.5 * root), size=(self.Q, self.d)))
         W = rng.standard_normal((self.Q, self.T, self.r)) * np.sqrt(s2 / (self.Q * self.r))
         kappa = s2 / self.Q * np.exp(rng.uniform(np.log(1e-2), np.log(0.3), size=(self.Q, self.T)))
         noise = s2 * np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), size=self.T))
