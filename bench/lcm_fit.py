@@ -30,7 +30,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from gptask.models import LCM  # noqa: E402
+from gptask.models import LCM, lml_and_grad  # noqa: E402
 
 D = 6
 
@@ -93,7 +93,7 @@ def bench_fit(args) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for size in args.sizes.split(","):
         T, n = (int(v) for v in size.lower().split("x"))
-        Xs, ys, _, _ = make_data(T, n, args.seed)
+        Xs, ys, f, stats = make_data(T, n, args.seed)
         for Q in (int(v) for v in args.Q.split(",")):
             ld = load()
             t0 = time.perf_counter()
@@ -101,8 +101,12 @@ def bench_fit(args) -> list[str]:
             t_ours = time.perf_counter() - t0
             # an MLA iteration: one new point per task, refit warm-started from the last model
             rng = np.random.default_rng(args.seed + 7)
-            Xs2 = [np.vstack([x, rng.random((1, D))]) for x in Xs]
-            ys2 = [np.concatenate([y, [rng.standard_normal()]]) for y in ys]
+            Xs2, ys2 = [], []
+            for i, (x, y) in enumerate(zip(Xs, ys)):
+                xn = rng.random((1, D))
+                yn = (f(i, xn) + 0.05 * rng.standard_normal(1) - stats[i][0]) / stats[i][1]
+                Xs2.append(np.vstack([x, xn]))
+                ys2.append(np.concatenate([y, yn]))
             t0 = time.perf_counter()
             LCM(Q).fit(Xs2, ys2, restarts=1, seed=args.seed, init=m, threads=args.threads)
             t_warm = time.perf_counter() - t0
@@ -116,6 +120,54 @@ def bench_fit(args) -> list[str]:
                 cells = ["skipped", "", "", ""]
             row = (f"| {T}x{n} | {N} | {Q} | {args.restarts} | {t_ours:.2f} | "
                    f"{m.log_likelihood():.2f} | {t_warm:.2f} | " + " | ".join(cells) + f" | {ld} |")
+            print(row, flush=True)
+            rows.append(row)
+    return rows
+
+
+def bench_eval(args) -> list[str]:
+    """One log-likelihood + full gradient evaluation each, at the same random hyperparameters."""
+    import GPy
+
+    rows = ["| tasks x samples | N | Q | gptask LL+grad s | GPy LL+grad s | GPy / gptask | "
+            "LL difference | load (1, 5, 15 min) |", "|---|---|---|---|---|---|---|---|"]
+    for size in args.sizes.split(","):
+        T, n = (int(v) for v in size.lower().split("x"))
+        Xs, ys, _, _ = make_data(T, n, args.seed)
+        for Q in (int(v) for v in args.Q.split(",")):
+            rng = np.random.default_rng(args.seed)
+            p = {"lengthscale": rng.uniform(0.5, 2.0, (Q, D)), "W": rng.standard_normal((Q, T, 1)),
+                 "kappa": rng.uniform(0.05, 0.5, (Q, T)), "noise": rng.uniform(0.01, 0.1, T)}
+            ld = load()
+            with threadpool_limits(limits=args.threads, user_api="blas"):
+                times = []
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    ll, _ = lml_and_grad(Xs, ys, p)
+                    times.append(time.perf_counter() - t0)
+                t_ours = min(times)
+                kl = [GPy.kern.RBF(D, ARD=True) for _ in range(Q)]
+                K = GPy.util.multioutput.LCM(D, T, kl, W_rank=1)
+                for q, part in enumerate([K] if Q == 1 else K.parts):
+                    part.parts[0].variance[:] = 1.0
+                    part.parts[0].variance.fix()
+                    part.parts[0].lengthscale[:] = p["lengthscale"][q]
+                    part.B.W[:] = p["W"][q]
+                    part.B.kappa[:] = p["kappa"][q]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    g = GPy.models.GPCoregionalizedRegression(Xs, [y[:, None] for y in ys], kernel=K)
+                    for i in range(T):
+                        getattr(g.mixed_noise, f"Gaussian_noise_{i}").variance[:] = p["noise"][i]
+                    x = g.optimizer_array.copy()
+                    times = []
+                    for _ in range(3):
+                        t0 = time.perf_counter()
+                        g._objective_grads(x)  # what GPy's optimiser calls: LL and all gradients
+                        times.append(time.perf_counter() - t0)
+                t_gpy = min(times)
+            row = (f"| {T}x{n} | {T * n} | {Q} | {t_ours:.4f} | {t_gpy:.4f} | {t_gpy / t_ours:.1f} | "
+                   f"{ll - g.log_likelihood():.1e} | {ld} |")
             print(row, flush=True)
             rows.append(row)
     return rows
@@ -170,7 +222,9 @@ def main(argv=None) -> None:
     ap.add_argument("--extend-tasks", type=int, default=30, help="0 skips the extend benchmark")
     ap.add_argument("--extend-n", type=int, default=10)
     ap.add_argument("--extend-Q", type=int, default=3)
-    ap.add_argument("--no-fit", action="store_true", help="only the extend benchmark")
+    ap.add_argument("--no-fit", action="store_true", help="skip the fit comparison")
+    ap.add_argument("--eval", action="store_true",
+                    help="also time one LL+gradient evaluation per library (cheap at any size)")
     ap.add_argument("--out", help="also write the markdown to this file")
     args = ap.parse_args(argv)
     head = [f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
@@ -178,6 +232,8 @@ def main(argv=None) -> None:
             f"command: python {' '.join(sys.argv)}", ""]
     print("\n".join(head), flush=True)
     rows = [] if args.no_fit else bench_fit(args) + [""]
+    if args.eval:
+        rows += bench_eval(args) + [""]
     if args.extend_tasks > 0:
         rows += bench_extend(args)
     if args.out:
