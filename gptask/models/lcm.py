@@ -370,6 +370,8 @@ class LCM:
         self.n_factorizations: int = 0
         #: block (Cholesky-extension) updates applied since the last full factorisation
         self.n_block_updates: int = 0
+        #: log-likelihood reached by each restart of the last fit (-inf where it failed)
+        self.fit_log_likelihoods: np.ndarray | None = None
 
     # ---- basic properties ------------------------------------------------------------------
     @property
@@ -574,7 +576,7 @@ class LCM:
             Kx += B[q][self._t, i][:, None] * _kernel(self._kernel, self._X, X, p["lengthscale"][q])
         return Kx
 
-    def _check_task(self, i: Any, allow_new: bool = False) -> int:
+    def _check_task(self, i: Any) -> int:
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise ValueError(f"task index must be an integer, got {i!r}")
         if not 0 <= i < self.n_tasks:
