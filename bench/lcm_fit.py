@@ -64,7 +64,7 @@ def make_data(n_tasks: int, n: int, seed: int, noise: float = 0.05):
     return Xs, ys, f, stats
 
 
-def fit_gpy(Xs, ys, Q: int, restarts: int, seed: int):
+def fit_gpy(Xs, ys, Q: int, restarts: int, seed: int, maxiter: int = 1000):
     import GPy
 
     T = len(Xs)
@@ -78,7 +78,7 @@ def fit_gpy(Xs, ys, Q: int, restarts: int, seed: int):
         g = GPy.models.GPCoregionalizedRegression(Xs, [y[:, None] for y in ys], kernel=K)
         np.random.seed(seed)
         t0 = time.perf_counter()
-        g.optimize_restarts(num_restarts=restarts, verbose=False, robust=True, max_iters=1000)
+        g.optimize_restarts(num_restarts=restarts, verbose=False, robust=True, max_iters=maxiter)
         dt = time.perf_counter() - t0
     return dt, float(g.log_likelihood())
 
@@ -97,7 +97,8 @@ def bench_fit(args) -> list[str]:
         for Q in (int(v) for v in args.Q.split(",")):
             ld = load()
             t0 = time.perf_counter()
-            m = LCM(Q).fit(Xs, ys, restarts=args.restarts, seed=args.seed, threads=args.threads)
+            m = LCM(Q).fit(Xs, ys, restarts=args.restarts, seed=args.seed, threads=args.threads,
+                           maxiter=args.maxiter)
             t_ours = time.perf_counter() - t0
             # an MLA iteration: one new point per task, refit warm-started from the last model
             rng = np.random.default_rng(args.seed + 7)
@@ -108,12 +109,13 @@ def bench_fit(args) -> list[str]:
                 Xs2.append(np.vstack([x, xn]))
                 ys2.append(np.concatenate([y, yn]))
             t0 = time.perf_counter()
-            LCM(Q).fit(Xs2, ys2, restarts=1, seed=args.seed, init=m, threads=args.threads)
+            LCM(Q).fit(Xs2, ys2, restarts=1, seed=args.seed, init=m, threads=args.threads,
+                       maxiter=args.maxiter)
             t_warm = time.perf_counter() - t0
             N = T * n
             if N <= args.gpy_max_n:
                 with threadpool_limits(limits=args.threads, user_api="blas"):
-                    t_gpy, ll_gpy = fit_gpy(Xs, ys, Q, args.restarts, args.seed)
+                    t_gpy, ll_gpy = fit_gpy(Xs, ys, Q, args.restarts, args.seed, args.maxiter)
                 cells = [f"{t_gpy:.2f}", f"{ll_gpy:.2f}", f"{t_gpy / t_ours:.1f}",
                          f"{m.log_likelihood() - ll_gpy:+.2f}"]
             else:
@@ -217,6 +219,7 @@ def main(argv=None) -> None:
     ap.add_argument("--Q", default="3,5,10", help="latent counts, comma separated")
     ap.add_argument("--restarts", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--maxiter", type=int, default=1000, help="L-BFGS-B iteration cap, both libraries")
     ap.add_argument("--gpy-max-n", type=int, default=400, help="skip GPy above this many points")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads for both libraries")
     ap.add_argument("--extend-tasks", type=int, default=30, help="0 skips the extend benchmark")
