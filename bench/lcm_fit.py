@@ -158,7 +158,8 @@ def bench_eval(args) -> list[str]:
                     part.B.kappa[:] = p["kappa"][q]
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    g = GPy.models.GPCoregionalizedRegression(Xs, [y[:, None] for y in ys], kernel=K)
+                    g = GPy.models.GPCoregionalizedRegression(Xs, [y[:, None] for y in ys],
+                                                              kernel=K)
                     for i in range(T):
                         getattr(g.mixed_noise, f"Gaussian_noise_{i}").variance[:] = p["noise"][i]
                     x = g.optimizer_array.copy()
@@ -168,7 +169,8 @@ def bench_eval(args) -> list[str]:
                         g._objective_grads(x)  # what GPy's optimiser calls: LL and all gradients
                         times.append(time.perf_counter() - t0)
                 t_gpy = min(times)
-            row = (f"| {T}x{n} | {T * n} | {Q} | {t_ours:.4f} | {t_gpy:.4f} | {t_gpy / t_ours:.1f} | "
+            row = (f"| {T}x{n} | {T * n} | {Q} | {t_ours:.4f} | {t_gpy:.4f} | "
+                   f"{t_gpy / t_ours:.1f} | "
                    f"{ll - g.log_likelihood():.1e} | {ld} |")
             print(row, flush=True)
             rows.append(row)
@@ -200,9 +202,11 @@ def bench_extend(args) -> list[str]:
 
     rows = [f"Extend vs refit: {T - 1} fitted tasks + 1 new task, {n} samples each, Q={Q}, "
             f"load {ld}.", "",
-            "| method | time s | refit time / this | new-task RMSE (standardised) | LL (all tasks) |",
+            "| method | time s | refit time / this | new-task RMSE (standardised) "
+            "| LL (all tasks) |",
             "|---|---|---|---|---|",
-            f"| extend (4 restarts, {2 * Q + 1} new-task params) | {t_ext:.3f} | {t_cold / t_ext:.0f} "
+            f"| extend (4 restarts, {2 * Q + 1} new-task params) | {t_ext:.3f} "
+            f"| {t_cold / t_ext:.0f} "
             f"| {rmse(ext):.3f} | {ext.log_likelihood():.2f} |",
             f"| full refit, cold ({args.restarts} restarts) | {t_cold:.2f} | 1 | {rmse(cold):.3f} "
             f"| {cold.log_likelihood():.2f} |",
@@ -219,7 +223,8 @@ def main(argv=None) -> None:
     ap.add_argument("--Q", default="3,5,10", help="latent counts, comma separated")
     ap.add_argument("--restarts", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--maxiter", type=int, default=1000, help="L-BFGS-B iteration cap, both libraries")
+    ap.add_argument("--maxiter", type=int, default=1000,
+                    help="L-BFGS-B iteration cap, both libraries")
     ap.add_argument("--gpy-max-n", type=int, default=400, help="skip GPy above this many points")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads for both libraries")
     ap.add_argument("--extend-tasks", type=int, default=30, help="0 skips the extend benchmark")

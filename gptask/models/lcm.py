@@ -718,7 +718,8 @@ class LCM:
             L22, jit = _la.robust_cholesky(S, what="new task block")
             resid = y_new - w @ Pz
             z2 = _la.solve_lower(L22, resid)
-            ll2 = -0.5 * float(z2 @ z2) - float(np.sum(np.log(np.diagonal(L22)))) - 0.5 * m * _LOG2PI
+            ll2 = (-0.5 * float(z2 @ z2) - float(np.sum(np.log(np.diagonal(L22))))
+                   - 0.5 * m * _LOG2PI)
             return ll2, V, S, L22, jit, z2, kap, sig
 
         def objective(theta):
