@@ -146,7 +146,8 @@ def test_duplicated_points_use_jitter():
 @pytest.mark.parametrize(
     "X_list,y_list,match",
     [
-        ([np.zeros((3, 2)), np.zeros((3, 3))], [np.zeros(3), np.zeros(3)], r"X_list\[1\] must have 2"),
+        ([np.zeros((3, 2)), np.zeros((3, 3))], [np.zeros(3), np.zeros(3)],
+         r"X_list\[1\] must have 2"),
         ([np.zeros((3, 2))], [np.zeros(4)], r"y_list\[0\] has 4 values"),
         ([np.zeros((3, 2))], [np.zeros(3), np.zeros(3)], "one entry per task"),
         ([np.full((3, 2), np.nan)], [np.zeros(3)], r"X_list\[0\] contains NaN"),

@@ -40,7 +40,8 @@ def gpy_model(Xs, ys, Q, kern, rank, params=None):
         g = GPy.models.GPCoregionalizedRegression(Xs, [y[:, None] for y in ys], kernel=K)
     if params is not None:
         for i in range(T):
-            getattr(g.mixed_noise, f"Gaussian_noise_{i}").variance[:] = params["noise"][i] - GPY_JITTER
+            noise = getattr(g.mixed_noise, f"Gaussian_noise_{i}").variance
+            noise[:] = params["noise"][i] - GPY_JITTER
     return g
 
 

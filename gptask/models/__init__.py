@@ -1,7 +1,8 @@
 """Pure numerics for the surrogate models: numpy in, numpy out, no I/O, no other gptask import."""
 
+from .gp import GP
 from .kernels import KERNELS
 from .lcm import LCM, lml_and_grad
 from .linalg import CholeskyError, robust_cholesky
 
-__all__ = ["LCM", "lml_and_grad", "KERNELS", "CholeskyError", "robust_cholesky"]
+__all__ = ["LCM", "GP", "lml_and_grad", "KERNELS", "CholeskyError", "robust_cholesky"]

@@ -11,8 +11,8 @@ so its length scale maps to ours by ``l'_d = 2 l_d^2``. The kernel variance is f
 LCM the coregionalisation matrices B_q carry the scale.
 
 Every kernel also returns a "derivative factor" F with
-``dk/dl_d = F * (x_d - x'_d)^2 / l_d^3`` (elementwise), which is all the length-scale gradient needs;
-for Matern-5/2 this form has no division by r, so it is safe at r = 0.
+``dk/dl_d = F * (x_d - x'_d)^2 / l_d^3`` (elementwise), which is all the length-scale gradient
+needs; for Matern-5/2 this form has no division by r, so it is safe at r = 0.
 """
 
 from __future__ import annotations

@@ -49,6 +49,11 @@ KAPPA_BOUNDS_REL = (1e-8, 1e2)
 NOISE_BOUNDS_REL = (1e-6, 1e1)
 #: default L-BFGS-B iteration cap
 DEFAULT_MAXITER = 1000
+#: early stop of one L-BFGS-B start when its log-likelihood gained less than STALL_NATS over the
+#: last STALL_WINDOW iterations: LCM likelihoods often creep along ridges (noise -> floor, length
+#: scales -> bound) for hundreds of iterations worth a fraction of a nat
+STALL_WINDOW = 30
+STALL_NATS = 0.1
 #: BLAS threads during fit() and extend() (see LCM.fit)
 DEFAULT_BLAS_THREADS = 1
 #: predictive variances are floored at this fraction of the prior variance
@@ -177,8 +182,10 @@ class _Layout:
         return lb + wb + kb + nb
 
     def random(self, rng: np.random.Generator, s2: float) -> np.ndarray:
-        """A data-driven random start: total prior variance of each task ~ s2."""
-        ls = np.exp(rng.uniform(np.log(0.1), np.log(1.0), size=(self.Q, self.d)))
+        """A data-driven random start: total prior variance of each task ~ s2, length scales
+        log-uniform in [0.25, 1.5] x sqrt(d) (the typical distance between points of the cube)."""
+        root = np.sqrt(self.d)
+        ls = np.exp(rng.uniform(np.log(0.25 * root), np.log(1.5 * root), size=(self.Q, self.d)))
         W = rng.standard_normal((self.Q, self.T, self.r)) * np.sqrt(s2 / (self.Q * self.r))
         kappa = s2 / self.Q * np.exp(rng.uniform(np.log(1e-2), np.log(0.3), size=(self.Q, self.T)))
         noise = s2 * np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), size=self.T))
@@ -269,6 +276,18 @@ def _lml_core(X, y, counts, ls, W, kappa, noise, kern, want_grad):
     return ll, (g_ls, g_W, g_kappa, g_noise), L, z, alpha, jitter
 
 
+def _stall_callback():
+    """L-BFGS-B callback stopping a start that has stalled (see STALL_WINDOW, STALL_NATS)."""
+    history: list[float] = []
+
+    def callback(intermediate_result) -> None:
+        history.append(-float(intermediate_result.fun))
+        if len(history) > STALL_WINDOW and history[-1] - history[-1 - STALL_WINDOW] < STALL_NATS:
+            raise StopIteration
+
+    return callback
+
+
 def _sorted_data(X_list, y_list):
     counts = np.array([x.shape[0] for x in X_list], dtype=int)
     return np.vstack(X_list), np.concatenate(y_list), counts
@@ -351,6 +370,8 @@ class LCM:
         self.n_factorizations: int = 0
         #: block (Cholesky-extension) updates applied since the last full factorisation
         self.n_block_updates: int = 0
+        #: log-likelihood reached by each restart of the last fit (-inf where it failed)
+        self.fit_log_likelihoods: np.ndarray | None = None
 
     # ---- basic properties ------------------------------------------------------------------
     @property
@@ -468,7 +489,8 @@ class LCM:
         comm: optional mpi4py communicator; start k runs on rank ``k % size`` and the results are
         exchanged with ``comm.Allgather`` on numpy buffers, so every rank ends with the same model,
         whatever the number of ranks.
-        maxiter: L-BFGS-B iteration cap per start (default DEFAULT_MAXITER).
+        maxiter: L-BFGS-B iteration cap per start (default DEFAULT_MAXITER). A start also stops
+        when its log-likelihood gained less than STALL_NATS over STALL_WINDOW iterations.
         threads: BLAS threads used during the fit (threadpoolctl); None leaves BLAS as it is.
         The default 1 is deliberate: on a loaded or MPI-shared node OpenBLAS threads spin and
         made a 400 x 400 Cholesky 16x slower with 2 threads than with 1 (bench/results_lcm.md).
@@ -516,7 +538,7 @@ class LCM:
             else:
                 x0 = lay.random(np.random.default_rng(np.random.SeedSequence([seed, k])), s2)
             res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                           options={"maxiter": maxiter})
+                           options={"maxiter": maxiter}, callback=_stall_callback())
             f = float(res.fun)
             ok = np.isfinite(f) and f < _FAIL_VALUE
             results[k, :-1] = res.x
@@ -554,7 +576,7 @@ class LCM:
             Kx += B[q][self._t, i][:, None] * _kernel(self._kernel, self._X, X, p["lengthscale"][q])
         return Kx
 
-    def _check_task(self, i: Any, allow_new: bool = False) -> int:
+    def _check_task(self, i: Any) -> int:
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise ValueError(f"task index must be an integer, got {i!r}")
         if not 0 <= i < self.n_tasks:
@@ -696,7 +718,8 @@ class LCM:
             L22, jit = _la.robust_cholesky(S, what="new task block")
             resid = y_new - w @ Pz
             z2 = _la.solve_lower(L22, resid)
-            ll2 = -0.5 * float(z2 @ z2) - float(np.sum(np.log(np.diagonal(L22)))) - 0.5 * m * _LOG2PI
+            ll2 = (-0.5 * float(z2 @ z2) - float(np.sum(np.log(np.diagonal(L22))))
+                   - 0.5 * m * _LOG2PI)
             return ll2, V, S, L22, jit, z2, kap, sig
 
         def objective(theta):

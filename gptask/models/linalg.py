@@ -73,14 +73,17 @@ def solve_upper_t(L: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 def cho_inverse(L: np.ndarray) -> np.ndarray:
-    """Full symmetric inverse (n, n) of L L^T from its lower factor L (LAPACK potri)."""
+    """Full symmetric inverse (n, n) of L L^T from its lower factor L (LAPACK potri).
+
+    L must have a zero strict upper triangle, as every factor from :func:`robust_cholesky` has.
+    """
     inv, info = lapack.dpotri(L, lower=1)
     if info != 0:
         raise CholeskyError(f"inverting the factor failed (LAPACK info={info})")
-    # potri fills the lower triangle only
-    inv = np.tril(inv)
-    inv += np.tril(inv, -1).T
-    return inv
+    # potri fills the lower triangle only; the upper one is still the (zero) upper part of L
+    full = inv + inv.T
+    full[np.diag_indices(full.shape[0])] = np.diagonal(inv)
+    return full
 
 
 def chol_extend(

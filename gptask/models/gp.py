@@ -1,0 +1,49 @@
+"""Single-output GP: the LCM with one task and one latent process (one code path).
+
+Its signal variance is W^2 + kappa of that LCM (the split between the two is irrelevant here).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .lcm import LCM, _as_X, _as_y
+
+
+class GP:
+    """Exact GP with a unit-variance ARD kernel scaled by a fitted signal variance, plus noise.
+
+    X: (n, d) in [0, 1]; y: (n,) used as given (zero prior mean: standardise first if needed).
+    """
+
+    def __init__(self, kernel: str = "rbf") -> None:
+        self.lcm = LCM(n_latent=1, kernel=kernel, rank=1)
+
+    def fit(self, X: np.ndarray, y: np.ndarray, restarts: int = 4, seed: int = 0,
+            maxiter: int | None = None) -> "GP":
+        """Maximise the log marginal likelihood (multi-start L-BFGS-B); returns self."""
+        X = _as_X(X, "X")
+        y = _as_y(y, "y", X.shape[0])
+        self.lcm.fit([X], [y], restarts=restarts, seed=seed, maxiter=maxiter)
+        return self
+
+    def predict(self, X: np.ndarray, include_noise: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean (n,) and variance (n,) at X (n, d)."""
+        return self.lcm.predict(0, X, include_noise=include_noise)
+
+    def log_likelihood(self) -> float:
+        return self.lcm.log_likelihood()
+
+    @property
+    def lengthscales(self) -> np.ndarray:
+        """(d,) length scales."""
+        return self.lcm.lengthscales[0]
+
+    @property
+    def variance(self) -> float:
+        """Signal variance (prior variance of the latent function)."""
+        return float(self.lcm.coregionalization()[0, 0, 0])
+
+    @property
+    def noise(self) -> float:
+        return float(self.lcm.get_params()["noise"][0])
