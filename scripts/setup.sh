@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
-DEB_PACKAGES="mpich libmpich-dev libscalapack-mpich-dev libopenblas0 gcc make"
+DEB_PACKAGES="mpich libmpich-dev libscalapack-mpich-dev libopenblas0 gcc make strace"
 
 need_debs=""
 for p in $DEB_PACKAGES; do

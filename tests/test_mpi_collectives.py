@@ -330,22 +330,10 @@ def test_cli_tune_calls_gptask_tune_per_the_contract(monkeypatch, capsys, tmp_pa
     assert lines[1]["best"]["algorithm"] == "ring" and lines[1]["time"] == pytest.approx(2e-4)
 
 
-def test_cli_tune_without_gptask_tune_says_so():
-    if getattr(gt, "tune", None) is not None:
-        pytest.skip("gptask.tune exists; test_short_real_tune covers the real thing")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "apps.mpi_collectives", "tune", "--tasks", "2",
-                          "--budget", "3"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 2 and "gptask.tune is not available" in out.stderr
-
-
 @pytest.mark.mpi
 @needs_mpi
 def test_short_real_tune():
-    tune = getattr(gt, "tune", None)
-    if tune is None:
-        pytest.skip("gptask.tune is not there yet")
+    tune = gt.tune
     prob = problem(colls=["allreduce"], max_size=1 << 16, max_procs=2,
                    config=LaunchConfig(**QUICK))
     tasks = [{"size": 1024, "nprocs": 2}, {"size": 65536, "nprocs": 2}]

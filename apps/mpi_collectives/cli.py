@@ -174,11 +174,8 @@ def _knob_active(coll: str, algorithm: str, knob: str) -> bool:
 
 
 def _cmd_tune(a: argparse.Namespace) -> int:
-    try:
-        from gptask import tune  # the lead's gt.tune; imported lazily on purpose
-    except ImportError as exc:
-        print(f"gptask.tune is not available in this checkout ({exc})", file=sys.stderr)
-        return 2
+    from gptask import tune
+
     from .objective import default_time
     from .problem import problem
 

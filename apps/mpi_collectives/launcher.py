@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gptask.evaluate import EvaluationFailed
+
 from .algorithms import COLLECTIVES
 
 __all__ = ["LaunchConfig", "LaunchError", "run_benchmark", "BENCH_SCRIPT", "default_mpiexec"]
@@ -38,8 +40,10 @@ OVERSUBSCRIBED_ENV = {"MPIR_CVAR_POSIX_POLL_FREQUENCY": "1"}
 _PLACEHOLDERS = ("nprocs", "mpiexec", "python", "script")
 
 
-class LaunchError(RuntimeError):
+class LaunchError(EvaluationFailed, RuntimeError):
     """The benchmark job failed: crash, timeout, unparseable output or an algorithm fallback.
+
+    A :class:`gptask.EvaluationFailed`, so the tuner records ``reason`` as the failure's reason.
 
     ``reason`` is a one-line explanation; ``pgid`` the process group of the job (already killed).
     """
