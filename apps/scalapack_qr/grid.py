@@ -22,7 +22,9 @@ from typing import Any, TextIO
 
 import gptask as gt
 
-__all__ = ["POW2_BLOCKS", "configurations", "machine_description", "sweep", "read_csv", "COLUMNS"]
+__all__ = [
+    "POW2_BLOCKS", "COLUMNS", "configurations", "machine_description", "sweep", "run_configurations", "read_csv",
+]
 
 log = logging.getLogger(__name__)
 
@@ -79,19 +81,32 @@ def sweep(
     note: str = "",
     progress: Callable[[int, int, dict, dict], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every configuration of ``task``; write CSV to ``out``; return the rows.
+    """Run every configuration of ``task`` (see :func:`configurations`); CSV to ``out``; the rows."""
+    task = problem.task_space.validate(task, "task")
+    configs = configurations(problem, task, blocks)
+    random.Random(seed).shuffle(configs)
+    header = f"grid sweep, task m={task['m']} n={task['n']}, blocks {list(blocks)}"
+    return run_configurations(problem, [(task, c) for c in configs], out, header, note, progress)
+
+
+def run_configurations(
+    problem: gt.Problem,
+    runs: Sequence[tuple[dict, dict]],
+    out: TextIO,
+    header: str = "",
+    note: str = "",
+    progress: Callable[[int, int, dict, dict], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run each ``(task, params)`` in order; write CSV to ``out``; return the rows.
 
     The problem's objective must offer ``run(task, params) -> record`` (the real backend) or be
     a plain callable returning seconds (the model backend). Failures are recorded, not raised.
     """
-    task = problem.task_space.validate(task, "task")
-    configs = configurations(problem, task, blocks)
-    random.Random(seed).shuffle(configs)
     info = machine_description()
-    out.write(f"# scalapack_qr grid sweep, problem {problem.name}, task m={task['m']} n={task['n']}\n")
+    out.write(f"# scalapack_qr {header}, problem {problem.name}\n")
     for k, v in info.items():
         out.write(f"# {k}: {v}\n")
-    out.write(f"# constants: {problem.constants}; blocks: {list(blocks)}; configurations: {len(configs)}\n")
+    out.write(f"# constants: {problem.constants}; runs: {len(runs)}\n")
     if note:
         out.write(f"# note: {note}\n")
     out.write("# time: seconds of PDGEQRF (min over the driver's repeats); times: all repeats, ';'-separated\n")
@@ -99,7 +114,7 @@ def sweep(
     writer.writeheader()
     rows = []
     run = getattr(problem.objective, "run", None)
-    for i, params in enumerate(configs):
+    for i, (task, params) in enumerate(runs):
         row: dict[str, Any] = {**task, **params, "q": params["nproc"] // params["p"]}
         try:
             if run is not None:
@@ -115,8 +130,9 @@ def sweep(
         out.flush()
         rows.append(row)
         if progress is not None:
-            progress(i + 1, len(configs), params, row)
-    out.write(f"# finished {machine_description()['date_utc']}, loadavg {machine_description()['loadavg_1_5_15']}\n")
+            progress(i + 1, len(runs), params, row)
+    end = machine_description()
+    out.write(f"# finished {end['date_utc']}, loadavg {end['loadavg_1_5_15']}\n")
     return rows
 
 
