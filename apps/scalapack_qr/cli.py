@@ -150,6 +150,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from .grid import read_csv, summarize
+
+    for path in args.csv:
+        print(json.dumps({"file": path, **summarize(read_csv(path), top=args.top)}))
+    return 0
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     from .build import build_driver
 
@@ -184,11 +192,16 @@ def main(argv: list[str] | None = None) -> int:
     gr.add_argument("--seed", type=int, default=0, help="seed of the run order shuffle")
     _add_problem_args(gr)
 
+    su = sub.add_parser("summary", help="best configurations and noise of grid CSV files")
+    su.add_argument("csv", nargs="+")
+    su.add_argument("--top", type=int, default=5)
+
     bu = sub.add_parser("build", help="compile the driver (if needed) and print its path")
     bu.add_argument("--force", action="store_true")
 
     args = ap.parse_args(argv)
-    handler = {"evaluate": _cmd_evaluate, "tune": _cmd_tune, "grid": _cmd_grid, "build": _cmd_build}
+    handler = {"evaluate": _cmd_evaluate, "tune": _cmd_tune, "grid": _cmd_grid, "summary": _cmd_summary,
+               "build": _cmd_build}
     try:
         return handler[args.command](args)
     except (ValueError, TypeError) as exc:

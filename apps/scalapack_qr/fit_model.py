@@ -9,7 +9,7 @@ on rows scaled by ``1 / measured time``, i.e. it minimises the sum of squared *r
     python -m apps.scalapack_qr.fit_model fit      # reads data/*.csv, writes model_coefficients.json
 
 ``collect`` runs, for a few square tasks, every square block size in 4..256 on every feasible
-(nproc, p, nth), plus as many random non-square configurations (held out).
+(nproc, p, nth), plus half as many random non-square configurations (held out).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .grid import configurations, machine_description, read_csv, run_configurati
 __all__ = ["fit", "relative_errors", "main"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-COLLECT_TASKS = ((1000, 1000), (2000, 2000), (2000, 1000))
+COLLECT_TASKS = ((1000, 1000), (1500, 1500), (1500, 700))
 COLLECT_BLOCKS = (4, 8, 16, 32, 64, 128, 256)
 
 
@@ -84,7 +84,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         all_cfg = configurations(pb, task, COLLECT_BLOCKS)
         square = [c for c in all_cfg if c["mb"] == c["nb"]]
         other = [c for c in all_cfg if c["mb"] != c["nb"]]
-        runs += [(task, c) for c in square + rng.sample(other, min(len(square), len(other)))]
+        runs += [(task, c) for c in square + rng.sample(other, min(len(square) // 2, len(other)))]
     rng.shuffle(runs)
 
     def progress(i: int, total: int, params: dict, row: dict) -> None:

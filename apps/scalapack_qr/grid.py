@@ -24,6 +24,7 @@ import gptask as gt
 
 __all__ = [
     "POW2_BLOCKS", "COLUMNS", "configurations", "machine_description", "sweep", "run_configurations", "read_csv",
+    "summarize",
 ]
 
 log = logging.getLogger(__name__)
@@ -148,3 +149,28 @@ def read_csv(path: str | Path) -> list[dict[str, Any]]:
             row["time"] = float(row["time"]) if row.get("time") else None
             rows.append(row)
     return rows
+
+
+def summarize(rows: Sequence[dict[str, Any]], top: int = 5) -> dict[str, Any]:
+    """Best configurations and measurement noise of a sweep (rows from :func:`read_csv`).
+
+    ``repeat_spread`` is, per run with at least two repeats, ``max(times) / min(times) - 1``: how
+    much two back-to-back factorisations of the same matrix differ on this machine.
+    """
+    ok = sorted((r for r in rows if r["status"] == "complete" and r["time"]), key=lambda r: r["time"])
+    keys = ("mb", "nb", "nproc", "p", "nth")
+    spreads = []
+    for r in ok:
+        ts = [float(t) for t in str(r.get("times") or "").split(";") if t]
+        if len(ts) >= 2:
+            spreads.append(max(ts) / min(ts) - 1.0)
+    out: dict[str, Any] = {"runs": len(rows), "complete": len(ok)}
+    if ok:
+        out["best"] = [{**{k: r[k] for k in keys}, "time": r["time"]} for r in ok[:top]]
+        out["worst_time"] = ok[-1]["time"]
+        out["median_time"] = ok[len(ok) // 2]["time"]
+    if spreads:
+        s = sorted(spreads)
+        out["repeat_spread_median"] = s[len(s) // 2]
+        out["repeat_spread_p90"] = s[int(0.9 * (len(s) - 1))]
+    return out
