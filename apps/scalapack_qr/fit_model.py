@@ -6,7 +6,8 @@ on rows scaled by ``1 / measured time``, i.e. it minimises the sum of squared *r
 (run times span two orders of magnitude; an unscaled fit would only care about the slowest runs).
 
     python -m apps.scalapack_qr.fit_model collect --out apps/scalapack_qr/data/fit_runs.csv
-    python -m apps.scalapack_qr.fit_model fit      # reads data/*.csv, writes model_coefficients.json
+    python -m apps.scalapack_qr.fit_model fit      # reads data/{fit_runs,grid_*}.csv, writes model_coefficients.json
+    python -m apps.scalapack_qr.fit_model compare  # real time of the model's favourite grid point
 
 ``collect`` runs, for a few square tasks, every square block size in 4..256 on every feasible
 (nproc, p, nth), plus half as many random non-square configurations (held out).
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import nnls
+from scipy.stats import spearmanr
 
 from .costmodel import COEFFICIENTS_FILE, FACTORS, CostModel, feature_matrix
 from .grid import configurations, machine_description, read_csv, run_configurations
@@ -65,11 +67,13 @@ def _summary(model: CostModel, rows: Sequence[dict[str, Any]]) -> dict[str, floa
     pred = model.predict_rows(list(rows))
     meas = np.array([float(r["time"]) for r in rows])
     corr = float(np.corrcoef(pred, meas)[0, 1]) if len(rows) > 2 else float("nan")
+    rank = float(spearmanr(pred, meas).statistic) if len(rows) > 2 else float("nan")
     return {
         "n": len(rows),
         "mean_relative_error": float(np.mean(err)),
         "median_relative_error": float(np.median(err)),
         "correlation": corr,
+        "rank_correlation": rank,
     }
 
 
@@ -98,8 +102,35 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _real_data_files() -> list[str]:
+    """The real-run CSVs of data/: the fit collection and the grid sweeps."""
+    return sorted(glob.glob(str(DATA_DIR / "fit_runs*.csv")) + glob.glob(str(DATA_DIR / "grid_*.csv")))
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    """For each real grid sweep: how good is the configuration the MODEL ranks first?"""
+    model = CostModel.load(args.coefficients)
+    files = args.data or sorted(glob.glob(str(DATA_DIR / "grid_*.csv")))
+    for f in files:
+        rows = [r for r in read_csv(f) if r["status"] == "complete" and r["time"]]
+        pred = model.predict_rows(rows)
+        meas = np.array([float(r["time"]) for r in rows])
+        pick = int(np.argmin(pred))
+        keys = ("mb", "nb", "nproc", "p", "nth")
+        print(json.dumps({
+            "file": Path(f).name,
+            "real_optimum": {**{k: rows[int(np.argmin(meas))][k] for k in keys}, "time": float(meas.min())},
+            "model_choice": {**{k: rows[pick][k] for k in keys}, "time": float(meas[pick])},
+            "model_choice_over_optimum": float(meas[pick] / meas.min()),
+            "model_choice_rank": int(np.sum(meas < meas[pick])) + 1,
+            "rank_correlation": float(spearmanr(pred, meas).statistic),
+            "mean_relative_error": float(np.mean(np.abs(pred - meas) / meas)),
+        }))
+    return 0
+
+
 def _cmd_fit(args: argparse.Namespace) -> int:
-    files = args.data or sorted(glob.glob(str(DATA_DIR / "*.csv")))
+    files = args.data or _real_data_files()
     rows = [r for f in files for r in read_csv(f) if r["status"] == "complete" and r["time"]]
     train = [r for r in rows if r["mb"] == r["nb"]]
     held = [r for r in rows if r["mb"] != r["nb"]]
@@ -130,8 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     fi = sub.add_parser("fit", help="fit the unit times, write the coefficients file")
     fi.add_argument("--data", nargs="*", help="CSV files (default: every data/*.csv)")
     fi.add_argument("--out", default=str(COEFFICIENTS_FILE))
+    cp = sub.add_parser("compare", help="real time of the MODEL's favourite grid configuration")
+    cp.add_argument("--data", nargs="*", help="grid CSV files (default: data/grid_*.csv)")
+    cp.add_argument("--coefficients", default=str(COEFFICIENTS_FILE))
     args = ap.parse_args(argv)
-    return _cmd_collect(args) if args.command == "collect" else _cmd_fit(args)
+    handler = {"collect": _cmd_collect, "fit": _cmd_fit, "compare": _cmd_compare}
+    return handler[args.command](args)
 
 
 if __name__ == "__main__":
