@@ -31,7 +31,7 @@ import gptask as gt
 
 from .build import build_driver
 from .costmodel import CostModel
-from .launcher import DEFAULT_COMMAND, Launcher
+from .launcher import DEFAULT_COMMAND, Launcher, LaunchError
 
 __all__ = [
     "problem",
@@ -152,8 +152,6 @@ class RealObjective(_Objective):
 
     def run(self, task: dict, params: dict) -> dict[str, Any]:
         """Launch once and return the driver's full JSON record (time, times, residual, ...)."""
-        from .launcher import LaunchError
-
         task, params = self._check(task, params)
         p, nproc = params["p"], params["nproc"]
         args = [task["m"], task["n"], params["mb"], params["nb"], p, nproc // p, self.repeats]
