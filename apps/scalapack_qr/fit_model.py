@@ -9,7 +9,7 @@ on rows scaled by ``1 / measured time``, i.e. it minimises the sum of squared *r
     python -m apps.scalapack_qr.fit_model fit      # reads data/{fit_runs,grid_*}.csv, writes model_coefficients.json
     python -m apps.scalapack_qr.fit_model compare  # real time of the model's favourite grid point
 
-``collect`` runs, for a few square tasks, every square block size in 4..256 on every feasible
+``collect`` runs, for a few tasks, every square block size in 4..256 on every feasible
 (nproc, p, nth), plus half as many random non-square configurations (held out).
 """
 
@@ -142,7 +142,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         "fit": _summary(model, train),
         "held_out": _summary(model, held),
         "data": [str(Path(f).name) for f in files],
-        "fitted_on": machine_description(),
+        "computed_on": machine_description(),  # where the fit ran; the runs carry their own headers
         "method": "NNLS on rows scaled by 1/measured time (relative errors); fit rows mb == nb, held out mb != nb",
     }
     out = Path(args.out)
