@@ -18,7 +18,7 @@ from apps.scalapack_qr.cli import parse_kv
 from apps.scalapack_qr.fit_model import fit
 from apps.scalapack_qr.grid import configurations, read_csv
 from apps.scalapack_qr.launcher import DEFAULT_COMMAND, Launcher, LaunchError, LaunchTimeout, clean_environment
-from apps.scalapack_qr.problem import RESIDUAL_LIMIT, InfeasibleConfiguration, RealObjective
+from apps.scalapack_qr.problem import RESIDUAL_LIMIT, InfeasibleConfiguration
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "apps" / "scalapack_qr" / "data"
