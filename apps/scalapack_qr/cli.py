@@ -1,0 +1,211 @@
+"""Command line of the PDGEQRF app, run from the repo root::
+
+    python -m apps.scalapack_qr evaluate --task m=2000,n=2000 --params mb=32,nb=32,nproc=2,p=1,nth=1
+    python -m apps.scalapack_qr tune --tasks 8 --budget 20 --n-initial 10 --history qr.sqlite [--backend model]
+    python -m apps.scalapack_qr grid --task m=500,n=500 [--out file.csv]
+    python -m apps.scalapack_qr build
+
+``evaluate`` prints one JSON line with ``"time"`` in seconds (a measurement for the real backend,
+a MODEL prediction for ``--backend model``, labelled as such).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shlex
+import sys
+from typing import Any
+
+__all__ = ["main", "parse_kv"]
+
+_INT = re.compile(r"[+-]?\d+")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _value(text: str) -> Any:
+    if _INT.fullmatch(text):
+        return int(text)
+    try:
+        v = float(text)
+    except ValueError:
+        return text
+    return v if math.isfinite(v) else text
+
+
+def parse_kv(text: str, what: str = "argument") -> dict[str, Any]:
+    """``"a=1,b=2.5,c=x"`` -> ``{"a": 1, "b": 2.5, "c": "x"}`` (ints, floats, strings; no eval)."""
+    out: dict[str, Any] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, val = item.partition("=")
+        key, val = key.strip(), val.strip()
+        if not sep or not _NAME.fullmatch(key) or not val:
+            raise ValueError(f"{what}: expected comma-separated key=value pairs, got {item!r} in {text!r}")
+        if key in out:
+            raise ValueError(f"{what}: key {key!r} given twice in {text!r}")
+        out[key] = _value(val)
+    if not out:
+        raise ValueError(f"{what}: no key=value pairs in {text!r}")
+    return out
+
+
+def _add_problem_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--backend", choices=("real", "model"), default="real",
+                    help="real: run ScaLAPACK; model: the fitted analytic cost MODEL (eq. 18-19)")
+    ap.add_argument("--m-max", type=int, default=None, help="upper bound of m and n (default 2000)")
+    ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--cores", type=int, default=None, help="cores per node (default: detected)")
+    ap.add_argument("--oversubscribe", action="store_true", help="drop nproc*nth <= nodes*cores")
+    ap.add_argument("--repeats", type=int, default=2, help="timed factorisations per launch (min kept)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds before a launch is killed")
+    ap.add_argument("--no-check", action="store_true", help="skip the residual check")
+    ap.add_argument("--launcher", default=None,
+                    help='launch prefix, e.g. "srun -n {nproc} -c {nth}" (default: Debian MPICH mpiexec)')
+
+
+def _problem(args: argparse.Namespace):
+    from .problem import DEFAULT_M_MAX, problem
+
+    return problem(
+        m_max=args.m_max or DEFAULT_M_MAX, nodes=args.nodes, cores=args.cores,
+        oversubscribe=args.oversubscribe, backend=args.backend, repeats=args.repeats,
+        timeout=args.timeout, check=not args.no_check,
+        launcher=shlex.split(args.launcher) if args.launcher else None,
+    )
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    pb = _problem(args)
+    task = parse_kv(args.task, "--task")
+    params = parse_kv(args.params, "--params")
+    try:
+        if args.backend == "real":
+            rec = dict(pb.objective.run(task, params))
+            rec["backend"] = "real"
+        else:
+            rec = {"time": pb.objective(task, params), **task, **params, "backend": "model",
+                   "note": "analytic MODEL prediction (eq. 18-19), not a measurement"}
+    except Exception as exc:  # noqa: BLE001 - report any failure as one JSON line
+        print(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}))
+        return 1
+    print(json.dumps(rec))
+    return 0
+
+
+def _cmd_grid(args: argparse.Namespace) -> int:
+    from .grid import POW2_BLOCKS, sweep
+
+    pb = _problem(args)
+    task = parse_kv(args.task, "--task")
+    blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else POW2_BLOCKS
+
+    def progress(i: int, total: int, params: dict, row: dict) -> None:
+        shown = row["time"] if row["status"] == "complete" else row["reason"]
+        print(f"[{i}/{total}] {params} -> {shown}", file=sys.stderr, flush=True)
+
+    note = ("real ScaLAPACK runs" if args.backend == "real"
+            else "analytic MODEL predictions (eq. 18-19), not measurements")
+    if args.out:
+        with open(args.out, "w", newline="") as fh:
+            rows = sweep(pb, task, fh, blocks=blocks, seed=args.seed, note=note, progress=progress)
+    else:
+        rows = sweep(pb, task, sys.stdout, blocks=blocks, seed=args.seed, note=note, progress=progress)
+    ok = [r for r in rows if r["status"] == "complete"]
+    if ok:
+        best = min(ok, key=lambda r: r["time"])
+        keys = ("mb", "nb", "nproc", "p", "nth")
+        print(f"best of {len(ok)} ({len(rows) - len(ok)} failed): "
+              f"{ {k: best[k] for k in keys} } time {best['time']:.4g} s", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    import gptask as gt
+
+    tune = getattr(gt, "tune", None)
+    if tune is None:
+        print("tune: gptask.tune is not available in this version of gptask", file=sys.stderr)
+        return 2
+    pb = _problem(args)
+    tasks: Any = [parse_kv(t, "--task") for t in args.task] if args.task else args.tasks
+    result = tune(pb, tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed,
+                  history=args.history)
+    label = " (analytic MODEL values, not measurements)" if args.backend == "model" else ""
+    print(f"best configuration per task{label}:")
+    print(f"{'m':>6} {'n':>6} {'mb':>4} {'nb':>4} {'nproc':>5} {'p':>3} {'nth':>3} {'time_s':>10}")
+    summary = []
+    for i, task in enumerate(result.tasks):
+        params, value = result.best(i)
+        print(f"{task['m']:>6} {task['n']:>6} {params['mb']:>4} {params['nb']:>4} {params['nproc']:>5} "
+              f"{params['p']:>3} {params['nth']:>3} {value:>10.4g}")
+        summary.append({"task": task, "params": params, "time": value})
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"backend": args.backend, "best": summary}, fh, indent=1)
+    return 0
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from .grid import read_csv, summarize
+
+    for path in args.csv:
+        print(json.dumps({"file": path, **summarize(read_csv(path), top=args.top)}))
+    return 0
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from .build import build_driver
+
+    print(build_driver(force=args.force))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m apps.scalapack_qr",
+                                 description="Tune ScaLAPACK PDGEQRF (QR factorisation).")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser("evaluate", help="run (or model) one configuration; prints one JSON line")
+    ev.add_argument("--task", required=True, help="m=...,n=...")
+    ev.add_argument("--params", required=True, help="mb=...,nb=...,nproc=...,p=...,nth=...")
+    _add_problem_args(ev)
+
+    tu = sub.add_parser("tune", help="multitask tuning with gptask.tune")
+    tu.add_argument("--tasks", type=int, default=8, help="number of LHS tasks")
+    tu.add_argument("--task", action="append", help="explicit task m=...,n=... (repeatable)")
+    tu.add_argument("--budget", type=int, default=20)
+    tu.add_argument("--n-initial", type=int, default=10)
+    tu.add_argument("--seed", type=int, default=0)
+    tu.add_argument("--history", default=None, help="SQLite history file (resumes if it exists)")
+    tu.add_argument("--out", default=None, help="write the best configurations as JSON")
+    _add_problem_args(tu)
+
+    gr = sub.add_parser("grid", help="exhaustive sweep of a discretised space for one task")
+    gr.add_argument("--task", required=True, help="m=...,n=...")
+    gr.add_argument("--out", default=None, help="CSV file (default: stdout)")
+    gr.add_argument("--blocks", default=None, help="block sizes for mb and nb (default 1,2,4,...,256)")
+    gr.add_argument("--seed", type=int, default=0, help="seed of the run order shuffle")
+    _add_problem_args(gr)
+
+    su = sub.add_parser("summary", help="best configurations and noise of grid CSV files")
+    su.add_argument("csv", nargs="+")
+    su.add_argument("--top", type=int, default=5)
+
+    bu = sub.add_parser("build", help="compile the driver (if needed) and print its path")
+    bu.add_argument("--force", action="store_true")
+
+    args = ap.parse_args(argv)
+    handler = {"evaluate": _cmd_evaluate, "tune": _cmd_tune, "grid": _cmd_grid, "summary": _cmd_summary,
+               "build": _cmd_build}
+    try:
+        return handler[args.command](args)
+    except (ValueError, TypeError) as exc:
+        ap.exit(2, f"{ap.prog} {args.command}: error: {exc}\n")
+    except RuntimeError as exc:  # missing packages, build failures
+        ap.exit(3, f"{ap.prog} {args.command}: {exc}\n")
+    return 0

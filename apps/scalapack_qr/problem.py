@@ -1,0 +1,255 @@
+"""The PDGEQRF tuning problem (GPTune paper, sec. 3, Table 1) as a :class:`gptask.Problem`.
+
+Task space: ``m``, ``n`` (matrix rows, columns), integers in ``[128, m_max]``.
+Constants: ``nodes``, ``cores`` (cores per node), from the machine unless given.
+Parameters:
+
+* ``mb``, ``nb``: row/column block sizes, log-scale integers in ``[1, 256]``. 1 is the unblocked
+  limit (legal and slow); beyond 256 a panel is a large fraction of any matrix that fits
+  ``m_max`` and the level-2 panel work dominates. Their effect on time is multiplicative
+  (halving a block changes the time by a factor), hence the log scale.
+* ``nproc``: MPI processes, in ``[1, nodes * cores]``.
+* ``p``: process-grid rows, in ``[1, nodes * cores]``; ``q = nproc // p``.
+* ``nth``: BLAS threads per process, in ``[1, cores]``.
+
+Constraints (each a named function of the merged dict):
+``nproc % p == 0``, ``nproc * nth <= nodes * cores`` (dropped when ``oversubscribe``),
+``mb * p <= m``, ``nb * q <= n`` (every process owns at least one block).
+
+The paper fixes ``nproc * nth == nodes * cores``; we allow ``<=`` so that using fewer cores can
+be learnt to be better (e.g. on a loaded machine).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import gptask as gt
+
+from .build import build_driver
+from .costmodel import CostModel
+from .launcher import DEFAULT_COMMAND, Launcher, LaunchError
+
+__all__ = [
+    "problem",
+    "RealObjective",
+    "ModelObjective",
+    "InfeasibleConfiguration",
+    "DEFAULT_M_MAX",
+    "RESIDUAL_LIMIT",
+    "constraints_for",
+    "detect_cores",
+]
+
+log = logging.getLogger(__name__)
+
+#: Largest default matrix: a 2000 x 2000 PDGEQRF takes 0.5-2 s on 2 cores of this machine
+#: (2 s for the worst block size 1), so any single run stays within a few seconds.
+DEFAULT_M_MAX = 2000
+MIN_SIZE = 128
+BLOCK_MAX = 256
+#: A factorisation whose backward error ||A - QR||_F / (||A||_F max(m,n) eps) exceeds this is
+#: rejected (a correct one gives ~1e-2 here; a perturbed one gives > 1e6).
+RESIDUAL_LIMIT = 10.0
+
+
+class InfeasibleConfiguration(ValueError):
+    """The configuration violates one of the problem's constraints."""
+
+
+def detect_cores() -> int:
+    """Cores usable by this process (respects CPU affinity)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# --- constraints: plain named functions so error messages and histories can name them ---------
+
+def nproc_divisible_by_p(c: dict) -> bool:
+    """nproc % p == 0 (the grid is p x q with q = nproc // p)."""
+    return c["nproc"] % c["p"] == 0
+
+
+def threads_fit_cores(c: dict) -> bool:
+    """nproc * nth <= nodes * cores."""
+    return c["nproc"] * c["nth"] <= c["nodes"] * c["cores"]
+
+
+def row_blocks_fit(c: dict) -> bool:
+    """mb * p <= m (every process row owns at least one row block)."""
+    return c["mb"] * c["p"] <= c["m"]
+
+
+def col_blocks_fit(c: dict) -> bool:
+    """nb * q <= n with q = nproc // p (every process column owns a column block)."""
+    return c["nb"] * (c["nproc"] // c["p"]) <= c["n"]
+
+
+def constraints_for(oversubscribe: bool) -> list:
+    rules = [nproc_divisible_by_p, threads_fit_cores, row_blocks_fit, col_blocks_fit]
+    if oversubscribe:
+        rules.remove(threads_fit_cores)
+    return rules
+
+
+def _describe_violations(c: dict, rules: Sequence) -> str:
+    bad = []
+    for rule in rules:
+        try:
+            ok = bool(rule(dict(c)))
+        except Exception as exc:  # noqa: BLE001 - report, do not crash, on a malformed dict
+            ok, why = False, f" ({type(exc).__name__}: {exc})"
+        else:
+            why = ""
+        if not ok:
+            bad.append(f"{rule.__name__}: {rule.__doc__.splitlines()[0]}{why}")
+    return "; ".join(bad)
+
+
+class _Objective:
+    """Shared argument checks of the real and model objectives."""
+
+    def __init__(self, constants: dict, rules: Sequence, task_space: gt.Space, param_space: gt.Space) -> None:
+        self.constants = dict(constants)
+        self.rules = list(rules)
+        self.task_space = task_space
+        self.param_space = param_space
+
+    def _check(self, task: dict, params: dict) -> tuple[dict, dict]:
+        task = self.task_space.validate(task, "task")
+        params = self.param_space.validate(params, "params")
+        merged = {**self.constants, **task, **params}
+        why = _describe_violations(merged, self.rules)
+        if why:
+            raise InfeasibleConfiguration(
+                f"infeasible configuration task={task} params={params} "
+                f"(nodes={self.constants['nodes']}, cores={self.constants['cores']}): violates {why}"
+            )
+        return task, params
+
+
+class RealObjective(_Objective):
+    """Runs the real ScaLAPACK PDGEQRF; returns the driver's time in seconds (min over repeats).
+
+    Raises :class:`InfeasibleConfiguration` (a ``ValueError``) for a configuration outside the
+    constraints, :class:`~apps.scalapack_qr.launcher.LaunchError` for a crash, a timeout, bad
+    output or a failed residual check.
+    """
+
+    def __init__(self, constants, rules, task_space, param_space, launcher: Launcher,
+                 repeats: int, timeout: float, check: bool) -> None:
+        super().__init__(constants, rules, task_space, param_space)
+        self.launcher = launcher
+        self.repeats = repeats
+        self.timeout = timeout
+        self.check = check
+        self.last_record: dict[str, Any] | None = None
+
+    def run(self, task: dict, params: dict) -> dict[str, Any]:
+        """Launch once and return the driver's full JSON record (time, times, residual, ...)."""
+        task, params = self._check(task, params)
+        p, nproc = params["p"], params["nproc"]
+        args = [task["m"], task["n"], params["mb"], params["nb"], p, nproc // p, self.repeats]
+        if self.check:
+            args.append("--check")
+        record = self.launcher.run(build_driver(), args, nproc=nproc, nth=params["nth"],
+                                   nodes=self.constants["nodes"], timeout=self.timeout)
+        if self.check:
+            res = record.get("residual")
+            if not isinstance(res, (int, float)) or not (0 <= res <= RESIDUAL_LIMIT):
+                raise LaunchError(
+                    f"residual check failed: ||A - QR||/(||A|| max(m,n) eps) = {res} > {RESIDUAL_LIMIT} "
+                    f"for task={task} params={params}: the factorisation is wrong"
+                )
+        record["nth"] = params["nth"]
+        self.last_record = record
+        return record
+
+    def __call__(self, task: dict, params: dict) -> float:
+        return float(self.run(task, params)["time"])
+
+
+class ModelObjective(_Objective):
+    """The analytic cost MODEL (eq. 18-19, fitted unit times): predicted seconds, no run."""
+
+    def __init__(self, constants, rules, task_space, param_space, model: CostModel) -> None:
+        super().__init__(constants, rules, task_space, param_space)
+        self.model = model
+
+    def __call__(self, task: dict, params: dict) -> float:
+        task, params = self._check(task, params)
+        p = params["p"]
+        return self.model.predict(task["m"], task["n"], params["mb"], params["nb"], p,
+                                  params["nproc"] // p, params["nth"])
+
+
+def _positive_int(name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"problem(): {name} must be a positive integer, got {v!r}")
+    return v
+
+
+def problem(
+    m_max: int = DEFAULT_M_MAX,
+    nodes: int = 1,
+    cores: int | None = None,
+    oversubscribe: bool = False,
+    backend: str = "real",
+    repeats: int = 2,
+    timeout: float = 60.0,
+    check: bool = True,
+    launcher: Launcher | Sequence[str] | None = None,
+) -> gt.Problem:
+    """The PDGEQRF tuning problem.
+
+    Parameters
+    ----------
+    m_max: upper bound of the task dimensions ``m`` and ``n`` (lower bound 128).
+    nodes, cores: machine description (constants); ``cores`` defaults to the cores usable here.
+    oversubscribe: drop the ``nproc * nth <= nodes * cores`` constraint.
+    backend: ``"real"`` runs ScaLAPACK; ``"model"`` evaluates the fitted analytic MODEL (eq. 18-19).
+    repeats: timed factorisations per launch (the driver reports their minimum).
+    timeout: seconds before a launch is killed and reported as failed.
+    check: verify each factorisation's residual (not timed); a wrong result is a failure.
+    launcher: a :class:`Launcher` or a command template list (default: Debian MPICH mpiexec).
+    """
+    m_max = _positive_int("m_max", m_max)
+    if m_max < MIN_SIZE:
+        raise ValueError(f"problem(): m_max must be >= {MIN_SIZE}, got {m_max}")
+    nodes = _positive_int("nodes", nodes)
+    cores = detect_cores() if cores is None else _positive_int("cores", cores)
+    repeats = _positive_int("repeats", repeats)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"problem(): timeout must be a positive number of seconds, got {timeout!r}")
+    if backend not in ("real", "model"):
+        raise ValueError(f"problem(): backend must be 'real' or 'model', got {backend!r}")
+
+    total = nodes * cores
+    task_space = gt.Space([gt.Integer("m", MIN_SIZE, m_max), gt.Integer("n", MIN_SIZE, m_max)])
+    param_space = gt.Space([
+        gt.Integer("mb", 1, BLOCK_MAX, log=True),
+        gt.Integer("nb", 1, BLOCK_MAX, log=True),
+        gt.Integer("nproc", 1, total),
+        gt.Integer("p", 1, total),
+        gt.Integer("nth", 1, cores),
+    ])
+    constants = {"nodes": nodes, "cores": cores}
+    rules = constraints_for(oversubscribe)
+    if backend == "real":
+        if launcher is None:
+            launcher = Launcher(DEFAULT_COMMAND)
+        elif not isinstance(launcher, Launcher):
+            launcher = Launcher(launcher)
+        objective = RealObjective(constants, rules, task_space, param_space, launcher,
+                                  repeats, float(timeout), bool(check))
+        name = "scalapack_pdgeqrf"
+    else:
+        objective = ModelObjective(constants, rules, task_space, param_space, CostModel.load())
+        name = "scalapack_pdgeqrf_MODEL"
+    return gt.Problem(task_space, param_space, objective, constraints=rules,
+                      constants=constants, name=name)
