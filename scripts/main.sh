@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Command 1: set everything up, then run the main job: batch tuning (MLA) of a task set.
-# Results: a table of the best configuration per task on stdout, plots and the SQLite history in out/.
-# Running it again resumes from out/main.sqlite (finished evaluations are not repeated).
+# Command 1: set everything up, then run the main job: batch tuning (MLA) of ScaLAPACK's PDGEQRF
+# (QR factorisation, real runs of Debian's ScaLAPACK through our C driver) for an LHS set of
+# matrix sizes. Results: a table of the best (mb, nb, nproc, p, nth) per task on stdout, the
+# convergence plot and the SQLite history in out/. Running it again resumes from out/main.sqlite
+# (finished evaluations are not repeated); delete out/ to start afresh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export MPLBACKEND=Agg
 mkdir -p out
-exec .venv/bin/python -m gptask tune --problem demo --tasks 6 --budget 20 --n-initial 10 --seed 0 \
-    --history out/main.sqlite --plot out/main_convergence.png --save-model out/main_model.json "$@"
+exec .venv/bin/python -m apps.scalapack_qr tune --tasks 6 --budget 12 --n-initial 6 --m-max 1500 \
+    --repeats 2 --timeout 20 --seed 0 --history out/main.sqlite --out out/main_best.json \
+    --plot out/main_convergence.png "$@"

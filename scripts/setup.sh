@@ -30,9 +30,13 @@ stamp=.venv/.gptask-installed
 want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing Python packages into .venv"
-    .venv/bin/python -m pip install -q --upgrade pip 2>/dev/null
-    .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither" || true
-    .venv/bin/python -c "import gptask" 
+    log=.venv/pip-install.log
+    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[dev]"; } >"$log" 2>&1; then
+        tail -30 "$log" >&2
+        echo "setup: pip install failed (full log: $log)" >&2
+        exit 1
+    fi
+    .venv/bin/python -c "import gptask, apps"
     echo "$want" > "$stamp"
 fi
 echo "setup: ready (.venv)"

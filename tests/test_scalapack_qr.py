@@ -349,13 +349,11 @@ def test_cli_evaluate_infeasible_and_bad_syntax():
     assert out.returncode == 2 and "key=value" in out.stderr
 
 
-# --- a short real tune (enabled once gptask.tune exists) ----------------------------------------
+# --- a short real tune ----------------------------------------
 
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_short_real_tune_on_two_tasks(tmp_path):
-    if not hasattr(gt, "tune"):
-        pytest.skip("gptask.tune is not available yet")
     pb = problem(m_max=600, repeats=1, timeout=30)
     res = gt.tune(pb, tasks=[{"m": 300, "n": 300}, {"m": 600, "n": 200}], budget=6, n_initial=4,
                   seed=0, history=str(tmp_path / "qr.sqlite"), progress=False)

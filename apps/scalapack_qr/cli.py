@@ -126,15 +126,16 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     import gptask as gt
+    from gptask.plots import plot_convergence
 
-    tune = getattr(gt, "tune", None)
-    if tune is None:
-        print("tune: gptask.tune is not available in this version of gptask", file=sys.stderr)
-        return 2
     pb = _problem(args)
     tasks: Any = [parse_kv(t, "--task") for t in args.task] if args.task else args.tasks
-    result = tune(pb, tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed,
-                  history=args.history)
+    result = gt.tune(pb, tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed,
+                     history=args.history, progress=not args.no_progress)
+    if args.plot:
+        plot_convergence(result.history, args.plot, tasks=result.tasks,
+                         title="PDGEQRF: best time so far per task (s)")
+        print(f"convergence plot: {args.plot}")
     label = " (analytic MODEL values, not measurements)" if args.backend == "model" else ""
     print(f"best configuration per task{label}:")
     print(f"{'m':>6} {'n':>6} {'mb':>4} {'nb':>4} {'nproc':>5} {'p':>3} {'nth':>3} {'time_s':>10}")
@@ -183,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     tu.add_argument("--seed", type=int, default=0)
     tu.add_argument("--history", default=None, help="SQLite history file (resumes if it exists)")
     tu.add_argument("--out", default=None, help="write the best configurations as JSON")
+    tu.add_argument("--plot", default=None, help="write the convergence plot (PNG) here")
+    tu.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_problem_args(tu)
 
     gr = sub.add_parser("grid", help="exhaustive sweep of a discretised space for one task")

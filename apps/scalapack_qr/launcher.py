@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gptask.evaluate import EvaluationFailed
+
 __all__ = ["Launcher", "LaunchError", "LaunchTimeout", "DEFAULT_COMMAND", "clean_environment"]
 
 log = logging.getLogger(__name__)
@@ -38,8 +40,9 @@ _DROP_PREFIXES = ("PMI_", "PMIX_", "HYDI_", "HYDRA_", "OMPI_", "MPI_LOCAL", "I_M
 _DROP_EXACT = ("LD_PRELOAD",)
 
 
-class LaunchError(RuntimeError):
-    """The driver run crashed, printed no/invalid JSON, or reported an error."""
+class LaunchError(EvaluationFailed, RuntimeError):
+    """The driver run crashed, printed no/invalid JSON, or reported an error (a failed evaluation
+    for the tuner, which records the message as the reason)."""
 
 
 class LaunchTimeout(LaunchError):
