@@ -1,0 +1,1 @@
+"""I/O accelerators app: a small-read prefetcher and a burst buffer tuned per I/O pattern."""

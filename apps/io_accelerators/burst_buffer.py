@@ -1,0 +1,385 @@
+"""A RAM burst buffer in the manner of Atos's Smart Burst Buffer (thesis, sec. 2.3).
+
+Application threads call :meth:`BurstBuffer.write` / :meth:`BurstBuffer.read`. Each request goes
+to a queue served by ``workers`` threads; a write is acknowledged (the call returns) once a worker
+has copied it into the buffer. The buffer holds at most ``capacity`` bytes in blocks of
+``block_size`` bytes. When the dirty (not yet written) part reaches ``threshold * capacity``,
+``destagers`` threads take batches of dirty blocks, write them to the file (``pwritev`` of
+contiguous runs, then ``fdatasync``) and mark them clean. Clean blocks stay for reuse (reads hit
+them) until their room is needed. Writers wait when the buffer is full of dirty data: the buffer
+never exceeds its capacity.
+
+Durability: :meth:`flush` writes every buffered byte and waits for it; :meth:`close` serves every
+queued request, flushes, then stops the threads. Using the buffer as a context manager closes it
+even when the block raises (e.g. ``KeyboardInterrupt``), so no acknowledged byte is lost.
+
+Consistency: a block is written by one destager at a time, from a snapshot taken under the lock;
+a write landing on a block being destaged marks it dirty again, so the newer data is written
+after. Reads see buffered data first, the file otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+__all__ = ["BurstBuffer", "BufferStats", "SBB_PARAMS"]
+
+log = logging.getLogger(__name__)
+
+SBB_PARAMS = ("workers", "destagers", "buffer_mb", "threshold")
+
+
+@dataclass
+class BufferStats:
+    peak_bytes: int = 0
+    writes: int = 0
+    reads: int = 0
+    read_hit_bytes: int = 0
+    read_bytes: int = 0
+    stall_seconds: float = 0.0
+    destaged_bytes: int = 0
+    destage_batches: int = 0
+    errors: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["errors"] = [str(e) for e in self.errors]
+        d["read_hit_rate"] = self.read_hit_bytes / self.read_bytes if self.read_bytes else 0.0
+        return d
+
+
+class _Block:
+    __slots__ = ("data", "dirty", "gen", "inflight")
+
+    def __init__(self, data: bytearray, dirty: bool) -> None:
+        self.data = data
+        self.dirty = dirty
+        self.gen = 0
+        self.inflight = False
+
+
+class _Request:
+    __slots__ = ("kind", "offset", "payload", "done", "result", "error")
+
+    def __init__(self, kind: str, offset: int, payload) -> None:
+        self.kind = kind
+        self.offset = offset
+        self.payload = payload
+        self.done = threading.Event()
+        self.result = None
+        self.error: BaseException | None = None
+
+
+class BurstBuffer:
+    """A bounded write-back buffer in front of one file.
+
+    Parameters: ``path`` (an existing file; it is not truncated), ``capacity`` and ``block_size``
+    (bytes; capacity is rounded down to whole blocks, at least one), ``workers`` and ``destagers``
+    (threads, >= 1), ``threshold`` in (0, 1], ``batch_bytes`` the most a destager writes per
+    ``fdatasync``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        capacity: int,
+        block_size: int,
+        workers: int = 10,
+        destagers: int = 10,
+        threshold: float = 0.8,
+        batch_bytes: int = 4 * 1024 * 1024,
+    ) -> None:
+        for name, v in (("capacity", capacity), ("block_size", block_size), ("workers", workers),
+                        ("destagers", destagers), ("batch_bytes", batch_bytes)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"BurstBuffer: {name} must be a positive integer, got {v!r}")
+        if not 0.0 < float(threshold) <= 1.0:
+            raise ValueError(f"BurstBuffer: threshold must lie in (0, 1], got {threshold}")
+        if capacity < block_size:
+            raise ValueError(f"BurstBuffer: capacity ({capacity}) must hold at least one block ({block_size})")
+        self.block_size = block_size
+        self.n_blocks = capacity // block_size
+        self.capacity = self.n_blocks * block_size
+        self.threshold = float(threshold)
+        self._trigger = max(1, int(self.threshold * self.n_blocks))  # dirty blocks that start destaging
+        self._batch = max(1, batch_bytes // block_size)
+        self.fd = os.open(path, os.O_RDWR)
+        self.file_size = os.fstat(self.fd).st_size
+        self.stats = BufferStats()
+        self._blocks: OrderedDict[int, _Block] = OrderedDict()  # LRU order
+        self._dirty: OrderedDict[int, None] = OrderedDict()  # dirty, not in flight, FIFO
+        self._clean: OrderedDict[int, None] = OrderedDict()  # clean blocks, LRU order
+        self._n_inflight = 0
+        self._flushing = 0
+        self._stopping = False
+        self._closed = False
+        self._cond = threading.Condition()
+        self._requests: queue.Queue = queue.Queue()
+        self._workers = [threading.Thread(target=self._worker, name=f"bb-worker-{i}", daemon=True)
+                         for i in range(workers)]
+        self._destagers = [threading.Thread(target=self._destager, name=f"bb-destager-{i}", daemon=True)
+                           for i in range(destagers)]
+        for t in self._workers + self._destagers:
+            t.start()
+
+    # -- application side ----------------------------------------------------------------------
+    def _submit(self, kind: str, offset: int, payload):
+        if self._closed:
+            raise RuntimeError("BurstBuffer: the buffer is closed")
+        req = _Request(kind, offset, payload)
+        self._requests.put(req)
+        req.done.wait()
+        if req.error is not None:
+            raise RuntimeError(f"BurstBuffer: {kind} at offset {offset} failed: {req.error}") from req.error
+        return req.result
+
+    def write(self, offset: int, data) -> None:
+        """Write ``data`` (bytes-like) at ``offset``; returns once the data sits in the buffer."""
+        n = len(data)
+        if offset < 0 or offset + n > self.file_size:
+            raise ValueError(f"BurstBuffer.write of [{offset}, {offset + n}) outside the file (size {self.file_size})")
+        self._submit("w", offset, data)
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Read ``length`` bytes at ``offset``, buffered data first."""
+        if offset < 0 or length < 0 or offset + length > self.file_size:
+            raise ValueError(f"BurstBuffer.read of [{offset}, {offset + length}) outside the file (size {self.file_size})")
+        return self._submit("r", offset, length)
+
+    def flush(self) -> None:
+        """Wait until every queued request is served and every buffered byte is on disk."""
+        self._requests.join()
+        with self._cond:
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                while (self._dirty or self._n_inflight) and not self.stats.errors:
+                    self._cond.wait()
+            finally:
+                self._flushing -= 1
+        if self.stats.errors:
+            raise RuntimeError(f"BurstBuffer: destaging failed: {self.stats.errors[0]}")
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        """Serve the queue, flush, stop the threads and close the file. Safe to call twice."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            for _ in self._workers:
+                self._requests.put(None)
+            with self._cond:
+                self._stopping = True
+                self._cond.notify_all()
+            for t in self._workers + self._destagers:
+                t.join()
+            os.close(self.fd)
+
+    def __enter__(self) -> "BurstBuffer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def bytes_used(self) -> int:
+        return len(self._blocks) * self.block_size
+
+    @property
+    def dirty_bytes(self) -> int:
+        with self._cond:
+            return (len(self._dirty) + self._n_inflight) * self.block_size
+
+    # -- workers -------------------------------------------------------------------------------
+    def _worker(self) -> None:
+        while True:
+            req = self._requests.get()
+            if req is None:
+                self._requests.task_done()
+                return
+            try:
+                if req.kind == "w":
+                    self._do_write(req.offset, req.payload)
+                else:
+                    req.result = self._do_read(req.offset, req.payload)
+            except BaseException as e:  # noqa: BLE001 - handed back to the caller
+                req.error = e
+            finally:
+                req.done.set()
+                self._requests.task_done()
+
+    def _make_room(self) -> bool:
+        """Under the lock: room for one more block, evicting a clean block if needed."""
+        if len(self._blocks) < self.n_blocks:
+            return True
+        if self._clean:
+            k, _ = self._clean.popitem(last=False)  # least recently used clean block
+            del self._blocks[k]
+            return True
+        return False
+
+    def _do_write(self, offset: int, data) -> None:
+        bs = self.block_size
+        mv = memoryview(data).cast("B")
+        pos, end = offset, offset + len(mv)
+        while pos < end:
+            k = pos // bs
+            lo = pos - k * bs
+            hi = min(end - k * bs, bs)
+            piece = mv[pos - offset: pos - offset + (hi - lo)]
+            base = None
+            if hi - lo < bs:  # partial block: its other bytes come from the file if not buffered
+                with self._cond:
+                    buffered = k in self._blocks
+                if not buffered:
+                    base = os.pread(self.fd, bs, k * bs)
+            self._put_block(k, lo, piece, base)
+            pos = k * bs + hi
+
+    def _put_block(self, k: int, lo: int, piece, base: bytes | None) -> None:
+        bs = self.block_size
+        t0 = None
+        with self._cond:
+            while True:
+                b = self._blocks.get(k)
+                if b is not None:
+                    b.data[lo:lo + len(piece)] = piece
+                    self._blocks.move_to_end(k)
+                    break
+                if self._make_room():
+                    if base is None and len(piece) < bs:
+                        # raced with an eviction after the partial-block check: read the base now
+                        base = os.pread(self.fd, bs, k * bs)
+                    buf = bytearray(bs) if base is None else bytearray(base.ljust(bs, b"\0"))
+                    buf[lo:lo + len(piece)] = piece
+                    b = _Block(buf, dirty=False)
+                    self._blocks[k] = b
+                    break
+                if t0 is None:
+                    t0 = time.perf_counter()
+                self._cond.notify_all()
+                self._cond.wait()
+            b.gen += 1
+            self._clean.pop(k, None)
+            if not b.dirty:
+                b.dirty = True
+                if not b.inflight:
+                    self._dirty[k] = None
+            self.stats.writes += 1
+            self.stats.peak_bytes = max(self.stats.peak_bytes, self.bytes_used)
+            if t0 is not None:
+                self.stats.stall_seconds += time.perf_counter() - t0
+            if len(self._dirty) + self._n_inflight >= self._trigger:
+                self._cond.notify_all()
+
+    def _do_read(self, offset: int, length: int) -> bytes:
+        bs = self.block_size
+        out = []
+        pos, end = offset, offset + length
+        hit = 0
+        while pos < end:
+            k = pos // bs
+            lo = pos - k * bs
+            hi = min(end - k * bs, bs)
+            with self._cond:
+                b = self._blocks.get(k)
+                if b is not None:
+                    self._blocks.move_to_end(k)
+                    if k in self._clean:
+                        self._clean.move_to_end(k)
+                    chunk = bytes(b.data[lo:hi])
+                    hit += hi - lo
+            if b is None:
+                whole = os.pread(self.fd, bs, k * bs)
+                chunk = whole[lo:hi]
+                if len(whole) == bs:  # keep it as a clean block when there is room for it
+                    with self._cond:
+                        if k not in self._blocks and self._make_room():
+                            self._blocks[k] = _Block(bytearray(whole), dirty=False)
+                            self._clean[k] = None
+                            self.stats.peak_bytes = max(self.stats.peak_bytes, self.bytes_used)
+            out.append(chunk)
+            pos = k * bs + hi
+        with self._cond:
+            self.stats.reads += 1
+            self.stats.read_bytes += length
+            self.stats.read_hit_bytes += hit
+        return b"".join(out)
+
+    # -- destagers -----------------------------------------------------------------------------
+    def _take_batch(self) -> list[tuple[int, int, bytes]] | None:
+        """Under the lock: wait for work; None means stop."""
+        while True:
+            if self._dirty and (self._flushing or self._stopping
+                                or len(self._dirty) + self._n_inflight >= self._trigger):
+                break
+            if self._stopping:
+                return None
+            self._cond.wait()
+        keys = []
+        while self._dirty and len(keys) < self._batch:
+            k, _ = self._dirty.popitem(last=False)
+            keys.append(k)
+        batch = []
+        for k in sorted(keys):
+            b = self._blocks[k]
+            b.inflight = True
+            batch.append((k, b.gen, bytes(b.data)))
+        self._n_inflight += len(batch)
+        return batch
+
+    def _destager(self) -> None:
+        bs = self.block_size
+        while True:
+            with self._cond:
+                batch = self._take_batch()
+            if batch is None:
+                return
+            error = None
+            try:
+                i = 0
+                while i < len(batch):  # coalesce contiguous blocks into one pwritev
+                    j = i + 1
+                    while j < len(batch) and batch[j][0] == batch[j - 1][0] + 1:
+                        j += 1
+                    start = batch[i][0] * bs
+                    bufs = [batch[m][2] for m in range(i, j)]
+                    limit = self.file_size - start  # the file's last block may be short
+                    if sum(len(x) for x in bufs) > limit:
+                        joined = b"".join(bufs)[:limit]
+                        bufs = [joined]
+                    total = sum(len(x) for x in bufs)
+                    n = os.pwritev(self.fd, bufs, start)
+                    if n != total:
+                        raise OSError(f"short write: {n} of {total} bytes at offset {start}")
+                    i = j
+                os.fdatasync(self.fd)
+            except BaseException as e:  # noqa: BLE001 - reported through flush()/close()
+                error = e
+                log.error("burst buffer destage failed: %s", e)
+            with self._cond:
+                self._n_inflight -= len(batch)
+                for k, gen, data in batch:
+                    b = self._blocks[k]
+                    b.inflight = False
+                    if error is None and b.gen == gen:
+                        b.dirty = False
+                        self._clean[k] = None
+                        self.stats.destaged_bytes += bs
+                    else:
+                        self._dirty[k] = None  # newer data arrived (or the write failed): again
+                if error is not None:
+                    self.stats.errors.append(error)
+                self.stats.destage_batches += 1
+                self._cond.notify_all()
+            if error is not None:
+                return
