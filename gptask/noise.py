@@ -455,18 +455,21 @@ Policy = StaticResampling | SEDR | Adaptive
 class Session:
     """A policy plus the state of one tuning run: iteration count, history, incumbent.
 
+    ``start_iteration`` sets the iteration count of the first evaluation (e.g. when resuming a run,
+    or to place a short experiment late in a long run's schedule).
+
     ``evaluate(sample)`` evaluates one configuration, then appends its complete samples to the
     history, updates the incumbent (best non-censored aggregated value) and the iteration.
     """
 
-    def __init__(self, policy: Policy, pruner: Pruner | None = None) -> None:
+    def __init__(self, policy: Policy, pruner: Pruner | None = None, start_iteration: int = 0) -> None:
         if not hasattr(policy, "evaluate"):
             raise TypeError(f"Session: policy must have an evaluate(...) method, got {policy!r}")
         if pruner is not None and not isinstance(pruner, Pruner):
             raise TypeError(f"Session: pruner must be a Pruner or None, got {pruner!r}")
         self.policy = policy
         self.pruner = pruner
-        self.iteration = 0
+        self.iteration = _check_int("Session start_iteration", start_iteration, 0)
         self.history: list[float] = []
         self.incumbent: float | None = None
         self.results: list[NoisyResult] = []
