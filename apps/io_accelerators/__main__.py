@@ -29,7 +29,7 @@ from typing import Any
 
 from gptask.noise import StaticResampling
 
-from .problem import DEFAULTS, IOObjective, accelerator_of, named_task, problem, task_space
+from .problem import DEFAULTS, IOObjective, accelerator_of, named_task, problem
 from .workload import MIB, NAMED_TASKS
 
 KIB = 1024
@@ -163,6 +163,8 @@ def cmd_grid(a: argparse.Namespace) -> int:
     m0 = machine()
     rows = []
     t0 = time.perf_counter()
+    for _ in range(a.warmup):  # discarded: creates the data file and warms what we cannot drop (host caches)
+        obj(task, obj.params(dict(DEFAULTS[acc])))
     # the default first, then the grid; every point gets `repeats` samples
     for label, params in [("default", dict(DEFAULTS[acc]))] + [("grid", c) for c in combos]:
         full = obj.params(params)
@@ -236,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", default=None)
     g.add_argument("--direct", action="store_true")
     g.add_argument("--quiet", action="store_true", help="per-point lines to stderr")
+    g.add_argument("--warmup", type=int, default=1, help="discarded runs of the default before the sweep")
     g.set_defaults(fn=cmd_grid)
     return p
 

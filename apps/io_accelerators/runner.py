@@ -29,7 +29,7 @@ from .workload import MIB, Workload
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunResult", "run_sro", "run_sbb", "write_payload", "PAYLOAD_SEED"]
+__all__ = ["RunResult", "run_sro", "run_sbb", "write_payload", "payload_slice", "data_file", "PAYLOAD_SEED"]
 
 PAYLOAD_SEED = 7
 
@@ -40,6 +40,13 @@ class RunResult:
 
     time: float
     details: dict = field(default_factory=dict)
+
+
+def data_file(workdir: str | os.PathLike, workload: Workload) -> Path:
+    """The shared data file for a workload: sizes are rounded up to a power of two MiB (so sampled
+    tasks reuse a handful of files); the workload only touches its first ``file_size`` bytes."""
+    mib = max(1, -(-workload.file_size // MIB))
+    return prepare_file(workdir, (1 << (mib - 1).bit_length()) * MIB)
 
 
 def _replay(workload: Workload, op_fn, deadline: float | None) -> float:
@@ -97,7 +104,7 @@ def run_sro(
     disables Linux read-ahead on the file (``POSIX_FADV_RANDOM``) so that only our prefetcher
     prefetches; ``direct=True`` reads with ``O_DIRECT``; ``enabled=False`` measures plain reads.
     """
-    path = prepare_file(workdir, workload.file_size)
+    path = data_file(workdir, workload)
     drop_cache(path)
     fd = os.open(path, os.O_RDONLY)
     dreader = DirectReader(path) if direct else None
@@ -155,7 +162,7 @@ def run_sbb(
     I/O time (until every operation is acknowledged); ``details["drain_time"]`` is the time from
     then until every byte is on disk, ``details["total_time"]`` their sum.
     """
-    path = Path(path) if path is not None else prepare_file(workdir, workload.file_size)
+    path = Path(path) if path is not None else data_file(workdir, workload)
     drop_cache(path)
     pool = write_payload(workload.op_size)
     offsets, is_read, op = workload.offsets, workload.is_read, workload.op_size
