@@ -2,8 +2,10 @@
 
 The file is cut into zones of ``binsize`` bytes. Every demand read records its zone in a FIFO
 window of the last ``sequence_length`` accesses. When a zone reaches ``cluster_threshold``
-accesses inside the window, ``prefetch_size`` bytes centred on the zone are read in one large
-request into an LRU page cache bounded by ``cache_bytes``; the zone's count then restarts. Demand
+accesses inside the window, ``prefetch_size`` bytes centred on the zone are read (only the pages
+not already cached, in as few requests as possible) into an LRU page cache bounded by
+``cache_bytes``; the zone's count then restarts. A zone that triggers again while nothing has
+been evicted since its last prefetch costs no lookup at all (its pages are all still there). Demand
 reads are served from cached pages where present and from the file for the rest (a read may be
 partly a hit). Pages are ``page_size`` bytes (64 KiB); demand misses are not cached: only
 prefetched data is (the prefetcher's job is to turn many small reads into few large ones).
@@ -136,6 +138,7 @@ class SmallReadPrefetcher:
         self._window: deque[tuple[int, int]] = deque()
         self._count: dict[int, int] = {}
         self._gen: dict[int, int] = {}
+        self._zone_epoch: dict[int, int] = {}  # zone -> cache eviction count after its last prefetch
         self._lock = threading.Lock()
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -179,8 +182,10 @@ class SmallReadPrefetcher:
     def _prefetch(self, zone: int) -> None:
         p0, p1 = self._prefetch_range(zone)
         with self._lock:
-            missing = [p for p in range(p0, p1) if p not in self.cache]
             self.stats.prefetches += 1
+            if self._zone_epoch.get(zone) == self.cache.evictions:
+                return  # nothing was evicted since this zone was last prefetched: all still cached
+            missing = [p for p in range(p0, p1) if p not in self.cache]
         ps = self.page_size
         for a, b in self._runs(missing):
             start, end = a * ps, min(b * ps, self.file_size)
@@ -191,6 +196,8 @@ class SmallReadPrefetcher:
                 for p in range(a, b):
                     chunk = None if data is None else data[(p - a) * ps:(p - a + 1) * ps]
                     self.cache.put(p, chunk)
+        with self._lock:
+            self._zone_epoch[zone] = self.cache.evictions
 
     # -- the demand path ---------------------------------------------------------------------
     def read(self, offset: int, length: int) -> bytes | None:
