@@ -403,3 +403,14 @@ def test_cli_tune_follows_the_gt_tune_contract(monkeypatch, capsys):
     for x in lines:
         assert x["best_params"] in param_space("sbb")
         assert x["gain_over_default"] == pytest.approx((x["default_time"] - x["best_remeasured"]) / x["default_time"])
+
+
+def test_cli_summary_of_a_stored_grid(tmp_path):
+    out = tmp_path / "g.csv"
+    _cli("grid", "--backend", "model", "--task", "name=SBB.2", "--repeats", "2", "--out", str(out), "--quiet",
+         workdir=tmp_path)
+    (s,) = _cli("summary", str(out), workdir=tmp_path)
+    rows = [r for r in out.read_text().splitlines() if not r.startswith("#")][1:]
+    times = [float(r.split(",")[5]) for r in rows]  # kind + 4 parameters, then time
+    assert s["default_time"] == times[0] and s["best_time"] == min(times[1:])
+    assert s["repeat_spread_median"] == 0.0  # the model is deterministic

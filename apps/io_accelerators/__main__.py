@@ -6,6 +6,7 @@ tune      gt.tune over named or LHS-sampled tasks; prints one JSON line per task
           configuration found and its gain over the default (measured in the same run)
 grid      exhaustive sweep of a small discretised parameter grid for one task; writes a CSV (with a
           machine description and the load average in its header comments)
+summary   default, best, gain over default and the spread of repeated samples of stored grids
 
 Examples::
 
@@ -201,6 +202,41 @@ def cmd_grid(a: argparse.Namespace) -> int:
     return 0
 
 
+def summarize(path: str | os.PathLike) -> dict[str, Any]:
+    """Default, best and gain of a stored grid CSV, with the spread of its repeated samples."""
+    with open(path) as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    grid = [r for r in rows if r["kind"] == "grid"]
+    dflt = next(r for r in rows if r["kind"] == "default")
+    best = min(grid, key=lambda r: float(r["time"]))
+    spreads = []
+    for r in rows:
+        s = [float(x) for x in r["samples"].split()]
+        if len(s) > 1:
+            spreads.append((max(s) - min(s)) / min(s))
+    loads = [float(r["loadavg1"]) for r in rows]
+    params = [k for k in rows[0] if k not in ("kind", "time", "samples", "loadavg1", "hit_rate", "prefetch_bytes",
+                                               "drain_time", "stall_seconds", "read_hit_rate")]
+    times = sorted(float(r["time"]) for r in grid)
+    return {
+        "file": str(path), "n_points": len(grid), "default_time": float(dflt["time"]),
+        "best_time": float(best["time"]), "median_time": times[len(times) // 2], "worst_time": times[-1],
+        "gain_over_default": (float(dflt["time"]) - float(best["time"])) / float(dflt["time"]),
+        "best_params": {k: best[k] for k in params},
+        "repeat_spread_median": sorted(spreads)[len(spreads) // 2] if spreads else None,
+        "repeat_spread_max": max(spreads) if spreads else None,
+        "loadavg1_range": [min(loads), max(loads)],
+    }
+
+
+def cmd_summary(a: argparse.Namespace) -> int:
+    for p in a.files:
+        print(json.dumps(summarize(p), default=float))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m apps.io_accelerators", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -240,6 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--quiet", action="store_true", help="per-point lines to stderr")
     g.add_argument("--warmup", type=int, default=1, help="discarded runs of the default before the sweep")
     g.set_defaults(fn=cmd_grid)
+
+    s = sub.add_parser("summary", help="default, best, gain and noise of stored grid CSVs")
+    s.add_argument("files", nargs="+")
+    s.set_defaults(fn=cmd_summary)
     return p
 
 
