@@ -414,3 +414,15 @@ def test_cli_summary_of_a_stored_grid(tmp_path):
     times = [float(r.split(",")[5]) for r in rows]  # kind + 4 parameters, then time
     assert s["default_time"] == times[0] and s["best_time"] == min(times[1:])
     assert s["repeat_spread_median"] == 0.0  # the model is deterministic
+
+
+def test_grid_measurement_prunes_a_run_past_its_deadline(tmp_path):
+    from apps.io_accelerators.__main__ import _measure
+    from apps.io_accelerators.problem import IOObjective
+
+    obj = IOObjective("sro", "real", tmp_path)
+    task = dict(file_mb=128, n_leads=2, scatter_kb=512, ops_per_lead=50, op_kb=4, volume_mb=1)
+    value, samples, details = _measure(obj, task, DEFAULTS["sro"], 3, "min", deadline=0.0)
+    assert details["censored"] == 1 and len(samples) == 1  # stopped, and not resampled
+    value, samples, details = _measure(obj, task, DEFAULTS["sro"], 2, "min", deadline=None)
+    assert details["censored"] == 0 and len(samples) == 2 and value == min(samples)

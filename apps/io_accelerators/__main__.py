@@ -7,6 +7,7 @@ tune      gt.tune over named or LHS-sampled tasks; prints one JSON line per task
 grid      exhaustive sweep of a small discretised parameter grid for one task; writes a CSV (with a
           machine description and the load average in its header comments)
 summary   default, best, gain over default and the spread of repeated samples of stored grids
+compare   Spearman rank agreement of a model grid with a measured grid, regret of the model's best
 
 Examples::
 
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gptask.noise import StaticResampling
+from gptask.noise import Pruner, StaticResampling
 
 from .problem import DEFAULTS, IOObjective, accelerator_of, named_task, problem
 from .workload import MIB, NAMED_TASKS
@@ -93,9 +94,16 @@ def machine() -> dict[str, Any]:
             "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def _measure(obj: IOObjective, task: dict, params: dict, repeats: int, aggregate: str) -> tuple[float, list, dict]:
-    res = StaticResampling(repeats, aggregate).evaluate(lambda: obj(task, params))
-    return res.value, list(res.samples), dict(obj.last)
+def _measure(obj: IOObjective, task: dict, params: dict, repeats: int, aggregate: str,
+             deadline: float | None = None) -> tuple[float, list, dict]:
+    """``repeats`` runs aggregated; with a ``deadline`` (s) a slower run is stopped and the result is
+    censored (``details["censored"]``; its value is then the deadline, a lower bound)."""
+    pruner = Pruner(fixed=deadline) if deadline is not None else None
+    res = StaticResampling(repeats, aggregate).evaluate(
+        lambda deadline=None: obj(task, params, deadline=deadline), pruner=pruner)
+    details = dict(obj.last) if not res.censored else {}
+    details["censored"] = int(res.censored)
+    return res.value, list(res.samples), details
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
@@ -166,12 +174,16 @@ def cmd_grid(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     for _ in range(a.warmup):  # discarded: creates the data file and warms what we cannot drop (host caches)
         obj(task, obj.params(dict(DEFAULTS[acc])))
-    # the default first, then the grid; every point gets `repeats` samples
+    # the default first, then the grid; every point gets `repeats` samples; with --prune-factor F a
+    # run slower than F x the default's time is stopped and its row marked censored (time = that bound)
+    deadline = None
     for label, params in [("default", dict(DEFAULTS[acc]))] + [("grid", c) for c in combos]:
         full = obj.params(params)
-        value, samples, details = _measure(obj, task, full, a.repeats, a.aggregate)
+        value, samples, details = _measure(obj, task, full, a.repeats, a.aggregate, deadline)
+        if label == "default" and a.prune_factor:
+            deadline = a.prune_factor * max(samples)
         row = {"kind": label, **full, "time": value, "samples": " ".join(f"{s:.5f}" for s in samples),
-               "loadavg1": round(os.getloadavg()[0], 2)}
+               "censored": details["censored"], "loadavg1": round(os.getloadavg()[0], 2)}
         for k in ("hit_rate", "prefetch_bytes", "drain_time", "stall_seconds", "read_hit_rate"):
             if k in details:
                 row[k] = details[k]
@@ -186,6 +198,8 @@ def cmd_grid(a: argparse.Namespace) -> int:
         fh.write(f"# full task: {json.dumps(full_task)}\n")
         fh.write(f"# command: python -m apps.io_accelerators {' '.join(sys.argv[1:])}\n")
         fh.write(f"# machine at start: {json.dumps(m0)}\n# machine at end: {json.dumps(m1)}\n")
+        fh.write(f"# prune_factor={a.prune_factor} (censored=1 rows: stopped at that factor x the default's "
+                 f"slowest sample; their time is a lower bound)\n")
         fh.write(f"# repeats={a.repeats} aggregate={a.aggregate} wall={time.perf_counter() - t0:.1f}s; "
                  "cold page cache per run (fsync + POSIX_FADV_DONTNEED); the host may still cache the "
                  "virtual disk, and other jobs share the machine: see loadavg1 per row\n")
@@ -194,12 +208,16 @@ def cmd_grid(a: argparse.Namespace) -> int:
         w = csv.DictWriter(fh, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
-    best = min((r for r in rows if r["kind"] == "grid"), key=lambda r: r["time"])
+    best = min((r for r in rows if r["kind"] == "grid" and not r["censored"]), key=lambda r: r["time"])
     dflt = rows[0]["time"]
     print(json.dumps({"out": str(out), "n_points": len(rows) - 1, "default_time": dflt, "best_time": best["time"],
                       "gain_over_default": (dflt - best["time"]) / dflt,
                       "best_params": {k: best[k] for k in names}}, default=float))
     return 0
+
+
+_NOT_PARAMS = {"kind", "time", "samples", "censored", "loadavg1", "hit_rate", "prefetch_bytes", "drain_time",
+               "stall_seconds", "read_hit_rate"}
 
 
 def summarize(path: str | os.PathLike) -> dict[str, Any]:
@@ -208,7 +226,8 @@ def summarize(path: str | os.PathLike) -> dict[str, Any]:
         rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
     if not rows:
         raise ValueError(f"{path}: no rows")
-    grid = [r for r in rows if r["kind"] == "grid"]
+    censored = [r for r in rows if r.get("censored", "0") == "1"]
+    grid = [r for r in rows if r["kind"] == "grid" and r.get("censored", "0") != "1"]
     dflt = next(r for r in rows if r["kind"] == "default")
     best = min(grid, key=lambda r: float(r["time"]))
     spreads = []
@@ -217,11 +236,11 @@ def summarize(path: str | os.PathLike) -> dict[str, Any]:
         if len(s) > 1:
             spreads.append((max(s) - min(s)) / min(s))
     loads = [float(r["loadavg1"]) for r in rows]
-    params = [k for k in rows[0] if k not in ("kind", "time", "samples", "loadavg1", "hit_rate", "prefetch_bytes",
-                                               "drain_time", "stall_seconds", "read_hit_rate")]
+    params = [k for k in rows[0] if k not in _NOT_PARAMS]
     times = sorted(float(r["time"]) for r in grid)
     return {
-        "file": str(path), "n_points": len(grid), "default_time": float(dflt["time"]),
+        "file": str(path), "n_points": len(grid) + len(censored), "n_censored": len(censored),
+        "default_time": float(dflt["time"]),
         "best_time": float(best["time"]), "median_time": times[len(times) // 2], "worst_time": times[-1],
         "gain_over_default": (float(dflt["time"]) - float(best["time"])) / float(dflt["time"]),
         "best_params": {k: best[k] for k in params},
@@ -229,6 +248,35 @@ def summarize(path: str | os.PathLike) -> dict[str, Any]:
         "repeat_spread_max": max(spreads) if spreads else None,
         "loadavg1_range": [min(loads), max(loads)],
     }
+
+
+def compare(real_csv: str | os.PathLike, model_csv: str | os.PathLike) -> dict[str, Any]:
+    """How well a model grid ranks the points of a measured grid (Spearman rho over the points
+    measured to completion in both), and how the model's best point fares in the measurements."""
+    from scipy.stats import spearmanr
+
+    def load(p):
+        with open(p) as fh:
+            rows = [r for r in csv.DictReader(line for line in fh if not line.startswith("#"))
+                    if r["kind"] == "grid" and r.get("censored", "0") != "1"]
+        return {tuple((k, r[k]) for k in r if k not in _NOT_PARAMS): float(r["time"]) for r in rows}
+
+    real, model = load(real_csv), load(model_csv)
+    keys = [k for k in real if k in model]
+    if len(keys) < 3:
+        raise ValueError("compare: fewer than 3 grid points in common")
+    rho = float(spearmanr([real[k] for k in keys], [model[k] for k in keys]).statistic)
+    mbest = min(keys, key=lambda k: model[k])
+    rbest = min(real[k] for k in keys)
+    rank = sorted(real[k] for k in keys).index(real[mbest]) + 1
+    return {"real": str(real_csv), "model": str(model_csv), "n_common": len(keys), "spearman_rho": rho,
+            "model_best_params": dict(mbest), "model_best_real_time": real[mbest], "real_best_time": rbest,
+            "model_best_rank_in_real": rank, "model_best_regret": (real[mbest] - rbest) / rbest}
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    print(json.dumps(compare(a.real, a.model), default=float))
+    return 0
 
 
 def cmd_summary(a: argparse.Namespace) -> int:
@@ -275,11 +323,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--direct", action="store_true")
     g.add_argument("--quiet", action="store_true", help="per-point lines to stderr")
     g.add_argument("--warmup", type=int, default=1, help="discarded runs of the default before the sweep")
+    g.add_argument("--prune-factor", type=float, default=3.0,
+                   help="stop runs slower than this factor x the default's time (0: never)")
     g.set_defaults(fn=cmd_grid)
 
     s = sub.add_parser("summary", help="default, best, gain and noise of stored grid CSVs")
     s.add_argument("files", nargs="+")
     s.set_defaults(fn=cmd_summary)
+
+    c = sub.add_parser("compare", help="rank agreement of a model grid with a measured grid")
+    c.add_argument("real")
+    c.add_argument("model")
+    c.set_defaults(fn=cmd_compare)
     return p
 
 
