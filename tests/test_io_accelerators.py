@@ -422,7 +422,7 @@ def test_grid_measurement_prunes_a_run_past_its_deadline(tmp_path):
 
     obj = IOObjective("sro", "real", tmp_path)
     task = dict(file_mb=128, n_leads=2, scatter_kb=512, ops_per_lead=50, op_kb=4, volume_mb=1)
-    value, samples, details = _measure(obj, task, DEFAULTS["sro"], 3, "min", deadline=0.0)
+    value, samples, details = _measure(obj, task, DEFAULTS["sro"], 3, "min", deadline=1e-6)
     assert details["censored"] == 1 and len(samples) == 1  # stopped, and not resampled
     value, samples, details = _measure(obj, task, DEFAULTS["sro"], 2, "min", deadline=None)
     assert details["censored"] == 0 and len(samples) == 2 and value == min(samples)
