@@ -426,3 +426,43 @@ def test_grid_measurement_prunes_a_run_past_its_deadline(tmp_path):
     assert details["censored"] == 1 and len(samples) == 1  # stopped, and not resampled
     value, samples, details = _measure(obj, task, DEFAULTS["sro"], 2, "min", deadline=None)
     assert details["censored"] == 0 and len(samples) == 2 and value == min(samples)
+
+
+def test_burst_buffer_threads_sharing_blocks_lose_no_update(tmp_path):
+    """Four threads each own a quarter of every 4 KiB block: all their writes are partial-block
+    read-modify-writes of shared blocks, in a buffer of 8 blocks that evicts constantly."""
+    import threading
+
+    path = prepare_file(tmp_path, 1 * MIB)
+    ref = original(1 * MIB)
+    lock = threading.Lock()
+    errors = []
+    bs, q = 4096, 1024
+
+    def app(bb, t):
+        rng = np.random.default_rng(100 + t)
+        try:
+            for _ in range(300):
+                off = int(rng.integers(0, MIB // bs)) * bs + t * q
+                if rng.random() < 0.7:
+                    data = rng.bytes(q)
+                    bb.write(off, data)
+                    with lock:
+                        ref[off:off + q] = data
+                else:
+                    with lock:
+                        want = bytes(ref[off:off + q])
+                    if bb.read(off, q) != want:
+                        errors.append(off)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    with BurstBuffer(path, capacity=8 * bs, block_size=bs, workers=4, destagers=3, threshold=0.5) as bb:
+        threads = [threading.Thread(target=app, args=(bb, t)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert bb.stats.peak_bytes <= 8 * bs
+    assert errors == []
+    assert path.read_bytes() == bytes(ref)

@@ -116,6 +116,8 @@ class BurstBuffer:
         self._dirty: OrderedDict[int, None] = OrderedDict()  # dirty, not in flight, FIFO
         self._clean: OrderedDict[int, None] = OrderedDict()  # clean blocks, LRU order
         self._n_inflight = 0
+        self._wseq = 0  # writes applied so far; _last_write[k]: the sequence number of k's latest
+        self._last_write: dict[int, int] = {}
         self._flushing = 0
         self._stopping = False
         self._closed = False
@@ -236,16 +238,11 @@ class BurstBuffer:
             lo = pos - k * bs
             hi = min(end - k * bs, bs)
             piece = mv[pos - offset: pos - offset + (hi - lo)]
-            base = None
-            if hi - lo < bs:  # partial block: its other bytes come from the file if not buffered
-                with self._cond:
-                    buffered = k in self._blocks
-                if not buffered:
-                    base = os.pread(self.fd, bs, k * bs)
-            self._put_block(k, lo, piece, base)
+            self._put_block(k, lo, piece)
             pos = k * bs + hi
 
-    def _put_block(self, k: int, lo: int, piece, base: bytes | None) -> None:
+    def _put_block(self, k: int, lo: int, piece) -> None:
+        """Copy ``piece`` into block ``k`` at ``lo``, waiting for room if the buffer is full."""
         bs = self.block_size
         t0 = None
         with self._cond:
@@ -256,8 +253,10 @@ class BurstBuffer:
                     self._blocks.move_to_end(k)
                     break
                 if self._make_room():
-                    if base is None and len(piece) < bs:
-                        # raced with an eviction after the partial-block check: read the base now
+                    base = None
+                    if len(piece) < bs:
+                        # a partial block takes its other bytes from the file; read under the lock, so
+                        # that no write of this block can be destaged and evicted meanwhile
                         base = os.pread(self.fd, bs, k * bs)
                     buf = bytearray(bs) if base is None else bytearray(base.ljust(bs, b"\0"))
                     buf[lo:lo + len(piece)] = piece
@@ -269,6 +268,8 @@ class BurstBuffer:
                 self._cond.notify_all()
                 self._cond.wait()
             b.gen += 1
+            self._wseq += 1
+            self._last_write[k] = self._wseq
             self._clean.pop(k, None)
             if not b.dirty:
                 b.dirty = True
@@ -291,6 +292,7 @@ class BurstBuffer:
             lo = pos - k * bs
             hi = min(end - k * bs, bs)
             with self._cond:
+                seq = self._wseq
                 b = self._blocks.get(k)
                 if b is not None:
                     self._blocks.move_to_end(k)
@@ -303,7 +305,9 @@ class BurstBuffer:
                 chunk = whole[lo:hi]
                 if len(whole) == bs:  # keep it as a clean block when there is room for it
                     with self._cond:
-                        if k not in self._blocks and self._make_room():
+                        # cache it only if no write of this block happened since the file was read
+                        if (k not in self._blocks and self._last_write.get(k, 0) <= seq
+                                and self._make_room()):
                             self._blocks[k] = _Block(bytearray(whole), dirty=False)
                             self._clean[k] = None
                             self.stats.peak_bytes = max(self.stats.peak_bytes, self.bytes_used)
