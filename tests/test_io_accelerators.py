@@ -466,3 +466,41 @@ def test_burst_buffer_threads_sharing_blocks_lose_no_update(tmp_path):
         assert bb.stats.peak_bytes <= 8 * bs
     assert errors == []
     assert path.read_bytes() == bytes(ref)
+
+
+@pytest.mark.parametrize("interrupt", [False, True])
+def test_burst_buffer_with_a_second_tier_loses_no_byte(tmp_path, interrupt):
+    path = prepare_file(tmp_path, 4 * MIB)
+    tier2 = tmp_path / "tier2"
+    tier2.mkdir()
+    ref = original(4 * MIB)
+    rng = np.random.default_rng(11)
+    bs = 8 * KIB
+
+    def body(bb):
+        for i in range(1500):
+            if interrupt and i == 1000:
+                raise KeyboardInterrupt
+            off = int(rng.integers(0, 4 * MIB - 20 * KIB))
+            n = int(rng.integers(1, 20 * KIB))
+            if rng.random() < 0.6:
+                data = rng.bytes(n)
+                bb.write(off, data)
+                ref[off:off + n] = data
+            else:
+                assert bb.read(off, n) == bytes(ref[off:off + n])
+
+    bb = BurstBuffer(path, capacity=8 * bs, block_size=bs, workers=3, destagers=2, threshold=0.5,
+                     batch_bytes=2 * bs, tier2_dir=tier2, tier2_capacity=6 * bs, tier2_threshold=0.5,
+                     tier2_destagers=2)
+    if interrupt:
+        with pytest.raises(KeyboardInterrupt):
+            with bb:
+                body(bb)
+    else:
+        with bb:
+            body(bb)
+    assert bb.stats.tier2_bytes > 6 * bs and bb.stats.tier2_destaged_bytes > 0  # both stages worked
+    assert bb.stats.peak_bytes <= 8 * bs
+    assert path.read_bytes() == bytes(ref)
+    assert list(tier2.iterdir()) == []  # the staging file is removed once everything is copied

@@ -16,6 +16,15 @@ even when the block raises (e.g. ``KeyboardInterrupt``), so no acknowledged byte
 Consistency: a block is written by one destager at a time, from a snapshot taken under the lock;
 a write landing on a block being destaged marks it dirty again, so the newer data is written
 after. Reads see buffered data first, the file otherwise.
+
+Optional second tier (``tier2_dir``): the RAM destagers then write to a staging file of the same
+size in that directory (e.g. on a faster or larger device; no ``fdatasync``), bounded by
+``tier2_capacity`` bytes; ``tier2_destagers`` threads copy staged blocks to the final file (with
+``fdatasync``) once ``tier2_threshold`` of the tier is used, and on flush. A block staged again
+before it was copied is copied again (versions are counted), reads of blocks not in RAM look in
+the staging file first, and the staging file is deleted by a clean close. This mirrors the SBB's
+RAM -> NVMe -> parallel file system path (thesis, fig. 2.6); on a machine with one disk it only adds
+a copy.
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ class BufferStats:
     stall_seconds: float = 0.0
     destaged_bytes: int = 0
     destage_batches: int = 0
+    tier2_bytes: int = 0
+    tier2_destaged_bytes: int = 0
     errors: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -82,7 +93,8 @@ class BurstBuffer:
     Parameters: ``path`` (an existing file; it is not truncated), ``capacity`` and ``block_size``
     (bytes; capacity is rounded down to whole blocks, at least one), ``workers`` and ``destagers``
     (threads, >= 1), ``threshold`` in (0, 1], ``batch_bytes`` the most a destager writes per
-    ``fdatasync``.
+    ``fdatasync``; ``tier2_dir``, ``tier2_capacity`` (bytes, >= batch_bytes), ``tier2_threshold``,
+    ``tier2_destagers``: the optional second tier (see the module docstring).
     """
 
     def __init__(
@@ -94,6 +106,10 @@ class BurstBuffer:
         destagers: int = 10,
         threshold: float = 0.8,
         batch_bytes: int = 4 * 1024 * 1024,
+        tier2_dir: str | os.PathLike | None = None,
+        tier2_capacity: int = 0,
+        tier2_threshold: float = 0.8,
+        tier2_destagers: int = 2,
     ) -> None:
         for name, v in (("capacity", capacity), ("block_size", block_size), ("workers", workers),
                         ("destagers", destagers), ("batch_bytes", batch_bytes)):
@@ -103,6 +119,14 @@ class BurstBuffer:
             raise ValueError(f"BurstBuffer: threshold must lie in (0, 1], got {threshold}")
         if capacity < block_size:
             raise ValueError(f"BurstBuffer: capacity ({capacity}) must hold at least one block ({block_size})")
+        if tier2_dir is not None:
+            if isinstance(tier2_capacity, bool) or not isinstance(tier2_capacity, int) or tier2_capacity < batch_bytes:
+                raise ValueError(f"BurstBuffer: tier2_capacity must be an integer >= batch_bytes ({batch_bytes}), "
+                                 f"got {tier2_capacity!r}")
+            if not 0.0 < float(tier2_threshold) <= 1.0:
+                raise ValueError(f"BurstBuffer: tier2_threshold must lie in (0, 1], got {tier2_threshold}")
+            if isinstance(tier2_destagers, bool) or not isinstance(tier2_destagers, int) or tier2_destagers < 1:
+                raise ValueError(f"BurstBuffer: tier2_destagers must be a positive integer, got {tier2_destagers!r}")
         self.block_size = block_size
         self.n_blocks = capacity // block_size
         self.capacity = self.n_blocks * block_size
@@ -111,6 +135,22 @@ class BurstBuffer:
         self._batch = max(1, batch_bytes // block_size)
         self.fd = os.open(path, os.O_RDWR)
         self.file_size = os.fstat(self.fd).st_size
+        # optional second tier: a file of the same size in another directory (e.g. a faster disk);
+        # _t2[k] = version of block k staged there and not yet copied to the final file
+        self.t2_fd: int | None = None
+        self._t2: OrderedDict[int, int] = OrderedDict()
+        self._t2_inflight: set[int] = set()
+        self._t2_reserved = 0
+        self._t2_waiters = 0
+        n_t2_threads = 0
+        if tier2_dir is not None:
+            t2_path = os.path.join(os.fspath(tier2_dir), os.path.basename(os.fspath(path)) + ".tier2")
+            self.t2_fd = os.open(t2_path, os.O_RDWR | os.O_CREAT, 0o600)
+            os.ftruncate(self.t2_fd, self.file_size)
+            self.t2_path = t2_path
+            self._t2_blocks = max(self._batch, tier2_capacity // block_size)
+            self._t2_trigger = max(1, int(float(tier2_threshold) * self._t2_blocks))
+            n_t2_threads = tier2_destagers
         self.stats = BufferStats()
         self._blocks: OrderedDict[int, _Block] = OrderedDict()  # LRU order
         self._dirty: OrderedDict[int, None] = OrderedDict()  # dirty, not in flight, FIFO
@@ -127,6 +167,8 @@ class BurstBuffer:
                          for i in range(workers)]
         self._destagers = [threading.Thread(target=self._destager, name=f"bb-destager-{i}", daemon=True)
                            for i in range(destagers)]
+        self._destagers += [threading.Thread(target=self._tier2_destager, name=f"bb-t2-destager-{i}", daemon=True)
+                            for i in range(n_t2_threads)]
         for t in self._workers + self._destagers:
             t.start()
 
@@ -161,7 +203,8 @@ class BurstBuffer:
             self._flushing += 1
             self._cond.notify_all()
             try:
-                while (self._dirty or self._n_inflight) and not self.stats.errors:
+                while (self._dirty or self._n_inflight or self._t2 or self._t2_inflight
+                       or self._t2_reserved) and not self.stats.errors:
                     self._cond.wait()
             finally:
                 self._flushing -= 1
@@ -185,6 +228,10 @@ class BurstBuffer:
             for t in self._workers + self._destagers:
                 t.join()
             os.close(self.fd)
+            if self.t2_fd is not None:
+                os.close(self.t2_fd)
+                if not self.stats.errors:
+                    os.unlink(self.t2_path)  # fully copied to the final file
 
     def __enter__(self) -> "BurstBuffer":
         return self
@@ -257,7 +304,7 @@ class BurstBuffer:
                     if len(piece) < bs:
                         # a partial block takes its other bytes from the file; read under the lock, so
                         # that no write of this block can be destaged and evicted meanwhile
-                        base = os.pread(self.fd, bs, k * bs)
+                        base = os.pread(self._source(k), bs, k * bs)
                     buf = bytearray(bs) if base is None else bytearray(base.ljust(bs, b"\0"))
                     buf[lo:lo + len(piece)] = piece
                     b = _Block(buf, dirty=False)
@@ -282,6 +329,12 @@ class BurstBuffer:
             if len(self._dirty) + self._n_inflight >= self._trigger:
                 self._cond.notify_all()
 
+    def _source(self, k: int) -> int:
+        """Under the lock: the file holding the newest version of a block not in RAM."""
+        if self.t2_fd is not None and (k in self._t2 or k in self._t2_inflight):
+            return self.t2_fd
+        return self.fd
+
     def _do_read(self, offset: int, length: int) -> bytes:
         bs = self.block_size
         out = []
@@ -293,6 +346,7 @@ class BurstBuffer:
             hi = min(end - k * bs, bs)
             with self._cond:
                 seq = self._wseq
+                src = self._source(k)
                 b = self._blocks.get(k)
                 if b is not None:
                     self._blocks.move_to_end(k)
@@ -301,7 +355,7 @@ class BurstBuffer:
                     chunk = bytes(b.data[lo:hi])
                     hit += hi - lo
             if b is None:
-                whole = os.pread(self.fd, bs, k * bs)
+                whole = os.pread(src, bs, k * bs)
                 chunk = whole[lo:hi]
                 if len(whole) == bs:  # keep it as a clean block when there is room for it
                     with self._cond:
@@ -341,40 +395,66 @@ class BurstBuffer:
         self._n_inflight += len(batch)
         return batch
 
+    def _write_blocks(self, fd: int, blocks: list[tuple[int, bytes]]) -> None:
+        """``pwritev`` sorted ``(block index, data)`` pairs to ``fd``, one call per contiguous run."""
+        bs = self.block_size
+        i = 0
+        while i < len(blocks):
+            j = i + 1
+            while j < len(blocks) and blocks[j][0] == blocks[j - 1][0] + 1:
+                j += 1
+            start = blocks[i][0] * bs
+            bufs = [blocks[m][1] for m in range(i, j)]
+            limit = self.file_size - start  # the file's last block may be short
+            if sum(len(x) for x in bufs) > limit:
+                bufs = [b"".join(bufs)[:limit]]
+            total = sum(len(x) for x in bufs)
+            n = os.pwritev(fd, bufs, start)
+            if n != total:
+                raise OSError(f"short write: {n} of {total} bytes at offset {start}")
+            i = j
+
+    def _reserve_tier2(self, keys: list[int]) -> int:
+        """Under the lock: wait for room for ``keys`` in the second tier; returns the blocks reserved."""
+        while True:
+            new = sum(1 for k in keys if k not in self._t2)
+            if len(self._t2) + self._t2_reserved + new <= self._t2_blocks or self.stats.errors:
+                self._t2_reserved += new
+                return new
+            self._t2_waiters += 1
+            self._cond.notify_all()
+            self._cond.wait()
+            self._t2_waiters -= 1
+
     def _destager(self) -> None:
+        """RAM destager: dirty blocks to the final file, or to the second tier when there is one."""
         bs = self.block_size
         while True:
             with self._cond:
                 batch = self._take_batch()
-            if batch is None:
-                return
+                if batch is None:
+                    return
+                reserved = self._reserve_tier2([k for k, _, _ in batch]) if self.t2_fd is not None else 0
             error = None
             try:
-                i = 0
-                while i < len(batch):  # coalesce contiguous blocks into one pwritev
-                    j = i + 1
-                    while j < len(batch) and batch[j][0] == batch[j - 1][0] + 1:
-                        j += 1
-                    start = batch[i][0] * bs
-                    bufs = [batch[m][2] for m in range(i, j)]
-                    limit = self.file_size - start  # the file's last block may be short
-                    if sum(len(x) for x in bufs) > limit:
-                        joined = b"".join(bufs)[:limit]
-                        bufs = [joined]
-                    total = sum(len(x) for x in bufs)
-                    n = os.pwritev(self.fd, bufs, start)
-                    if n != total:
-                        raise OSError(f"short write: {n} of {total} bytes at offset {start}")
-                    i = j
-                os.fdatasync(self.fd)
+                target = self.fd if self.t2_fd is None else self.t2_fd
+                self._write_blocks(target, [(k, data) for k, _, data in batch])
+                if self.t2_fd is None:
+                    os.fdatasync(self.fd)  # the second tier is staging: only the final file is synced
             except BaseException as e:  # noqa: BLE001 - reported through flush()/close()
                 error = e
                 log.error("burst buffer destage failed: %s", e)
             with self._cond:
                 self._n_inflight -= len(batch)
+                self._t2_reserved -= reserved
                 for k, gen, data in batch:
                     b = self._blocks[k]
                     b.inflight = False
+                    if error is None and self.t2_fd is not None:
+                        # staged in the second tier (a newer version there supersedes the older)
+                        self._t2[k] = self._t2.get(k, 0) + 1
+                        self._t2.move_to_end(k)
+                        self.stats.tier2_bytes += bs
                     if error is None and b.gen == gen:
                         b.dirty = False
                         self._clean[k] = None
@@ -384,6 +464,44 @@ class BurstBuffer:
                 if error is not None:
                     self.stats.errors.append(error)
                 self.stats.destage_batches += 1
+                self._cond.notify_all()
+            if error is not None:
+                return
+
+    def _tier2_destager(self) -> None:
+        """Second-tier destager: staged blocks copied to the final file, then forgotten."""
+        bs = self.block_size
+        while True:
+            with self._cond:
+                while True:
+                    ready = [k for k in self._t2 if k not in self._t2_inflight]
+                    if ready and (self._flushing or self._stopping or self._t2_waiters
+                                  or len(self._t2) >= self._t2_trigger):
+                        break
+                    if self._stopping and not ready and not self._t2_reserved and not self._n_inflight:
+                        return
+                    if self.stats.errors:
+                        return
+                    self._cond.wait()
+                keys = sorted(ready[:self._batch])
+                batch = [(k, self._t2[k]) for k in keys]
+                self._t2_inflight.update(keys)
+            error = None
+            try:
+                blocks = [(k, os.pread(self.t2_fd, bs, k * bs)) for k, _ in batch]
+                self._write_blocks(self.fd, blocks)
+                os.fdatasync(self.fd)
+            except BaseException as e:  # noqa: BLE001 - reported through flush()/close()
+                error = e
+                log.error("burst buffer second-tier destage failed: %s", e)
+            with self._cond:
+                for k, gen in batch:
+                    self._t2_inflight.discard(k)
+                    if error is None and self._t2.get(k) == gen:
+                        del self._t2[k]  # a newer staged version (gen changed) is copied again later
+                        self.stats.tier2_destaged_bytes += bs
+                if error is not None:
+                    self.stats.errors.append(error)
                 self._cond.notify_all()
             if error is not None:
                 return

@@ -155,12 +155,15 @@ def run_sbb(
     deadline: float | None = None,
     batch_bytes: int = 4 * MIB,
     path: str | os.PathLike | None = None,
+    tier2_dir: str | os.PathLike | None = None,
 ) -> RunResult:
     """Replay ``workload`` through a :class:`BurstBuffer`.
 
     ``params``: workers, destagers, buffer_mb, threshold (fraction). ``time`` is the application's
     I/O time (until every operation is acknowledged); ``details["drain_time"]`` is the time from
-    then until every byte is on disk, ``details["total_time"]`` their sum.
+    then until every byte is on disk, ``details["total_time"]`` their sum. With ``tier2_dir`` the
+    buffer stages through a second tier there; ``params`` may then also give ``tier2_mb`` (1024),
+    ``tier2_threshold`` (0.8) and ``tier2_destagers`` (2).
     """
     path = Path(path) if path is not None else data_file(workdir, workload)
     drop_cache(path)
@@ -170,6 +173,9 @@ def run_sbb(
         path, capacity=int(params["buffer_mb"]) * MIB, block_size=op,
         workers=int(params["workers"]), destagers=int(params["destagers"]),
         threshold=float(params["threshold"]), batch_bytes=batch_bytes,
+        tier2_dir=tier2_dir, tier2_capacity=int(params.get("tier2_mb", 1024)) * MIB,
+        tier2_threshold=float(params.get("tier2_threshold", 0.8)),
+        tier2_destagers=int(params.get("tier2_destagers", 2)),
     )
     with bb:
         def op_fn(i: int) -> None:
