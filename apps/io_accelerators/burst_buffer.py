@@ -82,7 +82,10 @@ class _Request:
         self.kind = kind
         self.offset = offset
         self.payload = payload
-        self.done = threading.Event()
+        # acknowledged by releasing this lock: a C-level lock, so that an interrupt (KeyboardInterrupt)
+        # in the application thread can never leave a Python-level lock held (see _submit)
+        self.done = threading.Lock()
+        self.done.acquire()
         self.result = None
         self.error: BaseException | None = None
 
@@ -162,7 +165,10 @@ class BurstBuffer:
         self._stopping = False
         self._closed = False
         self._cond = threading.Condition()
-        self._requests: queue.Queue = queue.Queue()
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()  # C-level: interrupt safe
+        self._sub_lock = threading.Lock()
+        self._n_submitted = 0
+        self._n_served = 0
         self._workers = [threading.Thread(target=self._worker, name=f"bb-worker-{i}", daemon=True)
                          for i in range(workers)]
         self._destagers = [threading.Thread(target=self._destager, name=f"bb-destager-{i}", daemon=True)
@@ -177,8 +183,12 @@ class BurstBuffer:
         if self._closed:
             raise RuntimeError("BurstBuffer: the buffer is closed")
         req = _Request(kind, offset, payload)
-        self._requests.put(req)
-        req.done.wait()
+        # Only C-level primitives on this path (SimpleQueue, a plain Lock): an interrupt raised here
+        # cannot leave a lock held that the workers or close() need.
+        with self._sub_lock:
+            self._requests.put(req)
+            self._n_submitted += 1
+        req.done.acquire()
         if req.error is not None:
             raise RuntimeError(f"BurstBuffer: {kind} at offset {offset} failed: {req.error}") from req.error
         return req.result
@@ -198,8 +208,9 @@ class BurstBuffer:
 
     def flush(self) -> None:
         """Wait until every queued request is served and every buffered byte is on disk."""
-        self._requests.join()
         with self._cond:
+            while self._n_served < self._n_submitted and not self.stats.errors:
+                self._cond.wait()
             self._flushing += 1
             self._cond.notify_all()
             try:
@@ -220,13 +231,19 @@ class BurstBuffer:
             self.flush()
         finally:
             self._closed = True
+            # workers first (they serve whatever is still queued, FIFO before their sentinel), then
+            # the destagers, which drain every dirty or staged block before they exit
             for _ in self._workers:
                 self._requests.put(None)
+            for t in self._workers:
+                t.join()
             with self._cond:
                 self._stopping = True
                 self._cond.notify_all()
-            for t in self._workers + self._destagers:
+            for t in self._destagers:
                 t.join()
+            if not self.stats.errors:
+                self._drain_sync()
             os.close(self.fd)
             if self.t2_fd is not None:
                 os.close(self.t2_fd)
@@ -249,11 +266,27 @@ class BurstBuffer:
             return (len(self._dirty) + self._n_inflight) * self.block_size
 
     # -- workers -------------------------------------------------------------------------------
+    def _drain_sync(self) -> None:
+        """After every thread stopped: write anything left (a safety net; normally nothing is)."""
+        left = sorted(self._t2)
+        if left:
+            log.warning("burst buffer: %d staged blocks left at close, copying them now", len(left))
+            self._write_blocks(self.fd, [(k, os.pread(self.t2_fd, self.block_size, k * self.block_size))
+                                         for k in left])
+            self._t2.clear()
+        dirty = sorted(k for k, b in self._blocks.items() if b.dirty)
+        if dirty:
+            log.warning("burst buffer: %d dirty blocks left at close, writing them now", len(dirty))
+            self._write_blocks(self.fd, [(k, bytes(self._blocks[k].data)) for k in dirty])
+            for k in dirty:
+                self._blocks[k].dirty = False
+            self._dirty.clear()
+        os.fsync(self.fd)
+
     def _worker(self) -> None:
         while True:
             req = self._requests.get()
             if req is None:
-                self._requests.task_done()
                 return
             try:
                 if req.kind == "w":
@@ -263,8 +296,10 @@ class BurstBuffer:
             except BaseException as e:  # noqa: BLE001 - handed back to the caller
                 req.error = e
             finally:
-                req.done.set()
-                self._requests.task_done()
+                with self._cond:
+                    self._n_served += 1
+                    self._cond.notify_all()
+                req.done.release()
 
     def _make_room(self) -> bool:
         """Under the lock: room for one more block, evicting a clean block if needed."""
@@ -478,7 +513,8 @@ class BurstBuffer:
                     if ready and (self._flushing or self._stopping or self._t2_waiters
                                   or len(self._t2) >= self._t2_trigger):
                         break
-                    if self._stopping and not ready and not self._t2_reserved and not self._n_inflight:
+                    if (self._stopping and not ready and not self._t2_reserved and not self._n_inflight
+                            and not self._dirty):
                         return
                     if self.stats.errors:
                         return
