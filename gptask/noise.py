@@ -32,6 +32,7 @@ returns a frozen :class:`NoisyResult`:
 ``censored``   True when the last sample was stopped by the pruning deadline
 ``reason``     why resampling stopped ("k samples", "ci narrow enough", "max_samples",
                "filtered: ...", "pruned: ...", "censored: ...")
+``complete``   the samples that ran to completion (all but a censored last one)
 
 ``iteration`` is the index of this evaluation in the tuning run (0-based; the adaptive method's
 thresholds tighten with it), ``history`` the values already measured in the run (all samples of
