@@ -378,38 +378,14 @@ def test_direct_reader_returns_the_same_bytes(datafile):
         r.close()
 
 
-def test_cli_tune_follows_the_gt_tune_contract(monkeypatch, capsys):
-    """gt.tune is written elsewhere: a stand-in honouring its documented contract checks our wiring."""
-    import gptask
+def test_cli_tune_runs_mla_on_the_model_backend(capsys):
     from apps.io_accelerators.__main__ import main
 
-    calls = {}
-
-    class Result:
-        def __init__(self, tasks, best):
-            self.tasks, self._best = tasks, best
-
-        def best(self, i):
-            return self._best[i]
-
-    def fake_tune(problem, tasks, budget, n_initial, seed, history, repeats, aggregate, progress):
-        calls.update(budget=budget, n_tasks=len(tasks), name=problem.name)
-        rng = np.random.default_rng(seed)
-        best = []
-        for t in tasks:
-            pts = problem.param_space.decode(rng.random((budget, problem.param_space.n_columns)))
-            pts = [p for p in pts if problem.is_feasible(t, p)]
-            vals = [problem.objective(t, p) for p in pts]
-            best.append((pts[int(np.argmin(vals))], float(min(vals))))
-        return Result(list(tasks), best)
-
-    monkeypatch.setattr(gptask, "tune", fake_tune, raising=False)
-    assert main(["tune", "--backend", "model", "--tasks", "SBB.1,SBB.2", "--budget", "4"]) == 0
+    assert main(["tune", "--backend", "model", "--tasks", "SBB.1,SBB.2", "--budget", "4", "--n-initial", "3"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert calls == {"budget": 4, "n_tasks": 2, "name": "io_accelerators.sbb.model"}
     assert [x["task_index"] for x in lines] == [0, 1]
     for x in lines:
-        assert x["best_params"] in param_space("sbb")
+        assert x["best_params"] in param_space("sbb") and x["backend"] == "model"
         assert x["gain_over_default"] == pytest.approx((x["default_time"] - x["best_remeasured"]) / x["default_time"])
 
 

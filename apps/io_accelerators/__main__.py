@@ -125,10 +125,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
-    import gptask as gt  # gt.tune is looked up lazily: it is written in parallel
-
-    if not hasattr(gt, "tune"):
-        raise SystemExit("gptask.tune is not available in this version of gptask")
+    import gptask as gt
     acc = a.accelerator
     if a.tasks:
         names = [s.strip() for s in a.tasks.split(",") if s.strip()]
