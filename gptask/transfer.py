@@ -97,7 +97,9 @@ __all__ = ["Prediction", "OptimaModel", "TransferModel", "TransferResult", "Accu
 log = logging.getLogger(__name__)
 
 #: restarts of the small single-output GP fits (TLA1 G_j and the over-tasks value GP)
-GP_RESTARTS = 3
+GP_RESTARTS = 2
+#: L-BFGS-B iteration cap of those fits
+GP_MAXITER = 300
 #: centred sampling: spread = clip(max(ell / 2, tla1 std), SPREAD_MIN, SPREAD_MAX) per column
 SPREAD_MIN, SPREAD_MAX = 0.02, 1.0
 #: "auto" refit rule (see module docstring)
@@ -139,7 +141,7 @@ class _ScalarGP:
             return cls(mu, 0.0, None)
         gp = LCM(n_latent=1, kernel="rbf")
         start = init.gp if init is not None and init.gp is not None else None
-        gp.fit([X], [(y - mu) / sd], restarts=restarts, seed=seed, init=start)
+        gp.fit([X], [(y - mu) / sd], restarts=restarts, seed=seed, init=start, maxiter=GP_MAXITER)
         return cls(mu, sd, gp)
 
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -161,12 +163,16 @@ class OptimaModel:
         self.task_X, self.optima, self.gps = task_X, optima, gps
 
     @classmethod
-    def fit(cls, task_X: np.ndarray, optima: np.ndarray, seed: int = 0) -> "OptimaModel":
+    def fit(cls, task_X: np.ndarray, optima: np.ndarray, seed: int = 0,
+            init: "OptimaModel | None" = None) -> "OptimaModel":
+        """init: a fitted OptimaModel of the same space whose GPs warm-start these (1 restart each)."""
         task_X = np.asarray(task_X, dtype=float)
         optima = np.asarray(optima, dtype=float)
         if len(task_X) < 2:
             raise ValueError(f"TLA1 needs the best configurations of at least 2 tuned tasks, got {len(task_X)}")
-        gps = [_ScalarGP.fit(task_X, optima[:, j], seed=_int_seed(seed, j)) for j in range(optima.shape[1])]
+        gps = [_ScalarGP.fit(task_X, optima[:, j], seed=_int_seed(seed, j),
+                             restarts=GP_RESTARTS if init is None else 1,
+                             init=None if init is None else init.gps[j]) for j in range(optima.shape[1])]
         return cls(task_X, optima, gps)
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -513,6 +519,9 @@ def transfer_accuracy(source: Any, max_points: int = 20) -> AccuracyReport:
         sub_best = [tm.best[j] for j in keep]
         sub_tm = TransferModel(tm.task_space, tm.param_space, tm.signature, [tm.tasks[j] for j in keep],
                                sub_best, sub, sub_tr, tm.problem)
+        idx = [j for j in keep if tm.best[j] is not None]
+        sub_tm._optima = OptimaModel.fit(tm.task_space.encode([tm.tasks[j] for j in idx]),
+                                         tm.param_space.encode([tm.best[j][0] for j in idx]), init=tm.optima)
         task = tm.tasks[i]
         pred = predict_optimum(sub_tm, task)
         obs_best_params, obs_best = tm.best[i]
