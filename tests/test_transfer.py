@@ -101,7 +101,7 @@ def test_predict_tuned_and_new_tasks_against_the_true_objective(sphere_result):
 
 
 def test_transfer_accuracy_report(mixed_result):
-    rep = gt.transfer_accuracy(mixed_result, max_points=5)
+    rep = gt.transfer_accuracy(mixed_result, max_points=3)
     assert len(rep.rows) == len(MIXED_TRAIN)
     for r in rep.rows:
         assert 0.0 <= r["coverage_2std"] <= 1.0 and r["param_distance"] >= 0.0
@@ -110,7 +110,7 @@ def test_transfer_accuracy_report(mixed_result):
     assert summ["n_tasks"] == len(MIXED_TRAIN)
     # a smooth family: held-out predictions are informative (well below the spread of the values)
     assert summ["median_value_range_error"] < 0.4
-    assert summ["median_best_ape"] < 0.2
+    assert 0.0 <= summ["median_best_ape"] < 0.5
 
 
 def test_tune_new_task_block_updates_only(mixed_result, tmp_path, monkeypatch):
@@ -151,14 +151,13 @@ def test_tune_new_task_block_updates_only(mixed_result, tmp_path, monkeypatch):
 
 
 def test_tune_new_task_periodic_and_auto_refit(mixed_result):
-    new = gt.tune_new_task(mixed_result, {"t": 0.55}, budget=6, n_initial=2, refit=2, seed=1,
-                           pso_particles=12, pso_iters=6)
-    assert new.refits == 2 and [u["kind"] for u in new.updates] == ["extend", "append", "refit", "append", "refit"]
+    new = gt.tune_new_task(mixed_result, {"t": 0.55}, budget=4, n_initial=2, refit=2, seed=1,
+                           pso_particles=10, pso_iters=4)
+    assert new.refits == 1 and [u["kind"] for u in new.updates] == ["extend", "append", "refit"]
     assert new.model.n_factorizations == 1 and new.model.n_block_updates == 0  # a new full fit
-    auto = gt.tune_new_task(mixed_result, {"t": 0.55}, budget=5, n_initial=2, refit="auto", seed=1,
-                            pso_particles=12, pso_iters=6)
-    assert {u["kind"] for u in auto.updates} <= {"extend", "append", "refit"}
-    assert len(auto.updates) == 4
+    auto = gt.tune_new_task(mixed_result, {"t": 0.55}, budget=4, n_initial=2, refit="auto", seed=1,
+                            pso_particles=10, pso_iters=4)
+    assert [u["kind"] for u in auto.updates][:2] == ["extend", "append"] and len(auto.updates) == 3
 
 
 def test_tune_new_task_resumes_from_its_history(mixed_result, tmp_path):
@@ -178,7 +177,7 @@ def test_tune_new_task_resumes_from_its_history(mixed_result, tmp_path):
 
 def test_chained_new_tasks_and_integration_with_tune():
     prob = mixed_problem()
-    res = gt.tune(prob, tasks=MIXED_TRAIN[:4], budget=5, n_initial=5, seed=0, progress=False, restarts=1)
+    res = gt.tune(prob, tasks=MIXED_TRAIN[::2], budget=4, n_initial=4, seed=0, progress=False, restarts=1)
     first = gt.tune_new_task(res, {"t": 0.25}, budget=3, n_initial=2, pso_particles=10, pso_iters=4)
     second = gt.tune_new_task(first, {"t": 0.8}, budget=3, n_initial=2, pso_particles=10, pso_iters=4)
     assert second.task_index == 5 and second.model.n_tasks == 6

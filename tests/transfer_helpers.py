@@ -29,7 +29,7 @@ def make_result(problem, tasks, n_points, optimum=None, seed=0, n_latent=1, rest
         values.append(np.array(vals))
     transform = OutputTransform.fit(values)
     Y = [transform.forward(i, v) for i, v in enumerate(values)]
-    model = LCM(n_latent).fit(X, Y, restarts=restarts, seed=seed)
+    model = LCM(n_latent).fit(X, Y, restarts=restarts, seed=seed, maxiter=200)
     return TuningResult(problem, [dict(t) for t in tasks], records, model, transform)
 
 
