@@ -291,7 +291,7 @@ def as_transfer_model(source: Any) -> TransferModel:
 # ------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Prediction:
     """A run-free prediction of a task's optimum (TLA1).
 
@@ -684,7 +684,9 @@ def tune_new_task(
     the new one: pass the MLA history to keep everything in one file; the same call resumes a
     killed run). refit: "never" | "auto" | k (module docstring). repeats, aggregate, timeout: as in
     :func:`gptask.tune`. extend_restarts: restarts of ``LCM.extend``; refit_restarts: of a full
-    refit; pso_particles, pso_iters: the acquisition search.
+    refit; pso_particles, pso_iters: the acquisition search. comm: an mpi4py communicator: every
+    rank runs the same loop (same seeds, same proposals, each rank evaluates), full refits spread
+    their restarts over the ranks, and only rank 0 writes the history.
     """
     tm = as_transfer_model(result)
     problem = tm.problem

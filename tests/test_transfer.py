@@ -8,7 +8,7 @@ import pytest
 
 import gptask as gt
 import gptask.models.linalg as la
-from gptask.functions import demo_optimum, demo_problem, sphere_optimum, sphere_problem
+from gptask.functions import demo_optimum, demo_problem, sphere_problem
 from gptask.history import History
 from gptask.transfer import _project
 
