@@ -9,7 +9,8 @@ Layout (format tag ``"gptask.model"``, ``"version": 1``)::
      "transform": OutputTransform.to_json(),
      "lcm":       {"encoding": "npz-base64", "data": ...}   (LCM.save bytes, base64),
      "tla1":      {"task_X": [[...]], "optima": [[...]],
-                   "gps": [{"mu": m, "sd": s, "lcm": {...} or null}, ...]}   (one per encoded column),
+                   "gps": [{"mu": m, "sd": s, "lcm": {...} or null}, ...]}   (one per encoded column)
+                  or null (fewer than 2 tuned tasks),
      "extended_since_fit": int,
      "accuracy":  {"summary": {...}, "rows": [...]} or null   (leave-one-task-out report),
      "checksum":  "sha256:<hex of the canonical JSON of every other key>"}
@@ -30,6 +31,7 @@ import datetime as _dt
 import hashlib
 import io
 import json
+import logging
 import os
 import tempfile
 import zipfile
@@ -114,10 +116,12 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True) -> P
             report = {"summary": rep.summary(), "rows": rep.rows}
         except ValueError as exc:
             report = None
-            import logging
-
             logging.getLogger(__name__).info("no accuracy report stored: %s", exc)
-    opt = tm.optima
+    try:
+        opt = tm.optima
+    except ValueError as exc:  # fewer than 2 tuned tasks: no TLA1 (predict_optimum will say why)
+        logging.getLogger(__name__).info("no TLA1 model stored: %s", exc)
+        opt = None
     body = {
         "format": FORMAT,
         "version": VERSION,
@@ -128,7 +132,7 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True) -> P
         "best": [None if b is None else {"params": b[0], "value": float(b[1])} for b in tm.best],
         "transform": tm.transform.to_json(),
         "lcm": _lcm_to_json(tm.model),
-        "tla1": {
+        "tla1": None if opt is None else {
             "task_X": opt.task_X.tolist(), "optima": opt.optima.tolist(),
             "gps": [{"mu": g.mu, "sd": g.sd, "lcm": None if g.gp is None else _lcm_to_json(g.gp)} for g in opt.gps],
         },
@@ -189,11 +193,13 @@ def load_model(path: str | os.PathLike, problem: Problem | None = None) -> Trans
         transform = OutputTransform.from_json(doc["transform"])
         model = _lcm_from_json(doc["lcm"])
         t1 = doc["tla1"]
-        gps = [_ScalarGP(float(g["mu"]), float(g["sd"]), None if g["lcm"] is None else _lcm_from_json(g["lcm"]))
-               for g in t1["gps"]]
-        optima = OptimaModel(np.asarray(t1["task_X"], float), np.asarray(t1["optima"], float), gps)
-        if len(gps) != param_space.n_columns:
-            raise ValueError(f"{len(gps)} TLA1 GPs for {param_space.n_columns} parameter columns")
+        optima = None
+        if t1 is not None:
+            gps = [_ScalarGP(float(g["mu"]), float(g["sd"]), None if g["lcm"] is None else _lcm_from_json(g["lcm"]))
+                   for g in t1["gps"]]
+            optima = OptimaModel(np.asarray(t1["task_X"], float), np.asarray(t1["optima"], float), gps)
+            if len(gps) != param_space.n_columns:
+                raise ValueError(f"{len(gps)} TLA1 GPs for {param_space.n_columns} parameter columns")
         tm = TransferModel(task_space, param_space, sig, tasks, best, model, transform, problem=None,
                            optima=optima, accuracy=doc.get("accuracy"),
                            extended_since_fit=int(doc.get("extended_since_fit", 0)))

@@ -136,3 +136,14 @@ def test_cli_predict(saved, root, capsys):
     assert "outside" in capsys.readouterr().err
     assert main(["predict", str(root / "pyproject.toml"), "--task", "t=0.5"]) == 2
     assert "not a gptask model file" in capsys.readouterr().err
+
+
+def test_single_task_model_saves_without_tla1(tmp_path):
+    res = make_result(mixed_problem(), [{"t": 0.5}], 4, optimum=mixed_optimum)
+    path = res.save_model(tmp_path / "one.json")
+    m = load_model(path)
+    assert json.loads(path.read_text())["tla1"] is None and m.accuracy is None
+    cfg = {"x": 0.3, "k": 3, "alg": "a"}
+    assert gt.predict(m, {"t": 0.5}, cfg) == pytest.approx(gt.predict(res, {"t": 0.5}, cfg), rel=1e-12)
+    with pytest.raises(ValueError, match="at least 2 tuned tasks"):
+        gt.predict_optimum(m, {"t": 0.3})
