@@ -1,7 +1,9 @@
 """gptask: multitask and transfer-learning Gaussian-process autotuning for HPC applications.
 
 Public API (see shared design): spaces (``Real``, ``Integer``, ``Categorical``, ``Space``),
-``Problem``, ``tune`` (MLA, batch tuning of a task set), ``Tuner`` (ask/tell), ``Evaluator``.
+``Problem``, ``tune`` (MLA, batch tuning of a task set), ``Tuner`` (ask/tell), ``Evaluator``;
+transfer to new tasks: ``predict_optimum`` (TLA1), ``predict``, ``transfer_accuracy``,
+``tune_new_task`` (TLA2), ``load_model`` (model files written by ``result.save_model``).
 """
 
 from .evaluate import EvaluationFailed, Evaluator, Outcome
@@ -12,7 +14,8 @@ from .space import Categorical, Integer, Real, Space
 __version__ = "0.1.0"
 
 __all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "tune", "Tuner", "Proposal",
-           "TuningResult", "Evaluator", "Outcome", "EvaluationFailed"]
+           "TuningResult", "Evaluator", "Outcome", "EvaluationFailed", "predict_optimum", "predict",
+           "tune_new_task", "transfer_accuracy", "Prediction", "load_model"]
 
 
 def __getattr__(name: str):
@@ -21,4 +24,12 @@ def __getattr__(name: str):
         from . import mla
 
         return getattr(mla, name)
+    if name in ("predict_optimum", "predict", "tune_new_task", "transfer_accuracy", "Prediction"):
+        from . import transfer
+
+        return getattr(transfer, name)
+    if name == "load_model":
+        from . import model_io
+
+        return model_io.load_model
     raise AttributeError(f"module 'gptask' has no attribute {name!r}")

@@ -1,10 +1,12 @@
-"""The ``gptask`` command line: tune, show, plot, export.
+"""The ``gptask`` command line: tune, show, plot, export, predict.
 
     gptask tune --problem demo --tasks 5 --budget 20 --history runs.sqlite
     gptask tune --problem mypkg.mymod:make_problem --tasks 8 --budget 20 --history runs.sqlite
     gptask show runs.sqlite
     gptask plot runs.sqlite --out convergence.png
     gptask export runs.sqlite --format csv
+    gptask tune --problem demo --tasks 8 --budget 20 --save-model demo.json
+    gptask predict demo.json --task t=4.2            # TLA1: predicted optimum, no run
 
 ``--problem module:function`` imports ``module`` and calls ``function()`` (it must return a
 ``gptask.Problem``); nothing given on the command line is evaluated as code.
@@ -174,6 +176,46 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from .model_io import load_model
+    from .transfer import predict, predict_optimum
+
+    problem = load_problem(args.problem, parse_assignments(args.problem_options)) if args.problem else None
+    model = load_model(args.model, problem=problem)
+    task = parse_assignments(args.task)
+    pred = predict_optimum(model, task)
+    out: dict[str, Any] = {"task": pred.task, "params": pred.params, "std_encoded": pred.std,
+                           "value": pred.value, "value_std": pred.value_std, "feasible": pred.feasible,
+                           "projected": pred.projected, "tuned_task": model.task_index(pred.task) is not None}
+    if args.params:
+        mean, std = predict(model, task, parse_assignments(args.params))
+        out["at_params"] = {"params": parse_assignments(args.params), "value": mean, "value_std": std}
+    out["accuracy"] = (model.accuracy or {}).get("summary")
+    if args.json:
+        print(json.dumps(out, default=str))
+        return 0
+    print(f"task: {pred.task}" + ("  (a tuned task)" if out["tuned_task"] else "  (new task: transferred)"))
+    rows = [{"parameter": k, "predicted": v, "std (encoded units)": pred.std[k]} for k, v in pred.params.items()]
+    print(format_table(rows))
+    print(f"predicted objective there: {pred.value:.6g} +- {pred.value_std:.3g}")
+    if pred.feasible is None:
+        print("constraints: not checked (pass --problem to load them)")
+    elif pred.projected:
+        print("constraints: the raw prediction was infeasible and was moved to the nearest feasible point")
+    if "at_params" in out:
+        a = out["at_params"]
+        print(f"predicted objective at {a['params']}: {a['value']:.6g} +- {a['value_std']:.3g}")
+    acc = out["accuracy"]
+    if acc:
+        def fmt(v: Any) -> str:
+            return "-" if v is None else f"{v:.3g}"
+
+        print(f"held-out accuracy (leave one of {acc['n_tasks']} tasks out): median |error|/range "
+              f"{fmt(acc['median_value_range_error'])}, median 2-std coverage {fmt(acc['median_coverage_2std'])}, "
+              f"median relative error of the predicted best {fmt(acc['median_best_ape'])}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gptask", description="Multitask GP autotuning for HPC applications")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
@@ -205,6 +247,15 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("history")
     pl.add_argument("--out", default=None)
     pl.set_defaults(func=_cmd_plot)
+
+    pr = sub.add_parser("predict", help="predicted optimum of a task from a saved model (no runs)")
+    pr.add_argument("model", help="model file written by tune --save-model / result.save_model")
+    pr.add_argument("--task", required=True, help="the task, k=v,...")
+    pr.add_argument("--params", default=None, help="also predict the objective at this configuration, k=v,...")
+    pr.add_argument("--problem", default=None, help="demo | branin | sphere | module:function, to check constraints")
+    pr.add_argument("--problem-options", default="", help="k=v,... passed to the problem function")
+    pr.add_argument("--json", action="store_true", help="print one JSON line")
+    pr.set_defaults(func=_cmd_predict)
 
     e = sub.add_parser("export", help="export a history as CSV or JSON")
     e.add_argument("history")

@@ -48,6 +48,15 @@ class TuningResult:
             out.append(cur)
         return out
 
+    def save_model(self, path: Any, accuracy: bool = True) -> Any:
+        """Write a model file (JSON, no pickle) for run-free prediction; see :mod:`gptask.model_io`.
+
+        accuracy: also store the leave-one-task-out accuracy report. Returns the path written.
+        """
+        from .model_io import save_model
+
+        return save_model(self, path, accuracy=accuracy)
+
     def table(self) -> list[dict[str, Any]]:
         """One row per task: the task, its best parameters and value, evaluations and failures."""
         rows = []

@@ -1,0 +1,215 @@
+"""Saved model files: everything needed for run-free prediction, in one JSON file, no pickle.
+
+Layout (format tag ``"gptask.model"``, ``"version": 1``)::
+
+    {"format": "gptask.model", "version": 1, "gptask_version": ..., "created": <ISO 8601 UTC>,
+     "problem":   problem signature (name, task_space, param_space, constants, n_constraints),
+     "tasks":     [task dict, ...],
+     "best":      [{"params": {...}, "value": float} or null, ...]   (one per task),
+     "transform": OutputTransform.to_json(),
+     "lcm":       {"encoding": "npz-base64", "data": ...}   (LCM.save bytes, base64),
+     "tla1":      {"task_X": [[...]], "optima": [[...]],
+                   "gps": [{"mu": m, "sd": s, "lcm": {...} or null}, ...]}   (one per encoded column)
+                  or null (fewer than 2 tuned tasks),
+     "extended_since_fit": int,
+     "accuracy":  {"summary": {...}, "rows": [...]} or null   (leave-one-task-out report),
+     "checksum":  "sha256:<hex of the canonical JSON of every other key>"}
+
+Arrays that must be bit-exact (the LCM's data, Cholesky factor and weights) travel as the
+``.npz`` bytes that :meth:`LCM.save` writes (read back with ``allow_pickle=False``), base64-encoded;
+so a loaded model predicts bit for bit what the saved one did. Floats elsewhere are JSON numbers
+(Python writes the shortest repr that reads back exactly). Constraints and the objective are code
+and are not stored: pass ``problem=`` to :func:`load_model` to have them (checked against the
+stored signature).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as _dt
+import hashlib
+import io
+import json
+import logging
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .models import LCM
+from .problem import Problem
+from .space import Space
+from .transfer import OptimaModel, TransferModel, _ScalarGP, as_transfer_model, transfer_accuracy
+from .transforms import OutputTransform
+
+__all__ = ["FORMAT", "VERSION", "save_model", "load_model", "ModelFileError"]
+
+FORMAT = "gptask.model"
+VERSION = 1
+
+
+class ModelFileError(ValueError):
+    """A file that is not a gptask model file, is corrupted, or does not match the problem."""
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"cannot store {type(obj).__name__} {obj!r} in a model file")
+
+
+def _canonical(doc: dict) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False, default=_json_default)
+
+
+def _checksum(body: dict) -> str:
+    return "sha256:" + hashlib.sha256(_canonical(body).encode()).hexdigest()
+
+
+def _lcm_to_json(model: LCM) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "lcm.npz"
+        model.save(path)
+        raw = path.read_bytes()
+    return {"encoding": "npz-base64", "data": base64.b64encode(raw).decode("ascii")}
+
+
+def _lcm_from_json(d: Any) -> LCM:
+    if not isinstance(d, dict) or d.get("encoding") != "npz-base64" or not isinstance(d.get("data"), str):
+        raise ValueError("LCM entry is not an npz-base64 block")
+    raw = base64.b64decode(d["data"].encode("ascii"), validate=True)
+    return LCM.load(io.BytesIO(raw))
+
+
+def _clean(v: Any) -> Any:
+    """Non-finite floats -> None (strict JSON), recursively."""
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, (float, np.floating)):
+        return float(v) if np.isfinite(v) else None
+    return v
+
+
+def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True) -> Path:
+    """Write a model file for ``source`` (a TuningResult, a TransferResult or a loaded model).
+
+    accuracy: compute and store the leave-one-task-out report (:func:`transfer_accuracy`), shown by
+    ``gptask predict``; skipped (stored as null) when fewer than 3 tasks are tuned. Returns the path.
+    """
+    tm = as_transfer_model(source)
+    report = tm.accuracy
+    if accuracy and report is None:
+        try:
+            rep = transfer_accuracy(tm)
+            report = {"summary": rep.summary(), "rows": rep.rows}
+        except ValueError as exc:
+            report = None
+            logging.getLogger(__name__).info("no accuracy report stored: %s", exc)
+    try:
+        opt = tm.optima
+    except ValueError as exc:  # fewer than 2 tuned tasks: no TLA1 (predict_optimum will say why)
+        logging.getLogger(__name__).info("no TLA1 model stored: %s", exc)
+        opt = None
+    body = {
+        "format": FORMAT,
+        "version": VERSION,
+        "gptask_version": _version(),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "problem": tm.signature,
+        "tasks": tm.tasks,
+        "best": [None if b is None else {"params": b[0], "value": float(b[1])} for b in tm.best],
+        "transform": tm.transform.to_json(),
+        "lcm": _lcm_to_json(tm.model),
+        "tla1": None if opt is None else {
+            "task_X": opt.task_X.tolist(), "optima": opt.optima.tolist(),
+            "gps": [{"mu": g.mu, "sd": g.sd, "lcm": None if g.gp is None else _lcm_to_json(g.gp)} for g in opt.gps],
+        },
+        "extended_since_fit": tm.extended_since_fit,
+        "accuracy": _clean(report),
+    }
+    body = json.loads(_canonical(body))  # plain JSON types only (and fails early on what is not)
+    doc = {**body, "checksum": _checksum(body)}
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False))
+    os.replace(tmp, path)
+    return path
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def load_model(path: str | os.PathLike, problem: Problem | None = None) -> TransferModel:
+    """Read a model file written by :func:`save_model` (or ``result.save_model``).
+
+    problem: the :class:`Problem` the model was built for, to give predictions its constraints and
+    ``tune_new_task`` its objective; its signature must match the stored one. Raises
+    :class:`ModelFileError` (a ValueError) for a file that is not ours, is corrupted, was written
+    by a newer format, or belongs to another problem.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ModelFileError(f"no model file at {p}")
+    if problem is not None and not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
+    try:
+        doc = json.loads(p.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelFileError(f"{p} is not a gptask model file, or is truncated (not valid JSON: {exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise ModelFileError(f"{p} is not a gptask model file (format tag {found!r}, expected {FORMAT!r})")
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ModelFileError(f"{p}: corrupted model file (version {version!r})")
+    if version > VERSION:
+        raise ModelFileError(f"{p} was written with model format version {version}; this gptask reads "
+                             f"versions up to {VERSION}: upgrade gptask")
+    body = {k: v for k, v in doc.items() if k != "checksum"}
+    if doc.get("checksum") != _checksum(body):
+        raise ModelFileError(f"{p}: corrupted model file (checksum mismatch: the file was modified or truncated)")
+    try:
+        sig = doc["problem"]
+        task_space = Space.from_json(sig["task_space"])
+        param_space = Space.from_json(sig["param_space"])
+        tasks = [task_space.validate(t, what="stored task") for t in doc["tasks"]]
+        best = [None if b is None else (param_space.validate(b["params"], what="stored best"), float(b["value"]))
+                for b in doc["best"]]
+        transform = OutputTransform.from_json(doc["transform"])
+        model = _lcm_from_json(doc["lcm"])
+        t1 = doc["tla1"]
+        optima = None
+        if t1 is not None:
+            gps = [_ScalarGP(float(g["mu"]), float(g["sd"]), None if g["lcm"] is None else _lcm_from_json(g["lcm"]))
+                   for g in t1["gps"]]
+            optima = OptimaModel(np.asarray(t1["task_X"], float), np.asarray(t1["optima"], float), gps)
+            if len(gps) != param_space.n_columns:
+                raise ValueError(f"{len(gps)} TLA1 GPs for {param_space.n_columns} parameter columns")
+        tm = TransferModel(task_space, param_space, sig, tasks, best, model, transform, problem=None,
+                           optima=optima, accuracy=doc.get("accuracy"),
+                           extended_since_fit=int(doc.get("extended_since_fit", 0)))
+    except (KeyError, TypeError, ValueError, IndexError, binascii.Error, zipfile.BadZipFile, OSError) as exc:
+        raise ModelFileError(f"{p}: corrupted model file ({type(exc).__name__}: {exc})") from None
+    if problem is not None:
+        mine = json.loads(json.dumps(problem.signature(), sort_keys=True, default=str))
+        stored = json.loads(json.dumps(sig, sort_keys=True, default=str))
+        if mine != stored:
+            diff = sorted(k for k in set(mine) | set(stored) if mine.get(k) != stored.get(k))
+            raise ModelFileError(f"{p} was saved for another problem: signatures differ in {diff}")
+        tm.problem = problem
+    return tm

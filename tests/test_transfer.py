@@ -1,0 +1,223 @@
+"""TLA1 (predict_optimum), run-free prediction (predict, transfer_accuracy) and TLA2 (tune_new_task)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gptask as gt
+import gptask.models.linalg as la
+from gptask.functions import demo_optimum, demo_problem, sphere_problem
+from gptask.history import History
+from gptask.transfer import _project
+
+sys.path.insert(0, str(Path(__file__).parent))
+from transfer_helpers import make_result, mixed_optimum, mixed_problem  # noqa: E402
+
+# the demo function's argmin moves smoothly (x from 0.017 down to 0.005) for t in [4.25, 10]
+DEMO_TRAIN = [{"t": float(t)} for t in np.linspace(4.25, 10.0, 9)]
+DEMO_NEW = [{"t": t} for t in (4.9, 5.9, 6.9, 7.9, 8.9, 9.6)]
+MIXED_TRAIN = [{"t": float(t)} for t in np.linspace(0.0, 1.0, 6)]
+
+
+@pytest.fixture(scope="module")
+def demo_result():
+    return make_result(demo_problem(), DEMO_TRAIN, 4, optimum=demo_optimum, seed=0)
+
+
+@pytest.fixture(scope="module")
+def mixed_result():
+    return make_result(mixed_problem(), MIXED_TRAIN, 6, optimum=mixed_optimum, seed=1)
+
+
+@pytest.fixture(scope="module")
+def sphere_result():
+    tasks = [{"s": float(s)} for s in np.linspace(0.0, 1.0, 6)]
+    return make_result(sphere_problem(), tasks, 8, seed=2, n_latent=2)
+
+
+def test_tla1_demo_predicts_the_true_argmin_of_unseen_tasks(demo_result):
+    errors, naive = [], []
+    mean_opt = np.mean([demo_optimum(t)[0]["x"] for t in DEMO_TRAIN])
+    for task in DEMO_NEW:
+        pred = gt.predict_optimum(demo_result, task)
+        x_true = demo_optimum(task)[0]["x"]
+        errors.append(abs(pred.params["x"] - x_true))
+        naive.append(abs(mean_opt - x_true))
+        assert 0.0 <= pred.params["x"] <= 1.0 and pred.std["x"] >= 0.0
+        assert not pred.projected and pred.feasible is True
+    assert max(errors) < 0.003, errors  # the argmin wells are ~0.002 wide
+    assert np.mean(errors) < 0.35 * np.mean(naive), (errors, naive)
+
+
+def test_tla1_mixed_space_valid_feasible_and_right_choice(mixed_result):
+    prob = mixed_problem()
+    projected = 0
+    for t in (0.08, 0.3, 0.62, 0.75, 0.93):
+        task = {"t": t}
+        pred = gt.predict_optimum(mixed_result, task)
+        assert prob.param_space.validate(pred.params) == pred.params  # integer int, choice valid
+        assert isinstance(pred.params["k"], int) and pred.params["alg"] in ("a", "b", "c")
+        assert prob.is_feasible(task, pred.params) and pred.feasible is True
+        assert pred.params["alg"] == ("a" if t < 0.5 else "c")
+        assert abs(pred.params["k"] - (1 + 6 * t)) <= 1.5
+        assert set(pred.std) == {"x", "k", "alg"} and all(v >= 0 for v in pred.std.values())
+        projected += pred.projected
+        if pred.projected:  # the snapped raw prediction was infeasible
+            raw_p = prob.param_space.decode(prob.param_space.snap(np.clip(pred.raw, 0, 1)[None]))[0]
+            assert not prob.is_feasible(task, raw_p)
+    assert projected >= 1  # the constraint binds for large t
+
+
+def test_projection_is_the_nearest_feasible_point():
+    space = gt.Space([gt.Real("a", 0.0, 1.0), gt.Real("b", 0.0, 1.0)])
+    feasible = lambda p: p["a"] + p["b"] <= 1.0  # noqa: E731
+    enc, moved = _project(space, np.array([0.9, 0.8]), feasible, np.random.default_rng(0))
+    # Euclidean projection of (0.9, 0.8) onto a + b <= 1 is (0.55, 0.45)
+    assert moved and enc.sum() <= 1.0 + 1e-12
+    assert np.linalg.norm(enc - [0.55, 0.45]) < 0.03, enc
+    enc, moved = _project(space, np.array([0.2, 0.3]), feasible, np.random.default_rng(0))
+    assert not moved and np.allclose(enc, [0.2, 0.3])
+
+
+def test_predict_tuned_and_new_tasks_against_the_true_objective(sphere_result):
+    prob = sphere_problem()
+    rng = np.random.default_rng(5)
+    pts = [dict(zip(("x1", "x2", "x3"), rng.random(3))) for _ in range(12)]
+    # a tuned task: the LCM at its own observations reproduces them closely
+    recs = sphere_result.records(2)
+    m, s = gt.predict(sphere_result, sphere_result.tasks[2], [r["params"] for r in recs])
+    obs = np.array([r["value"] for r in recs])
+    assert np.max(np.abs(m - obs) / obs) < 0.05
+    # a new task: the GP over tasks, checked against the true objective
+    task = {"s": 0.5}
+    m, s = gt.predict(sphere_result, task, pts)
+    truth = np.array([prob.objective(task, p) for p in pts])
+    assert m.shape == s.shape == (12,) and np.all(s > 0)
+    assert np.median(np.abs(m - truth) / truth) < 0.1
+    one = gt.predict(sphere_result, task, pts[0])
+    assert isinstance(one[0], float) and one[0] == pytest.approx(m[0], rel=1e-6)
+
+
+def test_transfer_accuracy_report(mixed_result):
+    rep = gt.transfer_accuracy(mixed_result, max_points=3)
+    assert len(rep.rows) == len(MIXED_TRAIN)
+    for r in rep.rows:
+        assert 0.0 <= r["coverage_2std"] <= 1.0 and r["param_distance"] >= 0.0
+        assert r["observed_best"] == pytest.approx(mixed_result.best(r["task_index"])[1])
+    summ = rep.summary()
+    assert summ["n_tasks"] == len(MIXED_TRAIN)
+    # a smooth family: held-out predictions are informative (well below the spread of the values)
+    assert summ["median_value_range_error"] < 0.5
+    assert 0.0 <= summ["median_best_ape"] < 0.5
+
+
+def test_tune_new_task_block_updates_only(mixed_result, tmp_path, monkeypatch):
+    sizes = []
+    real = la.robust_cholesky
+
+    def recording(K, what="covariance matrix"):
+        sizes.append(np.shape(K)[0])
+        return real(K, what)
+
+    monkeypatch.setattr(la, "robust_cholesky", recording)
+    old = mixed_result.model
+    n_old = int(old.n_points.sum())
+    hist = tmp_path / "tla2.sqlite"
+    task = {"t": 0.42}
+    new = gt.tune_new_task(mixed_result, task, budget=7, n_initial=3, history=hist, seed=3,
+                           pso_particles=12, pso_iters=8)
+    assert max(sizes) < n_old  # never a factorisation of the old block (or bigger)
+    assert new.model.n_factorizations == old.n_factorizations
+    assert new.model.n_block_updates == old.n_block_updates + 1 + 4  # extend + 4 appends
+    assert [u["kind"] for u in new.updates] == ["extend"] + ["append"] * 4 and new.refits == 0
+    p0, p1 = old.get_params(), new.model.get_params()
+    np.testing.assert_array_equal(p1["lengthscale"], p0["lengthscale"])
+    np.testing.assert_array_equal(p1["W"][:, :-1], p0["W"])
+    np.testing.assert_array_equal(p1["noise"][:-1], p0["noise"])
+    T = len(MIXED_TRAIN)
+    assert new.task_index == T and new.task == task and new.model.n_tasks == T + 1
+    mine = new.records(T, status=None)
+    assert len(mine) == 7 and mine[0]["params"] == new.prediction.params  # starts at the TLA1 point
+    prob = mixed_problem()
+    assert all(prob.is_feasible(task, r["params"]) for r in mine)
+    assert len({(r["params"]["x"], r["params"]["k"], r["params"]["alg"]) for r in mine}) == 7
+    stored = [r for r in History(hist, prob.signature()).records() if r["task_index"] == T]
+    assert len(stored) == 7
+    # it tunes: the optimum value is 1.0 + 0.05 (0.42*6 + 1 - k)^2 >= 1.0 (k integer)
+    assert new.best_new()[1] < 1.06
+    assert new.best_new()[1] <= prob.objective(task, new.prediction.params)
+
+
+def test_tune_new_task_periodic_and_auto_refit(mixed_result):
+    new = gt.tune_new_task(mixed_result, {"t": 0.55}, budget=4, n_initial=2, refit=2, seed=1,
+                           pso_particles=10, pso_iters=4)
+    assert new.refits == 1 and [u["kind"] for u in new.updates] == ["extend", "append", "refit"]
+    assert new.model.n_factorizations == 1 and new.model.n_block_updates == 0  # a new full fit
+    auto = gt.tune_new_task(mixed_result, {"t": 0.55}, budget=4, n_initial=2, refit="auto", seed=1,
+                            pso_particles=10, pso_iters=4)
+    assert [u["kind"] for u in auto.updates][:2] == ["extend", "append"] and len(auto.updates) == 3
+
+
+def test_tune_new_task_resumes_from_its_history(mixed_result, tmp_path):
+    calls = []
+    prob = mixed_problem()
+    counting = gt.Problem(prob.task_space, prob.param_space,
+                          lambda t, p: calls.append(1) or prob.objective(t, p), prob.constraints, name="mixed")
+    res = make_result(counting, MIXED_TRAIN[:4], 4, optimum=mixed_optimum, seed=1)
+    calls.clear()
+    hist = tmp_path / "h.sqlite"
+    kw = dict(n_initial=2, history=hist, seed=0, pso_particles=10, pso_iters=5)
+    gt.tune_new_task(res, {"t": 0.3}, budget=4, **kw)
+    assert len(calls) == 4
+    again = gt.tune_new_task(res, {"t": 0.3}, budget=6, **kw)
+    assert len(calls) == 6 and len(again.records(again.task_index)) == 6
+
+
+def test_chained_new_tasks_and_integration_with_tune():
+    prob = mixed_problem()
+    res = gt.tune(prob, tasks=MIXED_TRAIN[::2], budget=4, n_initial=4, seed=0, progress=False, restarts=1,
+                  n_latent=1)
+    first = gt.tune_new_task(res, {"t": 0.25}, budget=3, n_initial=2, pso_particles=10, pso_iters=4)
+    second = gt.tune_new_task(first, {"t": 0.9}, budget=3, n_initial=2, pso_particles=10, pso_iters=4)
+    assert second.task_index == 4 and second.model.n_tasks == 5
+    assert second.tasks[3] == {"t": 0.25} and second.extended_since_fit == 2
+    pred = gt.predict_optimum(second, {"t": 0.5})  # TLA1 now also learns from the TLA2 task
+    assert prob.is_feasible({"t": 0.5}, pred.params)
+
+
+@pytest.mark.parametrize("task, exc, msg", [
+    ({"t": 2.0}, ValueError, "outside"),
+    ({"t": 0.3, "u": 1}, ValueError, "unknown keys"),
+    ({}, ValueError, "missing"),
+    ({"t": "big"}, TypeError, "must be a number"),
+    ([0.3], TypeError, "must be a dict"),
+])
+def test_bad_tasks(mixed_result, task, exc, msg):
+    with pytest.raises(exc, match=msg):
+        gt.predict_optimum(mixed_result, task)
+    with pytest.raises(exc, match=msg):
+        gt.predict(mixed_result, task, {"x": 0.1, "k": 1, "alg": "a"})
+    with pytest.raises(exc, match=msg):
+        gt.tune_new_task(mixed_result, task, budget=3)
+
+
+def test_bad_arguments(mixed_result):
+    with pytest.raises(TypeError, match="TuningResult"):
+        gt.predict_optimum({"model": 1}, {"t": 0.3})
+    with pytest.raises(ValueError, match="unknown keys"):
+        gt.predict(mixed_result, {"t": 0.3}, {"x": 0.1, "k": 1, "alg": "a", "z": 0})
+    with pytest.raises(ValueError, match="not one of"):
+        gt.predict(mixed_result, {"t": 0.3}, {"x": 0.1, "k": 1, "alg": "zz"})
+    with pytest.raises(ValueError, match="refit"):
+        gt.tune_new_task(mixed_result, {"t": 0.3}, budget=3, refit="sometimes")
+    with pytest.raises(ValueError, match="budget"):
+        gt.tune_new_task(mixed_result, {"t": 0.3}, budget=0)
+    with pytest.raises(ValueError, match="n_initial <= budget"):
+        gt.tune_new_task(mixed_result, {"t": 0.3}, budget=3, n_initial=4)
+    with pytest.raises(ValueError, match="already tuned"):
+        gt.tune_new_task(mixed_result, MIXED_TRAIN[1], budget=3)
+    empty = gt.TuningResult(mixed_problem(), MIXED_TRAIN, [], None, None)
+    with pytest.raises(ValueError, match="no fitted model"):
+        gt.predict_optimum(empty, {"t": 0.3})
