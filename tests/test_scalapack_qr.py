@@ -378,7 +378,7 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
         def best(self, i):
             return {"mb": 32, "nb": 16, "nproc": 2, "p": 1, "nth": 1}, 0.5 + i
 
-    def fake_tune(problem, tasks, budget, n_initial, seed, history):
+    def fake_tune(problem, tasks, budget, n_initial, seed, history, progress):
         calls.update(problem=problem, tasks=tasks, budget=budget, n_initial=n_initial, seed=seed,
                      history=history)
         return FakeResult([{"m": 500, "n": 400}, {"m": 900, "n": 300}])
