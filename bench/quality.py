@@ -306,8 +306,8 @@ def report(raw: dict, methods: list[str], args: argparse.Namespace, command: str
         f"budget {args.budget} evaluations per task of which {args.n_initial} initial, seeds {args.seeds}",
         "- regret per task = (best found - f_opt) / (f_max - f_opt); f_opt from the family's optimum(); "
         "f_max = max over a full grid of ~2e5 points of the parameter box plus 2e4 uniform points",
-        "- mean regret is over tasks x seeds (+- standard error); 'MLA < gp' = fraction of (task, seed) "
-        "pairs where MLA's regret is lower than gp_minimize's (ties count half)",
+        "- mean regret is over tasks x seeds (+- standard error); 'MLA < it' = fraction of (task, seed) "
+        "pairs where MLA's regret is lower than that method's (ties count half)",
         "- tuner s/point: seconds outside the objective per proposed point after the initial design "
         "(MLA: one iteration = one LCM fit over all tasks + one PSO search per task, divided by the tasks; "
         "gp_minimize: its overhead per call); BLAS limited to 1 thread for every method",
