@@ -78,19 +78,8 @@ def feasible_lhs(
     limit = min(MAX_CANDIDATES, max(OVERSAMPLE_FACTOR * n, 1000))
     n_feasible_total = 0
     while len(chosen) < n and drawn < limit:
-        cands = lhs_points(space, batch, rng)
         drawn += batch
-        for p in cands:
-            if is_feasible is not None and not is_feasible(p):
-                continue
-            n_feasible_total += 1
-            key = point_key(p)
-            if key in seen:
-                continue
-            seen.add(key)
-            chosen.append(p)
-            if len(chosen) == n:
-                break
+        n_feasible_total += _take_new_feasible(lhs_points(space, batch, rng), n, is_feasible, seen, chosen)
         batch = min(batch * 2, 4096)
     if not chosen and n > 0:
         if n_feasible_total == 0:
@@ -102,6 +91,24 @@ def feasible_lhs(
     if len(chosen) < n:
         log.warning("only %d of %d distinct feasible points found under %s", len(chosen), n, describe)
     return chosen
+
+
+def _take_new_feasible(candidates: list[dict[str, Any]], n: int, is_feasible, seen: set,
+                       chosen: list[dict[str, Any]]) -> int:
+    """Append feasible candidates not in ``seen`` to ``chosen`` (updating ``seen``) until it holds
+    ``n`` points; returns how many feasible candidates were examined."""
+    n_feasible = 0
+    for p in candidates:
+        if len(chosen) >= n:
+            break
+        if is_feasible is not None and not is_feasible(p):
+            continue
+        n_feasible += 1
+        key = point_key(p)
+        if key not in seen:
+            seen.add(key)
+            chosen.append(p)
+    return n_feasible
 
 
 def centred_normal_points(
@@ -130,16 +137,8 @@ def centred_normal_points(
         z = centre + scale * rng.standard_normal((64, centre.size))
         drawn += 64
         z = z[np.all((z >= 0.0) & (z <= 1.0), axis=1)]
-        for p in space.decode(z) if len(z) else []:
-            if is_feasible is not None and not is_feasible(p):
-                continue
-            key = point_key(p)
-            if key in seen:
-                continue
-            seen.add(key)
-            chosen.append(p)
-            if len(chosen) == n:
-                break
+        if len(z):
+            _take_new_feasible(space.decode(z), n, is_feasible, seen, chosen)
     if len(chosen) < n:
         chosen += feasible_lhs(space, n - len(chosen), rng, is_feasible, seen, describe)
     return chosen
