@@ -32,9 +32,8 @@ def test_save_load_identical_predictions(saved):
     m = load_model(path, problem=mixed_problem())
     rng = np.random.default_rng(0)
     X = rng.random((7, 5))
-    # identical up to the last bit or two: LCM.load restores the Cholesky factor C-ordered where the
-    # fit left it Fortran-ordered, and the triangular solves then round differently (~1e-16)
-    same = dict(rtol=1e-12, atol=1e-15)
+    # bit for bit: LCM.load restores the Cholesky factor in the memory order the fit left it in
+    same = dict(rtol=0, atol=0)
     for i in range(len(TASKS)):
         for a, b in zip(res.model.predict(i, X), m.model.predict(i, X)):
             np.testing.assert_allclose(a, b, **same)

@@ -788,7 +788,8 @@ class LCM:
             m._params = _check_params({k: f[k] for k in ("lengthscale", "W", "kappa", "noise")},
                                       m._Q, None, None, m._rank)
             m._X, m._t, m._y = f["X"].copy(), f["t"].astype(int), f["y"].copy()
-            m._L, m._z, m._alpha = f["L"].copy(), f["z"].copy(), f["alpha"].copy()
+            m._L = np.asfortranarray(f["L"])  # the order fit leaves it in: identical BLAS results
+            m._z, m._alpha = f["z"].copy(), f["alpha"].copy()
         m._ll = float(meta["log_likelihood"])
         m.jitter = float(meta["jitter"])
         m.n_factorizations = int(meta["n_factorizations"])
