@@ -26,7 +26,7 @@ Run from the repository root::
 
 ``--variant NAME:key=value,...`` adds MLA with other tuner options (n_latent, kernel, restarts,
 refit_restarts, pso_particles, pso_iters) as an extra method, e.g. ``--variant m52:kernel=matern52``;
-``log=0`` (bench-only, see quality_probe.NoLogTuner) drops the log from the output transform.
+``output_transform=none`` (or ``log``) overrides the automatic choice of the output transform.
 """
 
 from __future__ import annotations
@@ -107,13 +107,7 @@ class _TimedObjective:
 def run_mla(problem: Problem, tasks: list[dict], budget: int, n_initial: int, seed: int,
             options: dict[str, Any]) -> dict[str, Any]:
     """MLA via ask/tell (the loop of ``gt.tune``); best value per task and timings per iteration."""
-    options = dict(options)
-    cls = Tuner
-    if not options.pop("log", 1):  # bench-only probe: standardisation without the log transform
-        from quality_probe import NoLogTuner
-
-        cls = NoLogTuner
-    tuner = cls(problem, tasks, budget, n_initial, seed, None, **options)
+    tuner = Tuner(problem, tasks, budget, n_initial, seed, None, **options)
     evaluator = Evaluator(problem.objective)
     fit_times: list[float] = []
     inner_fit = tuner.fit_model
@@ -200,9 +194,10 @@ def _parse_variant(text: str) -> tuple[str, dict[str, Any]]:
     opts: dict[str, Any] = {}
     for item in filter(None, body.split(",")):
         k, _, v = item.partition("=")
-        if k not in ("n_latent", "kernel", "restarts", "refit_restarts", "pso_particles", "pso_iters", "log"):
+        if k not in ("n_latent", "kernel", "restarts", "refit_restarts", "pso_particles", "pso_iters",
+                     "output_transform"):
             raise ValueError(f"unknown MLA option {k!r} in variant {text!r}")
-        opts[k] = v if k == "kernel" else int(v)
+        opts[k] = v if k in ("kernel", "output_transform") else int(v)
     return f"MLA[{name}]", opts
 
 

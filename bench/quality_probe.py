@@ -3,7 +3,6 @@
 Bench-only: these subclass :class:`gptask.mla.Tuner` and override private hooks to *try* changes
 without editing the library. Nothing here is used by gptask itself.
 
-* ``NoLogTuner``: the output transform without the log (per-task standardisation only).
 * ``probe_run``: one MLA run that, at every search, also records (a) the gap between the PSO
   proposal's log-EI and the best log-EI over a dense uniform sample polished by L-BFGS-B (is the
   acquisition search the weak link?) and, at the end, (b) the final LCM's prediction error on the
@@ -27,25 +26,8 @@ from gptask.acquisition import log_ei
 from gptask.evaluate import Evaluator
 from gptask.functions import FAMILIES
 from gptask.mla import Tuner, resolve_tasks
-from gptask.transforms import OutputTransform
 
 TASK_SEED = 12345
-
-
-class NoLogTuner(Tuner):
-    """MLA with per-task standardisation only (no log, even for positive objectives)."""
-
-    def _model_data(self):
-        orig = OutputTransform.fit
-
-        def fit_no_log(values, use_log=None):
-            return orig(values, use_log=False)
-
-        OutputTransform.fit = staticmethod(fit_no_log)  # type: ignore[method-assign]
-        try:
-            return super()._model_data()
-        finally:
-            OutputTransform.fit = orig  # type: ignore[method-assign]
 
 
 class ProbeTuner(Tuner):
@@ -66,7 +48,7 @@ class ProbeTuner(Tuner):
             m, v = model.predict(i, np.atleast_2d(x))
             return log_ei(m, np.sqrt(np.maximum(v, 0.0)), best)
 
-        pso = float(acq(space.encode([prop.params]))[0])
+        pso = float(acq(prop[None, :])[0])  # _search returns the encoded proposal
         rng = np.random.default_rng(len(self.gaps))
         u = rng.random((20_000, space.n_columns))
         a = acq(u)

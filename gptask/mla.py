@@ -110,6 +110,7 @@ class Tuner:
         refit_restarts: int = 1,
         pso_particles: int = 40,
         pso_iters: int = 40,
+        output_transform: str = "auto",
         comm: Any = None,
     ) -> None:
         if not isinstance(problem, Problem):
@@ -125,6 +126,9 @@ class Tuner:
         self.refit_restarts = _check_int("refit_restarts", refit_restarts, 1)
         self.pso_particles = _check_int("pso_particles", pso_particles, 2)
         self.pso_iters = _check_int("pso_iters", pso_iters, 1)
+        if output_transform not in ("auto", "log", "none"):
+            raise ValueError(f"output_transform must be 'auto', 'log' or 'none', got {output_transform!r}")
+        self.output_transform = output_transform
         self.comm = comm
         self.rank, self.size = rank_size(comm)
         # rank 0 alone opens and writes the history; the other ranks receive its content as JSON
@@ -136,6 +140,8 @@ class Tuner:
         self.records: list[dict] = state["records"]
         self._warm = state["warm"]
         self.iteration = int(state["iteration"])
+        # log of the outputs or not: fixed by the user, or decided once by likelihood ("auto")
+        self._use_log: bool | None = {"log": True, "none": False}.get(output_transform, state["use_log"])
         self.n_tasks = len(self.tasks)
         if n_latent is None:
             n_latent = min(self.n_tasks, 4)
@@ -166,7 +172,7 @@ class Tuner:
             history.set_tasks(task_list)
         history.set_meta("seed", self.seed)
         state = {"tasks": history.tasks(), "records": history.records(), "warm": history.last_model(),
-                 "iteration": len(history.models())}
+                 "iteration": len(history.models()), "use_log": history.get_meta("use_log")}
         self.history = history
         return state
 
@@ -228,7 +234,12 @@ class Tuner:
         params = self.problem.param_space.decode(rows)
         return [Proposal(i, dict(self.tasks[i]), p, "search") for i, p in zip(active, params)]
 
-    def _model_data(self) -> tuple[list[np.ndarray], list[np.ndarray], OutputTransform]:
+    def _complete_values(self) -> list[np.ndarray]:
+        return [np.array([r["value"] for r in self._task_records(i) if r["status"] == "complete"], dtype=float)
+                for i in range(self.n_tasks)]
+
+    def _model_data(self, use_log: bool) -> tuple[list[np.ndarray], list[np.ndarray], OutputTransform]:
+        """Encoded inputs and transformed outputs per task (failed points imputed), and the transform."""
         space = self.problem.param_space
         X, values, failed = [], [], []
         for i in range(self.n_tasks):
@@ -236,7 +247,7 @@ class Tuner:
             X.append(space.encode([r["params"] for r in recs]) if recs else np.empty((0, space.n_columns)))
             values.append(np.array([r["value"] for r in recs if r["status"] == "complete"], dtype=float))
             failed.append(np.array([r["status"] != "complete" for r in recs], dtype=bool))
-        transform = OutputTransform.fit(values)
+        transform = OutputTransform.fit(values, use_log=use_log)
         z_all = [transform.forward(i, v) for i, v in enumerate(values) if v.size]
         global_worst = max((float(z.max()) for z in z_all), default=1.0)
         Y = []
@@ -250,31 +261,70 @@ class Tuner:
 
     def fit_model(self) -> LCM:
         """Fit the LCM on everything evaluated so far (warm-started); stores it in the history."""
-        X, Y, transform = self._model_data()
-        init = None
-        if self.model is not None:
-            init = self.model
-        elif self._warm is not None:
-            init = self._warm["params"]
-        model = LCM(n_latent=self.n_latent, kernel=self.kernel)
-        restarts = self.refit_restarts if init is not None else self.restarts
-        try:
-            model.fit(X, Y, restarts=restarts, seed=_int_seed(self.seed, _STAGE_FIT, self.iteration),
-                      init=init, comm=self.comm)
-        except Exception as exc:  # a warm start that no longer fits the data: start cold
-            if init is None:
-                raise
-            log.warning("warm-started fit failed (%s); refitting from scratch", exc)
-            model = LCM(n_latent=self.n_latent, kernel=self.kernel).fit(
-                X, Y, restarts=self.restarts, seed=_int_seed(self.seed, _STAGE_FIT, self.iteration), comm=self.comm)
+        values = self._complete_values()
+        positive = all(bool(np.all(v > 0)) for v in values)
+        if self._use_log and not positive:
+            log.warning("output_transform='log' needs positive values; a value <= 0 was observed, "
+                        "so the outputs are modelled without the log")
+            self._use_log = False
+        if self._use_log is None and not positive:
+            self._set_use_log(False)
+        if self._use_log is None:
+            model, transform, n_points = self._choose_transform(values)
+        else:
+            X, Y, transform = self._model_data(self._use_log)
+            model, n_points = self._fit(X, Y), sum(len(x) for x in X)
         self.model, self.transform = model, transform
         self.iteration += 1
         if self.history is not None:
             params = {k: np.asarray(v).tolist() for k, v in model.get_params().items()}
             self.history.add_model(self.iteration, params, float(model.log_likelihood()))
-        log.info("iteration %d: LCM fitted on %d points, log-likelihood %.4g", self.iteration,
-                 sum(len(x) for x in X), model.log_likelihood())
+        log.info("iteration %d: LCM fitted on %d points, log-likelihood %.4g", self.iteration, n_points,
+                 model.log_likelihood())
         return model
+
+    def _fit(self, X: list[np.ndarray], Y: list[np.ndarray], cold: bool = False) -> LCM:
+        init = None
+        if not cold and self.model is not None:
+            init = self.model
+        elif not cold and self._warm is not None:
+            init = self._warm["params"]
+        seed = _int_seed(self.seed, _STAGE_FIT, self.iteration)
+        model = LCM(n_latent=self.n_latent, kernel=self.kernel)
+        try:
+            return model.fit(X, Y, restarts=self.refit_restarts if init is not None else self.restarts,
+                             seed=seed, init=init, comm=self.comm)
+        except Exception as exc:  # a warm start that no longer fits the data: start cold
+            if init is None:
+                raise
+            log.warning("warm-started fit failed (%s); refitting from scratch", exc)
+            return LCM(n_latent=self.n_latent, kernel=self.kernel).fit(
+                X, Y, restarts=self.restarts, seed=seed, comm=self.comm)
+
+    def _choose_transform(self, values: list[np.ndarray]) -> tuple[LCM, OutputTransform, int]:
+        """output_transform="auto", first fit: model the outputs with and without the log and keep
+        the one whose likelihood *of the observed values* is higher. Each fit's log-likelihood is of
+        the standardised outputs z; the change of variables adds -sum(log sigma_i) per point, and
+        -sum(log y) under the log, which puts both on the scale of y."""
+        best = None
+        for use_log in (True, False):
+            X, Y, transform = self._model_data(use_log)
+            model = self._fit(X, Y, cold=True)
+            jacobian = sum(len(v) * np.log(transform.sigma[i]) + (np.sum(np.log(v)) if use_log else 0.0)
+                           for i, v in enumerate(values))
+            ll_y = float(model.log_likelihood() - jacobian)
+            log.info("output transform %s: log-likelihood of the observed values %.6g",
+                     "log" if use_log else "none", ll_y)
+            if best is None or ll_y > best[0]:
+                best = (ll_y, use_log, model, transform, sum(len(x) for x in X))
+        assert best is not None
+        self._set_use_log(best[1])
+        return best[2], best[3], best[4]
+
+    def _set_use_log(self, use_log: bool) -> None:
+        self._use_log = bool(use_log)
+        if self.history is not None:
+            self.history.set_meta("use_log", self._use_log)
 
     def _search(self, i: int) -> np.ndarray:
         """Task ``i``'s next configuration, encoded: (D,) row. Runs on the rank that owns task i."""
@@ -382,7 +432,8 @@ def tune(
     are spread over the ranks; evaluations run on rank 0 only, or, with
     ``parallel_evaluations=True`` (the objective is rank-local), round robin over the ranks.
     Rank 0 alone writes the history; every rank returns the same result.
-    tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters (see :class:`Tuner`).
+    tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters, output_transform
+    ("auto": log of positive outputs or not, decided once by likelihood; "log"; "none") (see :class:`Tuner`).
     """
     evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
     tuner = Tuner(problem, tasks, budget, n_initial, seed, history, n_latent=n_latent, comm=comm, **tuner_options)

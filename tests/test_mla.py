@@ -185,3 +185,44 @@ def test_cli_show_plot_export(tmp_path, root):
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 9
     r = run("show", str(tmp_path / "missing.sqlite"))
     assert r.returncode == 2 and "no history file" in r.stderr
+
+
+def _bowl_problem(multiplicative: bool) -> gt.Problem:
+    """Positive outputs: a smooth additive bowl, or a run-time-like multiplicative one."""
+    tasks = gt.Space([gt.Real("t", 0.0, 1.0)])
+    params = gt.Space([gt.Real("x", 0.0, 1.0), gt.Real("y", 0.0, 1.0)])
+
+    def f(task, p):
+        d = (p["x"] - 0.3 - 0.4 * task["t"]) ** 2 + 0.5 * (p["y"] - 0.6) ** 2
+        return float(np.exp(12.0 * d)) if multiplicative else 1.0 + 3.0 * d
+
+    return gt.Problem(tasks, params, f, name="bowl")
+
+
+@pytest.mark.parametrize("multiplicative, expected", [(False, False), (True, True)])
+def test_auto_output_transform_picks_log_by_likelihood_and_keeps_it(tmp_path, multiplicative, expected):
+    path = tmp_path / "h.sqlite"
+    prob = _bowl_problem(multiplicative)
+    tu = Tuner(prob, tasks=3, budget=12, n_initial=12, seed=0, history=path)
+    ev = gt.Evaluator(prob.objective)
+    for p in tu.ask():
+        tu.tell(p, ev(p.task, p.params))
+    tu.fit_model()
+    assert tu.transform.use_log is expected
+    # stored, so a resumed run models the outputs the same way without deciding again
+    again = Tuner(prob, tasks=3, budget=13, n_initial=12, seed=0, history=path)
+    assert again._use_log is expected
+    forced = Tuner(prob, tasks=3, budget=13, n_initial=12, seed=0, history=path, output_transform="none")
+    forced.fit_model()
+    assert forced.transform.use_log is False
+
+
+def test_log_transform_falls_back_when_a_value_is_not_positive():
+    tu = Tuner(failing_problem(), tasks=1, budget=6, n_initial=6, seed=0, output_transform="log")
+    ev = gt.Evaluator(lambda t, p: p["x"] - 0.5)
+    for p in tu.ask():
+        tu.tell(p, ev(p.task, p.params))
+    tu.fit_model()
+    assert tu.transform.use_log is False
+    with pytest.raises(ValueError, match="output_transform"):
+        Tuner(failing_problem(), tasks=1, budget=6, output_transform="sqrt")
