@@ -18,6 +18,8 @@ import argparse
 import importlib
 import json
 import logging
+import math
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,33 +28,42 @@ from typing import Any
 __all__ = ["main", "parse_assignments", "format_table"]
 
 
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
 def _scalar(text: str) -> Any:
-    """'12' -> 12, '1.5' -> 1.5, 'true' -> True, anything else stays a string (never evaluated)."""
-    low = text.strip().lower()
+    """'12' -> 12, '1.5' -> 1.5, 'true' -> True; anything else (including 'nan', 'inf') stays a
+    string. Nothing is evaluated."""
+    low = text.lower()
     if low in ("true", "false"):
         return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        v = float(text)
+    except ValueError:
+        return text
+    return v if math.isfinite(v) else text
 
 
-def parse_assignments(text: str) -> dict[str, Any]:
-    """Parse ``"m=5000,n=3000,alg=ring"`` into ``{"m": 5000, "n": 3000, "alg": "ring"}``."""
+def parse_assignments(text: str, what: str = "argument") -> dict[str, Any]:
+    """Parse ``"m=5000,n=3000,alg=ring"`` into ``{"m": 5000, "n": 3000, "alg": "ring"}``.
+
+    Keys are identifiers; values are ints, finite floats, true/false or strings. An empty text
+    gives ``{}``; a malformed item or a repeated key raises ``ValueError`` naming ``what``.
+    """
     out: dict[str, Any] = {}
     if not text or not text.strip():
         return out
-    for part in text.split(","):
-        if "=" not in part:
-            raise ValueError(f"expected key=value, got {part!r} in {text!r}")
-        key, value = part.split("=", 1)
-        key = key.strip()
-        if not key:
-            raise ValueError(f"empty key in {text!r}")
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not _KEY.fullmatch(key) or not value:
+            raise ValueError(f"{what}: expected comma-separated key=value pairs, got {item!r} in {text!r}")
         if key in out:
-            raise ValueError(f"key {key!r} given twice in {text!r}")
+            raise ValueError(f"{what}: key {key!r} given twice in {text!r}")
         out[key] = _scalar(value)
     return out
 

@@ -226,3 +226,15 @@ def test_log_transform_falls_back_when_a_value_is_not_positive():
     assert tu.transform.use_log is False
     with pytest.raises(ValueError, match="output_transform"):
         Tuner(failing_problem(), tasks=1, budget=6, output_transform="sqrt")
+
+
+def test_parse_assignments_never_evaluates():
+    from gptask.cli import parse_assignments
+
+    assert parse_assignments("m=5000,n=2.5,alg=ring,flag=true,x=nan") == {
+        "m": 5000, "n": 2.5, "alg": "ring", "flag": True, "x": "nan"}
+    assert parse_assignments("y=__import__('os')") == {"y": "__import__('os')"}
+    assert parse_assignments("") == {}
+    for bad in ("m", "m=", "=3", "m=1,m=2", "__import__('os').x()=1"):
+        with pytest.raises(ValueError):
+            parse_assignments(bad)

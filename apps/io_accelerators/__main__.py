@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gptask.cli import parse_assignments
 from gptask.noise import Pruner, StaticResampling
 
 from .problem import DEFAULTS, IOObjective, accelerator_of, named_task, problem
@@ -53,26 +54,12 @@ GRIDS: dict[str, dict[str, list]] = {
 }
 
 
-def _value(text: str) -> Any:
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
 def parse_kv(text: str | None, what: str) -> dict[str, Any]:
-    """``"a=1,b=2.5,name=SRO.1"`` -> dict; numbers converted, no evaluation of anything."""
-    out: dict[str, Any] = {}
-    if not text:
-        return out
-    for item in text.split(","):
-        if "=" not in item:
-            raise SystemExit(f"--{what}: expected k=v pairs separated by commas, got {item!r}")
-        k, v = item.split("=", 1)
-        out[k.strip()] = _value(v.strip())
-    return out
+    """``"a=1,b=2.5,name=SRO.1"`` -> dict (gptask's parser: numbers converted, nothing evaluated)."""
+    try:
+        return parse_assignments(text or "", f"--{what}")
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _task_and_acc(task: dict[str, Any], accelerator: str | None) -> tuple[dict[str, Any], str]:

@@ -14,35 +14,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from gptask.cli import parse_assignments
+
 from .algorithms import COLLECTIVES
 from .launcher import LaunchConfig, LaunchError
 
 __all__ = ["main", "parse_kv"]
 
 
-def _convert(text: str) -> Any:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def parse_kv(text: str) -> dict[str, Any]:
-    """``"coll=allreduce,size=65536"`` -> ``{"coll": "allreduce", "size": 65536}``."""
-    out: dict[str, Any] = {}
-    if not text.strip():
-        return out
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key or not value:
-            raise ValueError(f"expected key=value items separated by commas, got {item!r} in {text!r}")
-        if key in out:
-            raise ValueError(f"key {key!r} given twice in {text!r}")
-        out[key] = _convert(value)
-    return out
+    """``"coll=allreduce,size=65536"`` -> ``{"coll": "allreduce", "size": 65536}`` (gptask's parser)."""
+    return parse_assignments(text)
 
 
 def _config(a: argparse.Namespace) -> LaunchConfig:

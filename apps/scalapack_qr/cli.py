@@ -13,42 +13,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import shlex
 import sys
 from typing import Any
 
+from gptask.cli import parse_assignments
+
 __all__ = ["main", "parse_kv"]
-
-_INT = re.compile(r"[+-]?\d+")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _value(text: str) -> Any:
-    if _INT.fullmatch(text):
-        return int(text)
-    try:
-        v = float(text)
-    except ValueError:
-        return text
-    return v if math.isfinite(v) else text
 
 
 def parse_kv(text: str, what: str = "argument") -> dict[str, Any]:
-    """``"a=1,b=2.5,c=x"`` -> ``{"a": 1, "b": 2.5, "c": "x"}`` (ints, floats, strings; no eval)."""
-    out: dict[str, Any] = {}
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        key, sep, val = item.partition("=")
-        key, val = key.strip(), val.strip()
-        if not sep or not _NAME.fullmatch(key) or not val:
-            raise ValueError(f"{what}: expected comma-separated key=value pairs, got {item!r} in {text!r}")
-        if key in out:
-            raise ValueError(f"{what}: key {key!r} given twice in {text!r}")
-        out[key] = _value(val)
+    """``"a=1,b=2.5,c=x"`` -> ``{"a": 1, "b": 2.5, "c": "x"}`` (gptask's parser; no eval); empty is an error."""
+    out = parse_assignments(text, what)
     if not out:
         raise ValueError(f"{what}: no key=value pairs in {text!r}")
     return out
