@@ -9,6 +9,15 @@ shared/seeds/000); the raw samples are kept in the outcome.
 Timeouts: when ``timeout`` is set, each run happens in a forked child process that sends its
 result back as JSON through a pipe and is killed at the deadline, so a hung objective cannot hang
 the tuner. Without a timeout the objective runs in this process.
+
+Noise reduction: with ``noise=`` a policy of :mod:`gptask.noise` (``StaticResampling``, ``SEDR``,
+``Adaptive``) decides how many runs each evaluation gets, instead of a fixed ``repeats``; a
+``pruner=`` (:class:`gptask.noise.Pruner`) stops runs already slower than a bound derived from the
+task's incumbent. Policies keep their state (iteration, history, incumbent) per task. An
+objective that accepts a ``deadline=`` keyword receives the bound in seconds and may stop itself
+by raising :class:`gptask.noise.RunCensored`; a censored or pruned evaluation is stored as
+complete, with its censoring time (a lower bound of its true value) as value and the reason
+"censored: ..." or "pruned: ...".
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .noise import RunCensored
 
 __all__ = ["EvaluationFailed", "Outcome", "Evaluator", "AGGREGATES"]
 
@@ -85,10 +96,12 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def _child(objective: Callable, task: dict, params: dict, conn: Any) -> None:  # pragma: no cover - runs in the fork
+def _child(objective: Callable, task: dict, params: dict, kwargs: dict, conn: Any) -> None:  # pragma: no cover - runs in the fork
     try:
-        value = _as_finite(objective(task, params))
+        value = _as_finite(objective(task, params, **kwargs))
         msg = {"value": value}
+    except RunCensored as exc:
+        msg = {"censored": exc.elapsed}
     except BaseException as exc:  # noqa: BLE001 - everything becomes a reason
         msg = {"error": _describe(exc), "trace": traceback.format_exc(limit=5)}
     try:
@@ -111,6 +124,8 @@ class Evaluator:
         repeats: int = 1,
         aggregate: str = "min",
         timeout: float | None = None,
+        noise: Any = None,
+        pruner: Any = None,
     ) -> None:
         if not callable(objective):
             raise TypeError(f"objective must be callable, got {objective!r}")
@@ -120,26 +135,38 @@ class Evaluator:
             raise ValueError(f"aggregate must be one of {sorted(AGGREGATES)}, got {aggregate!r}")
         if timeout is not None and (not isinstance(timeout, numbers.Real) or not timeout > 0):
             raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        if noise is not None and not hasattr(noise, "evaluate"):
+            raise TypeError(f"noise must be a gptask.noise policy (StaticResampling, SEDR, Adaptive), got {noise!r}")
+        if noise is not None and repeats != 1:
+            raise ValueError(f"give either repeats={repeats} or a noise policy, not both")
+        if pruner is not None and noise is None:
+            raise ValueError("a pruner needs a noise policy (e.g. gptask.noise.StaticResampling(k=1))")
         self.objective = objective
         self.repeats = int(repeats)
         self.aggregate = aggregate
         self.timeout = None if timeout is None else float(timeout)
+        self.noise = noise
+        self.pruner = pruner
+        self._sessions: dict[tuple, Any] = {}
 
-    def run_once(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> float:
-        """One run; returns a finite float or raises EvaluationFailed with the reason."""
+    def run_once(self, task: Mapping[str, Any], params: Mapping[str, Any], **kwargs: Any) -> float:
+        """One run; returns a finite float or raises EvaluationFailed with the reason.
+        ``kwargs`` (e.g. ``deadline``) are passed to the objective."""
         if self.timeout is None:
             try:
-                return _as_finite(self.objective(dict(task), dict(params)))
+                return _as_finite(self.objective(dict(task), dict(params), **kwargs))
             except EvaluationFailed:
+                raise
+            except RunCensored:
                 raise
             except Exception as exc:  # noqa: BLE001 - a failing objective is data, not a crash
                 raise EvaluationFailed(_describe(exc)) from exc
-        return self._run_forked(dict(task), dict(params))
+        return self._run_forked(dict(task), dict(params), kwargs)
 
-    def _run_forked(self, task: dict, params: dict) -> float:
+    def _run_forked(self, task: dict, params: dict, kwargs: dict) -> float:
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(self.objective, task, params, send), daemon=True)
+        proc = ctx.Process(target=_child, args=(self.objective, task, params, kwargs, send), daemon=True)
         proc.start()
         send.close()
         try:
@@ -157,10 +184,15 @@ class Evaluator:
             recv.close()
         if "error" in msg:
             raise EvaluationFailed(msg["error"])
+        if "censored" in msg:
+            raise RunCensored(float(msg["censored"]))
         return float(msg["value"])
 
     def __call__(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> Outcome:
-        """Evaluate ``repeats`` times; a failure of any run fails the evaluation."""
+        """Evaluate ``repeats`` times (or as the noise policy decides); a failure of any run fails
+        the evaluation."""
+        if self.noise is not None:
+            return self._call_with_policy(task, params)
         start = time.perf_counter()
         samples: list[float] = []
         for _ in range(self.repeats):
@@ -172,3 +204,28 @@ class Evaluator:
                 return Outcome(None, tuple(samples), "failed", reason, time.perf_counter() - start)
         value = AGGREGATES[self.aggregate](np.asarray(samples))
         return Outcome(value, tuple(samples), "complete", "", time.perf_counter() - start)
+
+    def _call_with_policy(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> Outcome:
+        from .noise import Session, accepts_deadline
+        from .sampling import point_key
+
+        start = time.perf_counter()
+        key = point_key(task)
+        if key not in self._sessions:
+            self._sessions[key] = Session(self.noise, pruner=self.pruner)
+        pass_deadline = accepts_deadline(self.objective)
+
+        def sample(deadline: float | None = None) -> float:
+            if deadline is not None and pass_deadline:
+                return self.run_once(task, params, deadline=deadline)
+            return self.run_once(task, params)
+
+        try:
+            res = self._sessions[key].evaluate(sample)
+        except (EvaluationFailed, ValueError) as exc:
+            reason = str(exc) or type(exc).__name__
+            log.info("evaluation failed for task=%s params=%s: %s", dict(task), dict(params), reason)
+            return Outcome(None, (), "failed", reason, time.perf_counter() - start)
+        reason = res.reason if res.reason.startswith(("censored", "pruned")) else ""
+        return Outcome(float(res.value), tuple(res.samples), "complete", reason, time.perf_counter() - start,
+                       extra={"noise": res.reason, "n_samples": res.n_samples})

@@ -419,6 +419,8 @@ def tune(
     timeout: float | None = None,
     comm: Any = None,
     parallel_evaluations: bool = False,
+    noise: Any = None,
+    pruner: Any = None,
     **tuner_options: Any,
 ) -> TuningResult:
     """Tune ``problem`` for a set of tasks with MLA; returns a :class:`TuningResult`.
@@ -432,10 +434,13 @@ def tune(
     are spread over the ranks; evaluations run on rank 0 only, or, with
     ``parallel_evaluations=True`` (the objective is rank-local), round robin over the ranks.
     Rank 0 alone writes the history; every rank returns the same result.
+    noise, pruner: a :mod:`gptask.noise` policy (instead of ``repeats``) and pruning rule; see
+    :class:`gptask.evaluate.Evaluator`.
     tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters, output_transform
     ("auto": log of positive outputs or not, decided once by likelihood; "log"; "none") (see :class:`Tuner`).
     """
-    evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
+    evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout,
+                          noise=noise, pruner=pruner)
     tuner = Tuner(problem, tasks, budget, n_initial, seed, history, n_latent=n_latent, comm=comm, **tuner_options)
     total = tuner.n_tasks * tuner.budget
     done = sum(min(tuner.count(i), tuner.budget) for i in range(tuner.n_tasks))

@@ -58,3 +58,40 @@ def test_bad_settings(kw):
 
 def test_numpy_scalar_return_accepted():
     assert Evaluator(lambda t, p: np.float32(2.5))({}, {}).value == 2.5
+
+
+def test_noise_policy_decides_the_samples_per_task():
+    from gptask.noise import StaticResampling
+
+    rng = np.random.default_rng(0)
+    ev = Evaluator(lambda t, p: 1.0 + t["t"] + rng.exponential(0.1), noise=StaticResampling(k=4, aggregate="min"))
+    out = ev({"t": 1.0}, {"x": 0})
+    assert out.ok and len(out.samples) == 4 and out.value == min(out.samples) and out.reason == ""
+    # state is per task: a second task starts with its own incumbent
+    assert len(ev._sessions) == 1 and ev({"t": 0.0}, {"x": 0}).ok and len(ev._sessions) == 2
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0])
+def test_pruned_run_is_stopped_at_its_deadline_and_marked_censored(timeout):
+    from gptask.noise import Pruner, RunCensored, StaticResampling
+
+    def objective(task, params, deadline=None):
+        cost = params["cost"]
+        if deadline is not None and cost > deadline:
+            raise RunCensored(deadline)  # a real app would stop its run here
+        return cost
+
+    ev = Evaluator(objective, timeout=timeout, noise=StaticResampling(k=1), pruner=Pruner(factor=2.0))
+    assert ev({"t": 0}, {"cost": 1.0}).value == 1.0  # no incumbent yet: no bound
+    slow = ev({"t": 0}, {"cost": 10.0})
+    assert slow.ok and slow.reason.startswith("censored") and slow.value == pytest.approx(2.0)
+    assert ev({"t": 0}, {"cost": 1.5}).reason == ""
+
+
+def test_noise_and_repeats_together_is_an_error():
+    from gptask.noise import SEDR
+
+    with pytest.raises(ValueError, match="either repeats"):
+        Evaluator(lambda t, p: 1.0, repeats=3, noise=SEDR())
+    with pytest.raises(TypeError, match="noise policy"):
+        Evaluator(lambda t, p: 1.0, noise="sedr")

@@ -238,3 +238,17 @@ def test_parse_assignments_never_evaluates():
     for bad in ("m", "m=", "=3", "m=1,m=2", "__import__('os').x()=1"):
         with pytest.raises(ValueError):
             parse_assignments(bad)
+
+
+def test_tune_with_a_noise_policy_keeps_every_sample():
+    from gptask.noise import SEDR
+
+    rng = np.random.default_rng(0)
+    prob = counting_problem()
+    noisy = gt.Problem(prob.task_space, prob.param_space,
+                       lambda t, p: prob.objective(t, p) * (1.0 + rng.exponential(0.3)), name="counting")
+    res = gt.tune(noisy, tasks=2, budget=5, n_initial=4, seed=0, progress=False,
+                  noise=SEDR(rel_width=0.05, max_samples=6))
+    assert len(res.history) == 10
+    assert all(2 <= len(r["samples"]) <= 6 and r["value"] == pytest.approx(np.mean(r["samples"]))
+               for r in res.history)
