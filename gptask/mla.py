@@ -397,11 +397,18 @@ class Tuner:
         return record
 
     def result(self) -> TuningResult:
-        if self.model is None and any(r["status"] == "complete" for r in self.records):
-            try:
+        """The run so far. The model is brought up to date with every evaluation: fitted if there is
+        none yet, otherwise conditioned on all data with its last hyperparameters (one factorisation)."""
+        try:
+            if self.model is None and any(r["status"] == "complete" for r in self.records):
                 self.fit_model()
-            except (ValueError, np.linalg.LinAlgError) as exc:
-                log.warning("final model fit failed: %s", exc)
+            elif self.model is not None and int(np.sum(self.model.n_points)) < len(self.records):
+                X, Y, transform = self._model_data(bool(self._use_log))
+                self.model = LCM(n_latent=self.n_latent, kernel=self.kernel).condition(
+                    X, Y, params=self.model.get_params())
+                self.transform = transform
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            log.warning("final model update failed: %s", exc)
         return TuningResult(self.problem, list(self.tasks), list(self.records), self.model, self.transform)
 
 

@@ -252,3 +252,14 @@ def test_tune_with_a_noise_policy_keeps_every_sample():
     assert len(res.history) == 10
     assert all(2 <= len(r["samples"]) <= 6 and r["value"] == pytest.approx(np.mean(r["samples"]))
                for r in res.history)
+
+
+def test_result_model_covers_every_evaluation():
+    res = gt.tune(counting_problem(), tasks=2, budget=6, n_initial=4, seed=0, progress=False)
+    assert list(res.model.n_points) == [6, 6]
+    # it has seen the last evaluations: its mean there is close to them (standardised units)
+    for i in range(2):
+        last = res.records(i)[-1]
+        z = res.transform.forward(i, np.array([last["value"]]))
+        mean, _ = res.model.predict(i, res.problem.param_space.encode([last["params"]]))
+        assert abs(mean[0] - z[0]) < 0.05
