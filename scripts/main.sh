@@ -9,6 +9,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export MPLBACKEND=Agg
 mkdir -p out
-exec .venv/bin/python -m apps.scalapack_qr tune --tasks 6 --budget 12 --n-initial 6 --m-max 1500 \
+exec .venv/bin/python -m apps.scalapack_qr tune --tasks 8 --budget 20 --n-initial 10 --m-max 2000 \
     --repeats 2 --timeout 20 --seed 0 --history out/main.sqlite --out out/main_best.json \
     --plot out/main_convergence.png "$@"
