@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from .noise import RunCensored
+from .noise import RunCensored, Session, accepts_deadline
+from .sampling import point_key
 
 __all__ = ["EvaluationFailed", "Outcome", "Evaluator", "AGGREGATES"]
 
@@ -206,9 +207,6 @@ class Evaluator:
         return Outcome(value, tuple(samples), "complete", "", time.perf_counter() - start)
 
     def _call_with_policy(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> Outcome:
-        from .noise import Session, accepts_deadline
-        from .sampling import point_key
-
         start = time.perf_counter()
         key = point_key(task)
         if key not in self._sessions:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .acquisition import log_ei
-from .evaluate import Evaluator, Outcome
+from .evaluate import EvaluationFailed, Evaluator, Outcome, _as_finite
 from .history import History, HistoryMismatch
 from .models import LCM
 from .parallel import allgather_json, allgather_rows, bcast_json, blas_threads_per_rank, collective, my_items, rank_size
@@ -375,8 +375,6 @@ class Tuner:
             if outcome is None:
                 outcome = Outcome(None, (), "failed", reason or "reported as failed")
             else:
-                from .evaluate import EvaluationFailed, _as_finite
-
                 try:
                     v = _as_finite(outcome)
                     outcome = Outcome(v, (v,), "complete", "")

@@ -583,18 +583,21 @@ class LCM:
             raise ValueError(f"task index must be in [0, {self.n_tasks - 1}], got {i}")
         return int(i)
 
+    def _posterior_parts(self, i: int, X: np.ndarray):
+        """Checked (i, X), the posterior mean (n,) and v = L^-1 K(data, X) (N, n) for task i."""
+        self._require_data()
+        i = self._check_task(i)
+        X = _as_X(X, "X", self.input_dim)
+        Kx = self._cross(i, X)
+        return i, X, Kx.T @ self._alpha, _la.solve_lower(self._L, Kx)
+
     def predict(self, i: int, X: np.ndarray, include_noise: bool = False):
         """Posterior mean (n,) and variance (n,) of task i's latent output at X (n, d) in [0, 1].
 
         With include_noise the task's noise variance is added (prediction of a new observation).
         Variances are floored at VAR_FLOOR_REL times the prior variance.
         """
-        self._require_data()
-        i = self._check_task(i)
-        X = _as_X(X, "X", self.input_dim)
-        Kx = self._cross(i, X)
-        mean = Kx.T @ self._alpha
-        v = _la.solve_lower(self._L, Kx)
+        i, X, mean, v = self._posterior_parts(i, X)
         prior = float(np.sum(self.coregionalization()[:, i, i]))
         var = prior - np.einsum("nm,nm->m", v, v)
         var = np.maximum(var, VAR_FLOOR_REL * prior)
@@ -604,12 +607,7 @@ class LCM:
 
     def predict_cov(self, i: int, X: np.ndarray, include_noise: bool = False):
         """Posterior mean (n,) and full covariance (n, n) of task i's latent output at X."""
-        self._require_data()
-        i = self._check_task(i)
-        X = _as_X(X, "X", self.input_dim)
-        Kx = self._cross(i, X)
-        mean = Kx.T @ self._alpha
-        v = _la.solve_lower(self._L, Kx)
+        i, X, mean, v = self._posterior_parts(i, X)
         B = self.coregionalization()
         prior = sum(B[q, i, i] * _kernel(self._kernel, X, X, self._params["lengthscale"][q])
                     for q in range(self._Q))
