@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gptask.models.linalg import CholeskyError, chol_extend, cho_inverse, robust_cholesky
+from gptask.models.linalg import CholeskyError, chol_extend, outer_minus_inverse, robust_cholesky
 
 
 def _spd(n, seed=0):
@@ -51,7 +51,9 @@ def test_block_extension_equals_full_factor():
     np.testing.assert_allclose(L, np.linalg.cholesky(K), rtol=1e-10, atol=1e-12)
 
 
-def test_cho_inverse():
+def test_outer_minus_inverse():
     K = _spd(10, seed=4)
     L, _ = robust_cholesky(K)
-    np.testing.assert_allclose(cho_inverse(L), np.linalg.inv(K), rtol=1e-9, atol=1e-10)
+    a = np.random.default_rng(5).standard_normal(10)
+    np.testing.assert_allclose(outer_minus_inverse(a, L), np.outer(a, a) - np.linalg.inv(K),
+                               rtol=1e-9, atol=1e-10)

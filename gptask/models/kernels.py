@@ -82,11 +82,12 @@ def gram(name: str, X: np.ndarray, lengthscale: np.ndarray, want_factor: bool = 
     """
     if name != "rbf":
         return from_sqdist(name, scaled_sqdist(X, X, lengthscale), want_factor)
+    # E = a.b - |a|^2/2 - |b|^2/2 = -r^2/2 as ONE gemm of the augmented rows [a, -|a|^2/2, 1]
+    # and [b, 1, -|b|^2/2]: no separate passes over the n x n array for the norms
     A = X / lengthscale
-    E = A @ A.T  # E = a.b - |a|^2/2 - |b|^2/2 = -r^2/2
-    h = 0.5 * np.einsum("ij,ij->i", A, A)
-    E -= h[:, None]
-    E -= h[None, :]
+    h = 0.5 * np.einsum("ij,ij->i", A, A)[:, None]
+    one = np.ones_like(h)
+    E = np.hstack([A, -h, one]) @ np.hstack([A, one, -h]).T
     np.fill_diagonal(E, 0.0)
     K = np.exp(E, out=E)
     return (K, K) if want_factor else K

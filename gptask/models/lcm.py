@@ -248,9 +248,7 @@ def _lml_core(X, y, counts, ls, W, kappa, noise, kern, want_grad):
     if not want_grad:
         return ll, None, L, z, alpha, jitter
 
-    A = _la.cho_inverse(L)
-    A *= -1.0
-    A += np.outer(alpha, alpha)  # A = alpha alpha^T - K^-1
+    A = _la.outer_minus_inverse(alpha, L)  # alpha alpha^T - K^-1
     g_noise = 0.5 * np.add.reduceat(np.diagonal(A), starts)
     X2 = X * X
     X1 = np.hstack([X, np.ones((N, 1))])  # (N, d+1): the last column gives row sums
@@ -726,7 +724,7 @@ class LCM:
             except np.linalg.LinAlgError:
                 return _FAIL_VALUE, np.zeros_like(theta)
             beta = _la.solve_upper_t(L22, z2)
-            Ab = np.outer(beta, beta) - _la.cho_inverse(L22)
+            Ab = _la.outer_minus_inverse(beta, L22)
             c = np.tensordot(C, Ab, axes=([1, 2], [0, 1]))  # (Q,) sum(Ab o C_q)
             U = V @ Ab
             w = theta[: Q * r]

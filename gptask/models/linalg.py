@@ -72,18 +72,26 @@ def solve_upper_t(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     return solve_triangular(L, B, lower=True, trans="T", check_finite=False)
 
 
-def cho_inverse(L: np.ndarray) -> np.ndarray:
-    """Full symmetric inverse (n, n) of L L^T from its lower factor L (LAPACK potri).
-
-    L must have a zero strict upper triangle, as every factor from :func:`robust_cholesky` has.
-    """
+def _potri_lower(L: np.ndarray) -> np.ndarray:
+    """(L L^T)^-1 with only its lower triangle valid (the upper one is L's zero upper part)."""
     inv, info = lapack.dpotri(L, lower=1)
     if info != 0:
         raise CholeskyError(f"inverting the factor failed (LAPACK info={info})")
-    # potri fills the lower triangle only; the upper one is still the (zero) upper part of L
-    full = inv + inv.T
-    full[np.diag_indices(full.shape[0])] = np.diagonal(inv)
-    return full
+    return inv
+
+
+def outer_minus_inverse(alpha: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """``alpha alpha^T - (L L^T)^-1`` (n, n), the matrix every likelihood gradient contracts with.
+
+    alpha: (n,); L: (n, n) lower factor with a zero strict upper triangle. Builds the result in
+    one output array (no separate full inverse, negation and outer product passes).
+    """
+    inv = _potri_lower(L)
+    A = np.outer(alpha, alpha)
+    A -= inv
+    A -= inv.T
+    A[np.diag_indices(A.shape[0])] += np.diagonal(inv)
+    return A
 
 
 def chol_extend(
