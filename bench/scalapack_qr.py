@@ -397,8 +397,9 @@ def _reconfirm_line(meta: dict) -> list[str]:
 
 def _noise_lines(st: dict, methods: list[str]) -> list[str]:
     """How noisy the confirmed times are, and how far the tuning bests sit below them."""
-    spreads = [max(c["values"]) / min(c["values"]) - 1 for o in st["confirmation"] for c in o["configs"]
-               if c["values"] and all(v is not None for v in c["values"])]
+    spreads = [float(np.percentile(c["values"], 75) / np.percentile(c["values"], 25) - 1)
+               for o in st["confirmation"] for c in o["configs"]
+               if len(c["values"]) > 1 and all(v is not None for v in c["values"])]
     bias = []
     for m in methods:
         for i, ev in enumerate(st["runs"][m]["evals"]):
@@ -408,9 +409,9 @@ def _noise_lines(st: dict, methods: list[str]) -> list[str]:
                 bias.append(c / v)
     if not spreads or not bias:
         return []
-    return [f"Noise: the {len(spreads)} re-measured configurations spread by max/min - 1 = "
-            f"{100 * np.median(spreads):.0f} % (median) / {100 * np.percentile(spreads, 90):.0f} % (p90) over their "
-            f"launches; a method's confirmed time is on median {np.median(bias):.2f}x the best time it saw while tuning "
+    return [f"Noise: over the launches of one re-measured configuration, the upper quartile is "
+            f"{100 * np.median(spreads):.0f} % (median over the {len(spreads)} configurations; p90 "
+            f"{100 * np.percentile(spreads, 90):.0f} %) above the lower quartile; a method's confirmed time is on median {np.median(bias):.2f}x the best time it saw while tuning "
             f"(range {min(bias):.2f}-{max(bias):.2f}x): that best is the minimum of 20 noisy launches.", ""]
 
 
