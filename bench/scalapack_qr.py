@@ -30,13 +30,18 @@ Phases (separate invocations, so each holds the machine lock briefly; state in `
   grid``), all methods (MLA jointly on these tasks, cold), then TLA1 (``gt.predict_optimum`` from
   the ``compare`` model, 0 runs) and TLA2 (``gt.tune_new_task``, ``--budget`` runs), then
   confirmation including the grid optimum.
-* ``report``: the markdown tables (``--out``).
+* ``reconfirm --of compare|small --confirm K``: re-measure the configurations an earlier phase
+  confirmed, K launches each; the new medians replace the old (kept and reported as "earlier").
+* ``report``: the markdown tables (``--out``); ``bench/results_scalapack_qr.md`` embeds them
+  between hand-written sections (setup, reading, grids, cost model).
 
 Exact commands (from the repository root, after ``bash bench/peers_setup.sh``)::
 
     flock /work/wt/machine.lock nice -n 5 .bench-venv/bin/python bench/scalapack_qr.py compare --tasks 8 --budget 20
     flock /work/wt/machine.lock nice -n 5 .bench-venv/bin/python bench/scalapack_qr.py small --budget 20
-    .bench-venv/bin/python bench/scalapack_qr.py report --out bench/results_scalapack_qr_bench.md
+    flock /work/wt/machine.lock nice -n 5 .bench-venv/bin/python bench/scalapack_qr.py reconfirm --of small --confirm 15
+    flock /work/wt/machine.lock nice -n 5 .bench-venv/bin/python bench/scalapack_qr.py reconfirm --of compare --confirm 10
+    .bench-venv/bin/python bench/scalapack_qr.py report
 
 ``--backend model`` runs everything on the fitted analytic cost MODEL instead (no ScaLAPACK run;
 every table is then labelled MODEL).
@@ -319,7 +324,6 @@ def phase_small(args, argv) -> dict:
             pred = gt.predict_optimum(model, task)
             t_pred = time.perf_counter() - t0
             t0 = time.perf_counter()
-            before = measure.count
             new = gt.tune_new_task(model, task, budget=args.budget, seed=args.seed + i)
             t_tla2 = time.perf_counter() - t0
             recs = [r for r in new.history if r["task_index"] == len(model.tasks)]
@@ -327,7 +331,6 @@ def phase_small(args, argv) -> dict:
                       "wall_s": r["duration"], "source": r["source"]} for r in recs]
             tla.append({"tla1_params": _p(pred.params), "tla1_s": t_pred, "tla2_evals": evals,
                         "tla2_wall_s": t_tla2, "tla2_overhead_s": t_tla2 - sum(e["wall_s"] for e in evals)})
-            del before
             print(f"  TLA on {task}: TLA1 {pred.params}, TLA2 best {best_of(evals)}", file=sys.stderr, flush=True)
     else:
         print(f"small: no model at {model_path} (run phase compare first): TLA skipped", file=sys.stderr)
