@@ -42,6 +42,7 @@ __all__ = [
     "RESIDUAL_LIMIT",
     "constraints_for",
     "detect_cores",
+    "repair",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,39 @@ def constraints_for(oversubscribe: bool) -> list:
     if oversubscribe:
         rules.remove(threads_fit_cores)
     return rules
+
+
+def repair(problem: gt.Problem, task: dict, params: dict) -> dict:
+    """The feasible configuration a peer tuner's infeasible proposal is mapped to (benchmarks).
+
+    Tuners without constraint support (OpenTuner, HpBandSter, gp_minimize, random search) propose
+    points of the box; each violated rule of ``problem`` is fixed in turn by the smallest change of
+    one parameter, in this order: ``p`` becomes the largest divisor of ``nproc`` not above it;
+    ``nth`` becomes ``nodes * cores // nproc``; ``mb`` becomes ``m // p``; ``nb`` becomes
+    ``n // q``. Rules the problem does not have (``threads_fit_cores`` when oversubscribing) are
+    left alone; a feasible configuration is returned unchanged. Raises ``ValueError`` if the
+    result is still infeasible (not possible for :func:`problem`'s spaces).
+    """
+    task = problem.task_space.validate(task, "task")
+    c = dict(problem.param_space.validate(params, "params"))
+    rules = list(problem.constraints)
+    consts = problem.constants
+
+    def violates(rule) -> bool:
+        return rule in rules and not rule({**consts, **task, **c})
+
+    if violates(nproc_divisible_by_p):
+        c["p"] = max(d for d in range(1, min(c["p"], c["nproc"]) + 1) if c["nproc"] % d == 0)
+    if violates(threads_fit_cores):
+        c["nth"] = max(1, consts["nodes"] * consts["cores"] // c["nproc"])
+    if violates(row_blocks_fit):
+        c["mb"] = max(1, task["m"] // c["p"])
+    if violates(col_blocks_fit):
+        c["nb"] = max(1, task["n"] // (c["nproc"] // c["p"]))
+    if not problem.is_feasible(task, c):
+        raise ValueError(f"repair: no feasible configuration found from {params} for task {task} "
+                         f"(still violates {problem.constraint_names(problem.violated(task, c))})")
+    return c
 
 
 def _describe_violations(c: dict, rules: Sequence) -> str:

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The bench environment of bench/scalapack_qr.py: a SEPARATE virtualenv .bench-venv at the
+# repository root holding gptask (editable, with its own dependencies) plus the two peer tuners of
+# the GPTune paper's Fig. 1, OpenTuner and HpBandSter. They live apart from .venv because they pin
+# old libraries (HpBandSter 0.7.4 needs Pyro4, netifaces and statsmodels; OpenTuner 0.8.8 predates
+# SQLAlchemy 2) that gptask itself must not depend on.
+#
+#   bash bench/peers_setup.sh            # then: .bench-venv/bin/python bench/scalapack_qr.py ...
+#
+# Runs scripts/setup.sh first (Debian packages: MPICH, ScaLAPACK, gcc, ...), adds python3-dev
+# when no Python.h is found (netifaces, a HpBandSter dependency, builds from source on Python
+# 3.11), and is safe to run twice (a stamp file skips the pip step when nothing changed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+PY=${PYTHON:-python3}
+VENV=.bench-venv
+# Peer versions: the latest releases on PyPI, with the library versions they were written against.
+PEERS=(
+    "opentuner==0.8.8" "SQLAlchemy<2"
+    "hpbandster==0.7.4" "ConfigSpace>=1,<2" "Pyro4" "serpent" "netifaces" "statsmodels"
+)
+
+inc=$($PY -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+if [ ! -f "$inc/Python.h" ] || ! command -v gcc >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    echo "peers_setup: installing python3-dev gcc (to build netifaces)"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-dev gcc >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "peers_setup: creating $VENV"
+    $PY -m venv "$VENV"
+fi
+stamp="$VENV/.peers-installed"
+want=$( { cat pyproject.toml; printf '%s\n' "${PEERS[@]}"; } | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "peers_setup: installing gptask and the peers into $VENV"
+    log="$VENV/pip-install.log"
+    if ! { "$VENV/bin/python" -m pip install -q --upgrade pip setuptools wheel \
+           && "$VENV/bin/python" -m pip install -q -e . "${PEERS[@]}"; } >"$log" 2>&1; then
+        tail -30 "$log" >&2
+        echo "peers_setup: pip install failed (full log: $log)" >&2
+        exit 1
+    fi
+    "$VENV/bin/python" -c "import gptask, apps, opentuner, hpbandster, ConfigSpace, skopt"
+    echo "$want" > "$stamp"
+fi
+echo "peers_setup: ready ($VENV)"
