@@ -22,7 +22,7 @@ noise  One task (--noise-task), single-task tuning with a fixed budget of --nois
        U(0.5, 2) s of 1 MiB writes with an fsync every 16 MiB, pauses of U(0.5, 3) s, the same
        on/off pattern for every policy of a seed). Policies: none (1 run per configuration),
        static k=3 (min), SEDR (10 % interval, <= 5 runs, mean), Adaptive (<= 5 runs, mean), and
-       "none, same runs" (1 run per configuration, 3x the configurations) as a control. Then,
+       "none, 3x configurations" (1 run per configuration) as a control with static k=3's run count. Then,
        WITHOUT background I/O, every chosen configuration, the default and the grid optimum (from
        the grid part's JSON) re-measured --confirm-noise times round robin: distance of the chosen
        configuration's confirmed median to the best confirmed median, runs and seconds spent.
@@ -468,8 +468,9 @@ def md_noise(res: dict) -> str:
     mbps = np.median([x["mb_per_s_busy"] for x in st]) if st else float("nan")
     duty = np.median([x["duty_cycle"] for x in st]) if st else float("nan")
     c = res["confirmed"]
+    spec = {k: v for k, v in res["interference"].items() if k != "seed"}
     lines = [f"Task {res['task_label']}, {res['seeds']} seed(s), {res['budget']} configurations per run "
-             f"(40 % initial design); background writer: {res['interference']}; measured median duty cycle "
+             f"(40 % initial design); background writer: {spec}, its seed = the tuning seed; measured median duty cycle "
              f"{duty:.2f}, {mbps:.0f} MiB/s within bursts. Ground truth: confirmed medians of {res['confirm']} "
              f"runs without background I/O, round robin. Default {c['default']['median']:.3f} s"
              + (f", grid optimum {c['grid optimum']['median']:.3f} s" if "grid optimum" in c else "")
