@@ -39,7 +39,7 @@ Commands used for bench/results_mpi_collectives.md (repo root, PYTHONPATH=$PWD, 
 
     flock /work/wt/machine.lock nice -n 5 python bench/mpi_collectives.py grids --which 0-3
     flock /work/wt/machine.lock nice -n 5 python bench/mpi_collectives.py grids --which 4-7
-    flock /work/wt/machine.lock nice -n 5 python bench/mpi_collectives.py tune --budget 16 --n-initial 8 --confirm 5
+    flock /work/wt/machine.lock nice -n 5 python bench/mpi_collectives.py tune --budget 20 --n-initial 10 --confirm 5
     python bench/mpi_collectives.py report
 
 Smoke test (seconds, no lock): ``python bench/mpi_collectives.py tune --tasks 2 --budget 4
@@ -533,8 +533,8 @@ def main(argv: list[str] | None = None) -> None:
     g.set_defaults(func=cmd_grids)
     t = sub.add_parser("tune", help="MLA and BO on the LHS tasks, TLA1, confirmation")
     t.add_argument("--tasks", type=int, default=8)
-    t.add_argument("--budget", type=int, default=16)
-    t.add_argument("--n-initial", type=int, default=8)
+    t.add_argument("--budget", type=int, default=20)
+    t.add_argument("--n-initial", type=int, default=10)
     t.add_argument("--confirm", type=int, default=5)
     t.add_argument("--tla1", default=",".join(f"{s}:{q}" for s, q in TLA1_TASKS),
                    help="comma list of size:nprocs test tasks")
