@@ -104,7 +104,7 @@ def grid_tasks() -> list[dict]:
 
 
 def grid_path(task: dict) -> Path:
-    return DATA / f"grid_{COLL}_{task['size']}_{task['nprocs']}.csv"
+    return DATA / f"grid_{task.get('coll', COLL)}_{task['size']}_{task['nprocs']}.csv"
 
 
 def loadavg() -> str:
@@ -119,13 +119,13 @@ def command_line() -> str:
     return "python " + " ".join(shlex.quote(a) for a in sys.argv)
 
 
-def key_of(params: dict) -> tuple:
-    c = canonical(COLL, params)
+def key_of(params: dict, coll: str = COLL) -> tuple:
+    c = canonical(coll, params)
     return (c["algorithm"], *(c[k] for k in KNOB_NAMES))
 
 
-def label(params: dict) -> str:
-    act = active_knobs(COLL, params["algorithm"])
+def label(params: dict, coll: str = COLL) -> str:
+    act = active_knobs(coll, params["algorithm"])
     knobs = ", ".join(f"{k}={params[k]}" for k in KNOB_NAMES if k in act)
     return params["algorithm"] + (f" ({knobs})" if knobs else "")
 
@@ -140,14 +140,18 @@ def clean(params: dict) -> dict:
 
 # ---- grids ---------------------------------------------------------------------------------------
 def cmd_grids(a: argparse.Namespace) -> None:
-    tasks = grid_tasks()
-    lo, _, hi = a.which.partition("-")
-    chosen = tasks[int(lo): int(hi or lo) + 1]
+    if a.extra:
+        chosen = [{"coll": c, "size": int(s), "nprocs": int(p)}
+                  for c, s, p in (t.split(":") for t in a.extra.split(",") if t)]
+    else:
+        lo, _, hi = a.which.partition("-")
+        chosen = grid_tasks()[int(lo): int(hi or lo) + 1]
     cfg = LaunchConfig(target=a.target)
     print(f"# grids, {uptime()}", flush=True)
     for task in chosen:
         t0 = time.time()
         full = {"coll": COLL, **task}
+        coll = full["coll"]
         header = machine_description()
         header["command"] = command_line()
         header["stat"] = "time = min of per-iteration maxima over ranks, seconds"
@@ -160,13 +164,13 @@ def cmd_grids(a: argparse.Namespace) -> None:
         header["confirm_loadavg_end"] = loadavg()
         path = grid_path(task)
         write_csv(str(path), [*rows, *extra], header)
-        best = grid_optimum(path)
+        best = grid_optimum(path, coll)
         print(f"{task}: {len(rows)} runs + {len(extra)} confirm in {time.time() - t0:.0f} s; "
-              f"optimum {label(best[0])} {best[1]:.3e} s; load {loadavg()}", flush=True)
+              f"optimum {label(best[0], coll)} {best[1]:.3e} s; load {loadavg()}", flush=True)
     print(f"# end, {uptime()}", flush=True)
 
 
-def grid_optimum(path: Path) -> tuple[dict, float]:
+def grid_optimum(path: Path, coll: str = COLL) -> tuple[dict, float]:
     """(params, median confirm time) of the grid's best confirmed configuration (not auto);
     without confirm rows, the best sweep configuration and its minimum."""
     _, rows = read_csv(str(path))
@@ -177,8 +181,8 @@ def grid_optimum(path: Path) -> tuple[dict, float]:
     params: dict[tuple, dict] = {}
     for r in pool:
         p = {"algorithm": r["algorithm"], **{k: r[k] for k in KNOB_NAMES}}
-        times.setdefault(key_of(p), []).append(float(r["time"]))
-        params[key_of(p)] = p
+        times.setdefault(key_of(p, coll), []).append(float(r["time"]))
+        params[key_of(p, coll)] = p
     stat = np.median if conf else np.min
     k = min(times, key=lambda k: stat(times[k]))
     return params[k], float(stat(times[k]))
@@ -486,19 +490,20 @@ def report_text(out: dict, an: dict, grids: list[tuple[dict, dict, list]]) -> st
     L.append("")
     if grids:
         L.append("### Ground-truth grids (fresh)\n")
-        L.append("| task (size B, ranks) | configurations (failed) | optimum (config), confirmed median | "
+        L.append("| task (coll size B, ranks) | configurations (failed) | optimum (config), confirmed median | "
                  "default, confirmed median | gain | sweep load start / end | date |")
         L.append("|---|---|---|---|---|---|---|")
         for task, header, rows in grids:
+            coll = task["coll"]
             sweep_rows = [x for x in rows if x.get("phase") in ("", "sweep")]
-            n_fail = len({key_of(x) for x in sweep_rows if x.get("status") != "complete"})
-            n_cfg = len({key_of(x) for x in sweep_rows})
-            p, v = grid_optimum(grid_path(task))
+            n_fail = len({key_of(x, coll) for x in sweep_rows if x.get("status") != "complete"})
+            n_cfg = len({key_of(x, coll) for x in sweep_rows})
+            p, v = grid_optimum(grid_path(task), coll)
             auto = [x["time"] for x in rows if x.get("phase") == "confirm" and x["algorithm"] == "auto"
                     and x.get("status") == "complete"]
             d = float(np.median(auto)) if auto else float("nan")
-            L.append(f"| {task['size']}, {task['nprocs']} | {n_cfg} ({n_fail}) | {fmt_t(v)} ({label(p)}) | {fmt_t(d)} | "
-                     f"{pct(1 - v / d)} | {header.get('loadavg', '?').split()[0]} / "
+            L.append(f"| {coll} {task['size']}, {task['nprocs']} | {n_cfg} ({n_fail}) | {fmt_t(v)} "
+                     f"({label(p, coll)}) | {fmt_t(d)} | {pct(1 - v / d)} | {header.get('loadavg', '?').split()[0]} / "
                      f"{header.get('loadavg_end', '?').split()[0]} | {header.get('date_utc', '?')} |")
         L.append("")
     return "\n".join(L)
@@ -508,12 +513,12 @@ def cmd_report(a: argparse.Namespace) -> None:
     out = json.loads(Path(a.json).read_text())
     an = analyse(out)
     grids = []
-    for task in grid_tasks():
-        p = grid_path(task)
-        if p.exists():
-            header, rows = read_csv(str(p))
-            if "issue 7" in header.get("note", ""):
-                grids.append((task, header, rows))
+    for p in sorted(DATA.glob("grid_*.csv")):
+        header, rows = read_csv(str(p))
+        if "issue 7" in header.get("note", "") and rows:
+            task = {k: rows[0][k] for k in ("coll", "size", "nprocs")}
+            grids.append((task, header, rows))
+    grids.sort(key=lambda g: (g[0]["coll"] != COLL, g[0]["coll"], g[0]["nprocs"], g[0]["size"]))
     text = report_text(out, an, grids)
     if a.out:
         Path(a.out).write_text(text + "\n")
@@ -525,6 +530,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("grids", help="fresh exhaustive grids of the ground-truth tasks")
     g.add_argument("--which", default="0-7", help="index range into the grid task list, e.g. 0-3")
+    g.add_argument("--extra", default="", help="instead: comma list of coll:size:nprocs tasks")
     g.add_argument("--repeats", type=int, default=1)
     g.add_argument("--confirm-top", type=int, default=3)
     g.add_argument("--confirm-repeats", type=int, default=3)
