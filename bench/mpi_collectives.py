@@ -339,6 +339,108 @@ def cmd_tune(a: argparse.Namespace) -> None:
     print(f"# wrote {a.json}; {out['uptime_end']}", flush=True)
 
 
+# ---- trajectory confirmation --------------------------------------------------------------------
+def best_so_far_configs(out: dict, method: str, i: int) -> list[dict | None]:
+    """Per run r = 1..B of ``method`` on training task i: the configuration with the lowest single-run
+    time among runs 1..r (None before the first complete run)."""
+    best, cur, seq = float("inf"), None, []
+    for r in sorted((r for r in out["runs"] if r["method"] == method and r["task"] == i), key=lambda r: r["run"]):
+        if r["time"] is not None and r["time"] < best:
+            best, cur = r["time"], r["params"]
+        seq.append(cur)
+    return seq
+
+
+def cmd_trajectory(a: argparse.Namespace) -> None:
+    """Re-measure every configuration that was ever a method's best-so-far, with the default and the
+    grid optimum, ``--rounds`` times round robin: the confirmed value of each method's pick after r runs."""
+    cfg = LaunchConfig(target=a.target)
+    out = json.loads(Path(a.json).read_text())
+    work: list[tuple[dict, dict[tuple, dict]]] = []
+    for i, task in enumerate(out["train"]):
+        distinct: dict[tuple, dict] = {}
+        for p in out["candidates"][i]["configs"].values():
+            distinct.setdefault(key_of(p), p)
+        for m in ("MLA", "BO"):
+            for p in best_so_far_configs(out, m, i):
+                if p is not None:
+                    distinct.setdefault(key_of(p), p)
+        work.append((task, distinct))
+    n = sum(len(d) for _, d in work)
+    tr: dict[str, Any] = {"command": command_line(), "uptime_start": uptime(), "rounds": a.rounds,
+                          "start": _dt.datetime.now(_dt.timezone.utc).isoformat(), "runs": []}
+    print(f"# trajectory confirmation: {n} configurations x {a.rounds} rounds, {tr['uptime_start']}", flush=True)
+    rng = random.Random(a.seed)
+    t0 = time.time()
+    for r in range(a.rounds):
+        for task, distinct in work:
+            keys = list(distinct)
+            rng.shuffle(keys)
+            for k in keys:
+                value, reason = measure(task, distinct[k], cfg)
+                tr["runs"].append({"task": task, "key": list(k), "params": distinct[k], "round": r, "time": value,
+                                   "reason": reason, "load1": round(os.getloadavg()[0], 2)})
+        print(f"  round {r + 1}/{a.rounds} done, {time.time() - t0:.0f} s, load {loadavg()}", flush=True)
+    tr["seconds"] = time.time() - t0
+    tr["uptime_end"] = uptime()
+    tr["end"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
+    out["trajectory"] = tr
+    Path(a.json).write_text(json.dumps(out, indent=1, default=str))
+    print(f"# wrote {a.json}; {tr['uptime_end']}", flush=True)
+
+
+def trajectory_analysis(out: dict, checkpoints: tuple[int, ...] = (5, 10, 15, 20)) -> dict:
+    """Confirmed (trajectory job) median of each method's pick after r runs, relative to the optimum
+    (the better of the grid optimum and auto, measured in the same job)."""
+    tr = out["trajectory"]
+    B = out["budget"]
+
+    def med(task: dict, p: dict) -> float:
+        k = list(key_of(p))
+        v = [c["time"] for c in tr["runs"] if c["task"] == task and c["key"] == k and c["time"] is not None]
+        return float(np.median(v)) if v else float("nan")
+
+    rows = []
+    for i, task in enumerate(out["train"]):
+        c = out["candidates"][i]["configs"]
+        opt = min(med(task, c[n]) for n in ("grid", "default") if n in c)
+        row: dict[str, Any] = {"task": task, "opt": opt}
+        for m in ("MLA", "BO"):
+            seq = best_so_far_configs(out, m, i)
+            dist = [float("nan") if p is None else med(task, p) / opt - 1 for p in seq]
+            row[f"dist_{m}"] = dist
+            for eps in (0.05, 0.10):
+                row[f"need{int(eps * 100)}_{m}"] = next((r + 1 for r, d in enumerate(dist) if d <= eps), None)
+        rows.append(row)
+    return {"rows": rows, "checkpoints": [c for c in checkpoints if c <= B], "budget": B}
+
+
+def trajectory_text(out: dict, ta: dict) -> str:
+    tr, B = out["trajectory"], ta["budget"]
+    L = ["### Runs needed, on confirmed values (trajectory confirmation)\n",
+         f"Job: `{tr['command']}`, {tr['start'][:16]} UTC, {tr['seconds']:.0f} s; uptime at start `{tr['uptime_start']}`, "
+         f"at end `{tr['uptime_end']}`. Every configuration that was ever a method's best-so-far (lowest single run "
+         f"so far), plus auto and the grid optimum, re-measured {tr['rounds']} times round robin in one job; a "
+         f"method's pick after r runs is scored by the median of those runs relative to the task's optimum (the "
+         f"better of the grid optimum and auto, medians from the same job). Runs needed = first r at which the pick "
+         f"is within 5 % / 10 % of the optimum.\n",
+         "| task (size B, ranks) | MLA: runs to 5 % / 10 % | BO: runs to 5 % / 10 % | "
+         + " | ".join(f"dist after {c} runs, MLA / BO" for c in ta["checkpoints"]) + " |",
+         "|---|---|---|" + "---|" * len(ta["checkpoints"])]
+    for r in ta["rows"]:
+        t = r["task"]
+        cells = [f"{pct(r['dist_MLA'][c - 1])} / {pct(r['dist_BO'][c - 1])}" for c in ta["checkpoints"]]
+        L.append(f"| {t['size']}, {t['nprocs']} | {_runs(r['need5_MLA'], B)} / {_runs(r['need10_MLA'], B)} | "
+                 f"{_runs(r['need5_BO'], B)} / {_runs(r['need10_BO'], B)} | " + " | ".join(cells) + " |")
+    cells = [f"{pct(_mean([r['dist_MLA'][c - 1] for r in ta['rows']]))} / "
+             f"{pct(_mean([r['dist_BO'][c - 1] for r in ta['rows']]))}" for c in ta["checkpoints"]]
+    need = {f"{m}{e}": [r[f"need{e}_{m}"] for r in ta["rows"]] for m in ("MLA", "BO") for e in (5, 10)}
+    L.append(f"| **median / mean over tasks** | {_median_runs(need['MLA5'], B)} / {_median_runs(need['MLA10'], B)} | "
+             f"{_median_runs(need['BO5'], B)} / {_median_runs(need['BO10'], B)} | " + " | ".join(cells) + " |")
+    L.append("")
+    return "\n".join(L)
+
+
 # ---- report --------------------------------------------------------------------------------------
 def confirmed(out: dict, task: dict, params: dict) -> tuple[float, float, int]:
     """(median, min, n) of the complete confirmation runs of ``params`` on ``task`` (nan if none)."""
@@ -538,6 +640,8 @@ def cmd_report(a: argparse.Namespace) -> None:
             grids.append((task, header, rows))
     grids.sort(key=lambda g: (g[0]["coll"] != COLL, g[0]["coll"], g[0]["nprocs"], g[0]["size"]))
     text = report_text(out, an, grids)
+    if "trajectory" in out:
+        text += "\n" + trajectory_text(out, trajectory_analysis(out))
     if a.out:
         Path(a.out).write_text(text + "\n")
     print(text)
@@ -567,6 +671,12 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--no-grids", action="store_true", help="ignore stored grids (smoke tests)")
     t.add_argument("--json", default=str(JSON_OUT))
     t.set_defaults(func=cmd_tune)
+    q = sub.add_parser("trajectory", help="confirm every best-so-far configuration of both methods")
+    q.add_argument("--rounds", type=int, default=3)
+    q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--target", type=float, default=0.25)
+    q.add_argument("--json", default=str(JSON_OUT))
+    q.set_defaults(func=cmd_trajectory)
     r = sub.add_parser("report", help="markdown tables from the JSON")
     r.add_argument("--json", default=str(JSON_OUT))
     r.add_argument("--out", default="")
