@@ -46,6 +46,8 @@ Commands used for bench/results_mpi_collectives.md (repo root, PYTHONPATH=$PWD, 
     flock /work/wt/machine.lock nice -n 5 python bench/mpi_collectives.py grids --which 8-11
     flock /work/wt/machine.lock nice -n 5 python bench/mpi_collectives.py tune --budget 20 --n-initial 10 --confirm 5
     flock /work/wt/machine.lock nice -n 5 python bench/mpi_collectives.py trajectory --rounds 5
+    flock /work/wt/machine.lock nice -n 5 python bench/mpi_collectives.py tune --budget 20 --n-initial 10 \
+        --confirm 5 --seed 1 --json apps/mpi_collectives/data/mla_experiment_seed1.json
     flock /work/wt/machine.lock nice -n 5 python bench/mpi_collectives.py grids \
         --extra bcast:1048576:4,reduce:65536:4,allgather:65536:4,alltoall:65536:4
     python bench/mpi_collectives.py report
