@@ -26,7 +26,11 @@ Run-free performance -- :func:`predict`
     by their features), so we use a TLA1-style GP *over tasks*: at the configuration, every tuned
     task's LCM posterior mean is taken in log units (``mu_i + sigma_i * m_i(x)``, comparable across
     tasks), a single-output GP over the encoded tasks is fitted to those values and evaluated at the
-    new task (std including that GP's noise). :func:`transfer_accuracy` measures how far to trust
+    new task (std including that GP's noise). When the model was fitted without the log transform
+    but every tuned task's best value and every posterior mean involved are positive (times, the
+    usual case), the values are interpolated over tasks in log space all the same: a positive
+    objective spanning orders of magnitude across tasks (message sizes from bytes to megabytes)
+    otherwise interpolates to negative or wildly wrong predictions. :func:`transfer_accuracy` measures how far to trust
     it by leaving each tuned task out in turn.
 
 TLA2 -- :func:`tune_new_task`
@@ -438,9 +442,18 @@ def _predict_encoded(tm: TransferModel, task: dict, X: np.ndarray) -> tuple[np.n
     if len(tuned) < 2:
         raise ValueError("predicting a new task needs a model with at least 2 tuned tasks")
     W = _log_units(tm.model, tm.transform, tuned, X)
+    use_log = tm.transform.use_log
+    if not use_log and _positive_objective(tm, tuned) and np.all(W > 0.0):
+        W, use_log = np.log(W), True
     tx = tm.task_space.encode([tm.tasks[j] for j in tuned])
     w, s = _over_tasks(tx, W, tm.task_space.encode([task])[0])
-    return _to_user(tm.transform.use_log, w, s)
+    return _to_user(use_log, w, s)
+
+
+def _positive_objective(tm: TransferModel, tuned: Sequence[int]) -> bool:
+    """True when every tuned task's best (smallest) observed value is positive."""
+    bests = [tm.best[j] for j in tuned]
+    return all(b is not None and b[1] > 0.0 for b in bests)
 
 
 def predict(source: Any, task: Mapping[str, Any], params: Mapping[str, Any] | Sequence[Mapping[str, Any]]):

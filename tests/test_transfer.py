@@ -221,3 +221,24 @@ def test_bad_arguments(mixed_result):
     empty = gt.TuningResult(mixed_problem(), MIXED_TRAIN, [], None, None)
     with pytest.raises(ValueError, match="no fitted model"):
         gt.predict_optimum(empty, {"t": 0.3})
+
+
+def _scaled_time(task, params):
+    """A positive 'run time' spanning four orders of magnitude across tasks."""
+    return float(10.0 ** (4.0 * task["s"]) * (1.0 + (params["x"] - 0.5) ** 2))
+
+
+def test_new_task_prediction_of_a_positive_objective_is_interpolated_in_log_space():
+    # fitted WITHOUT the log transform, as "auto" may decide: raw-unit interpolation across tasks
+    # of values from 1 to 10^4 gave negative predicted times; the log-space route must not
+    problem = gt.Problem(gt.Space([gt.Real("s", 0.0, 1.0)]), gt.Space([gt.Real("x", 0.0, 1.0)]),
+                         _scaled_time)
+    tasks = [{"s": s} for s in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    result = gt.tune(problem, tasks=tasks, budget=6, n_initial=5, seed=0, progress=False,
+                     output_transform="none", pso_iters=10)
+    assert not result.transform.use_log
+    for s in (0.1, 0.4, 0.6, 0.9):
+        mean, std = gt.predict(result, {"s": s}, {"x": 0.5})
+        truth = _scaled_time({"s": s}, {"x": 0.5})
+        assert mean > 0.0 and std > 0.0
+        assert truth / 2.0 < mean < truth * 2.0, (s, mean, truth)
