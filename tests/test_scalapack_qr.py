@@ -404,3 +404,22 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
     assert "analytic MODEL values" in text and "   900    300   32   16" in text
     saved = json.loads(out_json.read_text())
     assert saved["best"][1]["time"] == 1.5 and saved["backend"] == "model"
+
+
+def test_counts_of_wide_matrices_stay_positive_and_match_lapack():
+    # eq. 19 assumes m >= n; for m < n the sums run over k = min(m, n) eliminated columns.
+    # Leading flops of an m x n Householder QR with m < n (LAPACK dgeqrf): 2 m^2 n - 2 m^3 / 3;
+    # compare with a brute-force sum of 4 (m - j)(n - j) over the k elimination steps.
+    m, n = 300, 1000
+    brute = sum(4.0 * (m - j) * (n - j) for j in range(m))
+    assert brute == pytest.approx(2 * m**2 * n - 2 * m**3 / 3, rel=1e-2)  # equal to leading order
+    one = costmodel.counts(m, n, 1, 1, 1, 1)
+    # with mb = nb = 1 the lower-order terms are O(k n); subtract them by hand
+    lower = (n * m - m**2 / 2) + 3 * m * (2 * m - m) / 2 + m / 3
+    assert one["flops"] - lower == pytest.approx(2 * m**2 * n - 2 * m**3 / 3)
+    for mm, nn in ((128, 2000), (300, 1000), (999, 1000)):
+        c = costmodel.counts(mm, nn, 32, 16, 2, 1)
+        assert all(v > 0 for v in c.values()), (mm, nn, c)
+    # continuity across m = n
+    a, b = costmodel.counts(1000, 1000, 32, 32, 2, 1), costmodel.counts(999, 1000, 32, 32, 2, 1)
+    assert all(b[f] == pytest.approx(a[f], rel=5e-3) for f in a)

@@ -18,6 +18,11 @@ Extensions of ours, needed to evaluate the whole parameter space (documented, no
   exactly eq. 19.
 * BLAS threads: the leading (level-3 BLAS) flop term is divided by ``nth``; the other terms,
   dominated by level-2 panel work and communication, are not. With ``nth = 1`` this is eq. 19.
+* wide matrices (``m < n``): eq. 19 assumes ``m >= n`` and goes negative for ``n > 2m``. The
+  factorisation eliminates ``k = min(m, n)`` columns, so every sum over elimination steps runs to
+  ``k`` instead of ``n`` (e.g. the leading flops are ``sum_j 4 (m - j)(n - j)`` for ``j < k``:
+  ``2 n^2 (3m - n) / 3`` when ``k = n``, LAPACK's ``2 m^2 n - 2 m^3 / 3`` when ``k = m``). With
+  ``m >= n`` this is exactly eq. 19.
 
 The per-unit times ``t = (t_f, t_d, t_m, t_v)`` in seconds are fitted by non-negative least
 squares on real runs of this machine (``fit_model.py``, data in ``data/``), stored in
@@ -53,15 +58,16 @@ def counts(m: int, n: int, mb: int, nb: int, p: int, q: int, nth: int = 1) -> di
     m, n, mb, nb, p, q, nth = (float(x) for x in (m, n, mb, nb, p, q, nth))
     nproc = p * q
     lp, lq = math.log2(p), math.log2(q)
+    k = min(m, n)  # columns eliminated; k = n is eq. 19
     flops = (
-        2 * n**2 * (3 * m - n) / (3 * nproc) / nth
-        + nb * n**2 / (2 * q)
-        + 3 * mb * n * (2 * m - n) / (2 * p)
-        + mb * nb * n / (3 * p)
+        4 * (k * m * n - (m + n) * k**2 / 2 + k**3 / 3) / nproc / nth
+        + nb * (k * n - k**2 / 2) / q
+        + 3 * mb * k * (2 * m - k) / (2 * p)
+        + mb * nb * k / (3 * p)
     )
-    divisions = (m * n - n**2 / 2) / p
-    messages = 3 * n * lp + (2 * n / nb) * lq
-    words = (n**2 / q + nb * n) * lp + ((m * n - n**2 / 2) / p + mb * n / 2) * lq
+    divisions = (m * k - k**2 / 2) / p
+    messages = 3 * k * lp + (2 * k / nb) * lq
+    words = ((2 * k * n - k**2) / q + nb * k) * lp + ((m * k - k**2 / 2) / p + mb * k / 2) * lq
     return {"flops": flops, "divisions": divisions, "messages": messages, "words": words}
 
 
