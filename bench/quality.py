@@ -37,9 +37,7 @@ import json
 import logging
 import math
 import os
-import platform
 import shlex
-import subprocess
 import sys
 import time
 import warnings
@@ -53,6 +51,9 @@ from gptask.functions import FAMILIES
 from gptask.mla import Tuner, resolve_tasks
 from gptask.problem import Problem
 from gptask.space import Real
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import describe_machine  # noqa: E402
 
 TASK_SEED = 12345
 METHODS = ("MLA", "gp_minimize", "TPE", "random")
@@ -201,15 +202,6 @@ def _parse_variant(text: str) -> tuple[str, dict[str, Any]]:
     return f"MLA[{name}]", opts
 
 
-def _machine() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
-    except OSError:
-        model = platform.processor() or "?"
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
-
-
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -294,7 +286,7 @@ def report(raw: dict, methods: list[str], args: argparse.Namespace, command: str
     lines = [
         "# Quality benchmark: MLA vs single-task peers", "",
         f"- command: `{command}`",
-        f"- machine: {_machine()}",
+        f"- machine: {describe_machine()}",
         f"- date: {started:%Y-%m-%d %H:%M} to {finished:%H:%M} UTC; load average at start {load_start}, "
         f"at end {_load()} (shared machine)",
         f"- {args.tasks} LHS tasks per family (task seed {TASK_SEED}, same tasks for every method and seed), "

@@ -55,10 +55,8 @@ import json
 import logging
 import math
 import os
-import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -77,6 +75,7 @@ from gptask.sampling import point_key  # noqa: E402
 from apps.scalapack_qr.grid import read_csv  # noqa: E402
 from apps.scalapack_qr.problem import problem as qr_problem  # noqa: E402
 from apps.scalapack_qr.problem import repair  # noqa: E402
+from machine import describe_machine  # noqa: E402
 
 METHODS = ("MLA", "gp_minimize", "random", "OpenTuner", "HpBandSter")
 PEERS = ("OpenTuner", "HpBandSter", "gp_minimize", "random")
@@ -90,15 +89,6 @@ def _load() -> str:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _machine() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
-    except OSError:
-        model = platform.processor() or "?"
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"
 
 
 def _p(params: dict) -> dict:
@@ -258,7 +248,7 @@ def _problem(args) -> gt.Problem:
 
 def _meta(args, argv) -> dict:
     return {"command": " ".join([".bench-venv/bin/python bench/scalapack_qr.py", *map(shlex.quote, argv)]),
-            "started": _now(), "load_start": _load(), "machine": _machine(), "backend": args.backend,
+            "started": _now(), "load_start": _load(), "machine": describe_machine(), "backend": args.backend,
             "budget": args.budget, "n_initial": args.n_initial, "repeats": args.repeats, "timeout": args.timeout,
             "confirm": args.confirm, "seed": args.seed, "m_max": args.m_max, "methods": args.methods}
 
@@ -563,7 +553,7 @@ def report_small(st: dict) -> list[str]:
 
 
 def phase_report(args) -> str:
-    L = [f"# bench/scalapack_qr.py ({args.backend} backend)", "", f"- machine: {_machine()}", ""]
+    L = [f"# bench/scalapack_qr.py ({args.backend} backend)", "", f"- machine: {describe_machine()}", ""]
     for phase, fn in (("compare", report_compare), ("small", report_small)):
         path = args.state_dir / f"{phase}_{args.backend}.json"
         if path.exists():

@@ -1,0 +1,17 @@
+"""One-line description of the machine a benchmark ran on (shared by the bench scripts)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+
+
+def describe_machine() -> str:
+    """CPU model (from lscpu), core count, Python version and platform, as one line."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
+    except OSError:
+        model = platform.processor() or "?"
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"
