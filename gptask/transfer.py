@@ -30,8 +30,8 @@ Run-free performance -- :func:`predict`
     but every tuned task's best value and every posterior mean involved are positive (times, the
     usual case), the values are interpolated over tasks in log space all the same: a positive
     objective spanning orders of magnitude across tasks (message sizes from bytes to megabytes)
-    otherwise interpolates to negative or wildly wrong predictions. :func:`transfer_accuracy` measures how far to trust
-    it by leaving each tuned task out in turn.
+    otherwise interpolates to negative or wildly wrong predictions. :func:`transfer_accuracy`
+    measures how far to trust it by leaving each tuned task out in turn.
 
 TLA2 -- :func:`tune_new_task`
     1. Centred sampling (paper sec. 5.2.1 with its per-dimension variant): the initial design is the
