@@ -36,18 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from .noise import RunCensored, Session, accepts_deadline
+from .noise import AGGREGATES, RunCensored, Session, accepts_deadline, check_aggregate
 from .sampling import point_key
 
 __all__ = ["EvaluationFailed", "Outcome", "Evaluator", "AGGREGATES"]
 
 log = logging.getLogger(__name__)
-
-AGGREGATES: dict[str, Callable[[np.ndarray], float]] = {
-    "min": lambda a: float(np.min(a)),
-    "median": lambda a: float(np.median(a)),
-    "mean": lambda a: float(np.mean(a)),
-}
 
 
 class EvaluationFailed(Exception):
@@ -132,8 +126,7 @@ class Evaluator:
             raise TypeError(f"objective must be callable, got {objective!r}")
         if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
             raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
-        if aggregate not in AGGREGATES:
-            raise ValueError(f"aggregate must be one of {sorted(AGGREGATES)}, got {aggregate!r}")
+        check_aggregate(aggregate, "Evaluator")
         if timeout is not None and (not isinstance(timeout, numbers.Real) or not timeout > 0):
             raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         if noise is not None and not hasattr(noise, "evaluate"):

@@ -71,6 +71,8 @@ __all__ = [
     "Adaptive",
     "Session",
     "aggregate",
+    "AGGREGATES",
+    "check_aggregate",
     "ci_width",
     "accepts_deadline",
 ]
@@ -78,7 +80,19 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Z95 = 1.96  # the thesis's normal quantile for a 95 % confidence interval
-_AGGREGATES = ("min", "median", "mean")
+#: how repeated samples of one configuration are combined into its value
+AGGREGATES: dict[str, Callable[[np.ndarray], float]] = {
+    "min": lambda a: float(np.min(a)),
+    "median": lambda a: float(np.median(a)),
+    "mean": lambda a: float(np.mean(a)),
+}
+
+
+def check_aggregate(how: str, owner: str = "aggregate") -> str:
+    """Return ``how`` if it names an entry of :data:`AGGREGATES`, else raise a ValueError naming ``owner``."""
+    if how not in AGGREGATES:
+        raise ValueError(f"{owner}: aggregate must be one of {sorted(AGGREGATES)}, got {how!r}")
+    return how
 
 
 class RunCensored(Exception):
@@ -115,12 +129,10 @@ class NoisyResult:
 
 def aggregate(values: Sequence[float], how: str) -> float:
     """Aggregate samples: ``"min"``, ``"median"`` or ``"mean"``."""
-    if how not in _AGGREGATES:
-        raise ValueError(f"aggregate must be one of {_AGGREGATES}, got {how!r}")
+    check_aggregate(how)
     if len(values) == 0:
         raise ValueError("aggregate: no values")
-    a = np.asarray(values, dtype=float)
-    return float({"min": np.min, "median": np.median, "mean": np.mean}[how](a))
+    return AGGREGATES[how](np.asarray(values, dtype=float))
 
 
 def ci_width(values: Sequence[float], z: float = Z95) -> float:
@@ -283,9 +295,7 @@ class StaticResampling:
 
     def __init__(self, k: int = 3, aggregate: str = "min") -> None:
         self.k = _check_int("StaticResampling k", k, 1)
-        if aggregate not in _AGGREGATES:
-            raise ValueError(f"StaticResampling: aggregate must be one of {_AGGREGATES}, got {aggregate!r}")
-        self.aggregate = aggregate
+        self.aggregate = check_aggregate(aggregate, "StaticResampling")
 
     def evaluate(
         self,
@@ -323,9 +333,7 @@ class SEDR:
         self.rel_width = _check_pos("SEDR rel_width", rel_width)
         self.min_samples = _check_int("SEDR min_samples", min_samples, 2)
         self.max_samples = _check_int("SEDR max_samples", max_samples, self.min_samples)
-        if aggregate not in _AGGREGATES:
-            raise ValueError(f"SEDR: aggregate must be one of {_AGGREGATES}, got {aggregate!r}")
-        self.aggregate = aggregate
+        self.aggregate = check_aggregate(aggregate, "SEDR")
         self.z = _check_pos("SEDR z", z)
 
     def _narrow(self, values: Sequence[float], rel: float) -> bool:
@@ -393,9 +401,7 @@ class Adaptive:
         if filter_reference not in ("median", "incumbent"):
             raise ValueError(f"Adaptive: filter_reference must be 'median' or 'incumbent', got {filter_reference!r}")
         self.filter_reference = filter_reference
-        if aggregate not in _AGGREGATES:
-            raise ValueError(f"Adaptive: aggregate must be one of {_AGGREGATES}, got {aggregate!r}")
-        self.aggregate = aggregate
+        self.aggregate = check_aggregate(aggregate, "Adaptive")
         self.z = _check_pos("Adaptive z", z)
 
     def ci_ratio(self, iteration: int) -> float:

@@ -3,24 +3,9 @@
 import numpy as np
 import pytest
 
-import gptask.models.linalg as la
 from gptask.models import LCM, lml_and_grad
 
 from lcm_helpers import make_data, random_params
-
-
-@pytest.fixture
-def factor_sizes(monkeypatch):
-    """Record the size of every Cholesky factorisation made through linalg.robust_cholesky."""
-    sizes = []
-    real = la.robust_cholesky
-
-    def recording(K, what="covariance matrix"):
-        sizes.append(np.shape(K)[0])
-        return real(K, what)
-
-    monkeypatch.setattr(la, "robust_cholesky", recording)
-    return sizes
 
 
 def _base(kern="rbf", rank=1, Q=2, sizes=(6, 5, 7), seed=0):

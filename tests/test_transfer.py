@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import gptask as gt
-import gptask.models.linalg as la
 from gptask.functions import demo_optimum, demo_problem, sphere_problem
 from gptask.history import History
 from gptask.transfer import _project
@@ -113,15 +112,9 @@ def test_transfer_accuracy_report(mixed_result):
     assert 0.0 <= summ["median_best_ape"] < 0.5
 
 
-def test_tune_new_task_block_updates_only(mixed_result, tmp_path, monkeypatch):
-    sizes = []
-    real = la.robust_cholesky
-
-    def recording(K, what="covariance matrix"):
-        sizes.append(np.shape(K)[0])
-        return real(K, what)
-
-    monkeypatch.setattr(la, "robust_cholesky", recording)
+def test_tune_new_task_block_updates_only(mixed_result, tmp_path, factor_sizes):
+    sizes = factor_sizes
+    sizes.clear()
     old = mixed_result.model
     n_old = int(old.n_points.sum())
     hist = tmp_path / "tla2.sqlite"
