@@ -192,20 +192,25 @@ def test_burst_buffer_loses_no_byte_and_stays_within_its_capacity(tmp_path, op_k
     assert path.read_bytes() == bytes(_expected_after(w, start))
 
 
+def _random_op(bb, ref: bytearray, rng: np.random.Generator, max_len: int, write_share: float) -> None:
+    """One random write (mirrored into ``ref``) or read (checked against ``ref``) of 1..max_len bytes."""
+    off = int(rng.integers(0, len(ref) - max_len))
+    n = int(rng.integers(1, max_len))
+    if rng.random() < write_share:
+        data = rng.bytes(n)
+        bb.write(off, data)
+        ref[off:off + n] = data
+    else:
+        assert bb.read(off, n) == bytes(ref[off:off + n])
+
+
 def test_burst_buffer_reads_see_the_latest_write_and_partial_writes(tmp_path):
     path = prepare_file(tmp_path, 4 * MIB)
     ref = original(4 * MIB)
     rng = np.random.default_rng(5)
     with BurstBuffer(path, capacity=64 * KIB, block_size=16 * KIB, workers=2, destagers=2, threshold=0.5) as bb:
         for _ in range(400):
-            off = int(rng.integers(0, 4 * MIB - 40 * KIB))
-            n = int(rng.integers(1, 40 * KIB))  # unaligned, spanning blocks
-            if rng.random() < 0.5:
-                data = rng.bytes(n)
-                bb.write(off, data)
-                ref[off:off + n] = data
-            else:
-                assert bb.read(off, n) == bytes(ref[off:off + n])
+            _random_op(bb, ref, rng, max_len=40 * KIB, write_share=0.5)  # unaligned, spanning blocks
         assert bb.stats.peak_bytes <= 64 * KIB
         assert bb.stats.stall_seconds > 0  # writers waited instead of overflowing
     assert path.read_bytes() == bytes(ref)
@@ -465,14 +470,7 @@ def test_burst_buffer_with_a_second_tier_loses_no_byte(tmp_path, interrupt):
         for i in range(1500):
             if interrupt and i == 1000:
                 raise KeyboardInterrupt
-            off = int(rng.integers(0, 4 * MIB - 20 * KIB))
-            n = int(rng.integers(1, 20 * KIB))
-            if rng.random() < 0.6:
-                data = rng.bytes(n)
-                bb.write(off, data)
-                ref[off:off + n] = data
-            else:
-                assert bb.read(off, n) == bytes(ref[off:off + n])
+            _random_op(bb, ref, rng, max_len=20 * KIB, write_share=0.6)
 
     bb = BurstBuffer(path, capacity=8 * bs, block_size=bs, workers=3, destagers=2, threshold=0.5,
                      batch_bytes=2 * bs, tier2_dir=tier2, tier2_capacity=6 * bs, tier2_threshold=0.5,
