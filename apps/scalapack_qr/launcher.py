@@ -157,17 +157,24 @@ def _kill_tree(proc: subprocess.Popen) -> None:
             continue
 
 
-def _error_from_stderr(err: str) -> str | None:
-    for line in err.splitlines():
+def _json_records(text: str) -> list[dict[str, Any]]:
+    """The JSON objects printed one per line in ``text`` (other lines ignored), in order."""
+    records = []
+    for line in text.splitlines():
         line = line.strip()
         if line.startswith("{"):
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(rec, dict) and "error" in rec:
-                return f"{rec['error']} (value {rec.get('value')})"
-    return None
+            if isinstance(rec, dict):
+                records.append(rec)
+    return records
+
+
+def _error_from_stderr(err: str) -> str | None:
+    return next((f"{rec['error']} (value {rec.get('value')})" for rec in _json_records(err) if "error" in rec),
+                None)
 
 
 def _tail(text: str, n: int = 5) -> str:
@@ -181,15 +188,9 @@ def _parse(argv: list[str], returncode: int, out: str, err: str) -> dict[str, An
     if returncode != 0:
         reason = driver_error or f"stderr: {_tail(err)}"
         raise LaunchError(f"run failed with exit status {returncode}: {reason}; command: {cmd}")
-    record = None
-    for line in out.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-    if not isinstance(record, dict):
+    records = _json_records(out)
+    record = records[-1] if records else None
+    if record is None:
         raise LaunchError(f"run printed no JSON line (stdout: {_tail(out)}; stderr: {_tail(err)}); command: {cmd}")
     if driver_error:
         raise LaunchError(f"driver reported an error: {driver_error}; command: {cmd}")
