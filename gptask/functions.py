@@ -7,6 +7,17 @@
   multi-task BO papers); 2 parameters, 2 task coordinates; optimum by brute force + local refinement.
 * ``sphere_shift``: a 3-parameter bowl whose centre moves smoothly with a 1-D task, plus a small
   task-dependent ripple; optimum known in closed form.
+* ``branin_drift``: the Branin function with its three basins translated by the task (a 2-D task
+  moves them by up to 2.5 units in each direction, part of the time to the box's edge); optimum by
+  brute force + local refinement.
+* ``hartmann6``: the 6-parameter Hartmann function whose four bump weights change with a 1-D task
+  (the multi-task Hartmann family of the multi-task BO literature); optimum by multi-start L-BFGS-B.
+* ``mixed``: a run-time-like objective over an integer (``tile``, log scale), a categorical
+  (``variant``) and a real (``frac``) parameter; the best variant switches with the task. Optimum by
+  brute force over every tile and variant and a fine grid of ``frac`` refined by bounded search.
+
+``with_noise(problem, rel_sd, seed)`` wraps any of them with multiplicative, heavy-tailed run-time
+noise (for the noise-robust recommendation benchmarks).
 
 Each ``*_problem()`` returns a :class:`gptask.Problem`; each ``*_optimum(task)`` returns
 ``(x_opt: dict, f_opt: float)``.
@@ -22,10 +33,12 @@ import numpy as np
 from scipy.optimize import minimize
 
 from .problem import Problem
-from .space import Real, Space
+from .space import Categorical, Integer, Real, Space
 
 __all__ = ["demo_f", "demo_problem", "demo_optimum", "branin_problem", "branin_optimum",
-           "sphere_problem", "sphere_optimum", "FAMILIES"]
+           "sphere_problem", "sphere_optimum", "branin_drift_problem", "branin_drift_optimum",
+           "hartmann6_problem", "hartmann6_optimum", "mixed_problem", "mixed_optimum",
+           "with_noise", "FAMILIES"]
 
 
 # ---- the GPTune demo function -----------------------------------------------------------------
@@ -108,8 +121,147 @@ def sphere_optimum(task: dict[str, Any]) -> tuple[dict[str, float], float]:
     return {"x1": float(c[0]), "x2": float(c[1]), "x3": float(c[2])}, 1.0 + float(task["s"])
 
 
+# ---- Branin with drifting basins ----------------------------------------------------------------
+#: how far (parameter units) the basins move per unit of each task coordinate
+BRANIN_DRIFT = 2.5
+
+
+def _branin_drift(task: dict[str, Any], x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+    y1 = x1 - BRANIN_DRIFT * task["u"]
+    y2 = x2 - BRANIN_DRIFT * task["v"]
+    b, c, r, s, tt = 5.1 / (4 * math.pi**2), 5.0 / math.pi, 6.0, 10.0, 1.0 / (8 * math.pi)
+    return (y2 - b * y1**2 + c * y1 - r) ** 2 + s * (1 - tt) * np.cos(y1) + s
+
+
+def branin_drift_problem() -> Problem:
+    tasks = Space([Real("u", -1.0, 1.0), Real("v", -1.0, 1.0)])
+    params = Space([Real("x1", -5.0, 10.0), Real("x2", 0.0, 15.0)])
+    return Problem(tasks, params,
+                   lambda t, p: float(_branin_drift(t, np.float64(p["x1"]), np.float64(p["x2"]))),
+                   name="branin_drift")
+
+
+def branin_drift_optimum(task: dict[str, Any]) -> tuple[dict[str, float], float]:
+    g1, g2 = np.meshgrid(np.linspace(-5, 10, 601), np.linspace(0, 15, 601))
+    y = _branin_drift(task, g1, g2)
+    k = np.unravel_index(np.argmin(y), y.shape)
+    r = minimize(lambda v: float(_branin_drift(task, v[0], v[1])), [g1[k], g2[k]],
+                 bounds=[(-5, 10), (0, 15)], method="L-BFGS-B")
+    if r.fun <= y[k]:
+        return {"x1": float(r.x[0]), "x2": float(r.x[1])}, float(r.fun)
+    return {"x1": float(g1[k]), "x2": float(g2[k])}, float(y[k])
+
+
+# ---- a Hartmann-6 family --------------------------------------------------------------------------
+_H6_ALPHA = np.array([1.0, 1.2, 3.0, 3.2])
+#: the task s in [0, 1] moves the four bump weights along this direction (s = 0.5: the classic one)
+_H6_ALPHA_SHIFT = np.array([0.4, -0.4, 0.4, -0.4])
+_H6_A = np.array([[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14],
+                  [3, 3.5, 1.7, 10, 17, 8], [17, 8, 0.05, 10, 0.1, 14]], dtype=float)
+_H6_P = 1e-4 * np.array([[1312, 1696, 5569, 124, 8283, 5886], [2329, 4135, 8307, 3736, 1004, 9991],
+                         [2348, 1451, 3522, 2883, 3047, 6650], [4047, 8828, 8732, 5743, 1091, 381]])
+_H6_NAMES = tuple(f"x{j + 1}" for j in range(6))
+
+
+def _hartmann6(s: float, x: np.ndarray) -> np.ndarray:
+    """Hartmann-6 at x (n, 6) in [0, 1]^6 with task-dependent weights; returns (n,)."""
+    alpha = _H6_ALPHA + (s - 0.5) * _H6_ALPHA_SHIFT
+    d2 = np.einsum("ij,nij->ni", _H6_A, (x[:, None, :] - _H6_P[None, :, :]) ** 2)
+    return -np.exp(-d2) @ alpha
+
+
+def hartmann6_problem() -> Problem:
+    tasks = Space([Real("s", 0.0, 1.0)])
+    params = Space([Real(n, 0.0, 1.0) for n in _H6_NAMES])
+    return Problem(tasks, params,
+                   lambda t, p: float(_hartmann6(t["s"], np.array([[p[n] for n in _H6_NAMES]]))[0]),
+                   name="hartmann6_family")
+
+
+@lru_cache(maxsize=512)
+def _h6_opt(s: float) -> tuple[tuple[float, ...], float]:
+    rng = np.random.default_rng(0)
+    starts = np.vstack([_H6_P, rng.random((60, 6))])
+    best_x, best_f = None, np.inf
+    for x0 in starts:
+        r = minimize(lambda v: float(_hartmann6(s, v[None, :])[0]), x0, bounds=[(0.0, 1.0)] * 6,
+                     method="L-BFGS-B")
+        if r.fun < best_f:
+            best_x, best_f = r.x, float(r.fun)
+    return tuple(float(v) for v in best_x), best_f
+
+
+def hartmann6_optimum(task: dict[str, Any]) -> tuple[dict[str, float], float]:
+    x, f = _h6_opt(float(task["s"]))
+    return dict(zip(_H6_NAMES, x)), f
+
+
+# ---- mixed integer / categorical / real ------------------------------------------------------------
+MIXED_VARIANTS = ("row", "blocked", "col")
+
+
+def _mixed(task: dict[str, Any], tile: np.ndarray, variant: str, frac: np.ndarray) -> np.ndarray:
+    """A run time (> 0): a preferred tile size and frac that move with the task size n in [0, 1], and
+    a variant penalty whose minimum switches from "row" (small n) to "blocked" to "col" (large n)."""
+    n = float(task["n"])
+    best_log_tile = 3.0 + 4.0 * n  # 8 ... 128
+    penalty = {"row": 0.45 * n, "blocked": 0.12, "col": 0.45 * (1.0 - n)}[variant]
+    centre = 0.2 + 0.6 * n
+    shape = (0.15 * (np.log2(tile) - best_log_tile) ** 2 + 2.0 * (frac - centre) ** 2
+             + 0.04 * (1.0 - np.cos(6 * np.pi * (frac - centre))))
+    return (1.0 + 0.5 * n) * (1.0 + penalty + shape)
+
+
+def mixed_problem() -> Problem:
+    tasks = Space([Real("n", 0.0, 1.0)])
+    params = Space([Integer("tile", 4, 256, log=True), Categorical("variant", list(MIXED_VARIANTS)),
+                    Real("frac", 0.0, 1.0)])
+    return Problem(tasks, params,
+                   lambda t, p: float(_mixed(t, np.float64(p["tile"]), p["variant"], np.float64(p["frac"]))),
+                   name="mixed")
+
+
+def mixed_optimum(task: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    tiles = np.arange(4, 257, dtype=float)
+    frac = np.linspace(0.0, 1.0, 4001)
+    best = (None, None, None, np.inf)
+    for variant in MIXED_VARIANTS:
+        y = _mixed(task, tiles[:, None], variant, frac[None, :])
+        i, j = np.unravel_index(np.argmin(y), y.shape)
+        if y[i, j] < best[3]:
+            best = (int(tiles[i]), variant, float(frac[j]), float(y[i, j]))
+    tile, variant, f0, _ = best
+    lo, hi = max(0.0, f0 - 1e-3), min(1.0, f0 + 1e-3)
+    r = minimize(lambda v: float(_mixed(task, np.float64(tile), variant, v[0])), [f0], bounds=[(lo, hi)],
+                 method="L-BFGS-B")
+    f_best = min(float(r.fun), best[3])
+    frac_best = float(r.x[0]) if r.fun <= best[3] else f0
+    return {"tile": tile, "variant": variant, "frac": frac_best}, f_best
+
+
+# ---- noise ----------------------------------------------------------------------------------------
+def with_noise(problem: Problem, rel_sd: float = 0.1, seed: int = 0) -> Problem:
+    """``problem`` with multiplicative run-time noise on a positive objective: each call returns
+    ``f * exp(|e|)`` with ``e ~ Student-t(3) * rel_sd`` (runs are only ever slowed down, sometimes a
+    lot, as real launches are). The draws come from one generator seeded by ``seed``."""
+    if not rel_sd >= 0.0:
+        raise ValueError(f"rel_sd must be >= 0, got {rel_sd!r}")
+    rng = np.random.default_rng(seed)
+    inner = problem.objective
+
+    def noisy(task: dict[str, Any], params: dict[str, Any]) -> float:
+        value = float(inner(task, params))
+        return value * math.exp(abs(float(rng.standard_t(3))) * rel_sd)
+
+    return Problem(problem.task_space, problem.param_space, noisy, constraints=problem.constraints,
+                   constants=problem.constants, name=f"{problem.name}+noise")
+
+
 FAMILIES = {
     "demo": (demo_problem, demo_optimum),
     "branin": (branin_problem, branin_optimum),
     "sphere": (sphere_problem, sphere_optimum),
+    "branin_drift": (branin_drift_problem, branin_drift_optimum),
+    "hartmann6": (hartmann6_problem, hartmann6_optimum),
+    "mixed": (mixed_problem, mixed_optimum),
 }
