@@ -41,3 +41,17 @@ def failing_problem() -> gt.Problem:
         return 2.0 + (x - 0.3 - 0.1 * task["t"]) ** 2
 
     return gt.Problem(tasks, params, f, name="failing")
+
+
+def penalty_problem() -> gt.Problem:
+    """Returns the "penalty" 1e308 for x > 0.8 (as users do for a crashed run), else a smooth bowl
+    whose values straddle 0 (so no log transform applies)."""
+    tasks = gt.Space([gt.Real("t", 0.0, 1.0)])
+    params = gt.Space([gt.Real("x", 0.0, 1.0)])
+
+    def f(task, p):
+        if p["x"] > 0.8:
+            return 1e308
+        return (p["x"] - 0.3 - 0.1 * task["t"]) ** 2 - 0.01
+
+    return gt.Problem(tasks, params, f, name="penalty")
