@@ -89,6 +89,14 @@ class Outcome:
     def ok(self) -> bool:
         return self.status is Status.COMPLETE
 
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "samples": list(self.samples), "status": self.status.value,
+                "reason": self.reason, "duration": self.duration, "extra": dict(self.extra)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Outcome":
+        return cls(d["value"], tuple(d["samples"]), d["status"], d["reason"], float(d["duration"]), dict(d["extra"]))
+
     @classmethod
     def of(cls, result: Any, reason: str = "") -> "Outcome":
         """An Outcome from what a user reports: an Outcome as is; None as failed (``reason``);

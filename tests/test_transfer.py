@@ -8,7 +8,7 @@ import pytest
 
 import gptask as gt
 from gptask.functions import demo_optimum, demo_problem, sphere_problem
-from gptask.history import History
+from gptask.storage import SQLiteStorage
 from gptask.transfer import _project
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -136,8 +136,8 @@ def test_tune_new_task_block_updates_only(mixed_result, tmp_path, factor_sizes):
     prob = mixed_problem()
     assert all(prob.is_feasible(task, r["params"]) for r in mine)
     assert len({(r["params"]["x"], r["params"]["k"], r["params"]["alg"]) for r in mine}) == 7
-    stored = [r for r in History(hist, prob.signature()).records() if r["task_index"] == T]
-    assert len(stored) == 7
+    stored = SQLiteStorage(hist, prob.signature()).trials(task_index=T)
+    assert len(stored) == 7 and all(t.status.finished for t in stored)
     # it tunes: the optimum value is 1.0 + 0.05 (0.42*6 + 1 - k)^2 >= 1.0 (k integer)
     assert new.best_new()[1] < 1.06
     assert new.best_new()[1] <= prob.objective(task, new.prediction.params)
