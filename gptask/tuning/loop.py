@@ -135,6 +135,7 @@ def tune(
         reporter = Progress(progress and tuner.rank == 0, total, done)
         try:
             _loop(tuner, evaluator, reporter, parallel_evaluations, None if max_time is None else start + max_time)
+            tuner.release()  # what could not run stays PENDING, free for any process to take
             return tuner.result()
         finally:
             reporter.close()
@@ -164,8 +165,8 @@ def _loop(tuner: Tuner, evaluator: Evaluator, reporter: Progress, parallel: bool
         wait = WAIT_MIN_S
         try:
             _evaluate_all(tuner, evaluator, trials, parallel, stop_at if tuner.size == 1 else None, reporter)
-        except EvaluationInterrupted:
-            reporter.message("max_time reached during an evaluation: it was stopped and stays pending")
+        except EvaluationInterrupted as exc:
+            reporter.message("max_time reached (%s): the trials not run stay pending", exc)
             return
         _report(tuner, reporter, ask_s)
 
@@ -188,6 +189,8 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
     """Evaluate and tell ``trials``: serially, on rank 0 only, or round robin over the ranks."""
     if tuner.size == 1:
         for t in trials:
+            if stop_at is not None and time.monotonic() >= stop_at:
+                raise EvaluationInterrupted("max_time reached before this evaluation")
             tuner.tell(t, evaluator(t.task, t.params, stop_at=stop_at))
             reporter.advance()
         return

@@ -275,7 +275,8 @@ class Tuner:
         """Whether the model sees log(values) (None: not decided yet)."""
         return self._use_log
 
-    def _of(self, i: int) -> list[Trial]:
+    def trials_of(self, i: int) -> list[Trial]:
+        """Task ``i``'s trials in any state, in id order."""
         return [t for t in self._trials if t.task_index == i]
 
     def count(self, i: int) -> int:
@@ -284,7 +285,7 @@ class Tuner:
 
     def best_value(self, i: int) -> float | None:
         """The smallest COMPLETE value of task ``i`` (None when it has none)."""
-        ok = [t.value for t in self._of(i) if t.status is Status.COMPLETE]
+        ok = [t.value for t in self.trials_of(i) if t.status is Status.COMPLETE]
         return min(ok) if ok else None
 
     def closed_reason(self, i: int) -> str | None:
@@ -299,7 +300,7 @@ class Tuner:
         return None
 
     def _takes_new(self, i: int) -> bool:
-        return self.closed_reason(i) is None and len(self._of(i)) < self.budget
+        return self.closed_reason(i) is None and len(self.trials_of(i)) < self.budget
 
     @property
     def done(self) -> bool:
@@ -325,7 +326,7 @@ class Tuner:
 
     def _initial_todo(self, i: int) -> list[dict]:
         """Design points of task ``i`` still to claim (empty once its initial phase is over)."""
-        mine = self._of(i)
+        mine = self.trials_of(i)
         need = self.n_initial - len(mine)
         if need <= 0:
             return []
@@ -382,14 +383,14 @@ class Tuner:
                   if i not in skip and self._takes_new(i) and not self._initial_todo(i)]
         if room <= 0 or not active or not self.records:
             return []
-        active = sorted(active, key=lambda i: (len(self._of(i)), i))[:room]
+        active = sorted(active, key=lambda i: (len(self.trials_of(i)), i))[:room]
         self.fit_model()
         out: list[Trial] = []
         for _ in range(CLAIM_ROUNDS):
             rows = search_tasks(active, self._search, self.problem.param_space.n_columns, self.comm)
             for i, row in zip(active, rows):
                 if row is None:
-                    self._close_task(i, f"every feasible configuration has been claimed ({len(self._of(i))} "
+                    self._close_task(i, f"every feasible configuration has been claimed ({len(self.trials_of(i))} "
                                         f"trials of a budget of {self.budget})")
             found = [(i, row) for i, row in zip(active, rows) if row is not None]
             params = self.problem.param_space.decode(np.array([row for _, row in found])) if found else []
@@ -415,7 +416,7 @@ class Tuner:
         rank that owns task i."""
         assert self.model is not None and self._data is not None
         space = self.problem.param_space
-        mine = self._of(i)
+        mine = self.trials_of(i)
         claimed = space.encode([t.params for t in mine])
         return search_task(self.model, i, self.problem, self.tasks[i], self._data.best_z(i), claimed,
                            self._incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
@@ -425,7 +426,7 @@ class Tuner:
         """Encoded best configurations: task i's own first, then the other tasks' (transfer)."""
         best = []
         for j in [i] + [j for j in range(self.n_tasks) if j != i]:
-            ok = [t for t in self._of(j) if usable(t)]
+            ok = [t for t in self.trials_of(j) if usable(t)]
             if ok:
                 best.append(min(ok, key=lambda t: t.value).params)
         return self.problem.param_space.encode(best[: max(1, self.pso_particles // 4)]) if best else None
