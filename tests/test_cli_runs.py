@@ -4,10 +4,8 @@ sbatch), ask/tell/release errors, progress lines in a log, output paths checked 
 import json
 import os
 import re
-import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import numbers
 import signal
 import threading
 import time
@@ -33,19 +32,11 @@ from ..storage import Storage
 from ..trials import Status, Trial
 from .progress import Progress
 from .settings import WAIT_LOG_S, WAIT_MAX_S, WAIT_MIN_S
-from .tuner import Tuner
+from .tuner import Tuner, check_seconds
 
 __all__ = ["tune"]
 
 log = logging.getLogger(__name__)
-
-
-def _check_seconds(name: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
-    return float(value)
 
 
 @contextlib.contextmanager
@@ -123,7 +114,7 @@ def tune(
     tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters, output_transform
     ("auto": log of positive outputs or not, decided once by likelihood; "log"; "none") (see :class:`Tuner`).
     """
-    max_time = _check_seconds("max_time", max_time)
+    max_time = check_seconds("max_time", max_time)
     evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout,
                           noise=noise, pruner=pruner)
     start = time.monotonic()

@@ -47,7 +47,7 @@ from .data import TrainingData, log_possible, training_data, usable, usable_valu
 from .propose import initial_design, search_task, search_tasks
 from .settings import CLAIM_ROUNDS, STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng
 
-__all__ = ["Tuner", "resolve_tasks", "check_int"]
+__all__ = ["Tuner", "resolve_tasks", "check_int", "check_seconds"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,15 @@ def check_int(name: str, value: Any, lo: int) -> int:
     if value < lo:
         raise ValueError(f"{name} must be >= {lo}, got {value}")
     return int(value)
+
+
+def check_seconds(name: str, value: Any) -> float | None:
+    """``value`` as a positive float of seconds, or None; ValueError naming ``name`` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return float(value)
 
 
 def resolve_tasks(problem: Problem, tasks: int | Sequence[Mapping[str, Any]], seed: int) -> list[dict]:
@@ -149,14 +158,12 @@ class Tuner:
             raise ValueError(f"kernel must be 'rbf' or 'matern52', got {kernel!r}")
         if owner is not None and not isinstance(owner, Owner):
             raise TypeError(f"owner must be a gptask.storage.Owner, got {owner!r}")
-        if lease is not None and (isinstance(lease, bool) or not isinstance(lease, numbers.Real) or not lease > 0):
-            raise ValueError(f"lease must be a positive number of seconds or None, got {lease!r}")
         self.kernel = kernel
         self.output_transform = output_transform
         self.comm = comm
         self.rank, self.size = rank_size(comm)
         self.owner = owner if owner is not None else Owner.this_process("tune")
-        self.lease = None if lease is None else float(lease)
+        self.lease = check_seconds("lease", lease)
         # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
         self.storage: Storage | None = None
         state = self._on_root(lambda: self._open_history(history, tasks), "opening the history")
