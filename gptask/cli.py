@@ -193,8 +193,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     rows = result.table()
     print(format_table(rows))
     for i, reason in sorted(result.closed.items()):
-        if "budget" not in reason:
-            print(f"task {i}: {reason}")
+        print(f"task {i} stopped early: {reason}")
     if result.pending:
         print(f"{len(result.pending)} trial(s) pending (ids {[t.id for t in result.pending]}): run the same "
               "command again to finish them")
@@ -408,7 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("history", help="SQLite file (created by the first ask)")
     a.add_argument("--problem", required=True, help="demo | branin | sphere | module:function")
     a.add_argument("--problem-options", default="", help="k=v,... passed to the problem function")
-    a.add_argument("-n", type=int, default=None, help="how many trials (default: one per task that needs one)")
+    a.add_argument("-n", type=int, default=None, help="at most this many trials (default: the rest of the initial designs, "
+                   "else one search proposal per task)")
     a.add_argument("--json", action="store_true", help="print a JSON list of {id, task_index, task, params}")
     a.add_argument("--tasks", type=int, default=None, help="number of LHS tasks (first ask; default 5)")
     a.add_argument("--task", action="append", help="an explicit task k=v,... (repeatable; first ask)")

@@ -18,7 +18,7 @@ class TuningResult:
     records in id order; they also read like dicts: ``r["value"]``), model (the last fitted LCM,
     or None), transform (the output transform the model was fitted under), pending (trials asked
     and not told, e.g. stopped by ``max_time``: the next run with the same history re-proposes
-    them), closed (task index -> why it takes no new trials: budget used, target reached, every
+    them), closed (task index -> why the task stopped before its budget: target reached, or every
     feasible configuration run)."""
 
     problem: Problem

@@ -169,9 +169,14 @@ class Tuner:
         state = self._on_root(lambda: self._open_history(history, tasks), "opening the history")
         self.tasks: list[dict] = state["tasks"]
         self.n_tasks = len(self.tasks)
-        self.target = _check_target(target, self.n_tasks)
+        try:
+            self.target = _check_target(target, self.n_tasks)
+            self.n_latent = check_int("n_latent", min(self.n_tasks, 4) if n_latent is None else n_latent, 1)
+        except BaseException:
+            if self.storage is not None:
+                self.storage.close()
+            raise
         self._use_log: bool | None = {"log": True, "none": False}.get(output_transform, state["use_log"])
-        self.n_latent = check_int("n_latent", min(self.n_tasks, 4) if n_latent is None else n_latent, 1)
         self.iteration = int(state["iteration"])
         self.model: LCM | None = None
         self.transform = None
@@ -297,10 +302,15 @@ class Tuner:
 
     def closed_reason(self, i: int) -> str | None:
         """Why task ``i`` is finished (budget used, target reached, space exhausted), or None."""
-        if i in self._closed:
-            return self._closed[i]
         if self.count(i) >= self.budget:
             return f"budget of {self.budget} evaluations used"
+        return self.stopped_early(i)
+
+    def stopped_early(self, i: int) -> str | None:
+        """Why task ``i`` takes no new trials before its budget is used (its target is reached, or
+        every feasible configuration has been claimed), or None."""
+        if i in self._closed:
+            return self._closed[i]
         best, target = self.best_value(i), self.target[i]
         if target is not None and best is not None and best <= target:
             return f"target {target:g} reached ({best:.6g})"
@@ -316,10 +326,6 @@ class Tuner:
         return all(self.closed_reason(i) is not None for i in range(self.n_tasks)) and not self.pending
 
     # ---- ask ---------------------------------------------------------------------------------
-    def _feasible_for(self, i: int):
-        task = self.tasks[i]
-        return lambda p: self.problem.is_feasible(task, p)
-
     def _describe_constraints(self, i: int) -> str:
         names = ", ".join(self.problem.constraint_names()) or "no constraints"
         return f"{names} of problem {self.problem.name!r} for task {self.tasks[i]}"
@@ -579,7 +585,7 @@ class Tuner:
             except (ValueError, np.linalg.LinAlgError) as exc:
                 log.error("the final model could not be brought up to date (%s): the result has no model", exc)
         return TuningResult(self.problem, list(self.tasks), self.records, model, transform, pending=self.pending,
-                            closed={i: r for i in range(self.n_tasks) if (r := self.closed_reason(i))})
+                            closed={i: r for i in range(self.n_tasks) if (r := self.stopped_early(i))})
 
     def _current_model(self) -> tuple[LCM, Any]:
         use_log = self._settle_log()
