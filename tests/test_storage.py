@@ -463,3 +463,12 @@ def test_a_killed_holders_trial_is_handed_over_and_a_live_ones_is_not(tmp_path):
     back = s.reclaim(me)
     assert len(back) == 1 and back[0].params == {"x": 0.7} and back[0].attempts == 2
     s.close()
+
+
+def test_a_v1_file_of_another_problem_is_refused_before_any_upgrade(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    shutil.copy(DATA / "v1_failing.sqlite", path)
+    before = digest(path)
+    with pytest.raises(HistoryMismatch, match="different problem"):
+        SQLiteStorage(path, SIG)
+    assert digest(path) == before

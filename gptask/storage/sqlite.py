@@ -173,6 +173,14 @@ def _create_v2(db: sqlite3.Connection) -> None:
         db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
 
 
+def _check_signature(db: sqlite3.Connection, where: str, signature: Mapping[str, Any]) -> None:
+    stored = _meta(db, "signature") or "{}"
+    sig = normalised(dict(signature))
+    if json.loads(stored) != sig:
+        raise HistoryMismatch(f"history {where} was written for a different problem; its signature is "
+                              f"{stored[:300]} but this problem's is {json_text(sig)[:300]}. Use another history file.")
+
+
 def _check_writable_path(path: Path, create: bool) -> None:
     """Clear errors for the ways a path can fail before SQLite gets a say."""
     if path.is_dir():
@@ -252,6 +260,8 @@ class SQLiteStorage(Storage):
                                f"{SCHEMA_VERSION} and older: upgrade gptask to use it")
         if version == 0 and signature is None:
             raise NotAHistory(f"{where} is empty: not a gptask history")
+        if version and signature is not None:
+            _check_signature(db, where, signature)  # before any upgrade: never touch another run's file
         if self.read_only:
             if version < SCHEMA_VERSION:
                 memory = sqlite3.connect(":memory:", isolation_level=None)
@@ -274,15 +284,8 @@ class SQLiteStorage(Storage):
                     db.execute("INSERT INTO meta (key, value) VALUES ('signature', ?)", (json_text(dict(signature)),))
                 elif version < SCHEMA_VERSION:
                     _upgrade_v1(db)
-        if signature is None:
-            return
-        stored = _meta(db, "signature") or "{}"
-        sig = normalised(dict(signature))
-        if json.loads(stored) != sig:
-            raise HistoryMismatch(
-                f"history {where} was written for a different problem; its signature is "
-                f"{stored[:300]} but this problem's is {json_text(sig)[:300]}. Use another history file."
-            )
+        if signature is not None:
+            _check_signature(db, where, signature)  # (again: another process may have created the file)
 
     # ---- plumbing ----------------------------------------------------------------------------
     @property

@@ -501,7 +501,7 @@ class Tuner:
         elif not cold:
             last = self._on_root(lambda: self.storage.last_model(), "reading the last model")
             init = None if last is None else last["params"]
-        seed = int_seed(self.seed, STAGE_FIT, data.n_points)
+        seed = int_seed(self.seed, STAGE_FIT, self.iteration)
         try:
             return LCM(n_latent=self.n_latent, kernel=self.kernel).fit(
                 data.X, data.y, restarts=self.refit_restarts if init is not None else self.restarts, seed=seed,
