@@ -3,7 +3,7 @@
 A batch job's log must show the run moving, so when stderr is not a terminal every iteration logs
 one line through the ``gptask.progress`` logger at INFO::
 
-    iteration 7: tasks done 2/8, evaluations 61/160 (3 failed, 1 pending), best [0.0123 0.456 ...], model 1.2 s, 4m05s
+    iteration 7: tasks done 2/8, evaluations 61/160 (3 failed, 1 pending), best [0.0123 0.456 ...], model+search 1.2 s, 4m05s
 
 If neither that logger nor the root logger has a handler (a plain script), a stderr handler is
 attached to ``gptask.progress`` for the duration of the run and removed afterwards; nothing else
@@ -39,7 +39,7 @@ def format_line(iteration: int, tasks_done: int, n_tasks: int, finished: int, to
     shown = " ".join("-" if b is None else f"{b:.4g}" for b in best[:MAX_SHOWN_BEST])
     more = " ..." if len(best) > MAX_SHOWN_BEST else ""
     return (f"iteration {iteration}: tasks done {tasks_done}/{n_tasks}, evaluations {finished}/{total} "
-            f"({failed} failed, {pending} pending), best [{shown}{more}], model {model_s:.3g} s, "
+            f"({failed} failed, {pending} pending), best [{shown}{more}], model+search {model_s:.3g} s, "
             f"{_elapsed(elapsed_s)}")
 
 

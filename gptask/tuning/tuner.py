@@ -5,9 +5,10 @@ Contract
 * ``ask(n)`` writes its proposals to the history as PENDING trials before returning them
   (:class:`~gptask.trials.Trial`, with ids). First come trials whose holder died or released them
   (re-proposed as they were), then each task's initial Latin hypercube (round robin over tasks),
-  then one log-EI maximiser per task in its search phase. ``n=None`` asks for one trial per task
-  that takes new trials. The model is fitted only when the finished data changed since the last
-  fit, by this process or any other sharing the history: asking twice never refits twice.
+  then one log-EI maximiser per task in its search phase (at most one per task and ask: pending
+  trials do not enter the model yet, they are only excluded from the search). The model is
+  fitted only when the finished data changed since the last fit, by this process or any other
+  sharing the history: asking twice never refits twice.
 * ``tell(trial, result)`` records the result of a PENDING trial of this history, exactly once: a
   second tell, an unknown id, or a trial from another history is a clear error. It may come from
   another process than the one that asked (the history, not the process, holds the trial).
