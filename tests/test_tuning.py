@@ -252,3 +252,25 @@ def test_a_constraint_that_raises_is_reported_with_its_exception(caplog):
     with pytest.raises(ValueError, match=r"typo.*raised KeyError: 'kk'"):
         gt.tune(bad, tasks=1, budget=4, progress=False)
     assert any("raised KeyError" in r.message for r in caplog.records)
+
+
+def test_a_late_result_from_a_lapsed_holder_wins_and_the_run_goes_on(tmp_path, caplog):
+    from gptask.storage import Owner
+
+    path = tmp_path / "h.sqlite"
+    prob = counting_problem()
+    shell = Tuner(prob, tasks=1, budget=2, n_initial=2, seed=0, history=path, owner=Owner.detached("ask"), lease=0.2)
+    first, second = shell.ask()
+    shell.close(release=False)
+    time.sleep(0.3)  # the leases lapse: the next tuner takes both trials over
+
+    def objective(task, p):
+        if p == dict(first.params):  # meanwhile the first holder's job reports after all
+            SQLiteStorage(path).finish(first.id, Status.COMPLETE, 42.0)
+        return prob.objective(task, p)
+
+    res = gt.tune(gt.Problem(prob.task_space, prob.param_space, objective, name="counting"), tasks=1, budget=2,
+                  n_initial=2, seed=0, history=path, progress=False, **FAST)
+    assert [(t.id, t.status) for t in res.history] == [(first.id, Status.COMPLETE), (second.id, Status.COMPLETE)]
+    assert res.history[0].value == 42.0 and res.history[1].attempts == 2
+    assert any("already told" in r.message for r in caplog.records)

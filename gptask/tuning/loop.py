@@ -28,7 +28,7 @@ from ..evaluate import EvaluationInterrupted, Evaluator, Outcome
 from ..parallel import allgather_json, bcast_json, blas_threads_per_rank, collective, my_items
 from ..problem import Problem
 from ..result import TuningResult
-from ..storage import Storage
+from ..storage import Storage, TrialNotPending
 from ..trials import Status, Trial
 from .progress import Progress
 from .settings import WAIT_LOG_S, WAIT_MAX_S, WAIT_MIN_S
@@ -175,6 +175,18 @@ def _report(tuner: Tuner, reporter: Progress, ask_s: float) -> None:
                        len(tuner.pending), [tuner.best_value(i) for i in range(tuner.n_tasks)], ask_s)
 
 
+def _tell(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False) -> None:
+    """Tell ``trial``; if someone else told it first (its lease ran out and it was re-proposed,
+    then the first holder reported after all), keep that result and go on."""
+    try:
+        if local:
+            tuner.tell_local(trial, outcome)
+        else:
+            tuner.tell(trial, outcome)
+    except TrialNotPending as exc:
+        log.warning("%s; this run's result for it is dropped", exc)
+
+
 def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], parallel: bool, stop_at: float | None,
                   reporter: Progress) -> None:
     """Evaluate and tell ``trials``: serially, on rank 0 only, or round robin over the ranks."""
@@ -182,7 +194,7 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
         for t in trials:
             if stop_at is not None and time.monotonic() >= stop_at:
                 raise EvaluationInterrupted("max_time reached before this evaluation")
-            tuner.tell(t, evaluator(t.task, t.params, stop_at=stop_at))
+            _tell(tuner, t, evaluator(t.task, t.params, stop_at=stop_at))
             reporter.advance()
         return
     if parallel:
@@ -191,7 +203,7 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
             for k in my_items(len(trials), tuner.comm):
                 outcome = evaluator(trials[k].task, trials[k].params)
                 if tuner.rank == 0:
-                    tuner.tell_local(trials[k], outcome)  # committed now: a dying rank cannot lose it
+                    _tell(tuner, trials[k], outcome, local=True)  # committed now: a dying rank cannot lose it
                 else:
                     out[str(k)] = outcome.to_json()
             return out
@@ -199,11 +211,11 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
         merged: dict[str, Any] = {}
         for part in allgather_json(collective(mine, tuner.comm, "evaluations"), tuner.comm):
             merged.update(part)
-        collective(lambda: [tuner.tell_local(trials[int(k)], Outcome.from_json(d)) for k, d in sorted(merged.items())],
-                   tuner.comm, "recording evaluations")
+        collective(lambda: [_tell(tuner, trials[int(k)], Outcome.from_json(d), local=True)
+                            for k, d in sorted(merged.items())], tuner.comm, "recording evaluations")
     else:
         # rank 0 evaluates and records each result at once (committed before the next run)
-        collective(lambda: [tuner.tell_local(t, evaluator(t.task, t.params)) for t in trials] if tuner.rank == 0
-                   else None, tuner.comm, "evaluations")
+        collective(lambda: [_tell(tuner, t, evaluator(t.task, t.params), local=True) for t in trials]
+                   if tuner.rank == 0 else None, tuner.comm, "evaluations")
     tuner.refresh()
     reporter.advance(len(trials))
