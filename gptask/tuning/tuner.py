@@ -112,6 +112,10 @@ class Tuner:
     ...         for trial in tuner.ask():
     ...             tuner.tell(trial, my_launcher(trial.task, trial.params))  # float, Outcome or None
 
+    Use it as a context manager (or call :meth:`close`): trials asked and not told are then
+    released when you stop, and any process sharing the history takes them at once (otherwise
+    they are held until this process ends).
+
     target: stop a task once its best value is <= target (a number, or one number or None per
     task). owner: who holds the asked trials (default: this process, alive while it runs;
     ``Owner.detached(...)`` for a shell that exits after asking). lease: seconds after which an
