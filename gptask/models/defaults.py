@@ -56,3 +56,8 @@ VAR_FLOOR_REL = 1e-12
 JITTER_LEVELS = (1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
 #: value returned to the optimiser where the covariance cannot be factorised
 FAIL_VALUE = 1e25
+
+# ---- large data (issue 16) ---------------------------------------------------------------------------
+#: the gradient pass keeps the forward pass's Q kernel matrices when they take at most this many
+#: bytes, and recomputes each K_q otherwise (the peak is then 3-4 N x N arrays whatever Q)
+KERNEL_CACHE_BYTES = 512 * 2**20

@@ -43,7 +43,8 @@ from scipy.stats import qmc
 from . import linalg as _la
 from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXPLORE_RESTARTS, FAIL_VALUE,
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
-                       STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES)
+                       STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES)
+from .backend import get_backend
 from .kernels import check_kernel, gram, kernel as _kernel
 from .priors import LCMPrior, resolve_prior
 
@@ -200,68 +201,87 @@ def _coreg(W: np.ndarray, kappa: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _lml_core(X, y, counts, ls, W, kappa, noise, kern, want_grad):
-    """Exact LML (and gradient) for data sorted by task; counts (T,) >= 1 points per task.
+def _cache_kernels(kern: str, Q: int, N: int) -> bool:
+    """Whether the gradient pass may keep the Q kernel matrices of the forward pass (they take at
+    most KERNEL_CACHE_BYTES) instead of recomputing each K_q."""
+    per = 8 * N * N * (1 if kern == "rbf" else 2)
+    return Q * per <= KERNEL_CACHE_BYTES
 
-    Returns (ll, grads, L, z, alpha, jitter); grads is None or a tuple
-    (d/d lengthscale (Q, d), d/dW (Q, T, r), d/dkappa (Q, T), d/dnoise (T,)).
 
-    B_q expanded to the N x N data is never formed: its rank-r part acts as row/column scalings
-    by a_{q,s}[n] = W[q, task(n), s], its kappa part only touches the T diagonal blocks.
+def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
+    """Exact LML (and gradient) for data sorted by task, on the array backend ``bk``.
+
+    data: a :class:`_Sorted` on ``bk``. Hyperparameters ls (Q, d), W (Q, T, r), kappa (Q, T),
+    noise (T,) are numpy arrays.
+    Returns (ll, grads, L, z, alpha, jitter): grads is None or a tuple of numpy arrays
+    (d/d lengthscale (Q, d), d/dW (Q, T, r), d/dkappa (Q, T), d/dnoise (T,)); L, z, alpha are
+    backend arrays, L is None with want_grad (its memory then holds K^-1).
+
+    Memory: the expanded B_q[t_n, t_m] is built one latent at a time; the gradient pass recomputes
+    each K_q (or reuses the forward pass's when all Q fit in KERNEL_CACHE_BYTES), so the peak is
+    3 N x N arrays for rbf, 4 for matern52, plus the cache.
     """
+    X, y, seg, t = data.Xd, data.yd, data.seg, data.td
     N, d = X.shape
-    Q, T, r = W.shape
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    blocks = [slice(int(s), int(s + c)) for s, c in zip(starts, counts)]
-    t = np.repeat(np.arange(T), counts)
-    a = W[:, t, :]  # (Q, N, r)
-    K = np.zeros((N, N))
-    tmp = np.empty((N, N))
-    Ks, Fs = [], []
+    Q = W.shape[0]
+    B = bk.asarray(_coreg(W, kappa))  # (Q, T, T)
+    lsd = bk.asarray(ls)
+    cache = want_grad and _cache_kernels(kern, Q, N)
+    kept = []
+    K = bk.zeros((N, N))
     for q in range(Q):
-        Kq, Fq = gram(kern, X, ls[q], want_factor=True)
-        for s in range(r):
-            np.multiply(Kq, a[q, :, s][:, None], out=tmp)
-            tmp *= a[q, :, s][None, :]
-            K += tmp
-        for i, bl in enumerate(blocks):
-            K[bl, bl] += kappa[q, i] * Kq[bl, bl]
-        if want_grad:
-            Ks.append(Kq)
-            Fs.append(Fq)
-    K[np.diag_indices(N)] += noise[t]
-    L, jitter = _la.robust_cholesky(K, what="LCM covariance matrix")
+        Kq, Fq = gram(kern, X, lsd[q], want_factor=True, bk=bk) if cache else (gram(kern, X, lsd[q], bk=bk), None)
+        C = bk.expand(B[q], t)  # B_q[t_n, t_m]
+        C *= Kq
+        K += C
+        del C
+        if cache:
+            kept.append((Kq, Fq))
+        del Kq, Fq
+    bk.add_diagonal_(K, bk.asarray(noise)[t])
+    L, jitter = bk.cholesky(K, "LCM covariance matrix")
     del K
-    z = _la.solve_lower(L, y)
-    alpha = _la.solve_upper_t(L, z)
-    ll = -0.5 * float(z @ z) - float(np.sum(np.log(np.diagonal(L)))) - 0.5 * N * _LOG2PI
+    z = bk.solve_lower(L, y)
+    alpha = bk.solve_upper_t(L, z)
+    ll = -0.5 * bk.item(z @ z) - bk.sum_log_diag(L) - 0.5 * N * _LOG2PI
     if not want_grad:
         return ll, None, L, z, alpha, jitter
 
-    A = _la.outer_minus_inverse(alpha, L)  # alpha alpha^T - K^-1
-    g_noise = 0.5 * np.add.reduceat(np.diagonal(A), starts)
+    A = bk.outer_minus_inverse(alpha, L, overwrite=True)  # alpha alpha^T - K^-1
+    del L
+    g_noise = 0.5 * bk.to_numpy(bk.segment_sum(bk.diagonal(A), seg))
+    X1 = bk.concat([X, bk.ones((N, 1))], axis=1)  # (N, d+1): the last column gives row sums
     X2 = X * X
-    X1 = np.hstack([X, np.ones((N, 1))])  # (N, d+1): the last column gives row sums
     g_ls = np.empty_like(ls)
     g_W = np.empty_like(W)
     g_kappa = np.empty_like(kappa)
     for q in range(Q):
-        M = np.multiply(A, Ks[q], out=tmp)  # A o K_q
-        S = np.add.reduceat(np.add.reduceat(M, starts, axis=0), starts, axis=1)  # (T, T) block sums
+        if cache:
+            Kq, Fq = kept[q]
+            kept[q] = None
+        else:
+            Kq, Fq = gram(kern, X, lsd[q], want_factor=True, bk=bk)
+        rbf = Fq is Kq
+        Kq *= A  # M = A o K_q
+        S = bk.to_numpy(bk.segment_sum(bk.segment_sum(Kq, seg, 0), seg, 1))  # (T, T) block sums
         # dLL/dB_q = S/2 entrywise; B = W W^T + diag(kappa) and S symmetric
         g_W[q] = S @ W[q]
         g_kappa[q] = 0.5 * np.diagonal(S)
-        # length scales: dK/dl_d = Bexp o F_q o (x_d - x'_d)^2 / l_d^3. With H = A o F_q and
-        # G = H o Bexp: sum(G o D_d^2) = 2 sum_n (G 1)_n x_nd^2 - 2 sum_n x_nd (G X)_nd.
-        H = M if Fs[q] is Ks[q] else np.multiply(A, Fs[q], out=tmp)
-        Z = np.concatenate([a[q, :, s][:, None] * X1 for s in range(r)], axis=1)
-        HZ = H @ Z
-        GX1 = sum(a[q, :, s][:, None] * HZ[:, s * (d + 1) : (s + 1) * (d + 1)] for s in range(r))
-        for i, bl in enumerate(blocks):
-            GX1[bl] += kappa[q, i] * (H[bl, bl] @ X1[bl])
-        sq = 2.0 * (GX1[:, d] @ X2) - 2.0 * np.einsum("nd,nd->d", X, GX1[:, :d])
-        g_ls[q] = 0.5 * sq / ls[q] ** 3
-    return ll, (g_ls, g_W, g_kappa, g_noise), L, z, alpha, jitter
+        # length scales: dK/dl_d = Bexp o F_q o (x_d - x'_d)^2 / l_d^3. With G = A o F_q o Bexp
+        # (symmetric): sum(G o D_d^2) = 2 sum_n (G 1)_n x_nd^2 - 2 sum_n x_nd (G X)_nd.
+        if rbf:
+            G = Kq  # A o F_q = A o K_q for rbf
+        else:
+            Kq = None  # free M before G's temporaries
+            G = Fq
+            G *= A
+        Kq = Fq = None
+        G *= bk.expand(B[q], t)
+        GX1 = G @ X1
+        del G
+        sq = 2.0 * (GX1[:, d] @ X2) - 2.0 * bk.einsum("nd,nd->d", X, GX1[:, :d])
+        g_ls[q] = 0.5 * bk.to_numpy(sq) / ls[q] ** 3
+    return ll, (g_ls, g_W, g_kappa, g_noise), None, z, alpha, jitter
 
 
 def _stall_callback():
@@ -276,9 +296,29 @@ def _stall_callback():
     return callback
 
 
-def _sorted_data(X_list, y_list):
+@dataclass(frozen=True)
+class _Sorted:
+    """The data sorted by task: on the host (X (N, d), y (N,), t (N,) task of each row, counts (T,))
+    and as arrays of the backend (Xd, yd, td, and seg, the backend's handle of the task segments)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    t: np.ndarray
+    counts: np.ndarray
+    Xd: Any
+    yd: Any
+    td: Any
+    seg: Any
+
+    @classmethod
+    def build(cls, bk, X: np.ndarray, y: np.ndarray, counts: np.ndarray) -> "_Sorted":
+        t = np.repeat(np.arange(counts.shape[0]), counts)
+        return cls(X, y, t, counts, bk.asarray(X), bk.asarray(y), bk.index(t), bk.segments(counts))
+
+
+def _sorted_data(X_list, y_list, bk) -> _Sorted:
     counts = np.array([x.shape[0] for x in X_list], dtype=int)
-    return np.vstack(X_list), np.concatenate(y_list), counts
+    return _Sorted.build(bk, np.vstack(X_list), np.concatenate(y_list), counts)
 
 
 def lml_and_grad(
@@ -286,18 +326,28 @@ def lml_and_grad(
     y_list: Sequence[np.ndarray],
     params: Mapping[str, np.ndarray],
     kernel: str = "rbf",
+    backend: str | None = None,
+    device: str | None = None,
 ) -> tuple[float, dict[str, np.ndarray]]:
     """Log marginal likelihood of the data at ``params`` and its gradient in natural parameters.
 
     X_list[i]: (n_i, d) in [0, 1]; y_list[i]: (n_i,). params as returned by ``LCM.get_params``.
-    Returns (ll, grads) with grads keyed like params and of the same shapes.
+    backend, device: where to compute, as for :class:`LCM`. Returns (ll, grads) with grads keyed
+    like params and of the same shapes (numpy arrays whatever the backend).
     """
+    bk = _resolve_backend(backend, device)
     Xs, ys = _check_data(X_list, y_list)
     p = _check_params(params, None, Xs[0].shape[1], len(Xs), None)
-    X, y, counts = _sorted_data(Xs, ys)
-    ll, g, *_ = _lml_core(X, y, counts, p["lengthscale"], p["W"], p["kappa"], p["noise"],
-                          check_kernel(kernel), True)
+    ll, g, *_ = _lml_core(bk, _sorted_data(Xs, ys, bk), p["lengthscale"], p["W"], p["kappa"],
+                          p["noise"], check_kernel(kernel), True)
     return ll, dict(zip(("lengthscale", "W", "kappa", "noise"), g))
+
+
+def _resolve_backend(backend: str | None, device: str | None):
+    """The array backend for LCM(backend=, device=): torch when a non-CPU device is named."""
+    if backend is None:
+        backend = "numpy" if device in (None, "cpu") else "torch"
+    return get_backend(backend, device)
 
 
 def _check_params(params, Q, d, T, r) -> dict[str, np.ndarray]:
@@ -354,19 +404,31 @@ class LCM:
     n_latent: number Q >= 1 of latent processes.
     kernel: "rbf" or "matern52" (unit variance; convention in :mod:`gptask.models.kernels`).
     rank: rank r >= 1 of each W_q.
+    backend: "numpy" (the default: CPU, no torch import) or "torch" (float64 tensors; needs the
+    optional extra ``pip install gptask[gpu]``). None picks torch when ``device`` names a non-CPU
+    device, else numpy.
+    device: the torch device ("cpu", "cuda", "cuda:1", ...); numpy runs on the CPU only.
+
+    The likelihood, gradient, factor, predictions and block updates run on the backend (the
+    Cholesky factor stays on the device); every public input and output is a numpy array, so the
+    backends are interchangeable and agree to rounding. See :mod:`gptask.models.backend`.
     """
 
-    def __init__(self, n_latent: int = 1, kernel: str = "rbf", rank: int = 1) -> None:
+    def __init__(self, n_latent: int = 1, kernel: str = "rbf", rank: int = 1,
+                 backend: str | None = None, device: str | None = None) -> None:
         self._Q = _check_int(n_latent, "n_latent", 1)
         self._kernel = check_kernel(kernel)
         self._rank = _check_int(rank, "rank", 1)
+        self._bk = _resolve_backend(backend, device)
         self._params: dict[str, np.ndarray] | None = None
         self._X: np.ndarray | None = None  # (N, d), in factor order
         self._t: np.ndarray | None = None  # (N,) task of each row
         self._y: np.ndarray | None = None  # (N,)
-        self._L: np.ndarray | None = None  # (N, N) lower, L L^T = K + jitter
-        self._z: np.ndarray | None = None  # L^-1 y
-        self._alpha: np.ndarray | None = None  # K^-1 y
+        self._Xd: Any = None  # _X as a backend array
+        self._td: Any = None  # _t as a backend index array
+        self._L: Any = None  # (N, N) backend array, lower, L L^T = K + jitter
+        self._z: Any = None  # (N,) backend array, L^-1 y
+        self._alpha: Any = None  # (N,) backend array, K^-1 y
         self._ll: float | None = None
         self.jitter: float = 0.0
         #: full factorisations of the whole covariance matrix that produced this model's state
@@ -388,6 +450,22 @@ class LCM:
     @property
     def kernel(self) -> str:
         return self._kernel
+
+    @property
+    def backend(self) -> str:
+        """The array backend: "numpy" or "torch"."""
+        return self._bk.name
+
+    @property
+    def device(self) -> str:
+        """The device the numerics run on ("cpu" for numpy; a torch device string for torch)."""
+        return self._bk.device
+
+    def _like(self) -> "LCM":
+        """An empty model with this one's settings and backend."""
+        new = LCM(self._Q, self._kernel, self._rank, backend=self.backend, device=self.device)
+        new._bk = self._bk
+        return new
 
     @property
     def rank(self) -> int:
@@ -465,12 +543,11 @@ class LCM:
         return self
 
     def _condition_sorted(self, Xs, ys) -> None:
-        X, y, counts = _sorted_data(Xs, ys)
+        data = _sorted_data(Xs, ys, self._bk)
         p = self._params
         ll, _, L, z, alpha, jitter = _lml_core(
-            X, y, counts, p["lengthscale"], p["W"], p["kappa"], p["noise"], self._kernel, False)
-        self._X, self._y = X, y
-        self._t = np.repeat(np.arange(counts.shape[0]), counts)
+            self._bk, data, p["lengthscale"], p["W"], p["kappa"], p["noise"], self._kernel, False)
+        self._X, self._y, self._t, self._Xd, self._td = data.X, data.y, data.t, data.Xd, data.td
         self._L, self._z, self._alpha, self._ll, self.jitter = L, z, alpha, ll, jitter
         self.n_factorizations += 1
         self.n_block_updates = 0
@@ -523,7 +600,8 @@ class LCM:
         prior_obj = resolve_prior(prior)
         T, d = len(Xs), Xs[0].shape[1]
         lay = _Layout(self._Q, d, T, self._rank)
-        X, y, counts = _sorted_data(Xs, ys)
+        data = _sorted_data(Xs, ys, self._bk)
+        y = data.y
         s2 = _output_scale(y)
         bounds = lay.bounds(s2)
         lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
@@ -537,7 +615,7 @@ class LCM:
         def objective(theta):
             ls, W, kappa, noise = lay.unpack(theta)
             try:
-                ll, g, *_ = _lml_core(X, y, counts, ls, W, kappa, noise, self._kernel, True)
+                ll, g, *_ = _lml_core(self._bk, data, ls, W, kappa, noise, self._kernel, True)
             except np.linalg.LinAlgError:
                 return FAIL_VALUE, np.zeros_like(theta)
             g_ls, g_W, g_k, g_n = g
@@ -644,11 +722,14 @@ class LCM:
         WILD_RANGES ranges on each side (means only: K(X, P)^T alpha, no solve)."""
         d = self._X.shape[1]
         P = qmc.Halton(d=d, scramble=True, seed=0).random(PROBE_POINTS)
-        B = self.coregionalization()  # (Q, T, T)
-        mean = np.zeros((self.n_tasks, PROBE_POINTS))
+        bk = self._bk
+        B = bk.asarray(self.coregionalization())  # (Q, T, T)
+        ls, Pd = bk.asarray(self._params["lengthscale"]), bk.asarray(P)
+        mean = bk.zeros((self.n_tasks, PROBE_POINTS))
         for q in range(self._Q):
-            Kq = _kernel(self._kernel, self._X, P, self._params["lengthscale"][q])  # (N, P)
-            mean += (B[q][self._t, :] * self._alpha[:, None]).T @ Kq
+            Kq = _kernel(self._kernel, self._Xd, Pd, ls[q], bk)  # (N, P)
+            mean += (B[q][self._td, :] * self._alpha[:, None]).T @ Kq
+        mean = bk.to_numpy(mean)
         wild = []
         for i in range(self.n_tasks):
             yi = self._y[self._t == i]
@@ -679,14 +760,25 @@ class LCM:
         self._require_data()
         return float(self._ll)
 
-    def _cross(self, i: int, X: np.ndarray) -> np.ndarray:
-        """K(data, (task i, X)): (N, n)."""
-        p = self._params
-        B = self.coregionalization()
-        Kx = np.zeros((self._X.shape[0], X.shape[0]))
+    def _cross(self, i: int, X: np.ndarray):
+        """K(data, (task i, X)) for X (n, d) numpy: an (N, n) backend array."""
+        bk = self._bk
+        B = bk.asarray(self.coregionalization())
+        ls, Xn = bk.asarray(self._params["lengthscale"]), bk.asarray(X)
+        Kx = bk.zeros((self._X.shape[0], X.shape[0]))
         for q in range(self._Q):
-            Kx += B[q][self._t, i][:, None] * _kernel(self._kernel, self._X, X, p["lengthscale"][q])
+            Kx += B[q][self._td, i][:, None] * _kernel(self._kernel, self._Xd, Xn, ls[q], bk)
         return Kx
+
+    def _prior_cov(self, i: int, X: np.ndarray):
+        """Prior covariance of task i's latent output at X (n, d) numpy: an (n, n) backend array."""
+        bk = self._bk
+        B = self.coregionalization()
+        ls, Xn = bk.asarray(self._params["lengthscale"]), bk.asarray(X)
+        C = bk.zeros((X.shape[0], X.shape[0]))
+        for q in range(self._Q):
+            C += float(B[q, i, i]) * _kernel(self._kernel, Xn, Xn, ls[q], bk)
+        return C
 
     def _check_task(self, i: Any) -> int:
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
@@ -696,12 +788,13 @@ class LCM:
         return int(i)
 
     def _posterior_parts(self, i: int, X: np.ndarray):
-        """Checked (i, X), the posterior mean (n,) and v = L^-1 K(data, X) (N, n) for task i."""
+        """Checked (i, X), the posterior mean (n,) numpy and v = L^-1 K(data, X) (N, n) (backend)
+        for task i."""
         self._require_data()
         i = self._check_task(i)
         X = _as_X(X, "X", self.input_dim)
         Kx = self._cross(i, X)
-        return i, X, Kx.T @ self._alpha, _la.solve_lower(self._L, Kx)
+        return i, X, self._bk.to_numpy(Kx.T @ self._alpha), self._bk.solve_lower(self._L, Kx)
 
     def predict(self, i: int, X: np.ndarray, include_noise: bool = False):
         """Posterior mean (n,) and variance (n,) of task i's latent output at X (n, d) in [0, 1].
@@ -711,7 +804,7 @@ class LCM:
         """
         i, X, mean, v = self._posterior_parts(i, X)
         prior = float(np.sum(self.coregionalization()[:, i, i]))
-        var = prior - np.einsum("nm,nm->m", v, v)
+        var = prior - self._bk.to_numpy(self._bk.einsum("nm,nm->m", v, v))
         var = np.maximum(var, VAR_FLOOR_REL * prior)
         if include_noise:
             var = var + self._params["noise"][i]
@@ -720,10 +813,7 @@ class LCM:
     def predict_cov(self, i: int, X: np.ndarray, include_noise: bool = False):
         """Posterior mean (n,) and full covariance (n, n) of task i's latent output at X."""
         i, X, mean, v = self._posterior_parts(i, X)
-        B = self.coregionalization()
-        prior = sum(B[q, i, i] * _kernel(self._kernel, X, X, self._params["lengthscale"][q])
-                    for q in range(self._Q))
-        cov = prior - v.T @ v
+        cov = self._bk.to_numpy(self._prior_cov(i, X) - v.T @ v)
         if include_noise:
             cov[np.diag_indices(X.shape[0])] += self._params["noise"][i]
         return mean, cov
@@ -731,19 +821,17 @@ class LCM:
     # ---- block updates (TLA2) ----------------------------------------------------------------
     def _with_block(self, X_add, t_add, y_add, L21, L22, jitter, z2, ll2, params) -> "LCM":
         """A new model whose factor is [[L, 0], [L21, L22]] (the old L reused as is)."""
-        N, m = self._X.shape[0], X_add.shape[0]
-        new = LCM(self._Q, self._kernel, self._rank)
+        bk = self._bk
+        m = X_add.shape[0]
+        new = self._like()
         new._params = params
         new._X = np.vstack([self._X, X_add])
         new._t = np.concatenate([self._t, np.full(m, t_add, dtype=int)])
         new._y = np.concatenate([self._y, y_add])
-        L = np.zeros((N + m, N + m))
-        L[:N, :N] = self._L
-        L[N:, :N] = L21
-        L[N:, N:] = L22
-        new._L = L
-        new._z = np.concatenate([self._z, z2])
-        new._alpha = _la.solve_upper_t(L, new._z)
+        new._Xd, new._td = bk.asarray(new._X), bk.index(new._t)
+        new._L = bk.stack_factor(self._L, bk.asarray(L21), bk.asarray(L22))
+        new._z = bk.concat([self._z, bk.asarray(z2)])
+        new._alpha = bk.solve_upper_t(new._L, new._z)
         new._ll = self._ll + ll2
         new.jitter = max(self.jitter, jitter)
         new.n_factorizations = self.n_factorizations
@@ -761,16 +849,13 @@ class LCM:
         i = self._check_task(i)
         X_add = _as_X(X_add, "X_add", self.input_dim)
         y_add = _as_y(y_add, "y_add", X_add.shape[0])
-        p = self._params
-        B = self.coregionalization()
+        bk = self._bk
         K12 = self._cross(i, X_add)
-        K22 = sum(B[q, i, i] * _kernel(self._kernel, X_add, X_add, p["lengthscale"][q])
-                  for q in range(self._Q))
-        K22[np.diag_indices(X_add.shape[0])] += p["noise"][i]
-        L21, L22, jitter = _la.chol_extend(self._L, K12, K22, what="appended block")
-        z2 = _la.solve_lower(L22, y_add - L21 @ self._z)
-        ll2 = (-0.5 * float(z2 @ z2) - float(np.sum(np.log(np.diagonal(L22))))
-               - 0.5 * X_add.shape[0] * _LOG2PI)
+        K22 = self._prior_cov(i, X_add)
+        bk.add_diagonal_(K22, float(self._params["noise"][i]))
+        L21, L22, jitter = bk.chol_extend(self._L, K12, K22, what="appended block")
+        z2 = bk.solve_lower(L22, bk.asarray(y_add) - L21 @ self._z)
+        ll2 = -0.5 * bk.item(z2 @ z2) - bk.sum_log_diag(L22) - 0.5 * X_add.shape[0] * _LOG2PI
         return self._with_block(X_add, i, y_add, L21, L22, jitter, z2, ll2, self.get_params())
 
     def extend(
@@ -807,16 +892,18 @@ class LCM:
         p = self._params
         ls = p["lengthscale"]
         # P[(q, s)] = L^-1 (W_q[t, s] o k_q(X, X_new)): (Q*r, N, m), one solve with Q*r*m columns
-        rhs = np.empty((N, Q * r, m))
+        # on the backend; the small per-evaluation algebra below (O(N m Q r)) runs in numpy
+        bk = self._bk
+        lsd, Xn, Wd = bk.asarray(ls), bk.asarray(X_new), bk.asarray(p["W"])
+        cols = []
         C = np.empty((Q, m, m))
         for q in range(Q):
-            Kc = _kernel(self._kernel, self._X, X_new, ls[q])
-            for s in range(r):
-                rhs[:, q * r + s, :] = p["W"][q, self._t, s][:, None] * Kc
+            Kc = _kernel(self._kernel, self._Xd, Xn, lsd[q], bk)
+            cols += [Wd[q, self._td, s][:, None] * Kc for s in range(r)]
             C[q] = _kernel(self._kernel, X_new, X_new, ls[q])
-        P = _la.solve_lower(self._L, rhs.reshape(N, Q * r * m)).reshape(N, Q * r, m)
+        P = bk.to_numpy(bk.solve_lower(self._L, bk.concat(cols, axis=1))).reshape(N, Q * r, m)
         P = np.ascontiguousarray(P.transpose(1, 0, 2))
-        z1 = self._z
+        z1 = bk.to_numpy(self._z)
         Pz = np.einsum("n,knm->km", z1, P)  # (Q*r, m): P_k^T z1
         eye = np.eye(m)
 
@@ -891,22 +978,29 @@ class LCM:
                 "n_factorizations": self.n_factorizations, "n_block_updates": self.n_block_updates,
                 "prior": None if self.prior is None else self.prior.to_json(), "s2": self._s2}
         with open(path, "wb") as fh:
+            bk = self._bk
             np.savez(fh, meta=np.array(json.dumps(meta)), X=self._X, t=self._t, y=self._y,
-                     L=self._L, z=self._z, alpha=self._alpha, **self._params)
+                     L=bk.to_numpy(self._L), z=bk.to_numpy(self._z), alpha=bk.to_numpy(self._alpha),
+                     **self._params)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "LCM":
-        """Read a model written by :meth:`save`; predictions are bitwise identical."""
+    def load(cls, path: str | os.PathLike, backend: str | None = None, device: str | None = None) -> "LCM":
+        """Read a model written by :meth:`save` (by any backend) onto ``backend``/``device`` (as
+        in the constructor; numpy by default); on the backend that saved it, predictions are
+        bitwise identical."""
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(str(f["meta"]))
             if meta.get("format") != _FORMAT:
                 raise ValueError(f"{path}: not a gptask LCM file (format {meta.get('format')!r})")
-            m = cls(meta["n_latent"], meta["kernel"], meta["rank"])
+            m = cls(meta["n_latent"], meta["kernel"], meta["rank"], backend=backend, device=device)
+            bk = m._bk
             m._params = _check_params({k: f[k] for k in ("lengthscale", "W", "kappa", "noise")},
                                       m._Q, None, None, m._rank)
             m._X, m._t, m._y = f["X"].copy(), f["t"].astype(int), f["y"].copy()
-            m._L = np.asfortranarray(f["L"])  # the order fit leaves it in: identical BLAS results
-            m._z, m._alpha = f["z"].copy(), f["alpha"].copy()
+            m._Xd, m._td = bk.asarray(m._X), bk.index(m._t)
+            # numpy: the order fit leaves L in (Fortran), for identical BLAS results
+            m._L = bk.asarray(np.asfortranarray(f["L"]) if bk.name == "numpy" else f["L"])
+            m._z, m._alpha = bk.asarray(f["z"].copy()), bk.asarray(f["alpha"].copy())
         m._ll = float(meta["log_likelihood"])
         m.jitter = float(meta["jitter"])
         m.n_factorizations = int(meta["n_factorizations"])
@@ -917,4 +1011,5 @@ class LCM:
 
     def __repr__(self) -> str:
         state = "unfitted" if self._params is None else f"n_tasks={self.n_tasks}"
-        return f"LCM(n_latent={self._Q}, kernel={self._kernel!r}, rank={self._rank}, {state})"
+        where = "" if self.backend == "numpy" else f"backend={self.backend!r}, device={self.device!r}, "
+        return f"LCM(n_latent={self._Q}, kernel={self._kernel!r}, rank={self._rank}, {where}{state})"

@@ -7,6 +7,7 @@ Every full factorisation of a covariance matrix in gptask.models goes through
 from __future__ import annotations
 
 import logging
+from typing import Any, Callable
 
 import numpy as np
 from scipy.linalg import lapack, solve_triangular
@@ -18,6 +19,42 @@ logger = logging.getLogger(__name__)
 
 class CholeskyError(np.linalg.LinAlgError):
     """The covariance matrix is not positive definite even after adding jitter."""
+
+
+def nonfinite_error(what: str) -> CholeskyError:
+    """The error for a covariance matrix holding NaN or inf (shared by every array backend)."""
+    return CholeskyError(
+        f"{what} contains NaN or inf: the hyperparameters are degenerate (overflowing "
+        "variances or length scales)"
+    )
+
+
+def factor_with_jitter(
+    try_factor: Callable[[float], Any], n: int, diag_scale: float, what: str = "covariance matrix"
+) -> tuple[Any, float]:
+    """Jitter escalation shared by every array backend.
+
+    try_factor(jitter) returns the lower Cholesky factor of K + jitter I, or None when that matrix
+    is not positive definite; n is K's size and diag_scale the mean absolute diagonal of K. Tries
+    jitter 0, then JITTER_LEVELS times diag_scale. Returns (L, jitter); raises CholeskyError naming
+    the likely cause when every level fails.
+    """
+    L = try_factor(0.0)
+    if L is not None:
+        return L, 0.0
+    scale = diag_scale if diag_scale > 0.0 else 1.0
+    for level in JITTER_LEVELS:
+        jitter = level * scale
+        L = try_factor(jitter)
+        if L is not None:
+            logger.debug("%s needed jitter %.3g (%.0e of its mean diagonal)", what, jitter, level)
+            return L, jitter
+    raise CholeskyError(
+        f"{what} of size {n} is not positive definite even with jitter "
+        f"{JITTER_LEVELS[-1]:.0e} x mean diagonal ({scale:.3g}): likely duplicated input points "
+        "with (near) zero noise, or degenerate hyperparameters (noise ~ 0, huge length scales, "
+        "negative or NaN entries)"
+    )
 
 
 def robust_cholesky(K: np.ndarray, what: str = "covariance matrix") -> tuple[np.ndarray, float]:
@@ -35,30 +72,18 @@ def robust_cholesky(K: np.ndarray, what: str = "covariance matrix") -> tuple[np.
         return np.zeros((0, 0)), 0.0
     diag = np.diagonal(K)
     if not np.all(np.isfinite(diag)) or not np.all(np.isfinite(K)):
-        raise CholeskyError(
-            f"{what} contains NaN or inf: the hyperparameters are degenerate (overflowing "
-            "variances or length scales)"
-        )
-    L, info = lapack.dpotrf(K, lower=1, clean=1, overwrite_a=0)
-    if info == 0:
-        return L, 0.0
-    scale = float(np.mean(np.abs(diag)))
-    if scale <= 0.0:
-        scale = 1.0
-    for level in JITTER_LEVELS:
-        jitter = level * scale
-        Kj = K.copy()
-        Kj[np.diag_indices(n)] += jitter
-        L, info = lapack.dpotrf(Kj, lower=1, clean=1, overwrite_a=1)
-        if info == 0:
-            logger.debug("%s needed jitter %.3g (%.0e of its mean diagonal)", what, jitter, level)
-            return L, jitter
-    raise CholeskyError(
-        f"{what} of size {n} is not positive definite even with jitter "
-        f"{JITTER_LEVELS[-1]:.0e} x mean diagonal ({scale:.3g}): likely duplicated input points "
-        "with (near) zero noise, or degenerate hyperparameters (noise ~ 0, huge length scales, "
-        "negative or NaN entries)"
-    )
+        raise nonfinite_error(what)
+
+    def try_factor(jitter: float) -> np.ndarray | None:
+        if jitter == 0.0:
+            L, info = lapack.dpotrf(K, lower=1, clean=1, overwrite_a=0)
+        else:
+            Kj = K.copy()
+            Kj[np.diag_indices(n)] += jitter
+            L, info = lapack.dpotrf(Kj, lower=1, clean=1, overwrite_a=1)
+        return L if info == 0 else None
+
+    return factor_with_jitter(try_factor, n, float(np.mean(np.abs(diag))), what)
 
 
 def solve_lower(L: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -71,21 +96,23 @@ def solve_upper_t(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     return solve_triangular(L, B, lower=True, trans="T", check_finite=False)
 
 
-def _potri_lower(L: np.ndarray) -> np.ndarray:
-    """(L L^T)^-1 with only its lower triangle valid (the upper one is L's zero upper part)."""
-    inv, info = lapack.dpotri(L, lower=1)
+def _potri_lower(L: np.ndarray, overwrite: bool = False) -> np.ndarray:
+    """(L L^T)^-1 with only its lower triangle valid (the upper one is L's zero upper part);
+    with overwrite the result may take L's memory (L is then destroyed)."""
+    inv, info = lapack.dpotri(L, lower=1, overwrite_c=int(overwrite))
     if info != 0:
         raise CholeskyError(f"inverting the factor failed (LAPACK info={info})")
     return inv
 
 
-def outer_minus_inverse(alpha: np.ndarray, L: np.ndarray) -> np.ndarray:
+def outer_minus_inverse(alpha: np.ndarray, L: np.ndarray, overwrite: bool = False) -> np.ndarray:
     """``alpha alpha^T - (L L^T)^-1`` (n, n), the matrix every likelihood gradient contracts with.
 
     alpha: (n,); L: (n, n) lower factor with a zero strict upper triangle. Builds the result in
-    one output array (no separate full inverse, negation and outer product passes).
+    one output array (no separate full inverse, negation and outer product passes). With
+    overwrite, L's memory is reused for the inverse (L is destroyed): the peak is two n x n arrays.
     """
-    inv = _potri_lower(L)
+    inv = _potri_lower(L, overwrite)
     A = np.outer(alpha, alpha)
     A -= inv
     A -= inv.T
