@@ -209,8 +209,8 @@ def bench_trajectory(args) -> list[str]:
             trace: list[tuple[float, float, dict]] = []
             core = lcm_mod._lml_core
 
-            def recording(X, y, counts, ls, W, kappa, noise, kern, want_grad):
-                out = core(X, y, counts, ls, W, kappa, noise, kern, want_grad)
+            def recording(bk, data, ls, W, kappa, noise, kern, want_grad):
+                out = core(bk, data, ls, W, kappa, noise, kern, want_grad)
                 if want_grad:
                     trace.append((time.perf_counter() - t0, out[0],
                                   {"lengthscale": ls.copy(), "W": W.copy(),

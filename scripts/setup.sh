@@ -26,17 +26,32 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv"
     $PY -m venv .venv
 fi
+# torch for the LCM's optional torch backend (the gpu extra), so the tests exercise it on the CPU.
+# Exactly this version: its CPU wheel lies on the development and CI machines' disk, where a bare
+# "torch" or a version range would pull a multi-GB CUDA build. GPTASK_NO_TORCH=1 skips it (the
+# torch tests are then skipped).
+TORCH_PIN="torch==2.13.0"
+[ "${GPTASK_NO_TORCH:-0}" = 1 ] && TORCH_PIN=""
+have_torch() {
+    [ -z "$TORCH_PIN" ] || .venv/bin/python -c "import importlib.metadata as m, sys
+sys.exit(m.version('torch').split('+')[0] != '${TORCH_PIN#torch==}')" 2>/dev/null
+}
+
+# the stamp records what was installed: pyproject.toml and the torch pin; a change of either (or a
+# missing torch) reinstalls, and a second run with nothing changed does nothing
 stamp=.venv/.gptask-installed
-want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+want=$( { cat pyproject.toml; echo "torch pin: $TORCH_PIN"; } | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! have_torch; then
     echo "setup: installing Python packages into .venv"
     log=.venv/pip-install.log
-    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[dev]"; } >"$log" 2>&1; then
+    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[dev]" \
+           && { [ -z "$TORCH_PIN" ] || .venv/bin/python -m pip install -q "$TORCH_PIN"; }; } >"$log" 2>&1; then
         tail -30 "$log" >&2
         echo "setup: pip install failed (full log: $log)" >&2
         exit 1
     fi
     .venv/bin/python -c "import gptask, apps"
+    have_torch || { echo "setup: $TORCH_PIN did not install (log: $log)" >&2; exit 1; }
     echo "$want" > "$stamp"
 fi
 echo "setup: ready (.venv)"

@@ -46,8 +46,9 @@ BOUND_TOL_LOG = 1e-2
 WILD_RANGES = 2.0
 #: post-fit check: probe points (a fixed Halton sequence of the unit cube) per task
 PROBE_POINTS = 64
-#: BLAS threads during fit() and extend() (see LCM.fit)
-DEFAULT_BLAS_THREADS = 1
+#: CPU (BLAS, torch) threads during fit() and extend(): "auto" is 1 thread below BLAS_THREADS_MIN_N
+#: data points and the threads as they are from there on (see LCM.fit)
+DEFAULT_BLAS_THREADS = "auto"
 
 # ---- numerics ---------------------------------------------------------------------------------------
 #: predictive variances are floored at this fraction of the prior variance
@@ -61,3 +62,6 @@ FAIL_VALUE = 1e25
 #: the gradient pass keeps the forward pass's Q kernel matrices when they take at most this many
 #: bytes, and recomputes each K_q otherwise (the peak is then 3-4 N x N arrays whatever Q)
 KERNEL_CACHE_BYTES = 512 * 2**20
+#: from this many data points on, fit()/extend() with threads="auto" leave the CPU threads as they
+#: are (all the cores unless capped) instead of using one
+BLAS_THREADS_MIN_N = 4000

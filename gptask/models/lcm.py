@@ -36,14 +36,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import minimize
-from threadpoolctl import threadpool_limits
 
 from scipy.stats import qmc
 
 from . import linalg as _la
 from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXPLORE_RESTARTS, FAIL_VALUE,
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
-                       STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES)
+                       STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N)
 from .backend import get_backend
 from .kernels import check_kernel, gram, kernel as _kernel
 from .priors import LCMPrior, resolve_prior
@@ -231,7 +230,7 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     K = bk.zeros((N, N))
     for q in range(Q):
         Kq, Fq = gram(kern, X, lsd[q], want_factor=True, bk=bk) if cache else (gram(kern, X, lsd[q], bk=bk), None)
-        C = bk.expand(B[q], t)  # B_q[t_n, t_m]
+        C = bk.expand(B[q], seg)  # B_q[t_n, t_m]
         C *= Kq
         K += C
         del C
@@ -276,12 +275,24 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
             G = Fq
             G *= A
         Kq = Fq = None
-        G *= bk.expand(B[q], t)
+        G *= bk.expand(B[q], seg)
         GX1 = G @ X1
         del G
         sq = 2.0 * (GX1[:, d] @ X2) - 2.0 * bk.einsum("nd,nd->d", X, GX1[:, :d])
         g_ls[q] = 0.5 * bk.to_numpy(sq) / ls[q] ** 3
     return ll, (g_ls, g_W, g_kappa, g_noise), None, z, alpha, jitter
+
+
+def _thread_cap(threads: Any, n_points: int) -> int | None:
+    """The thread count fit/extend impose for ``threads`` (see LCM.fit) on n_points data points:
+    an int >= 1, or None to leave the threads as they are."""
+    if threads is None:
+        return None
+    if isinstance(threads, str):
+        if threads != "auto":
+            raise ValueError(f"threads must be an integer >= 1, None or 'auto', got {threads!r}")
+        return 1 if n_points < BLAS_THREADS_MIN_N else None
+    return _check_int(threads, "threads", 1)
 
 
 def _stall_callback():
@@ -562,7 +573,7 @@ class LCM:
         comm: Any = None,
         init: "LCM | Mapping[str, np.ndarray] | None" = None,
         maxiter: int | None = None,
-        threads: int | None = DEFAULT_BLAS_THREADS,
+        threads: int | str | None = DEFAULT_BLAS_THREADS,
         prior: "str | LCMPrior | None" = "default",
         explore: bool = True,
     ) -> "LCM":
@@ -584,14 +595,18 @@ class LCM:
         whatever the number of ranks.
         maxiter: L-BFGS-B iteration cap per start (default DEFAULT_MAXITER). A start also stops
         when its objective gained less than STALL_NATS over STALL_WINDOW iterations.
-        threads: BLAS threads used during the fit (threadpoolctl); None leaves BLAS as it is.
-        The default 1 is deliberate: on a loaded or MPI-shared node OpenBLAS threads spin and
-        made a 400 x 400 Cholesky 16x slower with 2 threads than with 1 (bench/results_lcm.md).
+        threads: CPU threads used during the fit: BLAS threads (threadpoolctl), and torch's CPU
+        threads on the torch backend; an integer >= 1, None (leave them as they are), or "auto"
+        (the default): 1 thread below BLAS_THREADS_MIN_N data points, as they are from there on (all
+        the cores, or the cap a caller set, e.g. one share per MPI rank). One thread for small
+        problems is deliberate: on a loaded or MPI-shared node OpenBLAS threads spin and made a
+        400 x 400 Cholesky 16x slower with 2 threads than with 1 (bench/results_lcm.md); from a few
+        thousand points each factorisation is long enough for the cores to pay.
         """
         Xs, ys = _check_data(X_list, y_list)
+        threads = _thread_cap(threads, sum(x.shape[0] for x in Xs))
         if threads is not None:
-            threads = _check_int(threads, "threads", 1)
-            with threadpool_limits(limits=threads, user_api="blas"):
+            with self._bk.limit_threads(threads):
                 return self.fit(Xs, ys, restarts=restarts, seed=seed, comm=comm, init=init,
                                 maxiter=maxiter, threads=None, prior=prior, explore=explore)
         restarts = _check_int(restarts, "restarts", 1)
@@ -865,7 +880,7 @@ class LCM:
         restarts: int = 4,
         seed: int = 0,
         maxiter: int | None = None,
-        threads: int | None = DEFAULT_BLAS_THREADS,
+        threads: int | str | None = DEFAULT_BLAS_THREADS,
     ) -> "LCM":
         """A new model with one more task (X_new (m, d) in [0, 1], y_new (m,)).
 
@@ -874,11 +889,12 @@ class LCM:
         hyperparameters when the model was fitted under a prior) with multi-start L-BFGS-B
         (start k seeded by SeedSequence([seed, k])). The old Cholesky factor is reused:
         L21 = (L^-1 K12)^T, L22 = chol(K22 - L21 L21^T); nothing of size N is refactorised.
-        threads: BLAS threads, as in :meth:`fit`.
+        threads: CPU threads, as in :meth:`fit`.
         """
+        self._require_data()
+        threads = _thread_cap(threads, self._X.shape[0] + np.shape(X_new)[0])
         if threads is not None:
-            threads = _check_int(threads, "threads", 1)
-            with threadpool_limits(limits=threads, user_api="blas"):
+            with self._bk.limit_threads(threads):
                 return self.extend(X_new, y_new, restarts=restarts, seed=seed, maxiter=maxiter,
                                    threads=None)
         self._require_data()
