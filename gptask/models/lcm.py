@@ -24,6 +24,9 @@ forming an N x N matrix per hyperparameter. Every fit is checked afterwards (:me
 hyperparameters on a bound, noise on its floor, predictions far outside the observed values); a
 fit that fails the check is retried from fresh random starts and the outcome is logged
 (``LCM.fit_report``). All constants live in :mod:`.defaults`.
+
+The numerics are written once against a small array backend (:mod:`.backend`): numpy on the CPU
+by default, or torch float64 tensors on any device (``LCM(..., backend="torch", device="cuda")``).
 """
 
 from __future__ import annotations
