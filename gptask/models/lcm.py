@@ -895,13 +895,12 @@ class LCM:
         threads: CPU threads, as in :meth:`fit`.
         """
         self._require_data()
-        threads = _thread_cap(threads, self._X.shape[0] + np.shape(X_new)[0])
+        X_new = _as_X(X_new, "X_new", self.input_dim)
+        threads = _thread_cap(threads, self._X.shape[0] + X_new.shape[0])
         if threads is not None:
             with self._bk.limit_threads(threads):
                 return self.extend(X_new, y_new, restarts=restarts, seed=seed, maxiter=maxiter,
                                    threads=None)
-        self._require_data()
-        X_new = _as_X(X_new, "X_new", self.input_dim)
         y_new = _as_y(y_new, "y_new", X_new.shape[0])
         restarts = _check_int(restarts, "restarts", 1)
         seed = _check_int(seed, "seed", 0)
