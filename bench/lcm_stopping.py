@@ -12,6 +12,9 @@ exploration round's (the next EXPLORE_RESTARTS keys) run once under the loosest 
 before issue 16: 1000 / 30 / 0.1), and every iteration's hyperparameters and objective are kept
 (an ``.npz`` per data set in ``--cache``), with the wall time of every evaluation.
 
+Step 3 (``fit``): real fits, timed, under each of ``--rules`` (every other argument of
+``LCM.fit`` at its default), with the fitted model's held-out RMSE and NLPD.
+
 Step 2 (``report``): any tighter rule stops each start at a point of the same recorded path, so
 the fit it would have returned is replayed exactly, post-fit check and exploration round
 included: its winner's held-out RMSE and NLPD (standardised units, noise-free truth at
@@ -24,6 +27,7 @@ noise of sd 5 % of each task's spread; outputs standardised per task as the tune
 
     PYTHONPATH=. python bench/lcm_stopping.py record --sets mix6:50x20,hartmann6:50x20 --seeds 0,1
     PYTHONPATH=. python bench/lcm_stopping.py report --sets mix6:50x20,hartmann6:50x20 --seeds 0,1
+    PYTHONPATH=. python bench/lcm_stopping.py fit --sets mix6:50x20 --seeds 0 --rules 1000/30/0.1,100/10/1.0
 """
 
 from __future__ import annotations
@@ -212,9 +216,54 @@ def report(args) -> None:
             fh.write(text + "\n")
 
 
+def fit(args) -> None:
+    """Real default fits (every argument of LCM.fit at its default but restarts) under each rule,
+    timed, with the held-out error of the fitted model: the figures to compare rules on."""
+    rules = [tuple(float(v) if j == 2 else int(v) for j, v in enumerate(r.split("/")))
+             for r in args.rules.split(",")]
+    rows = ["| data set | seed | Q, kernel, restarts | rule maxiter/window/nats | fit s | evaluations "
+            "| starts | held-out RMSE | NLPD | load (1 min) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    print("\n".join(rows), flush=True)
+    saved = (lcm_mod.DEFAULT_MAXITER, lcm_mod.STALL_WINDOW, lcm_mod.STALL_NATS)
+    core = lcm_mod._lml_core
+    count = [0]
+
+    def counting(*a):
+        count[0] += 1
+        return core(*a)
+
+    lcm_mod._lml_core = counting
+    try:
+        for name, T, n in _parse_sets(args.sets):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                Xs, ys, Xt, yt = _family_data(name, T, n, args.n_test, seed)
+                for rule in rules:
+                    lcm_mod.DEFAULT_MAXITER, lcm_mod.STALL_WINDOW, lcm_mod.STALL_NATS = rule
+                    count[0] = 0
+                    load = os.getloadavg()[0]
+                    t0 = time.perf_counter()
+                    m = LCM(args.Q, args.kernel).fit(Xs, ys, restarts=args.restarts, seed=seed)
+                    secs = time.perf_counter() - t0
+                    mu, var = zip(*(m.predict(i, x, include_noise=True) for i, x in enumerate(Xt)))
+                    mu, var, truth = np.concatenate(mu), np.concatenate(var), np.concatenate(yt)
+                    rmse = float(np.sqrt(np.mean((mu - truth) ** 2)))
+                    nlpd = float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * (truth - mu) ** 2 / var))
+                    row = (f"| {name}:{T}x{n} | {seed} | {args.Q}, {args.kernel}, {args.restarts} "
+                           f"| {'/'.join(map(str, rule))} | {secs:.1f} | {count[0]} | {m.fit_report.n_starts} "
+                           f"| {rmse:.4f} | {nlpd:.3f} | {load:.1f} |")
+                    print(row, flush=True)
+                    rows.append(row)
+    finally:
+        lcm_mod._lml_core = core
+        lcm_mod.DEFAULT_MAXITER, lcm_mod.STALL_WINDOW, lcm_mod.STALL_NATS = saved
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write("\n".join(rows) + "\n")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("step", choices=("record", "report"))
+    ap.add_argument("step", choices=("record", "report", "fit"))
     ap.add_argument("--sets", default="mix6:50x20,hartmann6:50x20,branin:50x20")
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--Q", type=int, default=4)
@@ -231,7 +280,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     with threadpool_limits(limits=args.threads, user_api="blas"):
-        (record if args.step == "record" else report)(args)
+        {"record": record, "report": report, "fit": fit}[args.step](args)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,27 @@ def test_auto_threads_use_one_blas_thread_for_small_data_only(monkeypatch):
         LCM(1).fit(Xs, ys, threads="many")
 
 
+def test_parallel_starts_give_the_serial_model(monkeypatch):
+    """threads="auto" on small data runs the starts on worker threads (one BLAS thread each):
+    the same fit, bit for bit, as one start after the other."""
+    Xs, ys = make_data([7, 6, 5], d=2, seed=12)
+    serial = LCM(2).fit(Xs, ys, restarts=3, seed=4, maxiter=40, threads=1)
+    workers = []
+    real = lcm_mod.ThreadPoolExecutor
+
+    def recording(max_workers):
+        workers.append(max_workers)
+        return real(max_workers=max_workers)
+
+    monkeypatch.setattr(lcm_mod, "_usable_cores", lambda: 3)
+    monkeypatch.setattr(lcm_mod, "ThreadPoolExecutor", recording)
+    par = LCM(2).fit(Xs, ys, restarts=3, seed=4, maxiter=40)
+    assert workers and workers[0] == 3
+    np.testing.assert_array_equal(par.fit_report.objective, serial.fit_report.objective)
+    for key in KEYS:
+        np.testing.assert_array_equal(par.get_params()[key], serial.get_params()[key])
+
+
 @pytest.mark.parametrize("kern", ["rbf", "matern52"])
 @pytest.mark.parametrize("cache", [True, False])
 def test_recomputed_kernels_give_the_same_gradient(kern, cache, monkeypatch):

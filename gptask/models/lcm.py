@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -296,6 +297,13 @@ def _thread_cap(threads: Any, n_points: int) -> int | None:
             raise ValueError(f"threads must be an integer >= 1, None or 'auto', got {threads!r}")
         return 1 if n_points < BLAS_THREADS_MIN_N else None
     return _check_int(threads, "threads", 1)
+
+
+def _usable_cores() -> int:
+    """CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 def _stall_callback():
@@ -604,14 +612,23 @@ class LCM:
         the cores, or the cap a caller set, e.g. one share per MPI rank). One thread for small
         problems is deliberate: on a loaded or MPI-shared node OpenBLAS threads spin and made a
         400 x 400 Cholesky 16x slower with 2 threads than with 1 (bench/results_lcm.md); from a few
-        thousand points each factorisation is long enough for the cores to pay.
+        thousand points each factorisation is long enough for the cores to pay. Under "auto" below
+        BLAS_THREADS_MIN_N points and without ``comm``, the starts themselves run in parallel, one
+        thread each, on the cores this process may use: the same model, sooner.
         """
         Xs, ys = _check_data(X_list, y_list)
-        threads = _thread_cap(threads, sum(x.shape[0] for x in Xs))
-        if threads is not None:
-            with self._bk.limit_threads(threads):
-                return self.fit(Xs, ys, restarts=restarts, seed=seed, comm=comm, init=init,
-                                maxiter=maxiter, threads=None, prior=prior, explore=explore)
+        n_points = sum(x.shape[0] for x in Xs)
+        workers = 1
+        if threads == "auto" and comm is None and n_points < BLAS_THREADS_MIN_N:
+            workers = _usable_cores()
+        threads = _thread_cap(threads, n_points)
+        if threads is None:
+            return self._fit(Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers)
+        with self._bk.limit_threads(threads):
+            return self._fit(Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers)
+
+    def _fit(self, Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers: int) -> "LCM":
+        """fit() on checked data, inside its thread cap; ``workers`` threads run the starts."""
         restarts = _check_int(restarts, "restarts", 1)
         seed = _check_int(seed, "seed", 0)
         maxiter = DEFAULT_MAXITER if maxiter is None else _check_int(maxiter, "maxiter", 1)
@@ -650,22 +667,30 @@ class LCM:
 
         rank, size = (0, 1) if comm is None else (int(comm.Get_rank()), int(comm.Get_size()))
 
+        def run_start(k: int) -> np.ndarray:
+            """(size + 1,): start k's optimum theta and its objective value."""
+            if k == 0 and theta_init is not None:
+                x0 = theta_init
+            else:
+                x0 = lay.random(np.random.default_rng(np.random.SeedSequence([seed, k])), s2)
+            res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                           options={"maxiter": maxiter}, callback=_stall_callback())
+            f = float(res.fun)
+            ok = np.isfinite(f) and f < FAIL_VALUE
+            logger.debug("LCM start %d: objective %.6g (%s)", k, -f, res.message)
+            return np.append(res.x, -f if ok else -np.inf)
+
         def run_starts(keys: list[int]) -> np.ndarray:
             """(len(keys), size + 1): the optimum theta of each start and its objective value."""
             out = np.full((len(keys), lay.size + 1), np.nan)
-            for j in range(rank, len(keys), size):
-                k = keys[j]
-                if k == 0 and theta_init is not None:
-                    x0 = theta_init
-                else:
-                    x0 = lay.random(np.random.default_rng(np.random.SeedSequence([seed, k])), s2)
-                res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                               options={"maxiter": maxiter}, callback=_stall_callback())
-                f = float(res.fun)
-                ok = np.isfinite(f) and f < FAIL_VALUE
-                out[j, :-1] = res.x
-                out[j, -1] = -f if ok else -np.inf
-                logger.debug("LCM start %d: objective %.6g (%s)", k, -f, res.message)
+            mine = list(range(rank, len(keys), size))
+            if workers > 1 and len(mine) > 1:
+                with ThreadPoolExecutor(max_workers=min(workers, len(mine))) as pool:
+                    for j, row in zip(mine, pool.map(run_start, [keys[j] for j in mine])):
+                        out[j] = row
+            else:
+                for j in mine:
+                    out[j] = run_start(keys[j])
             if comm is not None and size > 1:
                 gathered = np.empty((size,) + out.shape)
                 comm.Allgather(out, gathered)
