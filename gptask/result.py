@@ -71,14 +71,15 @@ class TuningResult:
             out.append(cur)
         return out
 
-    def save_model(self, path: Any, accuracy: bool = True) -> Any:
+    def save_model(self, path: Any, accuracy: bool = True, metadata: dict | None = None) -> Any:
         """Write a model file (JSON, no pickle) for run-free prediction; see :mod:`gptask.model_io`.
 
-        accuracy: also store the leave-one-task-out accuracy report. Returns the path written.
+        accuracy: also store the leave-one-task-out accuracy report; metadata: a JSON-ready dict
+        kept with the model (``gptask.model_io.read_metadata``). Returns the path written.
         """
         from .model_io import save_model
 
-        return save_model(self, path, accuracy=accuracy)
+        return save_model(self, path, accuracy=accuracy, metadata=metadata)
 
     def table(self) -> list[dict[str, Any]]:
         """One row per task: the task, its best parameters and value, evaluations and failures; with a
