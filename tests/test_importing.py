@@ -201,6 +201,24 @@ def test_fit_of_a_csv_equals_fit_of_the_same_rows_as_dicts(tmp_path):
     assert a.model.log_likelihood() == pytest.approx(b.model.log_likelihood())
 
 
+def test_a_saved_model_is_paired_with_its_data_again_only_when_it_is_that_data(tmp_path):
+    from gptask.importing import from_model
+
+    data = synthetic_rows(3, 6)
+    result = gt.fit(small_problem(), data, value="time", restarts=1, output_transform="log")
+    path = result.save_model(tmp_path / "m.json", accuracy=False)
+    again = from_model(gt.load_model(path, problem=small_problem()), data, value="time")
+    assert [dict(t.params) for t in again.history] == [dict(t.params) for t in result.history]
+    assert again.best(2) == result.best(2)
+    changed = [dict(r, time=r["time"] * 1.5) if k == 4 else r for k, r in enumerate(data)]
+    with pytest.raises(ValueError, match=r"task 0 \(\{'m': 100\}\): the data's configurations or values"):
+        from_model(gt.load_model(path, problem=small_problem()), changed, value="time")
+    with pytest.raises(ValueError, match="tasks"):
+        from_model(gt.load_model(path, problem=small_problem()), data[:6], value="time")
+    with pytest.raises(TypeError, match="problem=..."):
+        from_model(gt.load_model(path), data, value="time")
+
+
 def test_fit_refuses_bad_data_at_the_boundary():
     with pytest.raises(TypeError, match="problem must be a gptask.Problem"):
         gt.fit("small", [{"m": 1}], value="time")

@@ -15,15 +15,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..models.defaults import SURROGATE_KERNEL
 from ..problem import Problem
 from ..result import TuningResult
 from ..storage import open_storage
+from ..trials import Status
 from ..tuning import Tuner
 from .rows import check_problem
 from .store import import_runs
 
-__all__ = ["fit"]
+__all__ = ["fit", "from_model"]
 
 log = logging.getLogger(__name__)
 
@@ -60,3 +63,30 @@ def fit(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]],
     log.info("fit: %s; model fitted in %.1f s (%s transform)", report.summary(), time.perf_counter() - t0,
              "log" if result.transform.use_log else "no")
     return result
+
+
+def from_model(model: Any, data: str | os.PathLike | Sequence[Mapping[str, Any]], value: str = "value", *,
+               status: str | None = None, aggregate: str = "min") -> TuningResult:
+    """A :class:`TuningResult` of a saved model and the measurements it was fitted on, without a
+    refit: for held-out checks of a shipped model (:mod:`gptask.crossval`) and its tables.
+
+    model: loaded with ``gt.load_model(path, problem=...)``; data, value, status, aggregate: the
+    same as its ``gt.fit``. Raises ValueError when the data is not what the model holds (other
+    tasks, configurations, order or values), TypeError for a model loaded without its problem.
+    """
+    problem = getattr(model, "problem", None)
+    if problem is None:
+        raise TypeError("from_model needs a model loaded with gt.load_model(path, problem=...)")
+    report = import_runs(problem, data, None, value=value, status=status, aggregate=aggregate)
+    if [dict(t) for t in model.tasks] != report.tasks:
+        raise ValueError(f"the data's tasks {report.tasks} are not the model's {model.tasks}")
+    Xs, ys = model.model.data()
+    for i in range(len(report.tasks)):
+        mine = [t for t in report.trials if t.task_index == i]
+        ok = np.array([t.status is not Status.FAILED for t in mine], dtype=bool)
+        X = problem.param_space.encode([t.params for t in mine]) if mine else np.empty((0, Xs[i].shape[1]))
+        z = model.transform.forward(i, np.array([t.value for t in mine if t.status is not Status.FAILED]))
+        if X.shape != Xs[i].shape or not np.allclose(X, Xs[i]) or not np.allclose(ys[i][ok], z):
+            raise ValueError(f"task {i} ({report.tasks[i]}): the data's configurations or values are not those "
+                             "the model was fitted on")
+    return TuningResult(problem, report.tasks, report.trials, model.model, model.transform)
