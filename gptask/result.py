@@ -52,7 +52,7 @@ class TuningResult:
         None when the problem has no default or it was not measured (completely) there."""
         self._check_index(i)
         t = default_trial(self.history, i, self.problem.default_for(self.tasks[i]))
-        return None if t is None else (dict(t.params), float(t.value))
+        return None if t is None else (dict(t["params"]), float(t["value"]))
 
     def gain(self, i: int) -> float | None:
         """Gain of task ``i``'s best value over its default's: ``(default - best) / default``

@@ -119,21 +119,22 @@ def _convert(dim: Dimension, raw: Any) -> Any:
     return dim.validate(raw)
 
 
-def _number(raw: Any, what: str) -> float | None:
-    """A finite float from a cell, None for an empty one; ValueError naming ``what`` otherwise."""
+def _number(raw: Any, column: str) -> float | None:
+    """A finite float from a cell of ``column``, None for an empty one; ValueError otherwise."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None
     if isinstance(raw, str):
         try:
             v = float(raw.strip())
         except ValueError:
-            raise ValueError(f"{what} {raw!r} is not a number") from None
+            raise ValueError(f"value column {column!r} holds {raw!r}, not a number") from None
     elif isinstance(raw, numbers.Real) and not isinstance(raw, bool):
         v = float(raw)
     else:
-        raise ValueError(f"{what} {raw!r} is not a number")
+        raise ValueError(f"value column {column!r} holds {raw!r}, not a number")
     if not math.isfinite(v):
-        raise ValueError(f"{what} is {v}, not a finite number (mark failed runs in a status column)")
+        raise ValueError(f"value column {column!r} holds {v}, not a finite number (mark failed runs in a status "
+                         "column)")
     return v
 
 
@@ -220,7 +221,7 @@ def _row(problem: Problem, cells: Mapping[str, Any], value: str, status: str | N
     st = _status(cells[status], status) if status else Status.COMPLETE
     v = None
     try:
-        v = _number(cells[value], f"value column {value!r}:")
+        v = _number(cells[value], value)
     except ValueError as exc:
         if st is not Status.FAILED:
             problems.append(str(exc))
