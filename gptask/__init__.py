@@ -4,7 +4,9 @@ Public API (see shared design): spaces (``Real``, ``Integer``, ``Categorical``, 
 ``Problem``, ``tune`` (MLA, batch tuning of a task set), ``Tuner`` (ask/tell), ``Trial`` and
 ``Status`` (what ask returns and the history holds), ``Evaluator``;
 transfer to new tasks: ``predict_optimum`` (TLA1), ``predict``, ``transfer_accuracy``,
-``tune_new_task`` (TLA2), ``load_model`` (model files written by ``result.save_model``).
+``tune_new_task`` (TLA2), ``load_model`` (model files written by ``result.save_model``);
+existing measurements: ``fit`` (a result and its model from a CSV file or a list of dicts, no run),
+``import_runs`` (into a history that ``tune`` then continues).
 """
 
 from .evaluate import EvaluationFailed, Evaluator, Outcome
@@ -17,7 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "tune", "Tuner", "Proposal", "Trial", "Status",
            "TuningResult", "Evaluator", "Outcome", "EvaluationFailed", "predict_optimum", "predict",
-           "tune_new_task", "transfer_accuracy", "Prediction", "load_model"]
+           "tune_new_task", "transfer_accuracy", "Prediction", "load_model", "fit", "import_runs"]
 
 
 def __getattr__(name: str):
@@ -30,6 +32,10 @@ def __getattr__(name: str):
         from . import transfer
 
         return getattr(transfer, name)
+    if name in ("fit", "import_runs"):
+        from . import importing
+
+        return getattr(importing, name)
     if name == "load_model":
         from . import model_io
 

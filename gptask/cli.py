@@ -1,4 +1,4 @@
-"""The ``gptask`` command line: tune, ask, tell, release, show, plot, export, predict.
+"""The ``gptask`` command line: tune, ask, tell, release, show, plot, export, fit, predict.
 
     gptask tune --problem demo --tasks 5 --budget 20 --history runs.sqlite
     gptask tune --problem mypkg.mymod:make_problem --tasks 8 --budget 20 --history runs.sqlite
@@ -10,6 +10,7 @@
     gptask export runs.sqlite --format csv
     gptask tune --problem demo --tasks 8 --budget 20 --save-model demo.json
     gptask predict demo.json --task t=4.2            # TLA1: predicted optimum, no run
+    gptask fit --problem mymod:make_problem runs.csv --value time --save-model M.json   # no run
 
 ``--problem module:function`` imports ``module`` and calls ``function()`` (it must return a
 ``gptask.Problem``); the current directory is searched first, as ``python -m`` does, so a
@@ -137,10 +138,14 @@ def load_problem(spec: str, options: dict[str, Any] | None = None):
 
 
 def best_table(history) -> list[dict[str, Any]]:
-    """One row per task from a history (a Storage): task values, best parameters, best value, counts."""
+    """One row per task from a history (a Storage): task values, best parameters, best value, the
+    default configuration's value and the gain over it (when the history records a default), counts."""
+    from .baseline import default_values, gain, stored_defaults
     from .trials import Status
 
     recs = [t for t in history.trials() if t.status.finished]
+    defaults = stored_defaults(history)
+    dvalues = default_values(recs, defaults) if any(d is not None for d in defaults) else None
     rows = []
     for i, task in enumerate(history.tasks()):
         mine = [r for r in recs if r["task_index"] == i]
@@ -152,6 +157,9 @@ def best_table(history) -> list[dict[str, Any]]:
             row["best"] = b["value"]
         else:
             row["best"] = None
+        if dvalues is not None:
+            row["default"] = dvalues[i]
+            row["gain"] = gain(dvalues[i], row["best"])
         row["evals"] = len(mine)
         row["failed"] = sum(r["status"] == Status.FAILED for r in mine)
         rows.append(row)
@@ -203,8 +211,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         print(f"model: {args.save_model}")
     if args.plot:
         try:
+            defaults = [None if (d := result.default(i)) is None else d[1] for i in range(len(result.tasks))]
             plot_convergence(result.history, args.plot, title=f"{problem.name}: best so far per task",
-                             tasks=result.tasks)
+                             tasks=result.tasks, defaults=defaults)
             print(f"convergence plot: {args.plot}")
         except (OSError, ValueError) as exc:
             print(f"gptask: error: the convergence plot failed: {exc}", file=sys.stderr)
@@ -309,6 +318,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
+    from .baseline import default_values, stored_defaults
     from .outputs import check_output_path
     from .plots import plot_convergence, plot_formats
     from .storage import SQLiteStorage
@@ -317,7 +327,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     check_output_path(out, "--out", plot_formats())
     with SQLiteStorage(args.history, read_only=True) as h:
         records = [t for t in h.trials() if t.status.finished]
-        plot_convergence(records, out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks())
+        plot_convergence(records, out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks(),
+                         defaults=default_values(records, stored_defaults(h)))
     print(out)
     return 0
 
@@ -335,8 +346,48 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from .importing import fit, import_runs
+    from .outputs import check_output_path
+
+    problem = load_problem(args.problem, parse_assignments(args.problem_options))
+    if args.save_model:
+        check_output_path(args.save_model, "--save-model")
+    reading = {"value": args.value, "status": args.status, "aggregate": args.aggregate,
+               "skip_invalid": args.skip_invalid}
+    if args.history:
+        report = import_runs(problem, args.data, args.history, **reading)
+        print(f"history {args.history}: {report.summary()}")
+    result = fit(problem, args.data, n_latent=args.n_latent, output_transform=args.output_transform,
+                 restarts=args.restarts, seed=args.seed, **reading)
+    print(format_table(result.table()))
+    print(f"model: {result.model.n_latent} latent process(es), {result.model.kernel} kernel, "
+          f"{'log' if result.transform.use_log else 'no'} output transform, {int(result.model.n_points.sum())} points")
+    if args.save_model:
+        result.save_model(args.save_model)
+        print(f"model file: {args.save_model}")
+    return 0
+
+
+def _default_lines(problem: Any, model: Any, task: dict, pred: Any) -> list[str]:
+    """What ``gptask predict`` says about the problem's default configuration for ``task``."""
+    from .baseline import gain
+    from .transfer import predict
+
+    try:
+        default = problem.default_for(task)
+    except ValueError as exc:
+        return [f"default configuration: not usable here ({exc})"]
+    if default is None:
+        return []
+    mean, std = predict(model, task, default)
+    g = gain(mean, pred.value)
+    return [f"default configuration {format_assignments(default)}: predicted {mean:.6g} +- {std:.3g}",
+            "predicted gain of the predicted optimum over it: " + ("-" if g is None else f"{g:.1%}")]
+
+
 def _cmd_predict(args: argparse.Namespace) -> int:
-    from .model_io import load_model
+    from .model_io import load_model, read_metadata
     from .transfer import predict, predict_optimum
 
     problem = load_problem(args.problem, parse_assignments(args.problem_options)) if args.problem else None
@@ -358,9 +409,17 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     print(format_table(rows))
     print(f"predicted objective there: {pred.value:.6g} +- {pred.value_std:.3g}")
     if pred.feasible is None:
-        print("constraints: not checked (pass --problem to load them)")
+        built = read_metadata(args.model).get("problem")
+        hint = ""
+        if isinstance(built, dict) and built.get("factory"):
+            hint = f": --problem {built['factory']}" + (
+                f" --problem-options {format_assignments(built['options'])}" if built.get("options") else "")
+        print(f"constraints: not checked (pass --problem to load them{hint})")
     elif pred.projected:
         print("constraints: the raw prediction was infeasible and was moved to the nearest feasible point")
+    if problem is not None:
+        for line in _default_lines(problem, model, pred.task, pred):
+            print(line)
     if "at_params" in out:
         a = out["at_params"]
         print(f"predicted objective at {a['params']}: {a['value']:.6g} +- {a['value_std']:.3g}")
@@ -450,6 +509,25 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--problem-options", default="", help="k=v,... passed to the problem function")
     pr.add_argument("--json", action="store_true", help="print one JSON line")
     pr.set_defaults(func=_cmd_predict)
+
+    f = sub.add_parser("fit", help="fit the model to existing measurements (CSV), no run; save it for predict")
+    f.add_argument("data", help="CSV file: one row per measurement, a column per task and parameter name and --value")
+    f.add_argument("--problem", required=True, help="demo | branin | sphere | module:function")
+    f.add_argument("--problem-options", default="", help="k=v,... passed to the problem function")
+    f.add_argument("--value", default="value", help="the column holding the measured value (default: value)")
+    f.add_argument("--status", default=None, help="a column holding complete/failed/censored per row")
+    f.add_argument("--aggregate", default="min", choices=["min", "median", "mean"],
+                   help="value of repeated rows of one configuration (all kept as samples)")
+    f.add_argument("--skip-invalid", action="store_true",
+                   help="leave bad rows out (listed) instead of refusing the file")
+    f.add_argument("--n-latent", type=int, default=None)
+    f.add_argument("--output-transform", default="auto", choices=["auto", "log", "none"])
+    f.add_argument("--restarts", type=int, default=3, help="starts of the model fit")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--save-model", default=None, help="write the model (JSON) here, for gptask predict")
+    f.add_argument("--history", default=None,
+                   help="also import the rows into this history (SQLite) for gptask tune to continue from")
+    f.set_defaults(func=_cmd_fit)
 
     e = sub.add_parser("export", help="export a history as CSV or JSON")
     e.add_argument("history")

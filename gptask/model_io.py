@@ -13,6 +13,8 @@ Layout (format tag ``"gptask.model"``, ``"version": 1``)::
                   or null (fewer than 2 tuned tasks),
      "extended_since_fit": int,
      "accuracy":  {"summary": {...}, "rows": [...]} or null   (leave-one-task-out report),
+     "metadata":  {...}   (optional: what the writer wants kept with the model, e.g. the machine,
+                  the training data and its accuracy for a model card; read by read_metadata),
      "checksum":  "sha256:<hex of the canonical JSON of every other key>"}
 
 Arrays that must be bit-exact (the LCM's data, Cholesky factor and weights) travel as the
@@ -46,7 +48,7 @@ from .space import Space
 from .transfer import OptimaModel, TransferModel, _ScalarGP, as_transfer_model, transfer_accuracy
 from .transforms import OutputTransform
 
-__all__ = ["FORMAT", "VERSION", "save_model", "load_model", "ModelFileError"]
+__all__ = ["FORMAT", "VERSION", "save_model", "load_model", "read_metadata", "ModelFileError"]
 
 FORMAT = "gptask.model"
 VERSION = 1
@@ -102,11 +104,13 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True) -> Path:
+def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
+               metadata: dict[str, Any] | None = None) -> Path:
     """Write a model file for ``source`` (a TuningResult, a TransferResult or a loaded model).
 
     accuracy: compute and store the leave-one-task-out report (:func:`transfer_accuracy`), shown by
-    ``gptask predict``; skipped (stored as null) when fewer than 3 tasks are tuned. Returns the path.
+    ``gptask predict``; skipped (stored as null) when fewer than 3 tasks are tuned. metadata: a
+    JSON-ready dict kept in the file under the checksum (:func:`read_metadata`). Returns the path.
     """
     tm = as_transfer_model(source)
     report = tm.accuracy
@@ -139,6 +143,10 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True) -> P
         "extended_since_fit": tm.extended_since_fit,
         "accuracy": _clean(report),
     }
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        body["metadata"] = _clean(metadata)
     body = json.loads(_canonical(body))  # plain JSON types only (and fails early on what is not)
     doc = {**body, "checksum": _checksum(body)}
     path = Path(path)
@@ -154,19 +162,11 @@ def _version() -> str:
     return __version__
 
 
-def load_model(path: str | os.PathLike, problem: Problem | None = None) -> TransferModel:
-    """Read a model file written by :func:`save_model` (or ``result.save_model``).
-
-    problem: the :class:`Problem` the model was built for, to give predictions its constraints and
-    ``tune_new_task`` its objective; its signature must match the stored one. Raises
-    :class:`ModelFileError` (a ValueError) for a file that is not ours, is corrupted, was written
-    by a newer format, or belongs to another problem.
-    """
+def _read_document(path: str | os.PathLike) -> dict[str, Any]:
+    """The JSON document of a model file, after the format, version and checksum checks."""
     p = Path(path)
     if not p.is_file():
         raise ModelFileError(f"no model file at {p}")
-    if problem is not None and not isinstance(problem, Problem):
-        raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
     try:
         doc = json.loads(p.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -183,6 +183,31 @@ def load_model(path: str | os.PathLike, problem: Problem | None = None) -> Trans
     body = {k: v for k, v in doc.items() if k != "checksum"}
     if doc.get("checksum") != _checksum(body):
         raise ModelFileError(f"{p}: corrupted model file (checksum mismatch: the file was modified or truncated)")
+    return doc
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The ``metadata`` a model file was saved with (``save_model(..., metadata=...)``), {} when
+    none; the file is checked as :func:`load_model` checks it (ModelFileError)."""
+    meta = _read_document(path).get("metadata")
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise ModelFileError(f"{path}: corrupted model file (metadata is {type(meta).__name__}, not an object)")
+    return meta
+
+
+def load_model(path: str | os.PathLike, problem: Problem | None = None) -> TransferModel:
+    """Read a model file written by :func:`save_model` (or ``result.save_model``).
+
+    problem: the :class:`Problem` the model was built for, to give predictions its constraints and
+    ``tune_new_task`` its objective; its signature must match the stored one. Raises
+    :class:`ModelFileError` (a ValueError) for a file that is not ours, is corrupted, was written
+    by a newer format, or belongs to another problem.
+    """
+    if problem is not None and not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
+    p, doc = Path(path), _read_document(path)
     try:
         sig = doc["problem"]
         task_space = Space.from_json(sig["task_space"])

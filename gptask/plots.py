@@ -33,8 +33,13 @@ def convergence_data(records: Sequence[dict[str, Any]]) -> dict[int, dict[str, l
 
 
 def plot_convergence(records: Sequence[dict[str, Any]], path: str | Path, title: str = "",
-                     tasks: Sequence[dict] | None = None, log_scale: bool | None = None) -> Path:
-    """Best value so far versus evaluation number, one line per task; written as PNG to ``path``."""
+                     tasks: Sequence[dict] | None = None, log_scale: bool | None = None,
+                     defaults: Sequence[float | None] | None = None) -> Path:
+    """Best value so far versus evaluation number, one line per task; written as PNG to ``path``.
+
+    defaults: per task index, the measured value of the default configuration (None: none), drawn
+    as a dashed line in the task's colour, so the gain over the default is visible.
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -50,7 +55,10 @@ def plot_convergence(records: Sequence[dict[str, Any]], path: str | Path, title:
         label = f"task {i}"
         if tasks is not None and i < len(tasks):
             label += " " + ",".join(f"{k}={_short(v)}" for k, v in tasks[i].items())
-        ax.plot(xs, ys, marker=".", label=label)
+        (line,) = ax.plot(xs, ys, marker=".", label=label)
+        if defaults is not None and i < len(defaults) and defaults[i] is not None:
+            ax.axhline(defaults[i], color=line.get_color(), linestyle="--", linewidth=0.8, alpha=0.7)
+            positive = positive and defaults[i] > 0
         fails = [k + 1 for k, v in enumerate(d["values"]) if v is None]
         if fails and ys:
             ax.plot(fails, [ys[-1]] * len(fails), "x", color="red", alpha=0.6)
@@ -59,6 +67,8 @@ def plot_convergence(records: Sequence[dict[str, Any]], path: str | Path, title:
     ax.set_xlabel("evaluation of the task")
     ax.set_ylabel("best value so far")
     ax.set_title(title or "convergence per task (x: failed evaluation)")
+    if defaults is not None and any(d is not None for d in defaults):
+        ax.plot([], [], "k--", linewidth=0.8, label="default configuration")
     if len(data) <= 12:
         ax.legend(fontsize=7)
     ax.grid(alpha=0.3)

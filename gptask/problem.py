@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 
 Objective = Callable[[dict, dict], float]
 Constraint = Callable[[dict], bool]
+#: the user's default configuration: one dict of parameters, or a function of the task returning one
+Default = Mapping[str, Any] | Callable[[dict], Mapping[str, Any]]
 
 
 class Problem:
@@ -32,6 +34,11 @@ class Problem:
     constants: fixed values visible to the constraints and passed to nobody else (e.g. the number
         of cores of the machine).
     name: a label stored in histories and model files.
+    default: the configuration a practitioner would use without tuning (e.g. the library's
+        defaults): a dict of parameter values, or a function ``task -> dict`` for a default that
+        depends on the task. The tuner measures it first on every task, and results report the
+        gain of the best configuration over it (:meth:`default_for`). It is not part of the
+        :meth:`signature`: a history or model file stays valid when the default changes.
     """
 
     def __init__(
@@ -42,6 +49,7 @@ class Problem:
         constraints: Sequence[Constraint] = (),
         constants: Mapping[str, Any] | None = None,
         name: str = "problem",
+        default: Default | None = None,
     ) -> None:
         for label, space in (("task_space", task_space), ("param_space", param_space)):
             if not isinstance(space, Space):
@@ -67,7 +75,27 @@ class Problem:
         self.constraints = constraints
         self.constants = constants
         self.name = str(name)
+        if default is not None and not callable(default):
+            if not isinstance(default, Mapping):
+                raise TypeError(f"Problem: default must be a dict of parameters or a function task -> dict, "
+                                f"got {default!r}")
+            default = param_space.validate(default, what="Problem: default")
+        self.default = default
         self._raised: dict[int, tuple[int, str]] = {}  # constraint index -> (times raised, first error)
+
+    def default_for(self, task: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The default configuration for ``task`` (a validated dict of parameters), or None when the
+        problem has no default. Raises ValueError when it is not a valid point of the parameter
+        space or violates a constraint for this task, naming the constraints."""
+        if self.default is None:
+            return None
+        raw = self.default(dict(task)) if callable(self.default) else self.default
+        params = self.param_space.validate(raw, what=f"the default configuration for task {dict(task)}")
+        bad = self.violated(task, params)
+        if bad:
+            raise ValueError(f"problem {self.name!r}: the default configuration {params} violates "
+                             f"{', '.join(self.constraint_names(bad))} for task {dict(task)}")
+        return params
 
     def merged(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
         """The dict the constraints see: constants, task values and parameter values together."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .baseline import default_trial, gain
 from .problem import Problem
 from .transforms import OutputTransform
 from .trials import Status
@@ -46,6 +47,21 @@ class TuningResult:
         r = min(ok, key=lambda r: r["value"])
         return dict(r["params"]), float(r["value"])
 
+    def default(self, i: int) -> tuple[dict, float] | None:
+        """(params, value) of the problem's default configuration as measured on task ``i``, or
+        None when the problem has no default or it was not measured (completely) there."""
+        self._check_index(i)
+        t = default_trial(self.history, i, self.problem.default_for(self.tasks[i]))
+        return None if t is None else (dict(t["params"]), float(t["value"]))
+
+    def gain(self, i: int) -> float | None:
+        """Gain of task ``i``'s best value over its default's: ``(default - best) / default``
+        (0.25: the best configuration takes 25 % less than the default); None without a measured
+        default (see :mod:`gptask.baseline`)."""
+        d = self.default(i)
+        ok = self.records(i)
+        return None if d is None or not ok else gain(d[1], min(r["value"] for r in ok))
+
     def best_so_far(self, i: int) -> list[float]:
         """Running minimum of task ``i``'s values, one entry per evaluation (failed ones repeat it)."""
         out, cur = [], float("inf")
@@ -55,17 +71,19 @@ class TuningResult:
             out.append(cur)
         return out
 
-    def save_model(self, path: Any, accuracy: bool = True) -> Any:
+    def save_model(self, path: Any, accuracy: bool = True, metadata: dict | None = None) -> Any:
         """Write a model file (JSON, no pickle) for run-free prediction; see :mod:`gptask.model_io`.
 
-        accuracy: also store the leave-one-task-out accuracy report. Returns the path written.
+        accuracy: also store the leave-one-task-out accuracy report; metadata: a JSON-ready dict
+        kept with the model (``gptask.model_io.read_metadata``). Returns the path written.
         """
         from .model_io import save_model
 
-        return save_model(self, path, accuracy=accuracy)
+        return save_model(self, path, accuracy=accuracy, metadata=metadata)
 
     def table(self) -> list[dict[str, Any]]:
-        """One row per task: the task, its best parameters and value, evaluations and failures."""
+        """One row per task: the task, its best parameters and value, evaluations and failures; with a
+        default configuration (``Problem(default=...)``) also its measured value and the gain."""
         rows = []
         for i, t in enumerate(self.tasks):
             all_r = self.records(i, status=None)
@@ -76,6 +94,10 @@ class TuningResult:
                 row["best"] = v
             except ValueError:
                 row["best"] = None
+            if self.problem.default is not None:
+                d = self.default(i)
+                row["default"] = None if d is None else d[1]
+                row["gain"] = self.gain(i)
             row["evaluations"] = len(all_r)
             row["failed"] = sum(r["status"] == Status.FAILED for r in all_r)
             rows.append(row)

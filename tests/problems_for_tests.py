@@ -83,3 +83,28 @@ def spawning_problem(record: str = "", sleep: float = 300.0) -> gt.Problem:
         return 1.0 + p["x"]
 
     return gt.Problem(tasks, params, f, name="spawning")
+
+
+def blocks_truth(task: dict, p: dict) -> float:
+    """A positive "run time" with a task-dependent optimum in nb and x (blocks_problem's objective)."""
+    best_nb = 4 + task["m"] / 50
+    return (task["m"] / 100) * (1 + (math.log(p["nb"]) - math.log(best_nb)) ** 2 + (p["x"] - 0.3) ** 2
+                                + (0.2 if p["alg"] == "b" else 0.0))
+
+
+def blocks_fit(c: dict) -> bool:
+    return c["nb"] <= c["m"]
+
+
+#: blocks_problem's default configuration with default=True
+BLOCKS_DEFAULT = {"nb": 8, "alg": "a", "x": 0.5}
+
+
+def blocks_problem(default=None) -> gt.Problem:
+    """Task m; parameters nb (log integer), alg (categorical with an integer choice), x; one
+    constraint, one constant. default: None, True (BLOCKS_DEFAULT), a dict or a function task -> dict."""
+    tasks = gt.Space([gt.Integer("m", 10, 1000)])
+    params = gt.Space([gt.Integer("nb", 1, 256, log=True), gt.Categorical("alg", ["a", "b", 1]),
+                       gt.Real("x", 0.0, 1.0)])
+    return gt.Problem(tasks, params, blocks_truth, constraints=[blocks_fit], constants={"cores": 4}, name="blocks",
+                      default=BLOCKS_DEFAULT if default is True else default)

@@ -146,3 +146,21 @@ def test_single_task_model_saves_without_tla1(tmp_path):
     assert gt.predict(m, {"t": 0.5}, cfg) == pytest.approx(gt.predict(res, {"t": 0.5}, cfg), rel=1e-12)
     with pytest.raises(ValueError, match="at least 2 tuned tasks"):
         gt.predict_optimum(m, {"t": 0.3})
+
+
+def test_metadata_is_kept_under_the_checksum(saved, tmp_path):
+    from gptask.model_io import read_metadata, save_model
+
+    res, plain = saved
+    assert read_metadata(plain) == {}
+    meta = {"machine": {"cores": 16}, "accuracy": {"mape": 0.157, "coverage": float("nan")}}
+    path = save_model(res, tmp_path / "with_meta.json", accuracy=False, metadata=meta)
+    assert read_metadata(path) == {"machine": {"cores": 16}, "accuracy": {"mape": 0.157, "coverage": None}}
+    assert load_model(path).tasks == TASKS
+    doc = json.loads(path.read_text())
+    doc["metadata"]["machine"]["cores"] = 2
+    p = _write(tmp_path, "edited.json", json.dumps(doc))
+    with pytest.raises(ModelFileError, match="checksum mismatch"):
+        read_metadata(p)
+    with pytest.raises(TypeError, match="metadata must be a dict"):
+        save_model(res, tmp_path / "x.json", accuracy=False, metadata=[1])

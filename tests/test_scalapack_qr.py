@@ -388,6 +388,12 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
         def best(self, i):
             return {"mb": 32, "nb": 16, "nproc": 2, "p": 1, "nth": 1}, 0.5 + i
 
+        def default(self, i):  # the hand default measured on task 0 only
+            return ({"mb": 64, "nb": 64, "nproc": 2, "p": 1, "nth": 1}, 2.0) if i == 0 else None
+
+        def gain(self, i):
+            return (2.0 - 0.5) / 2.0 if i == 0 else None
+
     def fake_tune(problem, tasks, budget, n_initial, seed, history, progress):
         calls.update(problem=problem, tasks=tasks, budget=budget, n_initial=n_initial, seed=seed,
                      history=history)
@@ -402,8 +408,11 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
     assert calls["history"] == str(tmp_path / "h.sqlite") and "MODEL" in calls["problem"].name
     text = capsys.readouterr().out
     assert "analytic MODEL values" in text and "   900    300   32   16" in text
+    assert "default_s" in text and "gain" in text and "         2  75.0%" in text
     saved = json.loads(out_json.read_text())
     assert saved["best"][1]["time"] == 1.5 and saved["backend"] == "model"
+    assert saved["best"][0]["default"]["time"] == 2.0 and saved["best"][0]["gain"] == 0.75
+    assert saved["best"][1]["default"] is None
 
 
 def test_counts_of_wide_matrices_stay_positive_and_match_lapack():

@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from gptask.storage import (HistoryMismatch, NotAHistory, Owner, SchemaTooNew, SQLiteStorage, TrialNotPending,
                             UnknownTrial, open_storage)
 from gptask.storage.export import to_csv, to_json
-from gptask.trials import Proposal, Status, params_key
+from gptask.trials import Proposal, Status, Trial, params_key
 
 SIG = {"name": "p", "task_space": [{"type": "real", "name": "t", "lo": 0, "hi": 1, "log": False}]}
 TASKS = [{"t": 0.1}, {"t": 0.9}]
@@ -88,6 +88,33 @@ def test_tell_contract(storage):
     failed = storage.finish(b.id, Status.FAILED, 7.0, reason="timeout after 3 s", expected=b)
     assert failed.value is None and failed.reason == "timeout after 3 s"
     assert [t.status for t in storage.trials()] == [Status.COMPLETE, Status.FAILED]
+
+
+def test_imported_trials_are_written_finished_once_and_count_in_the_budget(storage):
+    me = Owner.this_process("tune")
+    pending, = storage.add_trials([prop(0, 0.1)], me)
+    done = [Trial(0, 0, TASKS[0], {"x": 0.2}, Status.COMPLETE, 1.5, (1.5, 1.7), source="imported",
+                  extra={"lines": [3, 9]}),
+            Trial(0, 0, TASKS[0], {"x": 0.1}, Status.COMPLETE, 9.0, source="imported"),  # already claimed
+            Trial(0, 1, TASKS[1], {"x": 0.3}, Status.FAILED, None, reason="crashed", source="imported"),
+            Trial(0, 1, TASKS[1], {"x": 0.4}, Status.CENSORED, 4.0, source="imported")]
+    got = storage.import_trials(done)
+    assert got[1] is None and all(t is not None for t in (got[0], got[2], got[3]))
+    assert [t.id for t in (got[0], got[2], got[3])] == [pending.id + 1, pending.id + 2, pending.id + 3]
+    assert got[0].samples == (1.5, 1.7) and got[0].extra == {"lines": [3, 9]} and got[0].owner is None
+    assert [t.status for t in storage.trials()] == [Status.PENDING, Status.COMPLETE, Status.FAILED, Status.CENSORED]
+    assert storage.import_trials(done[:1]) == [None]  # a second import adds nothing
+    assert storage.add_trials([prop(0, 0.5)], me, budget=2) == [None]  # the budget counts imported trials
+    with pytest.raises(TrialNotPending):
+        storage.finish(got[0].id, Status.COMPLETE, 1.0)
+    for bad, why in [(Trial(0, 0, TASKS[0], {"x": 0.6}, Status.PENDING), "must be finished"),
+                     (Trial(0, 0, TASKS[0], {"x": 0.6}, Status.COMPLETE, None), "needs a finite value"),
+                     (Trial(0, 5, {}, {"x": 0.6}, Status.COMPLETE, 1.0), "outside 0..1")]:
+        with pytest.raises(ValueError, match=why):
+            storage.import_trials([bad])
+    with pytest.raises(TypeError, match="takes Trials"):
+        storage.import_trials([prop(0, 0.7)])
+    assert len(storage.trials()) == 4
 
 
 @pytest.mark.parametrize("value", [1e308, -1e308, 5e-324, 1e-300, 0.0, -0.5, 123456789.123456789])

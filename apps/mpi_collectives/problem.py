@@ -13,6 +13,8 @@ collective is tuned the union *is* its list and the constraint never bites. Name
 between collectives (``ring``, ``nb``, ``brucks``, ``tree``, ...) share a column, which lets the
 multitask model carry what it learns about one to the others. The knobs exist for every
 configuration but reach MPICH only when the chosen algorithm reads them (see algorithms.py).
+The default configuration (:data:`DEFAULT`, measured first on every task) is MPICH's own choice
+(``algorithm="auto"``).
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ from typing import Any
 
 import gptask as gt
 
-from .algorithms import ALGORITHMS, COLLECTIVES, TREE_TYPES, algorithms_for, union_algorithms
+from .algorithms import ALGORITHMS, COLLECTIVES, KNOB_DEFAULTS, TREE_TYPES, algorithms_for, union_algorithms
 from .launcher import LaunchConfig
 from .objective import CollectiveObjective
 
-__all__ = ["problem", "param_space"]
+__all__ = ["problem", "param_space", "DEFAULT"]
+
+#: the default configuration (measured first on every task): MPICH's own selection, the knobs at
+#: their defaults (they reach MPICH only with an algorithm that reads them)
+DEFAULT = {"algorithm": "auto", **KNOB_DEFAULTS}
 
 
 def param_space(colls: Sequence[str] = COLLECTIVES, max_kval: int = 8, min_chunk: int = 1024,
@@ -47,15 +53,17 @@ def problem(colls: Sequence[str] = ("allreduce", "bcast", "reduce", "allgather",
     """Build the collective-tuning problem.
 
     colls: collectives in the task space (a subset of ``allreduce, bcast, reduce, allgather,
-        alltoall``); a single one becomes the constant ``coll``.
+        alltoall``, or one name); a single one becomes the constant ``coll``.
     min_size, max_size: message sizes in bytes (log scale; see bench.py for the per-collective
         meaning); max_procs: the largest rank count (``> cores`` oversubscribes, with yielding).
     max_kval: upper bound of the algorithm radix ``kval``.
     config: how jobs are launched (mpiexec/srun template, timeout, iterations); see LaunchConfig.
     multi_node: also offer the ``smp`` (node-hierarchical) algorithms, which need several nodes.
     """
+    if isinstance(colls, str) and colls in ALGORITHMS:
+        colls = [colls]  # one collective by name (``--problem-options colls=allreduce``)
     if isinstance(colls, str) or not colls:
-        raise ValueError(f"colls must be a non-empty list of collectives, got {colls!r}")
+        raise ValueError(f"colls must be a collective's name or a non-empty list of them, got {colls!r}")
     colls = list(dict.fromkeys(colls))
     bad = [c for c in colls if c not in ALGORITHMS]
     if bad:
@@ -85,4 +93,4 @@ def problem(colls: Sequence[str] = ("allreduce", "bcast", "reduce", "allgather",
         return c["algorithm"] in algorithms_for(c["coll"], multi_node)
 
     return gt.Problem(tasks, params, objective, constraints=[algorithm_valid_for_coll],
-                      constants=constants, name="mpi_collectives")
+                      constants=constants, name="mpi_collectives", default=DEFAULT)

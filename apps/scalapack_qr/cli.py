@@ -113,19 +113,27 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     tasks: Any = [parse_kv(t, "--task") for t in args.task] if args.task else args.tasks
     result = gt.tune(pb, tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed,
                      history=args.history, progress=not args.no_progress)
+    defaults = [result.default(i) for i in range(len(result.tasks))]
     if args.plot:
         plot_convergence(result.history, args.plot, tasks=result.tasks,
-                         title="PDGEQRF: best time so far per task (s)")
+                         title="PDGEQRF: best time so far per task (s); dashed: the hand default",
+                         defaults=[None if d is None else d[1] for d in defaults])
         print(f"convergence plot: {args.plot}")
     label = " (analytic MODEL values, not measurements)" if args.backend == "model" else ""
-    print(f"best configuration per task{label}:")
-    print(f"{'m':>6} {'n':>6} {'mb':>4} {'nb':>4} {'nproc':>5} {'p':>3} {'nth':>3} {'time_s':>10}")
+    print(f"best configuration per task{label}, and the hand default (mb = nb = 64, all cores on a near-square "
+          "grid, one thread):")
+    print(f"{'m':>6} {'n':>6} {'mb':>4} {'nb':>4} {'nproc':>5} {'p':>3} {'nth':>3} {'time_s':>10} "
+          f"{'default_s':>10} {'gain':>6}")
     summary = []
     for i, task in enumerate(result.tasks):
         params, value = result.best(i)
+        dflt, gain = defaults[i], result.gain(i)
+        d_text = "-" if dflt is None else format(dflt[1], ".4g")
+        g_text = "-" if gain is None else format(gain, ".1%")
         print(f"{task['m']:>6} {task['n']:>6} {params['mb']:>4} {params['nb']:>4} {params['nproc']:>5} "
-              f"{params['p']:>3} {params['nth']:>3} {value:>10.4g}")
-        summary.append({"task": task, "params": params, "time": value})
+              f"{params['p']:>3} {params['nth']:>3} {value:>10.4g} {d_text:>10} {g_text:>6}")
+        summary.append({"task": task, "params": params, "time": value,
+                        "default": None if dflt is None else {"params": dflt[0], "time": dflt[1]}, "gain": gain})
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"backend": args.backend, "best": summary}, fh, indent=1)

@@ -1,6 +1,8 @@
 """The PDGEQRF tuning problem (GPTune paper, sec. 3, Table 1) as a :class:`gptask.Problem`.
 
-Task space: ``m``, ``n`` (matrix rows, columns), integers in ``[128, m_max]``.
+Task space: ``m``, ``n`` (matrix rows, columns), integers in ``[128, m_max]`` (on a log scale with
+``log_sizes=True``: run-free prediction for new sizes then interpolates log times over log sizes,
+where the cost of a factorisation is close to a power law; the shipped models in ``models/`` use it).
 Constants: ``nodes``, ``cores`` (cores per node), from the machine unless given.
 Parameters:
 
@@ -16,6 +18,11 @@ Constraints (each a named function of the merged dict):
 ``nproc % p == 0``, ``nproc * nth <= nodes * cores`` (dropped when ``oversubscribe``),
 ``mb * p <= m``, ``nb * q <= n`` (every process owns at least one block).
 
+Default configuration (``Problem.default``, measured first on every task; results report the gain
+over it): what a practitioner would run without tuning, :func:`hand_default`: mb = nb = 64 (smaller
+when the matrix is too small for the grid), every core an MPI process on the most nearly square grid
+p x q with p <= q, one BLAS thread.
+
 The paper fixes ``nproc * nth == nodes * cores``; we allow ``<=`` so that using fewer cores can
 be learnt to be better (e.g. on a loaded machine).
 """
@@ -23,6 +30,7 @@ be learnt to be better (e.g. on a loaded machine).
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -43,6 +51,8 @@ __all__ = [
     "constraints_for",
     "detect_cores",
     "repair",
+    "hand_default",
+    "HAND_BLOCK",
 ]
 
 log = logging.getLogger(__name__)
@@ -55,6 +65,8 @@ BLOCK_MAX = 256
 #: A factorisation whose backward error ||A - QR||_F / (||A||_F max(m,n) eps) exceeds this is
 #: rejected (a correct one gives ~1e-2 here; a perturbed one gives > 1e6).
 RESIDUAL_LIMIT = 10.0
+#: the block size of the hand default (ScaLAPACK users' usual choice)
+HAND_BLOCK = 64
 
 
 class InfeasibleConfiguration(ValueError):
@@ -96,6 +108,18 @@ def constraints_for(oversubscribe: bool) -> list:
     if oversubscribe:
         rules.remove(threads_fit_cores)
     return rules
+
+
+def hand_default(task: dict, nodes: int, cores: int) -> dict:
+    """The configuration a practitioner would use for ``task`` without tuning (module docstring):
+    ``nproc = nodes * cores`` processes on the p x q grid with the largest p <= sqrt(nproc) dividing
+    nproc, ``mb = nb = HAND_BLOCK`` unless a process row/column would own no block (then
+    ``m // p``, ``n // q``), one thread."""
+    nproc = nodes * cores
+    p = max(d for d in range(1, math.isqrt(nproc) + 1) if nproc % d == 0)
+    q = nproc // p
+    return {"mb": max(1, min(HAND_BLOCK, task["m"] // p)), "nb": max(1, min(HAND_BLOCK, task["n"] // q)),
+            "nproc": nproc, "p": p, "nth": 1}
 
 
 def repair(problem: gt.Problem, task: dict, params: dict) -> dict:
@@ -238,6 +262,7 @@ def problem(
     timeout: float = 60.0,
     check: bool = True,
     launcher: Launcher | Sequence[str] | None = None,
+    log_sizes: bool = False,
 ) -> gt.Problem:
     """The PDGEQRF tuning problem.
 
@@ -251,6 +276,7 @@ def problem(
     timeout: seconds before a launch is killed and reported as failed.
     check: verify each factorisation's residual (not timed); a wrong result is a failure.
     launcher: a :class:`Launcher` or a command template list (default: Debian MPICH mpiexec).
+    log_sizes: put the task dimensions ``m``, ``n`` on a log scale (module docstring).
     """
     m_max = _positive_int("m_max", m_max)
     if m_max < MIN_SIZE:
@@ -264,7 +290,10 @@ def problem(
         raise ValueError(f"problem(): backend must be 'real' or 'model', got {backend!r}")
 
     total = nodes * cores
-    task_space = gt.Space([gt.Integer("m", MIN_SIZE, m_max), gt.Integer("n", MIN_SIZE, m_max)])
+    if not isinstance(log_sizes, bool):
+        raise ValueError(f"problem(): log_sizes must be True or False, got {log_sizes!r}")
+    task_space = gt.Space([gt.Integer("m", MIN_SIZE, m_max, log=log_sizes),
+                           gt.Integer("n", MIN_SIZE, m_max, log=log_sizes)])
     param_space = gt.Space([
         gt.Integer("mb", 1, BLOCK_MAX, log=True),
         gt.Integer("nb", 1, BLOCK_MAX, log=True),
@@ -286,4 +315,5 @@ def problem(
         objective = ModelObjective(constants, rules, task_space, param_space, CostModel.load())
         name = "scalapack_pdgeqrf_MODEL"
     return gt.Problem(task_space, param_space, objective, constraints=rules,
-                      constants=constants, name=name)
+                      constants=constants, name=name,
+                      default=lambda task: hand_default(task, nodes, cores))

@@ -1012,6 +1012,32 @@ class LCM:
         params["noise"] = np.concatenate([params["noise"], [sig]])
         return self._with_block(X_new, T, y_new, V.T, L22, jit, z2, ll2, params)
 
+    # ---- held-out checks ---------------------------------------------------------------------
+    def subset(self, tasks: Sequence[int], X_list: Sequence[np.ndarray] | None = None,
+               y_list: Sequence[np.ndarray] | None = None) -> "LCM":
+        """A new model of the tasks ``tasks`` only (indices, in that order: new task k is old task
+        ``tasks[k]``), with these hyperparameters fixed (each kept task's rows of W, kappa and noise)
+        and conditioned on the kept tasks' data, or on ``X_list[k]`` (n_k, d), ``y_list[k]`` (n_k,)
+        when given (a fold of a cross-validation). One factorisation, no fit."""
+        self._require_data()
+        keep = [self._check_task(i) for i in tasks]
+        if not keep:
+            raise ValueError("subset needs at least one task")
+        if (X_list is None) != (y_list is None):
+            raise ValueError("give both X_list and y_list, or neither")
+        if X_list is None:
+            Xs, ys = self.data()
+            X_list, y_list = [Xs[i] for i in keep], [ys[i] for i in keep]
+        elif len(X_list) != len(keep) or len(y_list) != len(keep):
+            raise ValueError(f"X_list and y_list need one entry per kept task ({len(keep)}), "
+                             f"got {len(X_list)} and {len(y_list)}")
+        p = self._params
+        params = {"lengthscale": p["lengthscale"], "W": p["W"][:, keep], "kappa": p["kappa"][:, keep],
+                  "noise": p["noise"][keep]}
+        new = LCM(self._Q, self._kernel, self._rank)
+        new.prior, new._s2 = self.prior, self._s2
+        return new.condition(list(X_list), list(y_list), params)
+
     # ---- persistence -------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
         """Write the model (hyperparameters, data and factor) to an ``.npz`` file, no pickle."""

@@ -116,6 +116,18 @@ class Storage(abc.ABC):
         """
 
     @abc.abstractmethod
+    def import_trials(self, trials: Sequence[Trial]) -> list[Trial | None]:
+        """Write trials that finished elsewhere (measurements imported from a file or another tool)
+        directly in their final state, in one transaction; one entry per trial.
+
+        Each trial must be finished (COMPLETE or CENSORED with a finite value, FAILED without one)
+        and name a task of the history; its ``id``, ``owner`` and ``attempts`` are not used (the
+        history numbers it). The entry is the stored trial, or None when its task already holds
+        the same configuration (the history keeps what it has: importing a file twice adds
+        nothing). Imported trials count in a task's budget like any other.
+        """
+
+    @abc.abstractmethod
     def reclaim(self, owner: Owner, limit: int | None = None, task_indices: Sequence[int] | None = None,
                 lease: float | None = None) -> list[Trial]:
         """Hand PENDING trials whose holder is dead or released (oldest first, at most ``limit``,

@@ -425,6 +425,39 @@ class SQLiteStorage(Storage):
                 out.append(self._fetch(db, int(cur.lastrowid)))
         return out
 
+    def import_trials(self, trials: Sequence[Trial]) -> list[Trial | None]:
+        for t in trials:
+            if not isinstance(t, Trial):
+                raise TypeError(f"import_trials takes Trials, got {t!r}")
+            if not t.status.finished:
+                raise ValueError(f"an imported trial must be finished (complete, failed or censored), got "
+                                 f"{t.status.value!r} for task {t.task_index} {dict(t.params)}")
+            if t.status is not Status.FAILED and check_value(t.value)[0] is None:
+                raise ValueError(f"an imported {t.status.value} trial needs a finite value: {check_value(t.value)[1]} "
+                                 f"(task {t.task_index} {dict(t.params)})")
+        out: list[Trial | None] = []
+        with self._write() as db:
+            now = time.time()
+            n_tasks = int(db.execute("SELECT count(*) FROM tasks").fetchone()[0])
+            for t in trials:
+                i = int(t.task_index)
+                if not 0 <= i < n_tasks:
+                    raise ValueError(f"task index {i} is outside 0..{n_tasks - 1} of history {self.path}")
+                key = params_key(t.params)
+                if db.execute("SELECT 1 FROM trials WHERE task_index = ? AND params_key = ?", (i, key)).fetchone():
+                    out.append(None)
+                    continue
+                value = None if t.status is Status.FAILED else float(t.value)  # type: ignore[arg-type]
+                cur = db.execute(
+                    "INSERT INTO trials (task_index, params, params_key, status, value, samples, reason, extra,"
+                    " source, created, finished, duration) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (i, json_text(dict(t.params)), key, t.status.value, value, json_text([float(x) for x in t.samples]),
+                     str(t.reason), json_text(dict(t.extra)), str(t.source), t.created or now, t.finished or now,
+                     None if t.duration is None else float(t.duration)),
+                )
+                out.append(self._fetch(db, int(cur.lastrowid)))
+        return out
+
     def reclaim(self, owner: Owner, limit: int | None = None, task_indices: Sequence[int] | None = None,
                 lease: float | None = None) -> list[Trial]:
         _check_lease(lease)

@@ -11,10 +11,16 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "VALUE_LIMIT", "CLAIM_ROUNDS",
-           "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "rng", "int_seed"]
+           "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH",
+           "SOURCE_IMPORTED", "rng", "int_seed"]
 
 #: seed stages (the first key after the run's seed)
 STAGE_TASKS, STAGE_INITIAL, STAGE_SEARCH, STAGE_FIT = 0, 1, 2, 3
+
+#: ``Trial.source`` of the engine's trials: the initial Latin hypercube, the problem's default
+#: configuration (measured first on every task), an acquisition maximiser, and measurements
+#: imported from elsewhere (:func:`gptask.import_runs`)
+SOURCE_INITIAL, SOURCE_DEFAULT, SOURCE_SEARCH, SOURCE_IMPORTED = "initial", "default", "search", "imported"
 
 #: the largest |value| the model takes as a measurement. Anything beyond (the 1e308 a user returns
 #: as a "penalty") is shown to the model like a failed run; the trial keeps its value as given.

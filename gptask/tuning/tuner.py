@@ -16,6 +16,9 @@ Contract
   each claim is one transaction that checks the per-task budget and whether the configuration is
   already claimed, so each configuration runs once and the budget holds across all of them. A
   process's PENDING trials are given back when it dies (see :mod:`gptask.storage.owner`).
+* A problem with a default configuration (``Problem(default=...)``) has it measured first on every
+  task (source "default"), before the Latin hypercube, and also on a task whose initial phase is
+  already over (imported runs, see :func:`gptask.import_runs`) while its budget allows one more trial.
 * A task takes no new trials once it holds ``budget`` trials, once its ``target`` is reached, or
   once every feasible configuration has been claimed (a small discrete space: the task is closed in
   the history with that reason, the run goes on). The run is ``done`` when every task is finished
@@ -36,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ..baseline import defaults_of, record_defaults
 from ..evaluate import Outcome
 from ..models import LCM
 from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
@@ -47,7 +51,8 @@ from ..storage import HistoryMismatch, Owner, Storage, open_storage
 from ..trials import Proposal, Status, Trial, params_key, point_key
 from .data import TrainingData, log_possible, training_data, usable, usable_values
 from .propose import initial_design, search_task, search_tasks
-from .settings import CLAIM_ROUNDS, STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng
+from .settings import (CLAIM_ROUNDS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH, STAGE_FIT, STAGE_INITIAL,
+                       STAGE_SEARCH, STAGE_TASKS, int_seed, rng)
 
 __all__ = ["Tuner", "resolve_tasks", "check_int", "check_seconds"]
 
@@ -179,6 +184,7 @@ class Tuner:
             self.target = _check_target(target, self.n_tasks)
             self.n_latent = check_int("n_latent", min(self.n_tasks, SURROGATE_N_LATENT) if n_latent is None
                                       else n_latent, 1)
+            self.defaults = defaults_of(problem, self.tasks)  # each task's default, checked before any run
         except BaseException:
             if self.storage is not None:
                 self.storage.close()
@@ -214,6 +220,7 @@ class Tuner:
             else:
                 storage.set_tasks(resolve_tasks(self.problem, tasks, self.seed))
             storage.set_meta("seed", self.seed)
+            record_defaults(storage, self.problem)
             storage.set_meta("settings", {"budget": self.budget, "n_initial": self.n_initial})
         except BaseException:
             storage.close()
@@ -338,20 +345,27 @@ class Tuner:
         return f"{names} of problem {self.problem.name!r} for task {self.tasks[i]}"
 
     def initial_design(self, i: int) -> list[dict]:
-        """Task ``i``'s own LHS of ``n_initial`` feasible configurations (deterministic in the seed)."""
+        """Task ``i``'s ``n_initial`` initial configurations (deterministic in the seed): the
+        problem's default first when it has one, then the task's own LHS of feasible points."""
         if i not in self._initial:
-            self._initial[i] = initial_design(self.problem, self.tasks[i], self.n_initial,
-                                              rng(self.seed, STAGE_INITIAL, i), self._describe_constraints(i))
+            lhs = initial_design(self.problem, self.tasks[i], self.n_initial, rng(self.seed, STAGE_INITIAL, i),
+                                 self._describe_constraints(i))
+            default = self.defaults[i]
+            if default is not None:
+                lhs = [default] + [p for p in lhs if params_key(p) != params_key(default)][: self.n_initial - 1]
+            self._initial[i] = lhs
         return self._initial[i]
 
     def _initial_todo(self, i: int) -> list[dict]:
-        """Design points of task ``i`` still to claim (empty once its initial phase is over)."""
+        """Design points of task ``i`` still to claim (empty once its initial phase is over). The
+        default configuration is claimed even after the initial phase until it has been measured."""
         mine = self.trials_of(i)
         need = self.n_initial - len(mine)
-        if need <= 0:
-            return []
         used = {params_key(t.params) for t in mine}
-        return [p for p in self.initial_design(i) if params_key(p) not in used][:need]
+        todo = [p for p in self.initial_design(i) if params_key(p) not in used]
+        if self.defaults[i] is not None and params_key(self.defaults[i]) not in used:
+            return todo[: max(1, need)]  # the default leads the design
+        return todo[: max(0, need)]
 
     def ask(self, n: int | None = None) -> list[Trial]:
         """New PENDING trials; see the module docstring for the order.
@@ -366,7 +380,7 @@ class Tuner:
         self.refresh()
         out = self._reclaim(n)
         out += self._ask_initial(None if n is None else n - len(out))
-        if n is None and any(t.source == "initial" for t in out):
+        if n is None and any(t.source in (SOURCE_INITIAL, SOURCE_DEFAULT) for t in out):
             return out
         skip = {t.task_index for t in out} if n is None else set()
         out += self._ask_search(self.n_tasks if n is None else n - len(out), skip)
@@ -386,7 +400,8 @@ class Tuner:
             queues = {i: self._initial_todo(i) for i in range(self.n_tasks) if self._takes_new(i)}
             props: list[Proposal] = []
             for r in range(max((len(q) for q in queues.values()), default=0)):
-                props += [Proposal(i, self.tasks[i], q[r], "initial") for i, q in queues.items() if r < len(q)]
+                props += [Proposal(i, self.tasks[i], q[r], self._source(i, q[r])) for i, q in queues.items()
+                          if r < len(q)]
             if room is not None:
                 props = props[: room - len(out)]
             if not props:
@@ -397,6 +412,10 @@ class Tuner:
                 break
             self.refresh()  # another process claimed some of these first: look again
         return out
+
+    def _source(self, i: int, params: dict) -> str:
+        default = self.defaults[i]
+        return SOURCE_DEFAULT if default is not None and params_key(params) == params_key(default) else SOURCE_INITIAL
 
     def _ask_search(self, room: int, skip: set[int]) -> list[Trial]:
         active = [i for i in range(self.n_tasks)
@@ -414,7 +433,7 @@ class Tuner:
                                         f"trials of a budget of {self.budget})")
             found = [(i, row) for i, row in zip(active, rows) if row is not None]
             params = self.problem.param_space.decode(np.array([row for _, row in found])) if found else []
-            got = self._claim([Proposal(i, self.tasks[i], p, "search") for (i, _), p in zip(found, params)])
+            got = self._claim([Proposal(i, self.tasks[i], p, SOURCE_SEARCH) for (i, _), p in zip(found, params)])
             out += [t for t in got if t is not None]
             retry = [i for (i, _), t in zip(found, got) if t is None]
             if not retry:

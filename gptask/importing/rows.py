@@ -1,0 +1,314 @@
+"""Existing measurements as validated runs: the rows of a CSV file or a list of dicts.
+
+Every row names a task (one column per task dimension of the problem), a configuration (one column
+per parameter) and the measured value (the ``value`` column, e.g. ``"time"``). The rules:
+
+* **Columns.** Every task and parameter name and the value column must be present. A column named
+  like one of the problem's constants (``cores``, ``coll``, ...) must hold that constant on every
+  row: data measured for another machine or setting is refused. Other columns are ignored (the log
+  names them).
+* **CSV files.** Lines starting with ``#`` are comments; the first other non-blank line is the
+  header. Text is converted per dimension: integers (``64`` or ``64.0``), reals, and categorical
+  choices by their text (``ring``, ``1``, ``true``).
+* **Validation.** Each row is checked against the task space, the parameter space and the
+  constraints. Bad rows are reported with their place (``runs.csv line 17``, or ``data[16]`` for a
+  list) and the reason, all together in one :class:`DataError`; nothing is imported then. With
+  ``skip_invalid=True`` they are left out and listed in a warning instead, never silently.
+* **Status.** An optional status column holds ``complete``, ``failed`` or ``censored`` (a run
+  stopped early: its value is a lower bound). A failed row needs no value; any other row needs a
+  finite number.
+* **Repeats.** Rows of the same task and configuration are one run (:class:`Run`) whose
+  ``samples`` are their values in row order and whose value is their ``aggregate`` (``min`` by
+  default, as ``gt.tune`` aggregates repeated run times). Complete rows take precedence over
+  censored ones, and those over failed ones.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import numbers
+import os
+import statistics
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..problem import Problem
+from ..space import Categorical, Dimension, Integer
+from ..trials import Status, point_key
+
+__all__ = ["DataError", "Row", "Run", "read_rows", "group_runs", "check_problem", "AGGREGATES", "MAX_REPORTED"]
+
+log = logging.getLogger(__name__)
+
+#: how repeated rows of one configuration become the run's value
+AGGREGATES = {"min": min, "median": statistics.median, "mean": statistics.fmean}
+#: bad rows listed one by one in an error message (the rest are counted)
+MAX_REPORTED = 20
+
+
+#: one row as (task, params, value or None, status)
+_Parsed = tuple[dict, dict, "float | None", Status]
+
+
+class DataError(ValueError):
+    """Measurements that cannot be imported: missing columns, or rows that are not valid points of
+    the problem (the message lists each bad row with its line)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One validated row. where: ``"runs.csv line 17"`` or ``"data[16]"``; line: the file line (CSV)
+    or the list index; task, params: validated dicts; value: the measurement (None when failed)."""
+
+    where: str
+    line: int
+    task: dict
+    params: dict
+    value: float | None
+    status: Status
+
+
+@dataclass(frozen=True)
+class Run:
+    """The rows of one task and configuration. status: COMPLETE when any row is complete, else
+    CENSORED when any is censored, else FAILED; value: the aggregate of those rows' values (None
+    when failed); samples: those values in row order; lines: the lines of every row of the run."""
+
+    task: dict
+    params: dict
+    status: Status
+    value: float | None
+    samples: tuple[float, ...]
+    lines: tuple[int, ...]
+
+
+def _choice_text(choice: Any) -> str:
+    return str(choice).lower() if isinstance(choice, bool) else str(choice)
+
+
+def _convert(dim: Dimension, raw: Any) -> Any:
+    """A user value of ``dim`` from a cell (text from a CSV file, or a value from a dict)."""
+    if isinstance(raw, str):
+        text = raw.strip()
+        if not text:
+            raise ValueError(f"{dim.name} is empty")
+        if isinstance(dim, Categorical):
+            for c in dim.choices:
+                if _choice_text(c) == text or (isinstance(c, bool) and text.lower() == _choice_text(c)):
+                    return c
+            try:
+                number = float(text)
+            except ValueError:
+                number = None
+            if number is not None:
+                for c in dim.choices:
+                    if isinstance(c, numbers.Real) and not isinstance(c, bool) and c == number:
+                        return c
+            raise ValueError(f"{dim.name}={text!r} is not one of {dim.choices!r}")
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"{dim.name}={text!r} is not a number") from None
+        raw = number
+        if isinstance(dim, Integer) and math.isfinite(number) and not number.is_integer():
+            raise ValueError(f"{dim.name}={text!r} is not an integer")
+    return dim.validate(raw)
+
+
+def _number(raw: Any, column: str) -> float | None:
+    """A finite float from a cell of ``column``, None for an empty one; ValueError otherwise."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    if isinstance(raw, str):
+        try:
+            v = float(raw.strip())
+        except ValueError:
+            raise ValueError(f"value column {column!r} holds {raw!r}, not a number") from None
+    elif isinstance(raw, numbers.Real) and not isinstance(raw, bool):
+        v = float(raw)
+    else:
+        raise ValueError(f"value column {column!r} holds {raw!r}, not a number")
+    if not math.isfinite(v):
+        raise ValueError(f"value column {column!r} holds {v}, not a finite number (mark failed runs in a status "
+                         "column)")
+    return v
+
+
+def _status(raw: Any, column: str) -> Status:
+    text = str(raw).strip().lower() if raw is not None else ""
+    try:
+        st = Status.parse(text)
+    except ValueError:
+        st = None
+    if st is None or not st.finished:
+        raise ValueError(f"status column {column!r} holds {raw!r}; expected complete, failed or censored")
+    return st
+
+
+def _same_constant(expected: Any, raw: Any) -> bool:
+    if isinstance(raw, str):
+        text = raw.strip()
+        if _choice_text(expected) == text:
+            return True
+        try:
+            return not isinstance(expected, (bool, str)) and float(text) == float(expected)
+        except ValueError:
+            return False
+    return raw == expected
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str] | str]]]:
+    """The header and ``(line, {column: text})`` pairs of a CSV file with ``#`` comment lines
+    (``(line, message)`` for a line with another number of fields than the header)."""
+    current = [0]
+    with open(path, newline="", encoding="utf-8") as fh:
+        def lines() -> Iterator[str]:
+            for number, line in enumerate(fh, start=1):
+                if line.lstrip().startswith("#") or not line.strip():
+                    continue
+                current[0] = number
+                yield line
+
+        reader = csv.reader(lines())
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            raise DataError(f"{path}: no header line (the file is empty or only comments)") from None
+        dupes = sorted({h for h in header if header.count(h) > 1})
+        if dupes:
+            raise DataError(f"{path} line {current[0]}: repeated column names {dupes}")
+        out: list[tuple[int, dict[str, str] | str]] = []
+        for fields in reader:
+            if len(fields) != len(header):
+                out.append((current[0], f"{len(fields)} fields where the header has {len(header)}"))
+            else:
+                out.append((current[0], dict(zip(header, fields))))
+    return header, out
+
+
+def _check_columns(problem: Problem, columns: Sequence[str], value: str, status: str | None, where: str) -> None:
+    needed = [*problem.task_space.names, *problem.param_space.names, value] + ([status] if status else [])
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        raise DataError(f"{where}: missing columns {missing}; the problem {problem.name!r} needs its task names "
+                        f"{problem.task_space.names}, its parameter names {problem.param_space.names} and the "
+                        f"value column {value!r}" + (f" and the status column {status!r}" if status else ""))
+    extra = [c for c in columns if c not in needed and c not in problem.constants]
+    if extra:
+        log.info("%s: columns %s are not used", where, extra)
+
+
+def _row(problem: Problem, cells: Mapping[str, Any], value: str, status: str | None) -> _Parsed:
+    """(task, params, value, status) of one row; ValueError saying what is wrong."""
+    missing = [c for c in [*problem.task_space.names, *problem.param_space.names, value] if c not in cells]
+    if missing:
+        raise ValueError(f"missing {missing}")
+    problems: list[str] = []
+    task, params = {}, {}
+    for space, out in ((problem.task_space, task), (problem.param_space, params)):
+        for dim in space.dimensions:
+            try:
+                out[dim.name] = _convert(dim, cells[dim.name])
+            except (ValueError, TypeError) as exc:
+                problems.append(str(exc))
+    for name, const in problem.constants.items():
+        if name in cells and not _same_constant(const, cells[name]):
+            problems.append(f"column {name!r} holds {cells[name]!r} but the problem's constant {name} is {const!r}")
+    st = _status(cells[status], status) if status else Status.COMPLETE
+    v = None
+    try:
+        v = _number(cells[value], value)
+    except ValueError as exc:
+        if st is not Status.FAILED:
+            problems.append(str(exc))
+    if v is None and st is not Status.FAILED and not problems:
+        problems.append(f"value column {value!r} is empty (mark failed runs in a status column)")
+    if problems:
+        raise ValueError("; ".join(problems))
+    bad = problem.violated(task, params)
+    if bad:
+        raise ValueError(f"{task} {params} violates {', '.join(problem.constraint_names(bad))}")
+    return task, params, (None if st is Status.FAILED else v), st
+
+
+def check_problem(problem: Any) -> Problem:
+    """``problem`` itself when it is a :class:`Problem`; TypeError otherwise."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
+    return problem
+
+
+def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]], value: str = "value",
+              status: str | None = None, skip_invalid: bool = False) -> list[Row]:
+    """The validated rows of ``data`` (module docstring): a CSV path or a list of dicts.
+
+    value: the column holding the measurement; status: the column holding each row's status (None:
+    every row is complete). Raises :class:`DataError` listing every bad row (or, with
+    ``skip_invalid``, logs them as a warning and leaves them out), TypeError for data of another
+    kind, FileNotFoundError for a missing file.
+    """
+    check_problem(problem)
+    for name, col in (("value", value), ("status", status)):
+        if col is not None and (not isinstance(col, str) or not col):
+            raise TypeError(f"{name} must be a column name, got {col!r}")
+    if isinstance(data, (str, os.PathLike)):
+        path = Path(data)
+        if not path.is_file():
+            raise FileNotFoundError(f"no data file at {path}")
+        header, cells = _read_csv(path)
+        _check_columns(problem, header, value, status, str(path))
+        source = [(f"{path} line {n}", n, c) for n, c in cells]
+    elif isinstance(data, Sequence) and not isinstance(data, (bytes, bytearray)):
+        for k, item in enumerate(data):
+            if not isinstance(item, Mapping):
+                raise TypeError(f"data[{k}] must be a dict of task, parameter and value columns, got {item!r}")
+        if data:
+            _check_columns(problem, sorted({c for item in data for c in item}), value, status, "data")
+        source = [(f"data[{k}]", k, item) for k, item in enumerate(data)]
+    else:
+        raise TypeError(f"data must be a CSV file path or a list of dicts, got {type(data).__name__}")
+    rows: list[Row] = []
+    bad: list[str] = []
+    for where, line, cells in source:
+        try:
+            if isinstance(cells, str):
+                raise ValueError(cells)
+            task, params, v, st = _row(problem, cells, value, status)
+        except ValueError as exc:
+            bad.append(f"{where}: {exc}")
+            continue
+        rows.append(Row(where, line, task, params, v, st))
+    if bad:
+        shown = "\n  ".join(bad[:MAX_REPORTED])
+        more = f"\n  ... and {len(bad) - MAX_REPORTED} more" if len(bad) > MAX_REPORTED else ""
+        if not skip_invalid:
+            raise DataError(f"{len(bad)} bad row(s), nothing imported (skip_invalid=True leaves them out):"
+                            f"\n  {shown}{more}")
+        log.warning("%d bad row(s) left out:\n  %s%s", len(bad), shown, more)
+    if not rows:
+        raise DataError("no valid rows to import" + (f" ({len(bad)} bad)" if bad else ""))
+    return rows
+
+
+def group_runs(rows: Sequence[Row], aggregate: str = "min") -> list[Run]:
+    """The rows grouped by task and configuration, in order of first appearance (module docstring)."""
+    if aggregate not in AGGREGATES:
+        raise ValueError(f"aggregate must be one of {sorted(AGGREGATES)}, got {aggregate!r}")
+    groups: dict[tuple, list[Row]] = {}
+    for r in rows:
+        groups.setdefault((point_key(r.task), point_key(r.params)), []).append(r)
+    out = []
+    for members in groups.values():
+        first = members[0]
+        for st in (Status.COMPLETE, Status.CENSORED, Status.FAILED):
+            used = [r for r in members if r.status is st]
+            if used:
+                break
+        samples = tuple(r.value for r in used if r.value is not None)
+        value = float(AGGREGATES[aggregate](samples)) if samples else None
+        out.append(Run(first.task, first.params, st, value, samples, tuple(r.line for r in members)))
+    return out
