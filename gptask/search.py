@@ -274,7 +274,8 @@ def _swarm(evaluate: _Evaluations, dim: int, pos0: np.ndarray, iters: int, seed:
             swarm.position = topology.compute_position(swarm, bounds, bh)
 
 
-def _starts(evaluate: _Evaluations, candidates: np.ndarray, values: np.ndarray, n: int) -> list[tuple[np.ndarray, float]]:
+def _starts(evaluate: _Evaluations, candidates: np.ndarray, values: np.ndarray,
+            n: int) -> list[tuple[np.ndarray, float]]:
     """Up to ``n`` (row, value) polish starts: the best feasible point seen (usually the swarm's),
     then the candidate pass's local maxima (a candidate at least as good as its LOCAL_MAX_NEIGHBOURS
     nearest candidates), best first, feasible and more than START_SEPARATION away (in some encoded
@@ -336,14 +337,16 @@ def _local_search(evaluate: _Evaluations, x: np.ndarray, value: np.ndarray) -> N
             x[better], value[better] = _polish(evaluate, x[better], value[better], cont)
 
 
-def _polish(evaluate: _Evaluations, x0: np.ndarray, v0: np.ndarray, cont: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _polish(evaluate: _Evaluations, x0: np.ndarray, v0: np.ndarray,
+            cont: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Maximise the acquisition over the columns where ``cont`` (D,) is True, in [0, 1], from each
     feasible start ``x0`` (S, D) (values ``v0`` (S,)), the other columns held: projected BFGS with
     a backtracking (Armijo) line search whose trial steps are evaluated together, all starts in
-    lockstep, so that one iteration of every start is one acquisition call. Gradients are forward differences of step FD_STEP (backward at the upper
-    bound): each point and its k perturbations are rows of that call. An infeasible point counts
-    as INFEASIBLE_STEP_PENALTY worse, so a step into an infeasible region is shortened. Returns
-    the best feasible (rows (S, D), values (S,)) reached from each start."""
+    lockstep, so that one iteration of every start is one acquisition call. Gradients are forward
+    differences of step FD_STEP (backward at the upper bound): each point and its k perturbations
+    are rows of that call. An infeasible point counts as INFEASIBLE_STEP_PENALTY worse, so a step
+    into an infeasible region is shortened. Returns the best feasible (rows (S, D), values (S,))
+    reached from each start."""
     idx = np.flatnonzero(cont)
     k, n = len(idx), len(x0)
     best_x, best_v = x0.copy(), v0.astype(float).copy()
