@@ -32,12 +32,14 @@ from .history import History, HistoryMismatch
 from .models import LCM
 from .parallel import allgather_json, allgather_rows, bcast_json, blas_threads_per_rank, collective, my_items, rank_size
 from .problem import Problem
+from .recommend import is_confirmation
 from .result import TuningResult
 from .sampling import feasible_lhs, lhs_points, point_key
 from .search import maximize
+from .space import Space
 from .transforms import OutputTransform
 
-__all__ = ["Proposal", "Tuner", "tune"]
+__all__ = ["Proposal", "Tuner", "tune", "training_data"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,31 @@ def resolve_tasks(problem: Problem, tasks: int | Sequence[Mapping[str, Any]], se
     if len(set(keys)) != len(keys):
         raise ValueError(f"tasks must be distinct, got repeated tasks in {out}")
     return out
+
+
+def training_data(space: Space, records: Sequence[Mapping[str, Any]], n_tasks: int,
+                  use_log: bool) -> tuple[list[np.ndarray], list[np.ndarray], OutputTransform]:
+    """What the model is fitted on: per task, the encoded configurations ``(n_i, D)`` of its records
+    (complete and failed) and their outputs ``(n_i,)`` through the output transform (log or not,
+    then per-task standardisation), failed ones imputed with the task's worst transformed value
+    (the worst over all tasks for a task without a complete one); and the transform."""
+    X, values, failed = [], [], []
+    for i in range(n_tasks):
+        recs = [r for r in records if r["task_index"] == i]
+        X.append(space.encode([r["params"] for r in recs]) if recs else np.empty((0, space.n_columns)))
+        values.append(np.array([r["value"] for r in recs if r["status"] == "complete"], dtype=float))
+        failed.append(np.array([r["status"] != "complete" for r in recs], dtype=bool))
+    transform = OutputTransform.fit(values, use_log=use_log)
+    z_all = [transform.forward(i, v) for i, v in enumerate(values) if v.size]
+    global_worst = max((float(z.max()) for z in z_all), default=1.0)
+    Y = []
+    for i in range(n_tasks):
+        z = np.empty(len(failed[i]))
+        z_ok = transform.forward(i, values[i])
+        z[~failed[i]] = z_ok
+        z[failed[i]] = float(z_ok.max()) if z_ok.size else global_worst
+        Y.append(z)
+    return X, Y, transform
 
 
 class Tuner:
@@ -138,6 +165,7 @@ class Tuner:
         state = bcast_json(opened, comm)
         self.tasks: list[dict] = state["tasks"]
         self.records: list[dict] = state["records"]
+        self.confirmations: list[dict] = state["confirmations"]
         self._warm = state["warm"]
         self.iteration = int(state["iteration"])
         # log of the outputs or not: fixed by the user, or decided once by likelihood ("auto")
@@ -149,6 +177,8 @@ class Tuner:
         if kernel not in ("rbf", "matern52"):
             raise ValueError(f"kernel must be 'rbf' or 'matern52', got {kernel!r}")
         self.kernel = kernel
+        if self.history is not None:
+            self.history.set_meta("kernel", kernel)  # to rebuild the model from the file (gptask show)
         self.model: LCM | None = None
         self.transform: OutputTransform | None = None
         self._initial: dict[int, list[dict]] = {}
@@ -171,7 +201,10 @@ class Tuner:
             task_list = resolve_tasks(self.problem, tasks, self.seed)
             history.set_tasks(task_list)
         history.set_meta("seed", self.seed)
-        state = {"tasks": history.tasks(), "records": history.records(), "warm": history.last_model(),
+        # confirmation runs (result.recommend(confirm=k)) are not tuning evaluations: no budget, no model
+        records = history.records()
+        state = {"tasks": history.tasks(), "records": [r for r in records if not is_confirmation(r)],
+                 "confirmations": [r for r in records if is_confirmation(r)], "warm": history.last_model(),
                  "iteration": len(history.models()), "use_log": history.get_meta("use_log")}
         self.history = history
         return state
@@ -240,24 +273,7 @@ class Tuner:
 
     def _model_data(self, use_log: bool) -> tuple[list[np.ndarray], list[np.ndarray], OutputTransform]:
         """Encoded inputs and transformed outputs per task (failed points imputed), and the transform."""
-        space = self.problem.param_space
-        X, values, failed = [], [], []
-        for i in range(self.n_tasks):
-            recs = self._task_records(i)
-            X.append(space.encode([r["params"] for r in recs]) if recs else np.empty((0, space.n_columns)))
-            values.append(np.array([r["value"] for r in recs if r["status"] == "complete"], dtype=float))
-            failed.append(np.array([r["status"] != "complete" for r in recs], dtype=bool))
-        transform = OutputTransform.fit(values, use_log=use_log)
-        z_all = [transform.forward(i, v) for i, v in enumerate(values) if v.size]
-        global_worst = max((float(z.max()) for z in z_all), default=1.0)
-        Y = []
-        for i in range(self.n_tasks):
-            z = np.empty(len(failed[i]))
-            z_ok = transform.forward(i, values[i])
-            z[~failed[i]] = z_ok
-            z[failed[i]] = float(z_ok.max()) if z_ok.size else global_worst
-            Y.append(z)
-        return X, Y, transform
+        return training_data(self.problem.param_space, self.records, self.n_tasks, use_log)
 
     def fit_model(self) -> LCM:
         """Fit the LCM on everything evaluated so far (warm-started); stores it in the history."""
@@ -407,7 +423,8 @@ class Tuner:
                 self.transform = transform
         except (ValueError, np.linalg.LinAlgError) as exc:
             log.warning("final model update failed: %s", exc)
-        return TuningResult(self.problem, list(self.tasks), list(self.records), self.model, self.transform)
+        return TuningResult(self.problem, list(self.tasks), list(self.records), self.model, self.transform,
+                            confirmations=list(self.confirmations), store=self.history)
 
 
 def tune(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .problem import Problem
 from .transforms import OutputTransform
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .recommend import Recommendation
 
 __all__ = ["TuningResult"]
 
@@ -14,13 +17,18 @@ __all__ = ["TuningResult"]
 @dataclass
 class TuningResult:
     """problem, tasks (list of dicts), history (list of evaluation records, in order), model (the
-    last fitted LCM, or None), transform (the output transform the model was fitted under)."""
+    last fitted LCM, or None), transform (the output transform the model was fitted under),
+    confirmations (the records of confirmation runs, see :meth:`recommend`; not in ``history``),
+    store (the :class:`gptask.history.History` the run wrote, where confirmation runs are
+    committed; None for a run without a history file)."""
 
     problem: Problem
     tasks: list[dict]
     history: list[dict]
     model: Any = None
     transform: OutputTransform | None = None
+    confirmations: list[dict] = field(default_factory=list)
+    store: Any = field(default=None, repr=False, compare=False)
 
     def records(self, i: int, status: str | None = "complete") -> list[dict]:
         """Task ``i``'s evaluation records (only complete ones by default; ``status=None``: all)."""
@@ -38,6 +46,26 @@ class TuningResult:
             raise ValueError(f"task {i} ({self.tasks[i]}) has no complete evaluation")
         r = min(ok, key=lambda r: r["value"])
         return dict(r["params"]), float(r["value"])
+
+    def recommend(self, i: int, confirm: int = 0, candidates: int | None = None,
+                  timeout: float | None = None, aggregate: str | None = None) -> "Recommendation":
+        """Task ``i``'s recommended configuration, robust to a noisy objective (:mod:`gptask.recommend`).
+
+        Picks, among task ``i``'s evaluated configurations, the one with the lowest posterior mean
+        of the model (in user units through the output transform), not the single best launch of
+        :meth:`best`. With ``confirm=k`` the ``candidates`` (default 3) best by posterior mean, and
+        the single best launch's configuration if it is not among them, are re-measured ``k`` times
+        each through the problem's objective (round robin; ``timeout`` seconds per run, None: no
+        limit) and the one whose runs have the lowest ``aggregate`` ("min" by default, as for
+        repeats of run times; "median" or "mean") is picked. Confirmation runs are committed to the run's history with source "confirm" (never
+        counted against the tuning budget on a resume) and reused by later calls; a failed run is
+        recorded with its reason and never raises. Returns a frozen
+        :class:`gptask.recommend.Recommendation`. Raises ``ValueError`` when task ``i`` has no
+        complete evaluation.
+        """
+        from .recommend import recommend
+
+        return recommend(self, i, confirm=confirm, candidates=candidates, timeout=timeout, aggregate=aggregate)
 
     def best_so_far(self, i: int) -> list[float]:
         """Running minimum of task ``i``'s values, one entry per evaluation (failed ones repeat it)."""
