@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "parse_assignments", "format_table"]
+__all__ = ["main", "parse_assignments", "format_table", "best_table", "result_from_history", "recommendation_table"]
 
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -113,8 +113,11 @@ def load_problem(spec: str, options: dict[str, Any] | None = None):
 
 
 def best_table(history) -> list[dict[str, Any]]:
-    """One row per task from a History: task values, best parameters, best value, counts."""
-    recs = history.records()
+    """One row per task from a History: task values, best parameters, best value, counts (tuning
+    evaluations only: confirmation runs are not counted)."""
+    from .recommend import is_confirmation
+
+    recs = [r for r in history.records() if not is_confirmation(r)]
     rows = []
     for i, task in enumerate(history.tasks()):
         mine = [r for r in recs if r["task_index"] == i]
@@ -128,6 +131,60 @@ def best_table(history) -> list[dict[str, Any]]:
             row["best"] = None
         row["evals"] = len(mine)
         row["failed"] = len(mine) - len(ok)
+        rows.append(row)
+    return rows
+
+
+def result_from_history(history: Any) -> Any:
+    """A :class:`gptask.TuningResult` rebuilt from a History without its problem: the spaces from the
+    signature, the tuning evaluations and confirmation runs, and the model conditioned on every
+    evaluation with the last stored hyperparameters (None before the first fit). Its objective
+    cannot be run (no confirmation runs), and constraints are not known."""
+    from .evaluate import EvaluationFailed
+    from .mla import training_data
+    from .models import LCM
+    from .problem import Problem
+    from .recommend import is_confirmation
+    from .result import TuningResult
+    from .space import Space
+
+    sig = history.signature
+    name = sig.get("name", "problem")
+
+    def no_objective(task: dict, params: dict) -> float:
+        raise EvaluationFailed(f"the problem {name!r} was rebuilt from a history: its objective is not available")
+
+    problem = Problem(Space.from_json(sig["task_space"]), Space.from_json(sig["param_space"]), no_objective,
+                      constants=sig.get("constants") or {}, name=name)
+    tasks, records = history.tasks(), history.records()
+    evaluations = [r for r in records if not is_confirmation(r)]
+    confirmations = [r for r in records if is_confirmation(r)]
+    last, use_log = history.last_model(), history.get_meta("use_log")
+    model = transform = None
+    if last is not None and use_log is not None:
+        X, Y, transform = training_data(problem.param_space, evaluations, len(tasks), bool(use_log))
+        W = last["params"]["W"]  # nested lists (Q, T, rank)
+        model = LCM(n_latent=len(W), kernel=history.get_meta("kernel") or "rbf", rank=len(W[0][0])).condition(
+            X, Y, params=last["params"])
+    return TuningResult(problem, tasks, evaluations, model, transform, confirmations=confirmations)
+
+
+def recommendation_table(result: Any) -> list[dict[str, Any]]:
+    """One row per task with a complete evaluation: the configuration with the lowest posterior mean
+    among those evaluated (``result.recommend(i)``), its predicted value and std, the median of its
+    confirmation runs if any, and the raw best launch for comparison."""
+    rows = []
+    for i in range(len(result.tasks)):
+        if not result.records(i):
+            continue
+        rec = result.recommend(i)
+        pick = rec.pick
+        row: dict[str, Any] = {"task": i, **rec.params, "predicted": rec.predicted, "+-": rec.predicted_std}
+        if pick.confirmations:
+            row["confirmed"] = pick.median
+            row["runs"] = len(pick.confirmations)
+        row["raw best"] = rec.raw_best_value
+        row["same as raw"] = "yes" if rec.params == rec.raw_best_params else "no"
         rows.append(row)
     return rows
 
@@ -159,18 +216,28 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from .history import History
 
     h = History.open_existing(args.history)
-    print(f"problem: {h.signature.get('name')}  tasks: {len(h.tasks())}  evaluations: {len(h.records())}")
+    result = result_from_history(h)
+    extra = f"  confirmation runs: {len(result.confirmations)}" if result.confirmations else ""
+    print(f"problem: {h.signature.get('name')}  tasks: {len(h.tasks())}  evaluations: {len(result.history)}{extra}")
+    print("raw best (the single best launch per task):")
     print(format_table(best_table(h)))
+    if result.model is None:
+        print("recommendation: none yet (no model was fitted)")
+        return 0
+    print("recommended (the evaluated configuration with the lowest posterior mean of the model):")
+    print(format_table(recommendation_table(result)))
     return 0
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .history import History
     from .plots import plot_convergence
+    from .recommend import is_confirmation
 
     h = History.open_existing(args.history)
     out = args.out or str(Path(args.history).with_suffix(".png"))
-    plot_convergence(h.records(), out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks())
+    evaluations = [r for r in h.records() if not is_confirmation(r)]
+    plot_convergence(evaluations, out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks())
     print(out)
     return 0
 
@@ -250,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true")
     t.set_defaults(func=_cmd_tune)
 
-    s = sub.add_parser("show", help="best configuration per task of a history")
+    s = sub.add_parser("show", help="best launch and recommended configuration per task of a history")
     s.add_argument("history")
     s.set_defaults(func=_cmd_show)
 
