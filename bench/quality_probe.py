@@ -31,9 +31,11 @@ from scipy.optimize import minimize
 from gptask.acquisition import log_ei
 from gptask.evaluate import Evaluator
 from gptask.functions import FAMILIES
-from gptask import mla, search
+from gptask import search
 from gptask.mla import Tuner, resolve_tasks
 from gptask.space import Categorical, Integer, Real, Space
+from gptask.trials import Status
+from gptask.tuning import propose
 
 TASK_SEED = 12345
 
@@ -121,13 +123,15 @@ class ProbeTuner(Tuner):
         self.search_cpu_seconds.append(time.process_time() - c0)
         space = self.problem.param_space
         model, tr = self.model, self.transform
-        ok = [r["value"] for r in self._task_records(i) if r["status"] == "complete"]
+        ok = [t.value for t in self.trials_of(i) if t.status is Status.COMPLETE]
         best = float(np.min(tr.forward(i, np.array(ok))))
 
         def acq(x):
             m, v = model.predict(i, np.atleast_2d(x))
             return log_ei(m, np.sqrt(np.maximum(v, 0.0)), best)
 
+        if prop is None:  # the task's space is exhausted
+            return prop
         found = float(acq(prop[None, :])[0])  # _search returns the encoded proposal
         ref = reference_maximum(acq, space, np.random.default_rng(len(self.gaps)))
         self.gaps.append(ref - found)
@@ -149,7 +153,7 @@ def model_error(tuner: Tuner, n_test: int = 2000, seed: int = 0) -> list[tuple[f
     for i, task in enumerate(tuner.tasks):
         z_true = tuner.transform.forward(i, np.array([prob.objective(task, p) for p in params]))
         m, _ = tuner.model.predict(i, U)
-        recs = [r for r in tuner._task_records(i) if r["status"] == "complete"]
+        recs = [t for t in tuner.trials_of(i) if t.status is Status.COMPLETE]
         X = space.encode([r["params"] for r in recs])
         z = tuner.transform.forward(i, np.array([r["value"] for r in recs]))
         k = ConstantKernel(1.0) * Matern(length_scale=np.ones(space.n_columns), nu=2.5) + WhiteKernel(1e-4)
@@ -191,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--search", choices=("default", "plain"), default="default",
                     help="plain: PSO alone (no candidate pass, no polish), the search before issue 12")
     a = ap.parse_args(argv)
-    if a.search == "plain":  # bench-only: the tuner calls gptask.mla.maximize with its defaults
-        mla.maximize = functools.partial(search.maximize, **PLAIN_SEARCH)
+    if a.search == "plain":  # bench-only: the tuner calls gptask.tuning.propose.maximize with its defaults
+        propose.maximize = functools.partial(search.maximize, **PLAIN_SEARCH)
     gaps, secs, cpu = [], [], []
     for s in map(int, a.seeds.split(",")):
         t0 = time.perf_counter()

@@ -13,13 +13,15 @@ times: a machine only ever slows a launch down, so the fastest of a few launches
 noisy estimate of what a configuration can do; "median" is the choice for noise both ways) is
 recommended. Every candidate's runs are reported (median, min/max, IQR, failures).
 
-Confirmation runs are ordinary evaluations of the objective with ``source="confirm"``
-(:data:`CONFIRM_SOURCE`): each is committed to the result's history (when it has one) before the
-next starts, kept apart from the tuning evaluations (they do not count against the tuning budget
-on a resume, the model and ``best`` do not see them) and reused: a candidate that already has
-confirmation runs of this task is only run up to ``k`` runs in all. A failed confirmation run is
-kept with its reason, counts as one of the ``k`` runs (a configuration that crashes is not retried
-on every call) and never raises.
+Confirmation runs are runs of the objective that are not trials of the run: each is committed
+to the run's history file (``result.history_file``, :meth:`gptask.storage.Storage.add_confirmation`)
+before the next starts, as a Trial record with source :data:`~gptask.trials.CONFIRM_SOURCE` in
+``result.confirmations``. They claim no configuration, count against no budget (a resumed run
+asks for exactly the trials it still lacks), and neither the model nor ``best`` sees them. They
+are reused: a candidate that already has confirmation runs of this task in the file (from an
+earlier call, another process, or a killed call) is only run up to ``k`` runs in all. A failed
+confirmation run is kept with its reason, counts as one of the ``k`` runs (a configuration that
+crashes is not retried on every call) and never raises.
 """
 
 from __future__ import annotations
@@ -33,18 +35,17 @@ import numpy as np
 
 from .evaluate import Evaluator, Outcome
 from .noise import AGGREGATES, check_aggregate
-from .sampling import point_key
+from .storage import Storage, open_storage
+from .trials import CONFIRM_SOURCE, Status, Trial, point_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from .result import TuningResult
 
-__all__ = ["CONFIRM_SOURCE", "DEFAULT_CANDIDATES", "DEFAULT_AGGREGATE", "Candidate", "Recommendation", "recommend",
-           "ranked_candidates", "is_confirmation"]
+__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_AGGREGATE", "Candidate", "Recommendation", "recommend",
+           "ranked_candidates"]
 
 log = logging.getLogger(__name__)
 
-#: the ``source`` of confirmation runs in a history
-CONFIRM_SOURCE = "confirm"
 #: how many of the best configurations by posterior mean are re-measured with ``confirm=k``
 DEFAULT_CANDIDATES = 3
 #: how the confirmation runs of a candidate are summarised to compare candidates (a key of
@@ -55,11 +56,6 @@ DEFAULT_AGGREGATE = "min"
 #: what a recommendation rests on (or "confirmed <aggregate>")
 BASIS_POSTERIOR = "posterior mean"
 BASIS_OBSERVED = "observed mean (no model)"
-
-
-def is_confirmation(record: dict) -> bool:
-    """True for a confirmation run (a history record whose source is :data:`CONFIRM_SOURCE`)."""
-    return record.get("source") == CONFIRM_SOURCE
 
 
 @dataclass(frozen=True)
@@ -189,24 +185,17 @@ def recommend(result: "TuningResult", i: int, confirm: int = 0, candidates: int 
     top = ranked[:n_cand]
     if point_key(raw_params) not in {point_key(c.params) for c in top}:  # the incumbent always competes
         top.append(next(c for c in ranked if point_key(c.params) == point_key(raw_params)))
+    if confirm:
+        _confirm(result, i, [c.params for c in top], confirm, timeout)
     runs = {point_key(c.params): [r for r in result.confirmations
                                   if r["task_index"] == i and point_key(r["params"]) == point_key(c.params)]
             for c in top}
-    if confirm:
-        evaluator = Evaluator(result.problem.objective, timeout=timeout)
-        task = dict(result.tasks[i])
-        for round_ in range(confirm):
-            for c in top:
-                mine = runs[point_key(c.params)]
-                if len(mine) > round_:
-                    continue
-                mine.append(_confirmation_run(result, i, task, c.params, evaluator))
     done = []
     for c in top:
         mine = runs[point_key(c.params)]
         done.append(Candidate(c.params, c.predicted, c.predicted_std, c.observed,
-                              tuple(float(r["value"]) for r in mine if r["status"] == "complete"),
-                              tuple(str(r["reason"]) for r in mine if r["status"] != "complete")))
+                              tuple(float(r["value"]) for r in mine if r["status"] == Status.COMPLETE),
+                              tuple(str(r["reason"]) for r in mine if r["status"] != Status.COMPLETE)))
     pick, basis = done[0], BASIS_POSTERIOR if done[0].predicted is not None else BASIS_OBSERVED
     if confirm:
         measured = [c for c in done if c.confirmations]
@@ -219,21 +208,46 @@ def recommend(result: "TuningResult", i: int, confirm: int = 0, candidates: int 
                           basis, raw_params, raw_value, tuple(done), confirm, aggregate)
 
 
-def _confirmation_run(result: "TuningResult", i: int, task: dict, params: dict, evaluator: Evaluator) -> dict:
-    """Run the objective once at ``params``, commit the run to the result's history (when it has
-    one) before returning, and append it to ``result.confirmations``; returns its record."""
+def _confirm(result: "TuningResult", i: int, configs: list[dict], k: int, timeout: float | None) -> None:
+    """Bring each of ``configs`` (task ``i``) to ``k`` confirmation runs, round robin, each committed
+    to the result's history file (when it has one) before the next starts; ``result.confirmations``
+    is then what the file holds (every task), or what this process measured without a file."""
+    storage = None if result.history_file is None else open_storage(result.history_file,
+                                                                    result.problem.signature())
+    try:
+        if storage is not None:  # the file is the source of truth: another call may have added runs
+            result.confirmations[:] = storage.confirmations()
+        done = {point_key(p): sum(1 for r in result.confirmations
+                                  if r["task_index"] == i and point_key(r["params"]) == point_key(p))
+                for p in configs}
+        evaluator = Evaluator(result.problem.objective, timeout=timeout)
+        task = dict(result.tasks[i])
+        for round_ in range(k):
+            for params in configs:
+                if done[point_key(params)] > round_:
+                    continue
+                result.confirmations.append(_confirmation_run(storage, i, task, params, evaluator,
+                                                              len(result.confirmations) + 1))
+                done[point_key(params)] += 1
+    finally:
+        if storage is not None:
+            storage.close()
+
+
+def _confirmation_run(storage: Storage | None, i: int, task: dict, params: dict, evaluator: Evaluator,
+                      next_id: int) -> Trial:
+    """Run the objective once at ``params`` and return the run as a Trial record, committed to
+    ``storage`` first when there is one (else numbered ``next_id``)."""
     try:
         outcome: Outcome = evaluator(task, params)
     except Exception as exc:  # noqa: BLE001 - a confirmation run that cannot be made is data, not a crash
-        outcome = Outcome(None, (), "failed", f"{type(exc).__name__}: {exc}")
-    rec_id = 0
-    if result.store is not None:
-        rec_id = result.store.add_evaluation(i, params, outcome.value, outcome.status, outcome.reason,
-                                             outcome.samples, outcome.duration, CONFIRM_SOURCE)
-    record = {"id": rec_id, "task_index": i, "task": dict(task), "params": dict(params), "value": outcome.value,
-              "status": outcome.status, "reason": outcome.reason, "samples": list(outcome.samples),
-              "duration": outcome.duration, "source": CONFIRM_SOURCE}
-    result.confirmations.append(record)
-    if outcome.status != "complete":
-        log.info("task %d: confirmation run of %s failed: %s", i, params, outcome.reason)
-    return record
+        outcome = Outcome(None, (), Status.FAILED, f"{type(exc).__name__}: {exc}")
+    status, value, reason = Status.COMPLETE, outcome.value, ""
+    if outcome.status is not Status.COMPLETE:  # failed (or censored: not a full measurement)
+        status, value = Status.FAILED, None
+        reason = outcome.reason if outcome.status is Status.FAILED else f"{outcome.status.value}: {outcome.reason}"
+        log.info("task %d: confirmation run of %s failed: %s", i, params, reason)
+    if storage is not None:
+        return storage.add_confirmation(i, params, status, value, outcome.samples, reason, outcome.duration)
+    return Trial(id=next_id, task_index=i, task=task, params=params, status=status, value=value,
+                 samples=outcome.samples, reason=reason, source=CONFIRM_SOURCE, duration=outcome.duration)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .problem import Problem
 from .transforms import OutputTransform
+from .trials import Status
 
 if TYPE_CHECKING:  # pragma: no cover
     from .recommend import Recommendation
@@ -16,22 +18,27 @@ __all__ = ["TuningResult"]
 
 @dataclass
 class TuningResult:
-    """problem, tasks (list of dicts), history (list of evaluation records, in order), model (the
-    last fitted LCM, or None), transform (the output transform the model was fitted under),
-    confirmations (the records of confirmation runs, see :meth:`recommend`; not in ``history``),
-    store (the :class:`gptask.history.History` the run wrote, where confirmation runs are
-    committed; None for a run without a history file)."""
+    """problem, tasks (list of dicts), history (the finished trials, :class:`gptask.trials.Trial`
+    records in id order; they also read like dicts: ``r["value"]``), model (the last fitted LCM,
+    or None), transform (the output transform the model was fitted under), pending (trials asked
+    and not told, e.g. stopped by ``max_time``: the next run with the same history re-proposes
+    them), closed (task index -> why the task stopped before its budget: target reached, or every
+    feasible configuration run), confirmations (the confirmation runs of :meth:`recommend`, Trial
+    records with source "confirm"; not trials of the run, not in ``history``), history_file (the
+    run's SQLite history, where confirmation runs are committed; None for a history in memory)."""
 
     problem: Problem
     tasks: list[dict]
-    history: list[dict]
+    history: list
     model: Any = None
     transform: OutputTransform | None = None
-    confirmations: list[dict] = field(default_factory=list)
-    store: Any = field(default=None, repr=False, compare=False)
+    pending: list = field(default_factory=list)
+    closed: dict = field(default_factory=dict)
+    confirmations: list = field(default_factory=list)
+    history_file: Path | None = None
 
-    def records(self, i: int, status: str | None = "complete") -> list[dict]:
-        """Task ``i``'s evaluation records (only complete ones by default; ``status=None``: all)."""
+    def records(self, i: int, status: Status | str | None = Status.COMPLETE) -> list:
+        """Task ``i``'s finished trials (only complete ones by default; ``status=None``: all)."""
         self._check_index(i)
         return [r for r in self.history if r["task_index"] == i and (status is None or r["status"] == status)]
 
@@ -57,9 +64,10 @@ class TuningResult:
         the single best launch's configuration if it is not among them, are re-measured ``k`` times
         each through the problem's objective (round robin; ``timeout`` seconds per run, None: no
         limit) and the one whose runs have the lowest ``aggregate`` ("min" by default, as for
-        repeats of run times; "median" or "mean") is picked. Confirmation runs are committed to the run's history with source "confirm" (never
-        counted against the tuning budget on a resume) and reused by later calls; a failed run is
-        recorded with its reason and never raises. Returns a frozen
+        repeats of run times; "median" or "mean") is picked. Confirmation runs are committed to the
+        run's history file (``history_file``) one by one, apart from its trials (never counted
+        against the tuning budget, never seen by the model), and reused by later calls; a failed
+        run is recorded with its reason and never raises. Returns a frozen
         :class:`gptask.recommend.Recommendation`. Raises ``ValueError`` when task ``i`` has no
         complete evaluation.
         """
@@ -71,7 +79,7 @@ class TuningResult:
         """Running minimum of task ``i``'s values, one entry per evaluation (failed ones repeat it)."""
         out, cur = [], float("inf")
         for r in self.records(i, status=None):
-            if r["status"] == "complete":
+            if r["status"] == Status.COMPLETE:
                 cur = min(cur, r["value"])
             out.append(cur)
         return out
@@ -98,6 +106,6 @@ class TuningResult:
             except ValueError:
                 row["best"] = None
             row["evaluations"] = len(all_r)
-            row["failed"] = sum(r["status"] != "complete" for r in all_r)
+            row["failed"] = sum(r["status"] == Status.FAILED for r in all_r)
             rows.append(row)
         return rows

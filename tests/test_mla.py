@@ -11,8 +11,8 @@ import pytest
 
 import gptask as gt
 from gptask.functions import demo_f, demo_problem, demo_optimum
-from gptask.history import History, HistoryMismatch
-from gptask.mla import Tuner
+from gptask.storage import HistoryMismatch, SQLiteStorage
+from gptask.tuning import Tuner
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import counting_problem, failing_problem  # noqa: E402
@@ -117,17 +117,21 @@ def test_resume_after_sigkill_loses_and_repeats_nothing(tmp_path, root):
             break
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    before = History.open_existing(hist).records()
+    before = SQLiteStorage(hist).trials()
+    finished = [t for t in before if t.status.finished]
+    in_flight = [t for t in before if not t.status.finished]
     calls_before = len(log.read_text().splitlines())
-    assert 9 <= len(before) < 16 and calls_before - len(before) <= 1  # at most the in-flight one is lost
+    assert 9 <= len(finished) < 16 and calls_before - len(finished) <= 1  # at most the run in flight is lost
     r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    after = History.open_existing(hist).records()
-    assert len(after) == 16
-    assert [(x["task_index"], x["params"]) for x in after[: len(before)]] == [
-        (x["task_index"], x["params"]) for x in before]
+    after = SQLiteStorage(hist).trials()
+    assert len(after) == 16 and all(t.status.finished for t in after)
+    # every trial the killed run had asked keeps its id and configuration; its pending ones were re-run
+    assert [(x.id, x.task_index, x.params) for x in after[: len(before)]] == [
+        (x.id, x.task_index, x.params) for x in before]
+    assert all(after[t.id - 1].attempts == 2 for t in in_flight)
     calls = log.read_text().splitlines()
-    assert len(calls) == len(after) + (calls_before - len(before))
+    assert len(calls) == len(after) + (calls_before - len(finished))  # only the interrupted run ran twice
     # nothing evaluated twice
     assert len({(x["task_index"], x["params"]["x"], x["params"]["k"]) for x in after}) == 16
 
@@ -213,7 +217,7 @@ def test_auto_output_transform_picks_log_by_likelihood_and_keeps_it(tmp_path, mu
     assert tu.transform.use_log is expected
     # stored, so a resumed run models the outputs the same way without deciding again
     again = Tuner(prob, tasks=3, budget=13, n_initial=12, seed=0, history=path)
-    assert again._use_log is expected
+    assert again.use_log is expected
     forced = Tuner(prob, tasks=3, budget=13, n_initial=12, seed=0, history=path, output_transform="none")
     forced.fit_model()
     assert forced.transform.use_log is False

@@ -8,8 +8,20 @@ import pytest
 import gptask as gt
 from gptask import cli
 from gptask.functions import FAMILIES, with_noise
-from gptask.history import History
-from gptask.recommend import CONFIRM_SOURCE, Recommendation
+from gptask.recommend import Recommendation
+from gptask.storage import SQLiteStorage
+from gptask.trials import CONFIRM_SOURCE, Status
+
+
+def stored_confirmations(path):
+    """The confirmation runs in the history file, read as a separate process would."""
+    with SQLiteStorage(path, read_only=True) as h:
+        return h.confirmations()
+
+
+def stored_trials(path):
+    with SQLiteStorage(path, read_only=True) as h:
+        return h.trials()
 
 
 def bowl_problem(noise_sd=0.0, seed=0, calls=None, fail_when=None):
@@ -87,8 +99,9 @@ def test_confirm_runs_exactly_k_per_candidate_records_them_and_reuses_them(tmp_p
     lo, hi = rec.pick.spread
     assert lo <= rec.median <= hi and rec.pick.iqr >= 0
     # committed to the history with their own source, apart from the tuning evaluations
-    stored = [r for r in History.open_existing(path).records() if r["source"] == CONFIRM_SOURCE]
-    assert len(stored) == 3 * len(cand) and all(r["task_index"] == 1 for r in stored)
+    stored = stored_confirmations(path)
+    assert len(stored) == 3 * len(cand) and all(r.task_index == 1 and r.source == CONFIRM_SOURCE for r in stored)
+    assert len(stored_trials(path)) == n_tuning  # not trials
     assert sorted(r["value"] for r in stored) == sorted(v for c in rec.candidates for v in c.confirmations)
     assert len(res.history) == n_tuning and len(res.confirmations) == 3 * len(cand)
     assert res.best(1) == (rec.raw_best_params, rec.raw_best_value)  # best() ignores confirmation runs
@@ -108,14 +121,14 @@ def test_confirmation_runs_do_not_count_against_the_budget_on_resume(tmp_path):
     problem, _ = bowl_problem(noise_sd=0.2, calls=calls)
     path = tmp_path / "runs.sqlite"
     # a run stopped after 6 of 8 evaluations per task, then confirmed
-    tuner = gt.Tuner(problem, TASKS, budget=8, n_initial=5, seed=0, history=path)
-    while min(tuner.count(i) for i in range(2)) < 6:
-        for p in tuner.ask():
-            tuner.tell(p, problem.objective(p.task, p.params))
-    partial = tuner.result()
+    with gt.Tuner(problem, TASKS, budget=8, n_initial=5, seed=0, history=path) as tuner:
+        while min(tuner.count(i) for i in range(2)) < 6:
+            for trial in tuner.ask():
+                tuner.tell(trial, problem.objective(trial.task, trial.params))
+        partial = tuner.result()
     n_conf = 2 * sum(len(partial.recommend(i, confirm=2).candidates) for i in range(2))
     before = len(calls)
-    assert sum(r["source"] == CONFIRM_SOURCE for r in History.open_existing(path).records()) == n_conf
+    assert len(stored_confirmations(path)) == n_conf
     # the resume runs exactly the 2 missing tuning evaluations per task
     res = _tune(problem, history=path)
     assert len(calls) - before == 4
@@ -142,8 +155,8 @@ def test_failed_confirmation_runs_are_recorded_and_never_raise(tmp_path):
     assert rec.basis == "posterior mean" and rec.params == res.recommend(0).params
     assert all(c.failures == ("RuntimeError: launch crashed",) * 2 and c.median is None for c in rec.candidates)
     n = len(rec.candidates)
-    stored = [r for r in History.open_existing(path).records() if r["source"] == CONFIRM_SOURCE]
-    assert len(stored) == 2 * n and all(r["status"] == "failed" and "launch crashed" in r["reason"] for r in stored)
+    stored = stored_confirmations(path)
+    assert len(stored) == 2 * n and all(r.status is Status.FAILED and "launch crashed" in r.reason for r in stored)
     # a failed run is an attempt: the same k runs nothing more, a larger k runs the missing attempts
     state["confirming"] = False
     assert res.recommend(0, confirm=2).basis == "posterior mean"
@@ -155,10 +168,11 @@ def test_failed_confirmation_runs_are_recorded_and_never_raise(tmp_path):
 
 def test_recommend_errors_name_the_problem():
     problem, _ = bowl_problem()
-    tuner = gt.Tuner(problem, TASKS, budget=5, n_initial=5, seed=0)
-    for p in tuner.ask():
-        tuner.tell(p, None if p.task_index == 1 else problem.objective(p.task, p.params), reason="crashed")
-    res = tuner.result()
+    with gt.Tuner(problem, TASKS, budget=5, n_initial=5, seed=0) as tuner:
+        for trial in tuner.ask():
+            tuner.tell(trial, None if trial.task_index == 1 else problem.objective(trial.task, trial.params),
+                       reason="crashed")
+        res = tuner.result()
     with pytest.raises(ValueError, match=r"task 1 .* has no complete evaluation"):
         res.recommend(1)
     with pytest.raises(ValueError, match="task index"):
@@ -176,10 +190,10 @@ def test_recommend_errors_name_the_problem():
 
 def test_without_a_model_the_pick_is_the_best_mean_observed_value():
     problem, _ = bowl_problem()
-    tuner = gt.Tuner(problem, TASKS, budget=5, n_initial=5, seed=0)
-    for p in tuner.ask():
-        tuner.tell(p, problem.objective(p.task, p.params))
-    res = gt.TuningResult(problem, tuner.tasks, tuner.records)  # no model
+    with gt.Tuner(problem, TASKS, budget=5, n_initial=5, seed=0) as tuner:
+        for trial in tuner.ask():
+            tuner.tell(trial, problem.objective(trial.task, trial.params))
+        res = gt.TuningResult(problem, tuner.tasks, tuner.records)  # no model
     rec = res.recommend(0)
     assert rec.basis == "observed mean (no model)" and rec.predicted is None
     assert (rec.params, rec.pick.observed[0]) == res.best(0)
@@ -192,10 +206,11 @@ def test_show_prints_the_recommendation_beside_the_raw_best(tmp_path, capsys):
     n_conf = 2 * len(res.recommend(0, confirm=2).candidates)
     assert cli.main(["show", str(path)]) == 0
     out = capsys.readouterr().out
-    assert f"evaluations: 16  confirmation runs: {n_conf}" in out
-    assert "raw best" in out and "recommended" in out and "predicted" in out and "confirmed" in out
+    assert f"evaluations: 16  pending: 0  confirmation runs: {n_conf}" in out
+    assert "raw best" in out and "recommended" in out and "predicted" in out and "confirmed min" in out
     # the table rebuilt from the file agrees with the live result
-    rebuilt = cli.result_from_history(History.open_existing(path))
+    with SQLiteStorage(path, read_only=True) as h:
+        rebuilt = cli.result_from_history(h)
     rows = cli.recommendation_table(rebuilt)
     for i in range(2):
         live = res.recommend(i)
@@ -207,11 +222,11 @@ def test_show_prints_the_recommendation_beside_the_raw_best(tmp_path, capsys):
 def test_show_without_a_model_says_so(tmp_path, capsys):
     problem, _ = bowl_problem()
     path = tmp_path / "runs.sqlite"
-    tuner = gt.Tuner(problem, TASKS, budget=8, n_initial=5, seed=0, history=path)
-    for p in tuner.ask():
-        tuner.tell(p, problem.objective(p.task, p.params))
+    with gt.Tuner(problem, TASKS, budget=8, n_initial=5, seed=0, history=path) as tuner:
+        for trial in tuner.ask():
+            tuner.tell(trial, problem.objective(trial.task, trial.params))
     assert cli.main(["show", str(path)]) == 0
-    assert "recommendation: none yet" in capsys.readouterr().out
+    assert "recommended: none yet" in capsys.readouterr().out
 
 
 # ---- the benefit, against the noise-free truth ------------------------------------------------------

@@ -421,32 +421,35 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
 
 
 def test_cli_tune_confirms_on_the_model_backend_and_resumes_without_rerunning(capsys, tmp_path):
-    """End to end on the analytic backend: the confirmation launches are stored in the history,
-    and the same command again repeats no launch (budget and confirmations already met)."""
+    """End to end on the analytic backend: the confirmation launches are stored in the history
+    (apart from the trials), and the same command again repeats no launch."""
     from apps.scalapack_qr import cli
-    from gptask.history import History
-    from gptask.recommend import CONFIRM_SOURCE
+    from gptask.storage import SQLiteStorage
 
     hist, out_json = tmp_path / "h.sqlite", tmp_path / "best.json"
     argv = ["tune", "--tasks", "2", "--budget", "6", "--n-initial", "4", "--m-max", "600", "--history", str(hist),
             "--backend", "model", "--confirm", "2", "--out", str(out_json), "--no-progress"]
+
+    def stored():
+        with SQLiteStorage(hist, read_only=True) as h:
+            runs: dict = {}
+            for r in h.confirmations():
+                key = (r.task_index, tuple(sorted(r.params.items())))
+                runs[key] = runs.get(key, 0) + 1
+            return len(h.trials()), runs
+
     assert cli.main(argv) == 0
-    first = History.open_existing(hist).records()
-    confirmations = [r for r in first if r["source"] == CONFIRM_SOURCE]
-    assert len(first) - len(confirmations) == 12 and len(confirmations) == 2 * 3 * 2
+    n_trials, runs = stored()
     saved = json.loads(out_json.read_text())
+    assert n_trials == 12 and set(runs.values()) == {2}
+    assert sorted(len(r["candidates"]) for r in saved["recommended"]) == sorted(
+        sum(key[0] == i for key in runs) for i in range(2))
     assert [r["runs"] for r in saved["recommended"]] == [2, 2]
     # again: no tuning launch, and no configuration confirmed twice over (the resumed model may rank
     # a new candidate into the top 3, which then gets its own 2 launches)
     assert cli.main(argv) == 0
-    again = History.open_existing(hist).records()
-    assert sum(r["source"] != CONFIRM_SOURCE for r in again) == 12
-    counts = {}
-    for r in again:
-        if r["source"] == CONFIRM_SOURCE:
-            key = (r["task_index"], tuple(sorted(r["params"].items())))
-            counts[key] = counts.get(key, 0) + 1
-    assert set(counts.values()) == {2}
+    n_trials, runs = stored()
+    assert n_trials == 12 and set(runs.values()) == {2}
 
 
 def test_counts_of_wide_matrices_stay_positive_and_match_lapack():
