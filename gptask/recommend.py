@@ -27,7 +27,6 @@ crashes is not retried on every call) and never raises.
 from __future__ import annotations
 
 import logging
-import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,7 @@ from .evaluate import Evaluator, Outcome
 from .noise import AGGREGATES, check_aggregate
 from .storage import Storage, open_storage
 from .trials import CONFIRM_SOURCE, Status, Trial, point_key
+from .tuning.tuner import check_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from .result import TuningResult
@@ -142,14 +142,6 @@ class Recommendation:
         return self.pick.confirmed_by(self.aggregate)
 
 
-def _check_count(name: str, value: Any, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value}")
-    return int(value)
-
-
 def ranked_candidates(result: "TuningResult", i: int) -> list[Candidate]:
     """Task ``i``'s distinct evaluated configurations (complete evaluations), best first by the
     model's posterior mean (by their mean observed value when the result has no model)."""
@@ -177,8 +169,8 @@ def recommend(result: "TuningResult", i: int, confirm: int = 0, candidates: int 
               timeout: float | None = None, aggregate: str | None = None) -> Recommendation:
     """Task ``i``'s recommended configuration; see the module docstring and
     :meth:`gptask.TuningResult.recommend` (None: DEFAULT_CANDIDATES, DEFAULT_AGGREGATE)."""
-    confirm = _check_count("confirm", confirm, 0)
-    n_cand = _check_count("candidates", DEFAULT_CANDIDATES if candidates is None else candidates, 1)
+    confirm = check_int("confirm", confirm, 0)
+    n_cand = check_int("candidates", DEFAULT_CANDIDATES if candidates is None else candidates, 1)
     aggregate = check_aggregate(DEFAULT_AGGREGATE if aggregate is None else aggregate, "recommend")
     ranked = ranked_candidates(result, i)
     raw_params, raw_value = result.best(i)
