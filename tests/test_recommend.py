@@ -50,8 +50,9 @@ def bowl_problem(noise_sd=0.0, seed=0, calls=None, fail_when=None):
 TASKS = [{"t": 0.1}, {"t": 0.8}]
 
 
-def _tune(problem, history=None, budget=8, seed=0):
-    return gt.tune(problem, tasks=TASKS, budget=budget, n_initial=5, seed=seed, history=history, progress=False)
+def _tune(problem, history=None, budget=8, seed=0, **options):
+    return gt.tune(problem, tasks=TASKS, budget=budget, n_initial=5, seed=seed, history=history, progress=False,
+                   **options)
 
 
 def test_pick_is_the_lowest_posterior_mean_of_the_evaluated_configurations():
@@ -199,10 +200,11 @@ def test_without_a_model_the_pick_is_the_best_mean_observed_value():
     assert (rec.params, rec.pick.observed[0]) == res.best(0)
 
 
-def test_show_prints_the_recommendation_beside_the_raw_best(tmp_path, capsys):
+@pytest.mark.parametrize("kernel", ["rbf", "matern52"])
+def test_show_prints_the_recommendation_beside_the_raw_best(tmp_path, capsys, kernel):
     problem, _ = bowl_problem(noise_sd=0.2)
     path = tmp_path / "runs.sqlite"
-    res = _tune(problem, history=path)
+    res = _tune(problem, history=path, kernel=kernel)
     n_conf = 2 * len(res.recommend(0, confirm=2).candidates)
     assert cli.main(["show", str(path)]) == 0
     out = capsys.readouterr().out
