@@ -3,18 +3,24 @@
 Bench-only: these subclass :class:`gptask.mla.Tuner` and override private hooks to *try* changes
 without editing the library. Nothing here is used by gptask itself.
 
-* ``probe_run``: one MLA run that, at every search, also records (a) the gap between the PSO
-  proposal's log-EI and the best log-EI over a dense uniform sample polished by L-BFGS-B (is the
-  acquisition search the weak link?) and, at the end, (b) the final LCM's prediction error on the
+* ``probe_run``: one MLA run that, at every search, also records (a) the gap between the search's
+  proposal's log-EI and a careful reference maximum (:func:`reference_maximum`: a dense sample,
+  every discrete combination enumerated on mixed spaces, polished by L-BFGS-B), and the search's
+  wall time (is the acquisition search the weak link?) and, at the end, (b) the final LCM's prediction error on the
   true standardised objective vs a single-task GP (scikit-learn, Matern 5/2, as gp_minimize uses)
   fitted on the same task's data under the same transform (is the model the weak link?).
 
 Run: ``PYTHONPATH=. python bench/quality_probe.py --family sphere --tasks 4 --seeds 0,1``
+(``--no-model-rmse`` skips (b); ``--search plain`` measures PSO alone, the search before issue 12;
+the last line sums the miss rate over the seeds).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
+import os
 import sys
 import time
 from typing import Any
@@ -25,21 +31,96 @@ from scipy.optimize import minimize
 from gptask.acquisition import log_ei
 from gptask.evaluate import Evaluator
 from gptask.functions import FAMILIES
+from gptask import search
 from gptask.mla import Tuner, resolve_tasks
+from gptask.space import Categorical, Integer, Real, Space
 from gptask.trials import Status
+from gptask.tuning import propose
 
 TASK_SEED = 12345
 
 
+#: reference maximum: uniform points in the continuous columns (per discrete combination when the
+#: space has integers or categoricals), distinct starts polished by L-BFGS-B, and their separation
+REF_DENSE = 20_000
+REF_STARTS = 8
+REF_SEPARATION = 0.02
+#: discrete combinations enumerated exhaustively up to this many (sampled beyond)
+REF_MAX_COMBOS = 5_000
+#: a search "misses" when its proposal's log-EI is this far below the reference maximum
+MISS = 0.1
+
+
+def _discrete_combos(space: Space, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Encoded discrete part of the space: (continuous column mask (D,), combos (c, D) with the
+    continuous columns at 0). Every integer value x every categorical choice when there are at
+    most REF_MAX_COMBOS such combinations, else REF_MAX_COMBOS random snapped ones."""
+    cont = np.zeros(space.n_columns, dtype=bool)
+    options = []
+    for dim, sl in zip(space.dimensions, space.column_slices()):
+        if isinstance(dim, Real):
+            cont[sl] = True
+        elif isinstance(dim, Integer):
+            options.append((sl, dim.encode(list(range(dim.lo, dim.hi + 1)))))
+        elif isinstance(dim, Categorical):
+            options.append((sl, np.eye(dim.n_columns)))
+    sizes = [len(o[1]) for o in options]
+    total = int(np.prod(sizes)) if sizes else 1
+    if total <= REF_MAX_COMBOS:
+        idx = np.array(list(itertools.product(*[range(n) for n in sizes]))) if sizes else np.zeros((1, 0), int)
+    else:
+        idx = np.column_stack([rng.integers(0, n, REF_MAX_COMBOS) for n in sizes])
+    combos = np.zeros((len(idx), space.n_columns))
+    for j, (sl, enc) in enumerate(options):
+        combos[:, sl] = enc[idx[:, j]]
+    return cont, combos
+
+
+def reference_maximum(acq: Any, space: Space, rng: np.random.Generator) -> float:
+    """A careful maximum of ``acq`` (vectorised over encoded, snapped rows) over ``space``: about
+    REF_DENSE points (continuous columns uniform, discrete combinations enumerated), then
+    L-BFGS-B over the continuous columns (discrete ones held) from REF_STARTS distinct best points."""
+    cont, combos = _discrete_combos(space, rng)
+    per = max(1, REF_DENSE // len(combos)) if cont.any() else 1
+    U = np.repeat(combos, per, axis=0)
+    U[:, cont] = rng.random((len(U), int(cont.sum())))
+    U = space.snap(U)
+    a = np.asarray(acq(U), dtype=float)
+    best = float(np.max(a))
+    if not cont.any():
+        return best
+    starts: list[np.ndarray] = []
+    for k in np.argsort(-a):
+        if len(starts) == REF_STARTS:
+            break
+        if all(np.max(np.abs(U[k] - s)) > REF_SEPARATION for s in starts):
+            starts.append(U[k])
+    for x0 in starts:
+        def f(v: np.ndarray, x0: np.ndarray = x0) -> float:
+            x = x0.copy()
+            x[cont] = v
+            return -float(acq(x[None, :])[0])
+
+        r = minimize(f, x0[cont], bounds=[(0.0, 1.0)] * int(cont.sum()), method="L-BFGS-B")
+        best = max(best, -float(r.fun))
+    return best
+
+
 class ProbeTuner(Tuner):
-    """Records, for every acquisition search, how far PSO is from a dense-sample + L-BFGS maximum."""
+    """Records, for every acquisition search, how far the search's proposal is from a careful
+    reference maximum (:func:`reference_maximum`), and the search's wall time."""
 
     def __init__(self, *a: Any, **k: Any) -> None:
         super().__init__(*a, **k)
         self.gaps: list[float] = []
+        self.search_seconds: list[float] = []
+        self.search_cpu_seconds: list[float] = []
 
     def _search(self, i: int):
+        t0, c0 = time.perf_counter(), time.process_time()
         prop = super()._search(i)
+        self.search_seconds.append(time.perf_counter() - t0)
+        self.search_cpu_seconds.append(time.process_time() - c0)
         space = self.problem.param_space
         model, tr = self.model, self.transform
         ok = [t.value for t in self.trials_of(i) if t.status is Status.COMPLETE]
@@ -51,16 +132,9 @@ class ProbeTuner(Tuner):
 
         if prop is None:  # the task's space is exhausted
             return prop
-        pso = float(acq(prop[None, :])[0])  # _search returns the encoded proposal
-        rng = np.random.default_rng(len(self.gaps))
-        u = rng.random((20_000, space.n_columns))
-        a = acq(u)
-        top = u[np.argsort(a)[-5:]]
-        dense = float(a.max())
-        for x0 in top:
-            r = minimize(lambda x: -float(acq(x)[0]), x0, bounds=[(0, 1)] * space.n_columns, method="L-BFGS-B")
-            dense = max(dense, -float(r.fun))
-        self.gaps.append(dense - pso)
+        found = float(acq(prop[None, :])[0])  # _search returns the encoded proposal
+        ref = reference_maximum(acq, space, np.random.default_rng(len(self.gaps)))
+        self.gaps.append(ref - found)
         return prop
 
 
@@ -89,7 +163,12 @@ def model_error(tuner: Tuner, n_test: int = 2000, seed: int = 0) -> list[tuple[f
     return out
 
 
-def probe_run(family: str, n_tasks: int, budget: int, n_initial: int, seed: int) -> dict[str, Any]:
+#: ``--search plain``: the search as it was before issue 12 (the swarm alone)
+PLAIN_SEARCH = {"n_candidates": 0, "polish_starts": 0}
+
+
+def probe_run(family: str, n_tasks: int, budget: int, n_initial: int, seed: int,
+              model_rmse: bool = True) -> dict[str, Any]:
     make, _ = FAMILIES[family]
     problem = make()
     tasks = resolve_tasks(problem, n_tasks, TASK_SEED)
@@ -98,7 +177,8 @@ def probe_run(family: str, n_tasks: int, budget: int, n_initial: int, seed: int)
     while not tuner.done:
         for p in tuner.ask():
             tuner.tell(p, ev(p.task, p.params))
-    return {"gaps": tuner.gaps, "model_rmse": model_error(tuner)}
+    return {"gaps": tuner.gaps, "search_seconds": tuner.search_seconds, "search_cpu_seconds": tuner.search_cpu_seconds,
+            "model_rmse": model_error(tuner) if model_rmse else []}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,21 +186,35 @@ def main(argv: list[str] | None = None) -> int:
 
     threadpool_limits(1)
     ap = argparse.ArgumentParser()
-    ap.add_argument("--family", default="sphere")
+    ap.add_argument("--family", default="sphere", choices=sorted(FAMILIES))
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--budget", type=int, default=20)
     ap.add_argument("--n-initial", type=int, default=10)
     ap.add_argument("--seeds", default="0")
+    ap.add_argument("--no-model-rmse", action="store_true", help="skip the final model-error comparison")
+    ap.add_argument("--search", choices=("default", "plain"), default="default",
+                    help="plain: PSO alone (no candidate pass, no polish), the search before issue 12")
     a = ap.parse_args(argv)
+    if a.search == "plain":  # bench-only: the tuner calls gptask.tuning.propose.maximize with its defaults
+        propose.maximize = functools.partial(search.maximize, **PLAIN_SEARCH)
+    gaps, secs, cpu = [], [], []
     for s in map(int, a.seeds.split(",")):
         t0 = time.perf_counter()
-        r = probe_run(a.family, a.tasks, a.budget, a.n_initial, s)
+        r = probe_run(a.family, a.tasks, a.budget, a.n_initial, s, model_rmse=not a.no_model_rmse)
         g = np.array(r["gaps"])
-        print(f"{a.family} seed {s}: log-EI gap (dense+LBFGS minus PSO): median {np.median(g):.3g}, "
-              f"90% {np.quantile(g, 0.9):.3g}, max {g.max():.3g}, share > 0.1: {np.mean(g > 0.1):.2f}")
+        gaps.append(g)
+        secs += r["search_seconds"]
+        cpu += r["search_cpu_seconds"]
+        print(f"{a.family} seed {s}: log-EI gap (reference minus search): median {np.median(g):.3g}, "
+              f"90% {np.quantile(g, 0.9):.3g}, max {g.max():.3g}, share > {MISS}: {np.mean(g > MISS):.3f} "
+              f"({int(np.sum(g > MISS))}/{len(g)}); search {np.mean(r['search_seconds']):.3f} s mean")
         for i, (lcm, gp) in enumerate(r["model_rmse"]):
             print(f"  task {i}: standardised RMSE LCM {lcm:.3f}  single-task GP {gp:.3f}")
         print(f"  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    g = np.concatenate(gaps)
+    print(f"{a.family} all seeds: share > {MISS}: {np.mean(g > MISS):.3f} ({int(np.sum(g > MISS))}/{len(g)}), "
+          f"max gap {g.max():.3g}; per search: wall {np.mean(secs):.3f} s mean ({np.median(secs):.3f} median), "
+          f"CPU {np.mean(cpu):.3f} s mean; load average {os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -39,7 +39,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "parse_assignments", "format_assignments", "format_table"]
+__all__ = ["main", "parse_assignments", "format_assignments", "format_table", "best_table", "result_from_history",
+           "recommendation_table"]
 
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -162,6 +163,61 @@ def best_table(history) -> list[dict[str, Any]]:
             row["gain"] = gain(dvalues[i], row["best"])
         row["evals"] = len(mine)
         row["failed"] = sum(r["status"] == Status.FAILED for r in mine)
+        rows.append(row)
+    return rows
+
+
+def result_from_history(history: Any) -> Any:
+    """A :class:`gptask.TuningResult` rebuilt from a history (a Storage) without its problem: the
+    spaces from the signature, the finished trials, the confirmation runs, and the model conditioned
+    on every finished trial with the last stored hyperparameters (None before the first fit). Its
+    objective cannot be run (confirmation runs would fail) and its constraints are not known."""
+    from .evaluate import EvaluationFailed
+    from .models import LCM
+    from .problem import Problem
+    from .result import TuningResult
+    from .space import Space
+    from .tuning.data import training_data
+
+    sig = history.signature
+    name = sig.get("name", "problem")
+
+    def no_objective(task: dict, params: dict) -> float:
+        raise EvaluationFailed(f"the problem {name!r} was rebuilt from a history: its objective is not available")
+
+    problem = Problem(Space.from_json(sig["task_space"]), Space.from_json(sig["param_space"]), no_objective,
+                      constants=sig.get("constants") or {}, name=name)
+    tasks = history.tasks()
+    finished = [t for t in history.trials() if t.status.finished]
+    last, use_log = history.last_model(), history.get_meta("use_log")
+    model = transform = None
+    if last is not None and use_log is not None and finished:
+        data = training_data(finished, len(tasks), problem.param_space, bool(use_log))
+        W = last["params"]["W"]  # nested lists (Q, T, rank)
+        kernel = (history.get_meta("settings") or {}).get("kernel", "rbf")
+        model = LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y,
+                                                                                  params=last["params"])
+        transform = data.transform
+    return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations())
+
+
+def recommendation_table(result: Any) -> list[dict[str, Any]]:
+    """One row per task with a complete evaluation: the configuration with the lowest posterior mean
+    among those evaluated (``result.recommend(i)``), its predicted value and std, its confirmation
+    runs if any (fastest, median, count), and the raw best launch for comparison."""
+    rows = []
+    for i in range(len(result.tasks)):
+        if not result.records(i):
+            continue
+        rec = result.recommend(i)
+        pick = rec.pick
+        row: dict[str, Any] = {"task": i, **rec.params, "predicted": rec.predicted, "+-": rec.predicted_std}
+        if pick.confirmations:
+            row["confirmed min"] = min(pick.confirmations)
+            row["median"] = pick.median
+            row["runs"] = len(pick.confirmations)
+        row["raw best"] = rec.raw_best_value
+        row["same as raw"] = "yes" if rec.params == rec.raw_best_params else "no"
         rows.append(row)
     return rows
 
@@ -305,11 +361,19 @@ def _cmd_show(args: argparse.Namespace) -> int:
     with SQLiteStorage(args.history, read_only=True) as h:
         trials = h.trials()
         pending = [t for t in trials if t.status is Status.PENDING]
+        result = result_from_history(h)
+        extra = f"  confirmation runs: {len(result.confirmations)}" if result.confirmations else ""
         print(f"problem: {h.signature.get('name')}  tasks: {len(h.tasks())}  "
-              f"evaluations: {len(trials) - len(pending)}  pending: {len(pending)}")
+              f"evaluations: {len(trials) - len(pending)}  pending: {len(pending)}{extra}")
+        print("raw best (the single best launch per task):")
         print(format_table(best_table(h)))
         for i, reason in sorted(h.closed_tasks().items()):
             print(f"task {i}: {reason}")
+    if result.model is None:
+        print("recommended: none yet (no model was fitted)")
+    else:
+        print("recommended (the evaluated configuration with the lowest posterior mean of the model):")
+        print(format_table(recommendation_table(result)))
     for t in pending:
         holder = "released" if t.owner is None else Owner.from_text(t.owner).describe()
         print(f"pending trial {t.id}: task {t.task_index} {format_assignments(t.params)} ({holder}, "
@@ -492,7 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("ids", type=int, nargs="+")
     rl.set_defaults(func=_cmd_release)
 
-    s = sub.add_parser("show", help="best configuration per task of a history")
+    s = sub.add_parser("show", help="best launch, recommended configuration and pending trials per task of a history")
     s.add_argument("history")
     s.set_defaults(func=_cmd_show)
 

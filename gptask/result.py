@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .baseline import default_trial, gain
 from .problem import Problem
 from .transforms import OutputTransform
 from .trials import Status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .recommend import Recommendation
 
 __all__ = ["TuningResult"]
 
@@ -20,7 +24,9 @@ class TuningResult:
     or None), transform (the output transform the model was fitted under), pending (trials asked
     and not told, e.g. stopped by ``max_time``: the next run with the same history re-proposes
     them), closed (task index -> why the task stopped before its budget: target reached, or every
-    feasible configuration run)."""
+    feasible configuration run), confirmations (the confirmation runs of :meth:`recommend`, Trial
+    records with source "confirm"; not trials of the run, not in ``history``), history_file (the
+    run's SQLite history, where confirmation runs are committed; None for a history in memory)."""
 
     problem: Problem
     tasks: list[dict]
@@ -29,6 +35,8 @@ class TuningResult:
     transform: OutputTransform | None = None
     pending: list = field(default_factory=list)
     closed: dict = field(default_factory=dict)
+    confirmations: list = field(default_factory=list)
+    history_file: Path | None = None
 
     def records(self, i: int, status: Status | str | None = Status.COMPLETE) -> list:
         """Task ``i``'s finished trials (only complete ones by default; ``status=None``: all)."""
@@ -61,6 +69,27 @@ class TuningResult:
         d = self.default(i)
         ok = self.records(i)
         return None if d is None or not ok else gain(d[1], min(r["value"] for r in ok))
+
+    def recommend(self, i: int, confirm: int = 0, candidates: int | None = None,
+                  timeout: float | None = None, aggregate: str | None = None) -> "Recommendation":
+        """Task ``i``'s recommended configuration, robust to a noisy objective (:mod:`gptask.recommend`).
+
+        Picks, among task ``i``'s evaluated configurations, the one with the lowest posterior mean
+        of the model (in user units through the output transform), not the single best launch of
+        :meth:`best`. With ``confirm=k`` the ``candidates`` (default 3) best by posterior mean, and
+        the single best launch's configuration if it is not among them, are re-measured ``k`` times
+        each through the problem's objective (round robin; ``timeout`` seconds per run, None: no
+        limit) and the one whose runs have the lowest ``aggregate`` ("min" by default, as for
+        repeats of run times; "median" or "mean") is picked. Confirmation runs are committed to the
+        run's history file (``history_file``) one by one, apart from its trials (never counted
+        against the tuning budget, never seen by the model), and reused by later calls; a failed
+        run is recorded with its reason and never raises. Returns a frozen
+        :class:`gptask.recommend.Recommendation`. Raises ``ValueError`` when task ``i`` has no
+        complete evaluation.
+        """
+        from .recommend import recommend
+
+        return recommend(self, i, confirm=confirm, candidates=candidates, timeout=timeout, aggregate=aggregate)
 
     def best_so_far(self, i: int) -> list[float]:
         """Running minimum of task ``i``'s values, one entry per evaluation (failed ones repeat it)."""

@@ -31,7 +31,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["Status", "Trial", "Proposal", "FrozenDict", "point_key", "params_key", "check_value"]
+__all__ = ["Status", "Trial", "Proposal", "FrozenDict", "point_key", "params_key", "check_value", "CONFIRM_SOURCE"]
+
+#: the ``source`` of a confirmation run: a re-measurement of an evaluated configuration made by
+#: ``TuningResult.recommend(i, confirm=k)``; stored apart from the trials (``Storage.add_confirmation``)
+CONFIRM_SOURCE = "confirm"
 
 
 class Status(str, enum.Enum):

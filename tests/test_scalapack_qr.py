@@ -376,17 +376,27 @@ def test_short_real_tune_on_two_tasks(tmp_path):
 
 
 def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
-    """The tune command against the documented gt.tune contract (a stand-in records the call)."""
+    """The tune command against the documented gt.tune / result.recommend contract (stand-ins
+    record the calls)."""
     from apps.scalapack_qr import cli
+    from gptask.recommend import Candidate, Recommendation
 
-    calls = {}
+    calls = {"confirm": []}
+    raw = {"mb": 32, "nb": 16, "nproc": 2, "p": 1, "nth": 1}
+    rec = {"mb": 64, "nb": 8, "nproc": 2, "p": 2, "nth": 1}
 
     class FakeResult:
         def __init__(self, tasks):
             self.tasks = tasks
 
         def best(self, i):
-            return {"mb": 32, "nb": 16, "nproc": 2, "p": 1, "nth": 1}, 0.5 + i
+            return dict(raw), 0.5 + i
+
+        def recommend(self, i, confirm=0):
+            calls["confirm"].append(confirm)
+            cand = Candidate(dict(rec), 0.9 + i, 0.1, (1.0 + i,), (0.7 + i, 0.8 + i, 0.9 + i), ())
+            return Recommendation(i, self.tasks[i], dict(rec), 0.9 + i, 0.1, "confirmed min", dict(raw),
+                                  0.5 + i, (cand,), confirm)
 
         def default(self, i):  # the hand default measured on task 0 only
             return ({"mb": 64, "nb": 64, "nproc": 2, "p": 1, "nth": 1}, 2.0) if i == 0 else None
@@ -402,17 +412,53 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(gt, "tune", fake_tune, raising=False)
     out_json = tmp_path / "best.json"
     rc = cli.main(["tune", "--tasks", "2", "--budget", "7", "--n-initial", "3", "--history",
-                   str(tmp_path / "h.sqlite"), "--backend", "model", "--out", str(out_json)])
+                   str(tmp_path / "h.sqlite"), "--backend", "model", "--confirm", "3", "--out", str(out_json)])
     assert rc == 0
     assert calls["tasks"] == 2 and calls["budget"] == 7 and calls["n_initial"] == 3
     assert calls["history"] == str(tmp_path / "h.sqlite") and "MODEL" in calls["problem"].name
+    assert calls["confirm"] == [3, 3]
     text = capsys.readouterr().out
-    assert "analytic MODEL values" in text and "   900    300   32   16" in text
-    assert "default_s" in text and "gain" in text and "         2  75.0%" in text
+    assert "analytic MODEL values" in text and "   900    300   64    8" in text and "1.8" in text
     saved = json.loads(out_json.read_text())
-    assert saved["best"][1]["time"] == 1.5 and saved["backend"] == "model"
-    assert saved["best"][0]["default"]["time"] == 2.0 and saved["best"][0]["gain"] == 0.75
-    assert saved["best"][1]["default"] is None
+    assert saved["best"][1]["time"] == 1.5 and saved["backend"] == "model" and saved["confirm"] == 3
+    assert saved["recommended"][1]["params"] == rec and saved["recommended"][1]["time_median"] == 1.8
+    assert saved["recommended"][1]["runs"] == 3 and saved["recommended"][1]["time_max"] == 1.9
+    assert saved["recommended"][1]["time_min"] == 1.7
+    assert "default_s" in text and "gain" in text
+    assert saved["recommended"][0]["default"]["time"] == 2.0 and saved["recommended"][1]["default"] is None
+    assert saved["recommended"][0]["gain"] == (2.0 - saved["recommended"][0]["time_min"]) / 2.0
+
+
+def test_cli_tune_confirms_on_the_model_backend_and_resumes_without_rerunning(capsys, tmp_path):
+    """End to end on the analytic backend: the confirmation launches are stored in the history
+    (apart from the trials), and the same command again repeats no launch."""
+    from apps.scalapack_qr import cli
+    from gptask.storage import SQLiteStorage
+
+    hist, out_json = tmp_path / "h.sqlite", tmp_path / "best.json"
+    argv = ["tune", "--tasks", "2", "--budget", "6", "--n-initial", "4", "--m-max", "600", "--history", str(hist),
+            "--backend", "model", "--confirm", "2", "--out", str(out_json), "--no-progress"]
+
+    def stored():
+        with SQLiteStorage(hist, read_only=True) as h:
+            runs: dict = {}
+            for r in h.confirmations():
+                key = (r.task_index, tuple(sorted(r.params.items())))
+                runs[key] = runs.get(key, 0) + 1
+            return len(h.trials()), runs
+
+    assert cli.main(argv) == 0
+    n_trials, runs = stored()
+    saved = json.loads(out_json.read_text())
+    assert n_trials == 12 and set(runs.values()) == {2}
+    assert sorted(len(r["candidates"]) for r in saved["recommended"]) == sorted(
+        sum(key[0] == i for key in runs) for i in range(2))
+    assert [r["runs"] for r in saved["recommended"]] == [2, 2]
+    # again: no tuning launch, and no configuration confirmed twice over (the resumed model may rank
+    # a new candidate into the top 3, which then gets its own 2 launches)
+    assert cli.main(argv) == 0
+    n_trials, runs = stored()
+    assert n_trials == 12 and set(runs.values()) == {2}
 
 
 def test_counts_of_wide_matrices_stay_positive_and_match_lapack():

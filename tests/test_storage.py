@@ -499,3 +499,44 @@ def test_a_v1_file_of_another_problem_is_refused_before_any_upgrade(tmp_path):
     with pytest.raises(HistoryMismatch, match="different problem"):
         SQLiteStorage(path, SIG)
     assert digest(path) == before
+
+
+# ---- confirmation runs (TuningResult.recommend): kept apart from the trials ---------------------------
+
+
+def test_confirmation_runs_are_not_trials(storage):
+    from gptask.trials import CONFIRM_SOURCE
+
+    me = Owner.this_process("tune")
+    (t,) = storage.add_trials([prop(0, 0.5)], me, budget=1)
+    storage.finish(t.id, Status.COMPLETE, 2.0)
+    assert storage.confirmations() == []
+    a = storage.add_confirmation(0, {"x": 0.5}, Status.COMPLETE, 2.5, (2.5,), duration=0.1)
+    b = storage.add_confirmation(1, {"x": 0.2}, Status.FAILED, reason="crashed")
+    assert (a.source, a.status, a.value, a.samples, a.task) == (CONFIRM_SOURCE, Status.COMPLETE, 2.5, (2.5,), TASKS[0])
+    assert (b.status, b.value, b.reason) == (Status.FAILED, None, "crashed")
+    assert storage.confirmations() == [a, b] and storage.confirmations(1) == [b]
+    # the budget of task 0 (1 trial) is untouched, and the trials are the trials
+    assert [x.id for x in storage.trials()] == [t.id]
+    assert storage.add_trials([prop(0, 0.7)], me, budget=1) == [None]
+    assert storage.add_trials([prop(0, 0.7)], me, budget=2)[0] is not None
+    for bad, match in (({"status": Status.PENDING}, "complete or failed"), ({"value": float("nan")}, "finite"),
+                       ({"task_index": 5}, "task index 5")):
+        args = {"task_index": 0, "params": {"x": 0.5}, "status": Status.COMPLETE, "value": 1.0, **bad}
+        with pytest.raises(ValueError, match=match):
+            storage.add_confirmation(**args)
+
+
+def test_confirmation_runs_survive_reopening_and_read_only_readers(tmp_path):
+    path = tmp_path / "h.sqlite"
+    with open_storage(path, SIG) as s:
+        s.set_tasks(TASKS)
+    with SQLiteStorage(path, read_only=True) as r:
+        assert r.confirmations() == []  # a history from before the table existed
+    with open_storage(path, SIG) as s:
+        run = s.add_confirmation(1, {"x": 0.3}, Status.COMPLETE, 4.0)
+    with SQLiteStorage(path, read_only=True) as r:
+        assert r.confirmations() == [run]
+        assert json.loads(to_json(r))["confirmations"] == [run.to_json()]
+        with pytest.raises(PermissionError, match="read-only"):
+            r.add_confirmation(1, {"x": 0.3}, Status.COMPLETE, 4.0)

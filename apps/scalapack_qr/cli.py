@@ -1,7 +1,7 @@
 """Command line of the PDGEQRF app, run from the repo root::
 
     python -m apps.scalapack_qr evaluate --task m=2000,n=2000 --params mb=32,nb=32,nproc=2,p=1,nth=1
-    python -m apps.scalapack_qr tune --tasks 8 --budget 20 --n-initial 10 --history qr.sqlite [--backend model]
+    python -m apps.scalapack_qr tune --tasks 8 --budget 20 --n-initial 10 --history qr.sqlite [--confirm 3] [--backend model]
     python -m apps.scalapack_qr grid --task m=500,n=500 [--out file.csv]
     python -m apps.scalapack_qr build
 
@@ -104,6 +104,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     import gptask as gt
     from gptask.outputs import check_output_path
     from gptask.plots import plot_convergence, plot_formats
+    from gptask.recommend import DEFAULT_CANDIDATES
 
     if args.plot:
         check_output_path(args.plot, "--plot", plot_formats())
@@ -120,23 +121,51 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                          defaults=[None if d is None else d[1] for d in defaults])
         print(f"convergence plot: {args.plot}")
     label = " (analytic MODEL values, not measurements)" if args.backend == "model" else ""
-    print(f"best configuration per task{label}, and the hand default (mb = nb = 64, all cores on a near-square "
-          "grid, one thread):")
-    print(f"{'m':>6} {'n':>6} {'mb':>4} {'nb':>4} {'nproc':>5} {'p':>3} {'nth':>3} {'time_s':>10} "
-          f"{'default_s':>10} {'gain':>6}")
-    summary = []
+    keys = ("mb", "nb", "nproc", "p", "nth")
+    if args.confirm:
+        print(f"recommended configuration per task{label}: the {DEFAULT_CANDIDATES} lowest posterior means "
+              f"among the evaluated configurations and the fastest launch's, each re-launched {args.confirm} "
+              f"times, the fastest re-launch kept")
+    else:
+        print(f"recommended configuration per task{label}: the lowest posterior mean among the evaluated ones")
+    print(f"{'m':>6} {'n':>6} {'mb':>4} {'nb':>4} {'nproc':>5} {'p':>3} {'nth':>3} {'min_s':>9} {'median_s':>9} "
+          f"{'max_s':>9} {'predicted_s':>11} {'best_launch_s':>13} {'default_s':>10} {'gain':>6}")
+    best, recommended = [], []
     for i, task in enumerate(result.tasks):
         params, value = result.best(i)
-        dflt, gain = defaults[i], result.gain(i)
+        best.append({"task": task, "params": params, "time": value})
+        rec = result.recommend(i, confirm=args.confirm)
+        pick = rec.pick
+        spread = pick.spread
+        cells = [f"{v:.4g}" if v is not None else "-" for v in (spread and spread[0], pick.median, spread and spread[1],
+                                                              rec.predicted)]
+        dflt = defaults[i]
+        # the gain of the recommendation (its fastest re-launch when confirmed) over the hand default
+        rec_time = spread[0] if spread else value
+        gain = None if dflt is None or not dflt[1] else (dflt[1] - rec_time) / dflt[1]
         d_text = "-" if dflt is None else format(dflt[1], ".4g")
         g_text = "-" if gain is None else format(gain, ".1%")
-        print(f"{task['m']:>6} {task['n']:>6} {params['mb']:>4} {params['nb']:>4} {params['nproc']:>5} "
-              f"{params['p']:>3} {params['nth']:>3} {value:>10.4g} {d_text:>10} {g_text:>6}")
-        summary.append({"task": task, "params": params, "time": value,
-                        "default": None if dflt is None else {"params": dflt[0], "time": dflt[1]}, "gain": gain})
+        print(f"{task['m']:>6} {task['n']:>6} " + " ".join(f"{rec.params[k]:>{w}}" for k, w in zip(keys, (4, 4, 5, 3, 3)))
+              + " " + " ".join(f"{c:>{w}}" for c, w in zip(cells, (9, 9, 9, 11))) + f" {value:>13.4g}"
+              + f" {d_text:>10} {g_text:>6}")
+        recommended.append({
+            "task": task, "params": rec.params, "basis": rec.basis, "time_min": spread[0] if spread else None,
+            "time_median": pick.median, "time_max": spread[1] if spread else None, "time_iqr": pick.iqr,
+            "runs": len(pick.confirmations), "failures": list(pick.failures),
+            "predicted": rec.predicted, "predicted_std": rec.predicted_std,
+            "default": None if dflt is None else {"params": dflt[0], "time": dflt[1]}, "gain": gain,
+            "candidates": [{"params": c.params, "predicted": c.predicted, "confirmations": list(c.confirmations),
+                            "failures": list(c.failures)} for c in rec.candidates],
+        })
+    if args.confirm:
+        print("min/median/max_s: the recommended configuration's re-launches; best_launch_s: the single fastest "
+              "launch while tuning (an optimistic figure)")
+    print("default_s: the hand default (mb = nb = 64, all cores on a near-square grid, one thread); gain: the "
+          "recommendation's time (its fastest re-launch when confirmed) relative to it")
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump({"backend": args.backend, "best": summary}, fh, indent=1)
+            json.dump({"backend": args.backend, "confirm": args.confirm, "recommended": recommended, "best": best},
+                      fh, indent=1)
     return 0
 
 
@@ -174,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     tu.add_argument("--history", default=None, help="SQLite history file (resumes if it exists)")
     tu.add_argument("--out", default=None, help="write the best configurations as JSON")
     tu.add_argument("--plot", default=None, help="write the convergence plot (PNG) here")
+    tu.add_argument("--confirm", type=int, default=0,
+                    help="re-launch the best configurations by the model this many times each and "
+                         "recommend the fastest (result.recommend(i, confirm=K))")
     tu.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_problem_args(tu)
 

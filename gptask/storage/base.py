@@ -149,6 +149,20 @@ class Storage(abc.ABC):
         """Give PENDING trials back (those of ``owner`` and/or with ``ids``): they stay PENDING and
         are re-proposed by the next ask. Returns the ids released."""
 
+    # ---- confirmation runs (not trials) ------------------------------------------------------
+    def add_confirmation(self, task_index: int, params: Mapping[str, Any], status: Status,
+                         value: float | None = None, samples: Sequence[float] = (), reason: str = "",
+                         duration: float | None = None) -> Trial:
+        """Record one finished confirmation run (a re-measurement of an evaluated configuration by
+        ``TuningResult.recommend(i, confirm=k)``) and commit it. Confirmation runs are not trials:
+        they claim nothing, count against no budget and no model sees them. Returns the run as a
+        Trial record (source :data:`~gptask.trials.CONFIRM_SOURCE`, ids of their own)."""
+        raise NotImplementedError(f"{type(self).__name__} does not store confirmation runs")
+
+    def confirmations(self, task_index: int | None = None) -> list[Trial]:
+        """The confirmation runs in the order they were recorded, optionally of one task."""
+        return []
+
     # ---- models ------------------------------------------------------------------------------
     @abc.abstractmethod
     def add_model(self, iteration: int, params: Mapping[str, Any], log_likelihood: float | None,

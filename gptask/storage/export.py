@@ -33,7 +33,9 @@ def to_csv(storage: Storage) -> str:
 
 
 def to_json(storage: Storage) -> str:
-    """{"signature", "tasks", "closed_tasks", "trials", "models"} as indented JSON."""
+    """{"signature", "tasks", "closed_tasks", "trials", "models", "confirmations"} as indented JSON
+    (confirmations: the re-measurements of ``TuningResult.recommend``, which are not trials)."""
     return json.dumps({"signature": storage.signature, "tasks": storage.tasks(),
                        "closed_tasks": {str(k): v for k, v in storage.closed_tasks().items()},
-                       "trials": [t.to_json() for t in storage.trials()], "models": storage.models()}, indent=1)
+                       "trials": [t.to_json() for t in storage.trials()], "models": storage.models(),
+                       "confirmations": [t.to_json() for t in storage.confirmations()]}, indent=1)

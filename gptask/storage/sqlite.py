@@ -15,6 +15,9 @@ Schema 2
     trials(id, task_index, params, params_key, status, value, samples, reason, extra, source,
            created, finished, duration, attempts, owner, lease_expires)
     models(id, iteration, created, log_likelihood, params, data_key)
+    confirmations(id, task_index, params, status, value, samples, reason, created, duration)
+                              re-measurements by ``result.recommend(i, confirm=k)``, not trials;
+                              created with the first one (an optional table: no version change)
 
 ``PRAGMA application_id`` holds :data:`APPLICATION_ID`, so a gptask history is recognised without
 guessing from table names. ``status`` is one of the :class:`~gptask.trials.Status` values;
@@ -41,7 +44,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..trials import Proposal, Status, Trial, check_value, params_key
+from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value, params_key
 from .base import (HistoryMismatch, NotAHistory, SchemaTooNew, Storage, TrialNotPending, UnknownTrial, json_text,
                    normalised)
 from .owner import Owner, holder_alive
@@ -91,6 +94,13 @@ CREATE TABLE models (
     data_key TEXT
 );
 """
+
+#: confirmation runs (TuningResult.recommend): finished re-measurements, apart from the trials
+_CONFIRMATIONS_TABLE = """CREATE TABLE IF NOT EXISTS confirmations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, task_index INTEGER NOT NULL, params TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('complete', 'failed')), value REAL,
+    samples TEXT NOT NULL DEFAULT '[]', reason TEXT NOT NULL DEFAULT '', created REAL NOT NULL, duration REAL)"""
+_CONFIRMATION_COLUMNS = "id, task_index, params, status, value, samples, reason, created, duration"
 
 _TRIAL_COLUMNS = ("id, task_index, params, status, value, samples, reason, extra, source, created, finished, "
                   "duration, attempts, owner")
@@ -537,6 +547,47 @@ class SQLiteStorage(Storage):
             for i in found:
                 db.execute("UPDATE trials SET owner = NULL, lease_expires = NULL WHERE id = ?", (i,))
         return sorted(set(found))
+
+    # ---- confirmation runs (not trials) ------------------------------------------------------
+    def add_confirmation(self, task_index: int, params: Mapping[str, Any], status: Status,
+                         value: float | None = None, samples: Sequence[float] = (), reason: str = "",
+                         duration: float | None = None) -> Trial:
+        status = Status.parse(status)
+        if status not in (Status.COMPLETE, Status.FAILED):
+            raise ValueError(f"a confirmation run is complete or failed, got status {status.value!r}")
+        if status is Status.COMPLETE and check_value(value)[0] is None:
+            raise ValueError(f"a complete confirmation run needs a finite value, got {value!r}")
+        with self._write() as db:
+            if not 0 <= int(task_index) < int(db.execute("SELECT count(*) FROM tasks").fetchone()[0]):
+                raise ValueError(f"task index {task_index} is not in history {self.path}")
+            db.execute(_CONFIRMATIONS_TABLE)
+            cur = db.execute(
+                "INSERT INTO confirmations (task_index, params, status, value, samples, reason, created, duration)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (int(task_index), json_text(dict(params)), status.value, None if value is None else float(value),
+                 json_text([float(v) for v in samples]), str(reason), time.time(),
+                 None if duration is None else float(duration)))
+            row = db.execute(f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations WHERE id = ?",
+                             (cur.lastrowid,)).fetchone()
+        return self._confirmation(row, self.tasks())
+
+    def confirmations(self, task_index: int | None = None) -> list[Trial]:
+        if "confirmations" not in _tables(self.db):
+            return []
+        sql = f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations"
+        args: list[Any] = []
+        if task_index is not None:
+            sql += " WHERE task_index = ?"
+            args.append(int(task_index))
+        tasks = self.tasks()
+        return [self._confirmation(r, tasks) for r in self.db.execute(sql + " ORDER BY id", args).fetchall()]
+
+    @staticmethod
+    def _confirmation(row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
+        id_, ti, params, status, value, samples, reason, created, duration = row
+        return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
+                     params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
+                     reason=reason, source=CONFIRM_SOURCE, created=created, finished=created, duration=duration)
 
     # ---- models ------------------------------------------------------------------------------
     def add_model(self, iteration: int, params: Mapping[str, Any], log_likelihood: float | None,

@@ -221,7 +221,7 @@ class Tuner:
                 storage.set_tasks(resolve_tasks(self.problem, tasks, self.seed))
             storage.set_meta("seed", self.seed)
             record_defaults(storage, self.problem)
-            storage.set_meta("settings", {"budget": self.budget, "n_initial": self.n_initial})
+            storage.set_meta("settings", {"budget": self.budget, "n_initial": self.n_initial, "kernel": self.kernel})
         except BaseException:
             storage.close()
             raise
@@ -610,8 +610,14 @@ class Tuner:
                 model, transform = self._current_model()
             except (ValueError, np.linalg.LinAlgError) as exc:
                 log.error("the final model could not be brought up to date (%s): the result has no model", exc)
+        # confirmation runs (result.recommend) are kept apart from the trials; they go to the same file
+        stored = self._on_root(lambda: {"confirmations": [t.to_json() for t in self.storage.confirmations()],
+                                        "path": None if self.storage.path is None else str(self.storage.path)},
+                               "reading the confirmation runs")
         return TuningResult(self.problem, list(self.tasks), self.records, model, transform, pending=self.pending,
-                            closed={i: r for i in range(self.n_tasks) if (r := self.stopped_early(i))})
+                            closed={i: r for i in range(self.n_tasks) if (r := self.stopped_early(i))},
+                            confirmations=[Trial.from_json(d) for d in stored["confirmations"]],
+                            history_file=None if stored["path"] is None else Path(stored["path"]))
 
     def _current_model(self) -> tuple[LCM, Any]:
         use_log = self._settle_log()
