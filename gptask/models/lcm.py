@@ -751,11 +751,15 @@ class LCM:
         new.prior, new._s2 = self.prior, self._s2
         return new
 
-    def append(self, i: int, X_add: np.ndarray, y_add: np.ndarray) -> "LCM":
+    def append(self, i: int, X_add: np.ndarray, y_add: np.ndarray, noise_free: bool = False) -> "LCM":
         """A new model with extra points (X_add (m, d), y_add (m,)) on existing task i.
 
         Hyperparameters stay fixed; the old Cholesky factor is reused and only the m new rows
         are computed (cost O(N^2 m)). The original model is not modified.
+        noise_free: condition on the latent values f(X_add) = y_add (no observation noise, only the
+        jitter a factorisation needs) instead of noisy observations. Used for *fantasies*, results
+        still being measured that a search must treat as known; such a model is for prediction
+        only: re-conditioning it (``set_params``, ``condition`` on ``data()``) adds the task's noise.
         """
         self._require_data()
         i = self._check_task(i)
@@ -766,7 +770,8 @@ class LCM:
         K12 = self._cross(i, X_add)
         K22 = sum(B[q, i, i] * _kernel(self._kernel, X_add, X_add, p["lengthscale"][q])
                   for q in range(self._Q))
-        K22[np.diag_indices(X_add.shape[0])] += p["noise"][i]
+        if not noise_free:
+            K22[np.diag_indices(X_add.shape[0])] += p["noise"][i]
         L21, L22, jitter = _la.chol_extend(self._L, K12, K22, what="appended block")
         z2 = _la.solve_lower(L22, y_add - L21 @ self._z)
         ll2 = (-0.5 * float(z2 @ z2) - float(np.sum(np.log(np.diagonal(L22))))

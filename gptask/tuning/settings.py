@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..seeding import STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng
 
 __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "VALUE_LIMIT", "CLAIM_ROUNDS",
-           "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "rng", "int_seed"]
+           "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "rng", "int_seed"]
 
 #: the largest |value| the model takes as a measurement. Anything beyond (the 1e308 a user returns
 #: as a "penalty") is shown to the model like a failed run; the trial keeps its value as given.
@@ -24,3 +24,8 @@ CLAIM_ROUNDS = 4
 #: ``tune`` with nothing to ask while other processes hold the last trials: poll the history
 #: every WAIT_MIN_S seconds, backing off to WAIT_MAX_S, saying so in the log every WAIT_LOG_S
 WAIT_MIN_S, WAIT_MAX_S, WAIT_LOG_S = 0.2, 5.0, 60.0
+
+#: model updates (:mod:`gptask.tuning.updates`): a full refit is due when the mean squared
+#: one-step-ahead standardised error of the last DRIFT_WINDOW measured points appended since the
+#: last full fit exceeds DRIFT_E2 (a calibrated model gives 1; 4 is a 2-sigma miss on average)
+DRIFT_WINDOW, DRIFT_E2 = 3, 4.0
