@@ -235,3 +235,24 @@ def test_new_task_prediction_of_a_positive_objective_is_interpolated_in_log_spac
         truth = _scaled_time({"s": s}, {"x": 0.5})
         assert mean > 0.0 and std > 0.0
         assert truth / 2.0 < mean < truth * 2.0, (s, mean, truth)
+
+
+def test_new_task_prediction_stays_in_the_tuned_envelope_and_its_std_grows_with_distance(tmp_path):
+    """Run-free prediction for new tasks of the demo family (5 tuned tasks, 12 points each): at every
+    configuration and every new task across the whole task space the predicted value stays within
+    one observed range of the tuned tasks' predicted values there (no runaway extrapolation), and
+    the predictive std is larger far from the tuned tasks than next to one."""
+    tuned = [{"t": t} for t in (1.0, 3.0, 5.0, 7.0, 9.0)]
+    result = make_result(demo_problem(), tuned, 12, seed=4, n_latent=2)
+    tm = gt.load_model(result.save_model(tmp_path / "demo.json", accuracy=False))
+    xs = [{"x": float(x)} for x in np.linspace(0.0, 1.0, 11)]
+    per_task = np.array([gt.predict(tm, t, xs)[0] for t in tuned])  # (5, 11)
+    lo, hi = per_task.min(axis=0), per_task.max(axis=0)
+    span = np.maximum(hi - lo, 1e-3)
+    for t in np.linspace(0.0, 10.0, 11):
+        mean, std = gt.predict(tm, {"t": float(t)}, xs)
+        assert np.all(mean >= lo - span) and np.all(mean <= hi + span), t
+        assert np.all(np.isfinite(std)) and np.all(std > 0)
+    near = gt.predict(tm, {"t": 5.05}, xs)[1]
+    far = gt.predict(tm, {"t": 10.0}, xs)[1]
+    assert np.median(far / near) > 1.5
