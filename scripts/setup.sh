@@ -31,7 +31,7 @@ want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing Python packages into .venv"
     log=.venv/pip-install.log
-    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[dev]"; } >"$log" 2>&1; then
+    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[dev,dask]"; } >"$log" 2>&1; then
         tail -30 "$log" >&2
         echo "setup: pip install failed (full log: $log)" >&2
         exit 1

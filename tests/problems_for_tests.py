@@ -83,3 +83,32 @@ def spawning_problem(record: str = "", sleep: float = 300.0) -> gt.Problem:
         return 1.0 + p["x"]
 
     return gt.Problem(tasks, params, f, name="spawning")
+
+
+class SleepyObjective:
+    """The counting problem's objective for executor tests, picklable (a module-level class): each
+    call sleeps a log-normal time (median ``median`` s), appends one JSON line (pid, start, end,
+    task, params) to ``log`` and fails for x > 0.92 (RuntimeError); with ``slow`` set, k == 8 sleeps
+    that long instead (a run for ``timeout=`` to stop)."""
+
+    def __init__(self, log: str, median: float = 0.05, slow: float = 0.0) -> None:
+        self.log, self.median, self.slow = log, median, slow
+
+    def __call__(self, task, p):
+        import json
+        import random
+
+        start = time.time()
+        time.sleep(self.slow if self.slow and p["k"] == 8 else min(1.0, self.median * random.lognormvariate(0.0, 1.0)))
+        with open(self.log, "a") as fh:
+            fh.write(json.dumps({"pid": os.getpid(), "start": start, "end": time.time(), "task": task,
+                                 "params": p}) + "\n")
+        if p["x"] > 0.92:
+            raise RuntimeError("solver diverged")
+        return 1.0 + (p["x"] - task["t"]) ** 2 + 0.05 * (p["k"] - 4) ** 2
+
+
+def sleepy_problem(log: str = "", median: float = 0.05, slow: float = 0.0) -> gt.Problem:
+    """The counting problem with a :class:`SleepyObjective` (for executors)."""
+    base = counting_problem()
+    return gt.Problem(base.task_space, base.param_space, SleepyObjective(log, median, slow), name="counting")

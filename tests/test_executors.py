@@ -1,0 +1,179 @@
+"""The asynchronous loop on real executors: a process pool, MPI (MPIPoolExecutor under mpiexec), a
+Dask cluster; a run killed with its workers and resumed; failures, timeouts and pruning as in the
+serial loop."""
+
+import concurrent.futures as cf
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import gptask as gt
+from gptask.noise import Pruner, StaticResampling
+from gptask.storage import SQLiteStorage
+from gptask.trials import Status
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+sys.path.insert(0, str(TESTS))
+from problems_for_tests import SleepyObjective, counting_problem, sleepy_problem  # noqa: E402
+
+FAST = dict(pso_particles=10, pso_iters=5, restarts=1)
+
+
+def calls(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def key(d) -> str:
+    return json.dumps(dict(d), sort_keys=True)
+
+
+def check_run(res, n_tasks: int, budget: int, log: Path) -> list[dict]:
+    """Every trial told once, the budget exact, no configuration twice, every run logged once
+    (except those killed at their timeout, which never log)."""
+    assert not res.pending and len(res.history) == n_tasks * budget
+    for i in range(n_tasks):
+        mine = res.records(i, status=None)
+        assert len(mine) == budget and len({key(r["params"]) for r in mine}) == budget
+    ran = calls(log)
+    assert sorted((key(c["task"]), key(c["params"])) for c in ran) == sorted(
+        (key(r["task"]), key(r["params"])) for r in res.history if not r.reason.startswith("timeout"))
+    return ran
+
+
+def overlapped(ran: list[dict]) -> int:
+    """The largest number of runs in progress at one instant."""
+    events = sorted([(c["start"], 1) for c in ran] + [(c["end"], -1) for c in ran])
+    now = most = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_a_process_pool_keeps_three_trials_running(tmp_path):
+    log = tmp_path / "calls.jsonl"
+    prob = sleepy_problem(str(log), slow=5.0)
+    with cf.ProcessPoolExecutor(3) as ex:
+        res = gt.tune(prob, tasks=2, budget=9, n_initial=4, seed=0, history=tmp_path / "h.sqlite", progress=False,
+                      executor=ex, max_in_flight=3, timeout=1.0, **FAST)
+    ran = check_run(res, 2, 9, log)
+    assert len({c["pid"] for c in ran}) >= 2 and overlapped(ran) >= 2
+    assert os.getpid() not in {c["pid"] for c in ran}
+    # failures as in the serial loop: the objective's exception, the timeout
+    serial = gt.Evaluator(SleepyObjective(str(tmp_path / "ref.jsonl"), median=0.0))
+    for r in res.history:
+        if r["params"]["x"] > 0.92 and r["params"]["k"] != 8:
+            assert r.status is Status.FAILED and r.reason == "RuntimeError: solver diverged"
+        elif r["params"]["k"] == 8:
+            assert r.status is Status.FAILED and r.reason == "timeout after 1 s"
+        else:
+            assert r.status is Status.COMPLETE and r.value == serial(r.task, r.params).value
+    assert res.model is not None and list(res.model.n_points) == [9, 9]
+
+
+def test_noise_policy_and_pruner_on_workers_decide_as_the_serial_evaluator(tmp_path):
+    log = tmp_path / "calls.jsonl"
+    noise, pruner = StaticResampling(k=3), Pruner(fixed=1.2)
+    with cf.ProcessPoolExecutor(2) as ex:
+        res = gt.tune(sleepy_problem(str(log), median=0.01), tasks=2, budget=6, n_initial=4, seed=1,
+                      progress=False, executor=ex, max_in_flight=2, noise=noise, pruner=pruner, **FAST)
+    assert len(res.history) == 12
+    reference = gt.Evaluator(SleepyObjective(str(tmp_path / "ref.jsonl"), median=0.01), noise=StaticResampling(k=3),
+                             pruner=Pruner(fixed=1.2))
+    for r in res.history:
+        ref = reference(r.task, r.params)
+        assert (r.status, r.value, r.samples, r.reason) == (ref.status, ref.value, ref.samples, ref.reason)
+    assert any(r.status is Status.CENSORED and r.reason.startswith("pruned") for r in res.history)
+
+
+_KILLED_RUN = """
+import sys, concurrent.futures as cf
+sys.path.insert(0, {tests!r})
+import gptask as gt
+from problems_for_tests import sleepy_problem
+with cf.ProcessPoolExecutor(3) as ex:
+    gt.tune(sleepy_problem({log!r}, median=0.1), tasks=2, budget=8, n_initial=4, seed=0, history={hist!r},
+            progress=False, executor=ex, max_in_flight=3, pso_particles=10, pso_iters=5, restarts=1)
+"""
+
+
+def test_a_run_killed_with_its_workers_resumes_to_the_same_records(tmp_path):
+    log, hist = tmp_path / "calls.jsonl", tmp_path / "h.sqlite"
+    code = _KILLED_RUN.format(tests=str(TESTS), log=str(log), hist=str(hist))
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 180
+    finished: list = []
+    while time.monotonic() < deadline and len(finished) < 7:
+        time.sleep(0.2)
+        assert proc.poll() is None, proc.stderr.read().decode()
+        if hist.exists():
+            finished = [t for t in SQLiteStorage(hist, read_only=True).trials() if t.status.finished]
+    os.killpg(proc.pid, signal.SIGKILL)  # the tuner and its pool's workers: a node failure
+    proc.wait()
+    before = SQLiteStorage(hist, read_only=True).trials()
+    done_before = [t for t in before if t.status.finished]
+    pending_before = [t for t in before if not t.status.finished]
+    assert len(done_before) >= 7 and len(done_before) < 16 and pending_before
+    n_calls = len(calls(log))
+    with cf.ProcessPoolExecutor(3) as ex:
+        res = gt.tune(sleepy_problem(str(log), median=0.1), tasks=2, budget=8, n_initial=4, seed=0, history=hist,
+                      progress=False, executor=ex, max_in_flight=3, **FAST)
+    assert not res.pending and len(res.history) == 16
+    after = {t.id: t for t in res.history}
+    assert all(after[t.id] == t for t in done_before)  # kept as they were, none run again
+    for t in pending_before:  # re-proposed as they were, run once more
+        assert after[t.id].params == t.params and after[t.id].attempts == t.attempts + 1
+    for i in range(2):
+        assert len({key(r["params"]) for r in res.records(i, status=None)}) == 8
+    # the resumed run evaluated exactly the trials that were not finished
+    assert len(calls(log)) - n_calls == 16 - len(done_before)
+
+
+def test_executor_arguments_are_checked():
+    prob = counting_problem()  # its objective is a closure: it does not pickle
+    with cf.ProcessPoolExecutor(1) as ex:
+        with pytest.raises(TypeError, match="define it at module level"):
+            gt.tune(prob, tasks=1, budget=2, progress=False, executor=ex, max_in_flight=1)
+        with pytest.raises(ValueError, match="max_in_flight must be an integer"):
+            gt.tune(prob, tasks=1, budget=2, progress=False, executor=ex)
+    with pytest.raises(ValueError, match="max_in_flight needs an executor"):
+        gt.tune(prob, tasks=1, budget=2, progress=False, max_in_flight=2)
+    with pytest.raises(TypeError, match="concurrent.futures.Executor"):
+        gt.tune(prob, tasks=1, budget=2, progress=False, executor="pool", max_in_flight=2)
+
+
+@pytest.mark.mpi
+def test_mpi_pool_executor_under_mpiexec(tmp_path):
+    from test_mpi import mpiexec
+
+    out = tmp_path / "out.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GPTASK_TEST_LOG": str(tmp_path / "calls.jsonl")}
+    r = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py.futures",
+                        str(TESTS / "mpi_scripts" / "async_run.py"), str(out)],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(out.read_text())
+    ran = calls(tmp_path / "calls.jsonl")
+    assert got["n_trials"] == 12 and got["statuses"] == ["complete"] * 12 and got["distinct"] == [6, 6]
+    assert len(ran) == 12 and got["pid"] not in {c["pid"] for c in ran}  # rank 0 tunes, the others evaluate
+    assert len({c["pid"] for c in ran}) == 2
+
+
+def test_dask_local_cluster(tmp_path, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(TESTS)]))  # the workers import the objective
+    log = tmp_path / "calls.jsonl"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        res = gt.tune(sleepy_problem(str(log)), tasks=2, budget=6, n_initial=3, seed=0, progress=False,
+                      executor=client.get_executor(), max_in_flight=2, **FAST)
+    ran = check_run(res, 2, 6, log)
+    assert os.getpid() not in {c["pid"] for c in ran}
