@@ -3,6 +3,7 @@ Dask cluster; a run killed with its workers and resumed; failures, timeouts and 
 serial loop."""
 
 import concurrent.futures as cf
+import dataclasses
 import json
 import os
 import signal
@@ -177,3 +178,62 @@ def test_dask_local_cluster(tmp_path, monkeypatch):
                       executor=client.get_executor(), max_in_flight=2, **FAST)
     ran = check_run(res, 2, 6, log)
     assert os.getpid() not in {c["pid"] for c in ran}
+
+
+# ---- TLA2 on the same engine ------------------------------------------------------------------------
+
+
+def test_tla2_on_a_process_pool_with_a_noise_policy(tmp_path):
+    from transfer_helpers import make_result
+
+    log = tmp_path / "calls.jsonl"
+    res = make_result(counting_problem(), [{"t": 0.1}, {"t": 0.5}, {"t": 0.9}], 5, seed=3)
+    res = dataclasses.replace(res, problem=sleepy_problem(str(log), median=0.02))  # the same problem, picklable
+    with cf.ProcessPoolExecutor(2) as ex:
+        new = gt.tune_new_task(res, {"t": 0.3}, budget=7, n_initial=2, seed=0, history=tmp_path / "h.sqlite",
+                               executor=ex, max_in_flight=2, noise=StaticResampling(k=2), pso_particles=10,
+                               pso_iters=5)
+    mine = new.records(new.task_index, status=None)
+    assert len(mine) == 7 and not new.pending and len({key(r["params"]) for r in mine}) == 7
+    assert all(len(r.samples) == 2 or r.status is Status.FAILED for r in mine)
+    runs = sum(1 if r.status is Status.FAILED else 2 for r in mine)  # a failing sample ends its evaluation
+    assert len(calls(log)) == runs and os.getpid() not in {c["pid"] for c in calls(log)}
+    assert new.updates[0]["kind"] == "extend" and {u["kind"] for u in new.updates[1:]} <= {"append"}
+    assert new.model.n_tasks == 4 and list(new.model.n_points) == [5, 5, 5, 7]
+
+
+def test_tla2_adds_its_task_to_the_mla_history_and_leaves_the_run_alone(tmp_path):
+    hist = tmp_path / "h.sqlite"
+    prob = counting_problem()
+    res = gt.tune(prob, tasks=[{"t": 0.1}, {"t": 0.5}, {"t": 0.9}], budget=5, n_initial=4, seed=4, history=hist,
+                  progress=False, **FAST)
+    with SQLiteStorage(hist, read_only=True) as h:
+        meta = (h.get_meta("seed"), h.get_meta("settings"), h.get_meta("use_log"), len(h.models()))
+    new = gt.tune_new_task(res, {"t": 0.3}, budget=4, n_initial=2, seed=9, history=hist, pso_particles=10, pso_iters=5)
+    with SQLiteStorage(hist, read_only=True) as h:
+        assert (h.get_meta("seed"), h.get_meta("settings"), h.get_meta("use_log"), len(h.models())) == meta
+        assert len(h.tasks()) == 4 and len(h.trials(task_index=3)) == 4
+        assert [t for t in h.trials() if t.task_index < 3] == list(res.history)  # untouched
+    assert [r.id for r in new.records(3, status=None)] == [t.id for t in SQLiteStorage(hist).trials(task_index=3)]
+    again = gt.tune_new_task(res, {"t": 0.3}, budget=6, n_initial=2, seed=9, history=hist, pso_particles=10,
+                             pso_iters=5)  # resumes: two more runs
+    assert [r.id for r in again.records(3, status=None)][:4] == [r.id for r in new.records(3, status=None)]
+    assert len(again.records(3, status=None)) == 6
+
+
+@pytest.mark.mpi
+def test_tla2_under_mpiexec_writes_from_rank_0_and_matches_the_serial_run(tmp_path):
+    from test_mpi import mpiexec
+
+    script = str(TESTS / "mpi_scripts" / "tla2_run.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, script, str(tmp_path / "serial.json"), "serial"], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([mpiexec(), "-n", "2", sys.executable, script, str(tmp_path / "mpi.json"), "mpi"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    serial = json.loads((tmp_path / "serial.rank0.json").read_text())
+    ranks = [json.loads((tmp_path / f"mpi.rank{k}.json").read_text()) for k in (0, 1)]
+    assert ranks[0] == ranks[1] == serial and serial["kinds"] == ["extend", "append", "append", "refit", "append"]
+    assert len(SQLiteStorage(tmp_path / "mpi.sqlite", read_only=True).trials(task_index=3)) == 6

@@ -102,4 +102,6 @@ def test_the_checker_sees_a_cycle_and_the_layers_it_guards():
     assert "gptask.transfer.model" in g["gptask.model_io"]  # model files build on transfer ...
     assert not any(m.startswith("gptask.model_io") for m in g["gptask.transfer.model"])  # ... never back
     assert "gptask.model_io" in g["gptask.result"]  # result.save_model: result sits above model files
+    assert "gptask.tuning.tuner" in g["gptask.transfer.tla2"]  # TLA2 runs on the tuning engine
+    assert not {m for m in g["gptask.transfer"] if m.endswith("tla2")}  # which model files never import
     assert not {m for m in g["gptask.models.lcm"] if not m.startswith("gptask.models")}  # pure numerics

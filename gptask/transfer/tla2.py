@@ -1,6 +1,12 @@
-"""TLA2: quick tuning of a new task from a tuned model (:func:`tune_new_task`).
+"""TLA2: quick tuning of a new task from a tuned model (:func:`tune_new_task`, :class:`NewTaskTuner`).
 
-GPTune paper (shared/seeds/004) sec. 5, with the choices below made explicit.
+GPTune paper (shared/seeds/004) sec. 5, with the choices below made explicit. TLA2 runs on the
+ask/tell engine of :mod:`gptask.tuning`: :class:`NewTaskTuner` is a :class:`~gptask.tuning.Tuner`
+whose tasks are the tuned ones followed by the new one, which alone takes trials, and
+:func:`tune_new_task` is the loop every tuner shares (:func:`gptask.tuning.loop.run`). So it has
+the same history (PENDING trials, resume, several processes on one file), executors
+(``executor=``, ``max_in_flight=``: the new task's proposals are spread by fantasies), noise
+policies and pruner, failure capture and MPI rules (rank 0 alone writes) as ``gt.tune``.
 
 1. Centred sampling (paper sec. 5.2.1 with its per-dimension variant): the initial design is the
    TLA1 prediction itself plus ``n_initial - 1`` distinct feasible draws of
@@ -17,8 +23,10 @@ GPTune paper (shared/seeds/004) sec. 5, with the choices below made explicit.
    spread, as the paper proposes.
 2. ``LCM.extend`` adds the task: old hyperparameters and the old Cholesky factor are kept, only
    the new task's W rows, kappa and noise are learned.
-3. EI + PSO on the new task (``search.maximize`` with ``acquisition.log_ei``); each new point is
-   added with ``LCM.append`` (block update, hyperparameters fixed), not a refit.
+3. EI + PSO on the new task (the engine's search, its initial swarm seeded with the new task's
+   best point, the TLA1 prediction and the tuned tasks' best configurations); each new result is
+   added with ``LCM.append`` (block update, hyperparameters fixed), not a refit. The old tasks'
+   data are the tuned model's: their trials in the history, if it holds any, are not read again.
 
 The new task's output transform: log if the old tasks used log, then the per-task affine map
 *transferred* from the old tasks: its ``mu`` and ``log sigma`` are predicted at the new task by
@@ -26,17 +34,19 @@ single-output GPs over the encoded tasks fitted to the old tasks' ``mu_i`` and `
 It is not estimated from the new task's own data: the centred design samples near-optimal
 values, and standardising by them puts the GP's prior mean (0) at the near-optimal level, so EI
 would chase variance far from the prediction (observed on the sphere family before this choice).
-The transform is fixed for the whole TLA2 run, refits included.
+The transform is fixed for the whole TLA2 run, refits included. A failed run of the new task is
+shown as its worst measured value (before it has one, the worst of any task: the engine's rule).
 
 ``refit``: "never" (default: only block updates); an integer k (a full refit of every
 hyperparameter, warm-started, after every k-th new evaluation); "auto": a full refit when the
 model stops predicting the new task, judged by the one-step-ahead standardised error
 ``e = (z - mean) / std`` of each new observation *before* it is appended (a sequential
 leave-future-out check that costs nothing): when the mean of ``e^2`` over the last
-``AUTO_WINDOW`` observations exceeds ``AUTO_E2`` (a calibrated model gives 1) and at least
-``AUTO_WINDOW`` evaluations passed since the last refit. Also in "auto": when the model already
-holds ``AUTO_MAX_EXTENDED`` tasks added by extension since its last full fit (chained TLA2
-results), the new task's initial design triggers a full refit instead of an extension.
+``DRIFT_WINDOW`` observations exceeds ``DRIFT_E2`` (a calibrated model gives 1) and at least
+``DRIFT_WINDOW`` evaluations passed since the last refit (the engine's
+:class:`~gptask.tuning.updates.RefitPolicy`). Also in "auto": when the model already holds
+``AUTO_MAX_EXTENDED`` tasks added by extension since its last full fit (chained TLA2 results), the
+new task's initial design triggers a full refit instead of an extension.
 """
 
 from __future__ import annotations
@@ -51,31 +61,30 @@ from typing import Any
 
 import numpy as np
 
-from ..acquisition import log_ei
 from ..evaluate import Evaluator
 from ..models import LCM
-from ..problem import Problem
 from ..result import TuningResult
-from ..sampling import centred_normal_points, point_key
-from ..search import maximize
+from ..sampling import centred_normal_points
 from ..seeding import STAGE_CENTRED, STAGE_EXTEND, STAGE_REFIT, int_seed, rng
-from ..storage import HistoryMismatch, Owner, open_storage
+from ..storage import Owner
 from ..transforms import OutputTransform
-from ..trials import Proposal, Trial
-from .model import ScalarGP, as_transfer_model
+from ..trials import Trial, point_key
+from ..tuning import Tuner
+from ..tuning.asynchronous import check_executor
+from ..tuning.data import usable
+from ..tuning.loop import run
+from ..tuning.tuner import check_seconds
+from .model import ScalarGP, TransferModel, as_transfer_model
 from .tla1 import Prediction, predict_optimum
 
-__all__ = ["TransferResult", "tune_new_task", "sampling_spread"]
+__all__ = ["TransferResult", "NewTaskTuner", "tune_new_task", "sampling_spread"]
 
 log = logging.getLogger(__name__)
 
 #: centred sampling: spread = clip(max(ell / 2, tla1 std), SPREAD_MIN, SPREAD_MAX) per column
 SPREAD_MIN, SPREAD_MAX = 0.02, 1.0
-#: "auto" refit rule (see module docstring)
-AUTO_WINDOW = 3
-AUTO_E2 = 4.0
+#: "auto": a full refit instead of an extension once this many tasks were added by extension
 AUTO_MAX_EXTENDED = 3
-_STAGE_SEARCH = 21
 
 
 def sampling_spread(model: LCM, tla1_std: np.ndarray) -> np.ndarray:
@@ -94,9 +103,9 @@ class TransferResult(TuningResult):
     index ``task_index``); ``model``/``transform`` cover all of them (the new task extended in).
 
     prediction: the TLA1 prediction the search started from; updates: one dict per model update
-    ({"kind": "extend"|"append"|"refit", "seconds", "n_points"}); refits: how many full refits
-    happened; known_best: best (params, value) per task, kept for tasks whose records are not in
-    ``history`` (a model loaded from a file); extended_since_fit: tasks added by extension since
+    ({"kind": "extend"|"append"|"refit", "seconds", "n_points", "reason"}); refits: how many full
+    refits happened; known_best: best (params, value) per task, kept for tasks whose records are not
+    in ``history`` (a model loaded from a file); extended_since_fit: tasks added by extension since
     the model's last full fit.
     """
 
@@ -124,97 +133,173 @@ def _check_refit(refit: Any) -> str | int:
     raise ValueError(f"refit must be 'never', 'auto' or an integer >= 1, got {refit!r}")
 
 
-def _check_count(name: str, value: Any, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value}")
-    return int(value)
+def _transferred_transform(tm: TransferModel, task: dict) -> OutputTransform:
+    """The tuned tasks' output transform plus the new task's, predicted over tasks (module docstring)."""
+    old = tm.transform
+    task_X, x_new = tm.task_space.encode(tm.tasks), tm.task_space.encode([task])[0]
+    mu, _ = ScalarGP.fit(task_X, old.mu, seed=1).predict(x_new[None, :])
+    log_sigma, _ = ScalarGP.fit(task_X, np.log(old.sigma), seed=2).predict(x_new[None, :])
+    sigma = float(max(np.exp(log_sigma[0]), 1e-12))
+    return OutputTransform(old.use_log, np.append(old.mu, float(mu[0])), np.append(old.sigma, sigma))
 
 
-class _NewTaskData:
-    """The new task's observations and its output transform (see module docstring).
+class NewTaskTuner(Tuner):
+    """The ask/tell tuner of one new task added to a tuned model (TLA2; module docstring).
 
-    The transform is transferred, not estimated: ``mu`` and ``log sigma`` of the new task are
-    predicted by GPs over the encoded tasks from the old tasks' transforms. (Standardising by the
-    new task's own centred design would put the model's prior mean at the level of near-optimal
-    values, and EI would then chase variance far from the prediction.)
+    source: a TuningResult (or TransferResult), or a model from ``gt.load_model(path, problem=...)``
+    (the objective is needed); task: the new task (dict). Tasks are the tuned ones followed by the
+    new one (index ``task_index``), which alone takes trials. budget, n_initial, history, refit,
+    seed, comm, extend_restarts, refit_restarts, pso_particles, pso_iters: see :func:`tune_new_task`;
+    owner, lease: as for :class:`~gptask.tuning.Tuner`. ``prediction`` is the TLA1 prediction the
+    design is centred on.
     """
 
-    def __init__(self, old: OutputTransform, task_X: np.ndarray, x_new: np.ndarray) -> None:
-        self.old = old
-        self.X: list[np.ndarray] = []
-        self.values: list[float | None] = []
-        mu, _ = ScalarGP.fit(task_X, old.mu, seed=1).predict(x_new[None, :])
-        ls, _ = ScalarGP.fit(task_X, np.log(old.sigma), seed=2).predict(x_new[None, :])
-        self.mu, self.sigma = float(mu[0]), float(max(np.exp(ls[0]), 1e-12))
+    records_run = False  # the run's seed, settings and models belong to the tuning that made the model
 
-    def _w(self, v: np.ndarray) -> np.ndarray:
-        if self.old.use_log:
-            pos = v[v > 0]
-            floor = 0.5 * float(pos.min()) if pos.size else 1e-300
-            if np.any(v <= 0):
-                log.warning("a non-positive objective value under the log transform was clamped to %g", floor)
-            return np.log(np.maximum(v, floor))
-        return v
-
-    def z(self, values: Sequence[float | None]) -> np.ndarray:
-        """Model units for ``values`` (None = failed: the worst observed z, else +2)."""
-        ok = np.array([v for v in self.values if v is not None], dtype=float)
-        worst = float(np.max((self._w(ok) - self.mu) / self.sigma)) if ok.size else 2.0
-        out = []
-        for v in values:
-            out.append(worst if v is None else float((self._w(np.array([v]))[0] - self.mu) / self.sigma))
-        return np.array(out)
-
-    def transform(self) -> OutputTransform:
-        return OutputTransform(self.old.use_log, np.append(self.old.mu, self.mu), np.append(self.old.sigma, self.sigma))
-
-
-class _NewTaskHistory:
-    """TLA2's trials of the new task (index ``index``) in the history: each written as PENDING before
-    its evaluation and finished after it, by rank 0 (``root``); every rank reads the finished ones
-    (``stored``, in order) to resume a killed run."""
-
-    def __init__(self, path: Any, problem: Problem, tasks: list[dict], index: int, root: bool) -> None:
-        self.store = open_storage(path, problem.signature())
-        self.store.set_tasks(tasks)
-        self.index, self.root = index, root
-        self.owner = Owner.this_process("tla2")
-        self.stored = [t for t in self.store.trials(task_index=index) if t.status.finished]
-
-    def run(self, task: dict, params: dict, source: str, evaluate: Any) -> Trial:
-        """Claim, evaluate (``evaluate()`` -> Outcome) and record one configuration of the new task."""
-        if not self.root:
-            out = evaluate()
-            return Trial(0, self.index, task, params, out.status, out.value, out.samples, out.reason, out.extra,
-                         source, duration=out.duration)
-        trial = self.store.add_trials([Proposal(self.index, task, params, source)], self.owner)[0]
-        if trial is None:
-            raise HistoryMismatch(f"history {self.store.path} already holds {params} for the new task {task} as a "
-                                  "pending trial of a live process: is another TLA2 run using this history?")
+    def __init__(self, source: Any, task: Mapping[str, Any], budget: int = 20, n_initial: int | None = None,
+                 history: Any = None, refit: str | int = "never", seed: int = 0, comm: Any = None, *,
+                 extend_restarts: int = 4, refit_restarts: int = 1, pso_particles: int = 40, pso_iters: int = 40,
+                 owner: Owner | None = None, lease: float | None = None) -> None:
+        tm = as_transfer_model(source)
+        if tm.problem is None:
+            raise TypeError("tune_new_task needs the objective: load the model with load_model(path, problem=...)")
+        task = tm.validate_task(task)
+        if tm.task_index(task) is not None:
+            raise ValueError(f"task {task} is already tuned in this model; resume its tuning with gt.tune and its history")
+        if n_initial is None and isinstance(budget, numbers.Integral) and not isinstance(budget, bool) and budget >= 1:
+            n_initial = max(1, min(int(budget), int(round(0.3 * budget))))
+        self.refit_mode = _check_refit(refit)
+        if isinstance(extend_restarts, bool) or not isinstance(extend_restarts, numbers.Integral) or extend_restarts < 1:
+            raise ValueError(f"extend_restarts must be an integer >= 1, got {extend_restarts!r}")
+        self.source, self.transfer, self.task_index = source, tm, len(tm.tasks)
+        self.extend_restarts = int(extend_restarts)
+        every, drift = {"never": (None, False), "auto": (None, True)}.get(self.refit_mode, (self.refit_mode, False))
+        super().__init__(tm.problem, tm.tasks + [task], budget, n_initial, seed, history,
+                         n_latent=tm.model.n_latent, kernel=tm.model.kernel, refit_restarts=refit_restarts,
+                         pso_particles=pso_particles, pso_iters=pso_iters,
+                         output_transform="log" if tm.transform.use_log else "none", comm=comm,
+                         owner=owner if owner is not None else Owner.this_process("tla2"), lease=lease,
+                         refit_every=every, refit_on_drift=drift)
         try:
-            out = evaluate()
+            self.prediction = predict_optimum(tm, task)
+            self.new_transform = _transferred_transform(tm, task)
         except BaseException:
-            self.store.release(self.owner)  # stays pending for the next run
+            self.close()
             raise
-        return self.store.finish(trial.id, out.status, out.value, out.samples, out.reason, out.extra, out.duration)
+        self.old_data = tm.model.data()
+        self.extended_since_fit, self.refits = tm.extended_since_fit, 0
 
-    def close(self) -> None:
-        self.store.close()
+    # ---- the hooks of the engine -------------------------------------------------------------
+    def proposes_for(self, i: int) -> bool:
+        return i == self.task_index
 
+    def initial_design(self, i: int) -> list[dict]:
+        """The TLA1 prediction and ``n_initial - 1`` centred draws around it (module docstring)."""
+        if i != self.task_index:
+            return []
+        if i not in self._initial:
+            space, pred, task = self.problem.param_space, self.prediction, self.tasks[i]
+            std = np.array([pred.std[d.name] for d in space.dimensions for _ in range(d.n_columns)])
+            design = [pred.params]
+            if self.n_initial > 1:
+                design += centred_normal_points(space, pred.encoded, sampling_spread(self.transfer.model, std),
+                                                self.n_initial - 1, rng(self.seed, STAGE_CENTRED, i),
+                                                self.transfer.is_feasible(task), exclude={point_key(pred.params)},
+                                                describe=self.transfer.constraint_text(task))
+            self._initial[i] = design
+        return self._initial[i]
 
-def _full_fit(model: LCM, X_old: list, y_old: list, data: _NewTaskData, init_params: dict, restarts: int,
-              seed: int, comm: Any) -> LCM:
-    Xs = X_old + [np.vstack(data.X)]
-    ys = y_old + [data.z(data.values)]
-    new = LCM(model.n_latent, model.kernel, model.rank)
-    try:
-        return new.fit(Xs, ys, restarts=restarts, seed=seed, init=init_params, comm=comm)
-    except Exception as exc:  # noqa: BLE001 - a failed warm start: retry cold with more restarts
-        log.warning("warm-started refit failed (%s); refitting from scratch", exc)
-        return LCM(model.n_latent, model.kernel, model.rank).fit(Xs, ys, restarts=max(restarts, 3), seed=seed,
-                                                                  comm=comm)
+    def incumbents(self, i: int) -> np.ndarray | None:
+        """The new task's best point, the TLA1 prediction, then the tuned tasks' best configurations."""
+        space = self.problem.param_space
+        rows = []
+        ok = [t for t in self.model_trials() if t.ok]
+        if ok:
+            rows.append(space.encode([min(ok, key=lambda t: t.value).params])[0])
+        rows.append(self.prediction.encoded)
+        old = sorted((b for b in self.transfer.best if b is not None), key=lambda b: b[1])
+        rows += list(space.encode([b[0] for b in old][: max(1, self.pso_particles // 4)])) if old else []
+        return np.vstack(rows)
+
+    def model_ready(self) -> bool:
+        return any(t.status.finished for t in self.trials_of(self.task_index))
+
+    def model_trials(self) -> list[Trial]:
+        return [t for t in self.trials_of(self.task_index) if t.status.finished]
+
+    def transform_stale(self, new: Sequence[Trial]) -> str | None:
+        return None  # the transform is transferred and fixed (module docstring)
+
+    def full_fit(self) -> str:
+        """Extend the tuned model by the new task (first time), or refit every hyperparameter on the
+        old data and the new task's (warm-started from the current model)."""
+        trials = self.model_trials()
+        X_new = self.problem.param_space.encode([t.params for t in trials])
+        z_new = self._model_values(trials)
+        base = self.transfer.model
+        if self.model is None and not (self.refit_mode == "auto" and self.extended_since_fit >= AUTO_MAX_EXTENDED):
+            model = base.extend(X_new, z_new, restarts=self.extend_restarts, seed=int_seed(self.seed, STAGE_EXTEND))
+            self.extended_since_fit += 1
+            kind = "extend"
+        else:
+            if self.model is None:  # a chain of extensions: fit everything once, from a quick extension
+                init = base.extend(X_new, z_new, restarts=1, seed=int_seed(self.seed, STAGE_EXTEND)).get_params()
+            else:
+                init = self.model.get_params()
+            model = self._refit_all(X_new, z_new, init, int_seed(self.seed, STAGE_REFIT, len(trials)))
+            self.refits += 1
+            self.extended_since_fit = 0
+            kind = "refit"
+            log.info("TLA2: full refit after %d new-task evaluations", len(trials))
+        measured = [np.asarray(y) for y in self.old_data[1]]
+        measured.append(np.array([z for t, z in zip(trials, z_new) if usable(t)]))
+        self.install_model(model, self.new_transform, trials, measured)
+        return kind
+
+    def _model_values(self, trials: Sequence[Trial]) -> np.ndarray:
+        """The new task's results in model units (failed: its worst measured, else any task's worst)."""
+        T, tr = self.task_index, self.new_transform
+        values = [float(t.value) if usable(t) else None for t in trials]
+        pos = [v for v in values if v is not None and v > 0]
+        floor = 0.5 * min(pos) if pos else 1e-300
+        if tr.use_log and any(v is not None and v <= 0 for v in values):
+            log.warning("a non-positive objective value under the log transform was clamped to %g", floor)
+        z = [None if v is None else float(tr.forward(T, np.array([max(v, floor) if tr.use_log else v]))[0])
+             for v in values]
+        known = [v for v in z if v is not None]
+        worst = max(known) if known else max(float(np.max(y)) for y in self.old_data[1] if len(y))
+        return np.array([worst if v is None else v for v in z])
+
+    def _refit_all(self, X_new: np.ndarray, z_new: np.ndarray, init: dict, seed: int) -> LCM:
+        Xs, ys = list(self.old_data[0]) + [X_new], list(self.old_data[1]) + [z_new]
+        base = self.transfer.model
+        try:
+            return LCM(base.n_latent, base.kernel, base.rank).fit(Xs, ys, restarts=self.refit_restarts, seed=seed,
+                                                                  init=init, comm=self.comm)
+        except Exception as exc:  # noqa: BLE001 - a failed warm start: retry cold with more restarts
+            log.warning("warm-started refit failed (%s); refitting from scratch", exc)
+            return LCM(base.n_latent, base.kernel, base.rank).fit(Xs, ys, restarts=max(self.refit_restarts, 3),
+                                                                  seed=seed, comm=self.comm)
+
+    def result(self) -> TransferResult:
+        """The tuned tasks and the new one: the model brought up to date with every new result."""
+        self.refresh()
+        model = None
+        if self.model_ready():
+            model = self.fit_model()
+        else:
+            log.error("no evaluation of the new task finished: the result has no model")
+        T, tm = self.task_index, self.transfer
+        mine = self.model_trials()
+        old_records = list(self.source.history) if isinstance(self.source, TuningResult) else []
+        ok = [t for t in mine if t.ok]
+        known = list(tm.best) + [(dict(min(ok, key=lambda t: t.value).params), float(min(t.value for t in ok)))
+                                 if ok else None]
+        closed = {T: r} if (r := self.stopped_early(T)) else {}
+        return TransferResult(self.problem, list(self.tasks), old_records + mine, model, self.new_transform,
+                              pending=[t for t in self.pending if t.task_index == T], closed=closed, task_index=T,
+                              prediction=self.prediction, updates=list(self.updates), refits=self.refits,
+                              known_best=known, extended_since_fit=self.extended_since_fit)
 
 
 def tune_new_task(
@@ -230,6 +315,12 @@ def tune_new_task(
     repeats: int = 1,
     aggregate: str = "min",
     timeout: float | None = None,
+    noise: Any = None,
+    pruner: Any = None,
+    executor: Any = None,
+    max_in_flight: int | None = None,
+    max_time: float | None = None,
+    progress: bool = False,
     extend_restarts: int = 4,
     refit_restarts: int = 1,
     pso_particles: int = 40,
@@ -243,137 +334,23 @@ def tune_new_task(
     design size (default ``max(1, round(0.3 * budget))``; the first point is the TLA1 prediction).
     history: SQLite file receiving the evaluations (its task list is the tuned tasks followed by
     the new one: pass the MLA history to keep everything in one file; the same call resumes a
-    killed run). refit: "never" | "auto" | k (module docstring). repeats, aggregate, timeout: as in
-    :func:`gptask.tune`. extend_restarts: restarts of ``LCM.extend``; refit_restarts: of a full
-    refit; pso_particles, pso_iters: the acquisition search. comm: an mpi4py communicator: every
-    rank runs the same loop (same seeds, same proposals, each rank evaluates), full refits spread
-    their restarts over the ranks, and only rank 0 writes the history.
+    killed run). refit: "never" | "auto" | k (module docstring). extend_restarts: restarts of
+    ``LCM.extend``; refit_restarts: of a full refit; pso_particles, pso_iters: the acquisition search.
+    repeats, aggregate, timeout, noise, pruner, executor, max_in_flight, max_time, progress, comm:
+    as in :func:`gptask.tune` (the same loop runs: one trial of the new task at a time, or
+    ``max_in_flight`` on the executor; under MPI rank 0 alone writes the history, full refits
+    spread their restarts over the ranks).
     """
     tm = as_transfer_model(result)
-    problem = tm.problem
-    if problem is None:
+    if tm.problem is None:
         raise TypeError("tune_new_task needs the objective: load the model with load_model(path, problem=...)")
-    task = tm.validate_task(task)
-    if tm.task_index(task) is not None:
-        raise ValueError(f"task {task} is already tuned in this model; resume its tuning with gt.tune and its history")
-    budget = _check_count("budget", budget, 1)
-    n_initial = max(1, min(budget, int(round(0.3 * budget)))) if n_initial is None else _check_count(
-        "n_initial", n_initial, 1)
-    if n_initial > budget:
-        raise ValueError(f"`n_initial <= budget` must hold, got n_initial={n_initial}, budget={budget}")
-    refit = _check_refit(refit)
-    seed = _check_count("seed", seed, 0)
-    evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
-    space = problem.param_space
-    feasible = tm.is_feasible(task)
-    describe = tm.constraint_text(task)
-    T = len(tm.tasks)
-    root = comm is None or comm.Get_rank() == 0
-
-    hist = _NewTaskHistory(history, problem, tm.tasks + [task], T, root)
-    stored = list(hist.stored)
-    old_records = list(result.history) if isinstance(result, TuningResult) else []
-    new_records: list[Trial] = []
-
-    def run(params: dict, source: str) -> dict:
-        if stored:
-            rec = stored.pop(0)
-            if point_key(rec["params"]) != point_key(params) and source == "initial":
-                log.info("resumed history differs from the design at %s; using the stored run", rec["params"])
-            new_records.append(rec)
-            return rec
-        rec = hist.run(task, params, source, lambda: evaluator(task, params))
-        new_records.append(rec)
-        return rec
-
-    # 1. TLA1 prediction and centred initial design
-    pred = predict_optimum(tm, task)
-    spread = sampling_spread(tm.model, np.array([pred.std[d.name] for d in space.dimensions
-                                                 for _ in range(d.n_columns)]))
-    design = [pred.params]
-    if n_initial > 1:
-        design += centred_normal_points(space, pred.encoded, spread, n_initial - 1, rng(seed, STAGE_CENTRED, T),
-                                        feasible, exclude={point_key(pred.params)}, describe=describe)
-    data = _NewTaskData(tm.transform, tm.task_space.encode(tm.tasks), tm.task_space.encode([task])[0])
-    for p in design:
-        rec = run(p, "initial")
-        data.X.append(space.encode([rec["params"]]))
-        data.values.append(rec["value"] if rec["status"] == "complete" else None)
-
-    # 2. extend the model by the new task (or refit everything, see "auto")
-    X_old, y_old = tm.model.data()
-    updates: list[dict] = []
-    refits = 0
-    extended = tm.extended_since_fit
-    t0 = time.perf_counter()
-    if refit == "auto" and extended >= AUTO_MAX_EXTENDED:
-        tmp = tm.model.extend(np.vstack(data.X), data.z(data.values), restarts=1, seed=int_seed(seed, STAGE_EXTEND))
-        model = _full_fit(tm.model, X_old, y_old, data, tmp.get_params(), refit_restarts,
-                          int_seed(seed, STAGE_REFIT, 0), comm)
-        refits, extended, kind = 1, 0, "refit"
-    else:
-        model = tm.model.extend(np.vstack(data.X), data.z(data.values), restarts=extend_restarts,
-                                seed=int_seed(seed, STAGE_EXTEND))
-        extended, kind = extended + 1, "extend"
-    updates.append({"kind": kind, "seconds": time.perf_counter() - t0, "n_points": int(model.n_points.sum())})
-
-    # 3. EI + PSO on the new task, block updates between refits
-    errors: list[float] = []
-    since_refit = 0
-    old_best = [b for b in tm.best if b is not None]
-    anchors = space.encode([b[0] for b in sorted(old_best, key=lambda b: b[1])][: max(1, pso_particles // 4)]) \
-        if old_best else None
-    while len(data.values) < budget:
-        X_seen = np.vstack(data.X)
-        z_seen = data.z(data.values)
-        ok = [k for k, v in enumerate(data.values) if v is not None]
-        best_z = float(np.min(z_seen[ok])) if ok else float(np.min(model.predict(T, X_seen)[0]))
-        if stored:
-            params = stored[0]["params"]
-        else:
-            m_ = model
-
-            def acquisition(x: np.ndarray, m_=m_, best_z=best_z) -> np.ndarray:
-                mean, var = m_.predict(T, x)
-                return log_ei(mean, np.sqrt(np.maximum(var, 0.0)), best_z)
-
-            inc = [X_seen[ok[int(np.argmin(z_seen[ok]))]]] if ok else []
-            init = np.vstack([*inc, pred.encoded[None, :]] + ([anchors] if anchors is not None else []))
-            res = maximize(acquisition, space, seed=int_seed(seed, _STAGE_SEARCH, T, len(data.values)),
-                           is_feasible=feasible, exclude=X_seen, init=init, n_particles=pso_particles,
-                           iters=pso_iters)
-            params = res.params
-        x = space.encode([params])
-        mean, var = model.predict(T, x, include_noise=True)
-        rec = run(params, "search")
-        x = space.encode([rec["params"]])
-        data.X.append(x)
-        data.values.append(rec["value"] if rec["status"] == "complete" else None)
-        z_new = float(data.z([data.values[-1]])[0])
-        errors.append((z_new - float(mean[0])) ** 2 / float(var[0]))
-        since_refit += 1
-        due = (isinstance(refit, int) and since_refit >= refit) or (
-            refit == "auto" and since_refit >= AUTO_WINDOW and float(np.mean(errors[-AUTO_WINDOW:])) > AUTO_E2)
-        t0 = time.perf_counter()
-        if due:
-            model = _full_fit(model, X_old, y_old, data, model.get_params(), refit_restarts,
-                              int_seed(seed, STAGE_REFIT, len(data.values)), comm)
-            refits += 1
-            since_refit = 0
-            extended = 0
-            kind = "refit"
-            log.info("TLA2: full refit after %d new-task evaluations", len(data.values))
-        else:
-            model = model.append(T, x, np.array([z_new]))
-            kind = "append"
-        updates.append({"kind": kind, "seconds": time.perf_counter() - t0, "n_points": int(model.n_points.sum())})
-
-    hist.close()
-    new_tr = data.transform()
-    known = list(tm.best)
-    ok_new = [r for r in new_records if r["status"] == "complete"]
-    known.append((dict(min(ok_new, key=lambda r: r["value"])["params"]),
-                  float(min(r["value"] for r in ok_new))) if ok_new else None)
-    return TransferResult(problem, tm.tasks + [task], old_records + new_records, model, new_tr, task_index=T,
-                          prediction=pred, updates=updates, refits=refits, known_best=known,
-                          extended_since_fit=extended)
+    max_time = check_seconds("max_time", max_time)
+    max_in_flight = check_executor(executor, max_in_flight, comm, False, (tm.problem.objective, noise, pruner))
+    evaluator = Evaluator(tm.problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout, noise=noise,
+                          pruner=pruner)
+    stop_at = None if max_time is None else time.monotonic() + max_time
+    with NewTaskTuner(result, task, budget, n_initial, history, refit, seed, comm,
+                      extend_restarts=extend_restarts, refit_restarts=refit_restarts,
+                      pso_particles=pso_particles, pso_iters=pso_iters) as tuner:
+        return run(tuner, evaluator, progress=progress, stop_at=stop_at, executor=executor,
+                   max_in_flight=max_in_flight)
