@@ -237,3 +237,18 @@ def test_tla2_under_mpiexec_writes_from_rank_0_and_matches_the_serial_run(tmp_pa
     ranks = [json.loads((tmp_path / f"mpi.rank{k}.json").read_text()) for k in (0, 1)]
     assert ranks[0] == ranks[1] == serial and serial["kinds"] == ["extend", "append", "append", "refit", "append"]
     assert len(SQLiteStorage(tmp_path / "mpi.sqlite", read_only=True).trials(task_index=3)) == 6
+
+
+@pytest.mark.mpi
+def test_the_readme_mpi_pool_example_runs_under_mpiexec(tmp_path):
+    from test_mpi import mpiexec
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- mpi-pool-example -->", 1)[1].split("<!-- /mpi-pool-example -->", 1)[0]
+    (tmp_path / "tune_pool.py").write_text(block.split("```python", 1)[1].split("```", 1)[0])
+    r = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py.futures", "tune_pool.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    trials = SQLiteStorage(tmp_path / "pool.sqlite", read_only=True).trials()
+    assert len(trials) == 24 and all(t.status is Status.COMPLETE for t in trials)
