@@ -11,7 +11,8 @@ from __future__ import annotations
 from ..seeding import STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng
 
 __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "VALUE_LIMIT", "CLAIM_ROUNDS",
-           "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "rng", "int_seed"]
+           "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS", "rng",
+           "int_seed"]
 
 #: the largest |value| the model takes as a measurement. Anything beyond (the 1e308 a user returns
 #: as a "penalty") is shown to the model like a failed run; the trial keeps its value as given.
@@ -29,3 +30,10 @@ WAIT_MIN_S, WAIT_MAX_S, WAIT_LOG_S = 0.2, 5.0, 60.0
 #: one-step-ahead standardised error of the last DRIFT_WINDOW measured points appended since the
 #: last full fit exceeds DRIFT_E2 (a calibrated model gives 1; 4 is a 2-sigma miss on average)
 DRIFT_WINDOW, DRIFT_E2 = 3, 4.0
+
+#: BLAS threads while a search round runs (model updates, fantasies, the acquisition's predictions):
+#: its triangular solves are small (N x 40 for N up to a few hundred), and OpenBLAS threads only
+#: spin on them: a 160 x 160 solve with 40 right-hand sides took 1.5 ms with 2 threads and 0.19 ms
+#: with 1 on the 2-core machine of BENCHMARKS.md (loaded), and the searches of an 8-task run were
+#: 70 % of the tuner's time. The LCM fit limits its own threads (gptask.models.defaults).
+SEARCH_BLAS_THREADS = 1

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..evaluate import Outcome
 from ..models import LCM
@@ -55,7 +56,8 @@ from ..trials import Proposal, Status, Trial, params_key, point_key
 from .data import TrainingData, log_possible, training_data, usable, usable_values
 from .fantasy import believed_best, with_fantasies
 from .propose import initial_design, search_task, search_tasks
-from .settings import CLAIM_ROUNDS, STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng
+from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS,
+                       int_seed, rng)
 from .updates import ModelState, RefitPolicy
 
 __all__ = ["Tuner", "resolve_tasks", "check_int", "check_seconds"]
@@ -460,6 +462,10 @@ class Tuner:
         as a fantasy, claimed in the history (searching again where another process was first)."""
         if not active:
             return []
+        with threadpool_limits(limits=SEARCH_BLAS_THREADS, user_api="blas"):
+            return self._search_round_on(active)
+
+    def _search_round_on(self, active: list[int]) -> list[Trial]:
         self.fit_model()
         out: list[Trial] = []
         for _ in range(CLAIM_ROUNDS):
