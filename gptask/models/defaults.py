@@ -29,6 +29,16 @@ PRIOR_KAPPA_SCALE = 2.0
 #: W[q, i, s] ~ N(0, PRIOR_W_SCALE^2 s2 / (Q rank)): a task's shared variance ~ s2 a priori
 PRIOR_W_SCALE = 1.0
 
+# ---- the tuner's surrogate (gptask.tuning uses these unless told otherwise) ---------------------------
+#: one latent process (an ICM with a rank-1-plus-diagonal task covariance) and a Matern-5/2 kernel.
+#: Measured with 6-20 tasks of 12-20 points (bench/results_model_quality.md, bench/results_mtbo.md):
+#: every extra latent process brings its own length scales and task weights, and with 5-20 runs per
+#: task Q = 2..4 predicted held-out points worse (NLPD 1.1-1.4 against 0.54 on the 16-core PDGEQRF
+#: timings, coverage 0.76-0.88 against 0.83-0.98 on the synthetic families) without tuning better;
+#: Matern-5/2 matched or beat the RBF kernel on both counts. Give n_latent= for large data sets.
+SURROGATE_N_LATENT = 1
+SURROGATE_KERNEL = "matern52"
+
 # ---- fitting ---------------------------------------------------------------------------------------
 #: default L-BFGS-B iteration cap
 DEFAULT_MAXITER = 1000

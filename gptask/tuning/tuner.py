@@ -47,6 +47,7 @@ from threadpoolctl import threadpool_limits
 
 from ..evaluate import Outcome
 from ..models import LCM
+from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
 from ..parallel import bcast_json, collective, rank_size
 from ..problem import Problem
 from ..result import TuningResult
@@ -157,7 +158,7 @@ class Tuner:
         seed: int = 0,
         history: str | Path | Storage | None = None,
         n_latent: int | None = None,
-        kernel: str = "rbf",
+        kernel: str = SURROGATE_KERNEL,
         restarts: int = 3,
         refit_restarts: int = 1,
         pso_particles: int = 40,
@@ -204,7 +205,8 @@ class Tuner:
         self.n_tasks = len(self.tasks)
         try:
             self.target = _check_target(target, self.n_tasks)
-            self.n_latent = check_int("n_latent", min(self.n_tasks, 4) if n_latent is None else n_latent, 1)
+            self.n_latent = check_int("n_latent", min(self.n_tasks, SURROGATE_N_LATENT) if n_latent is None
+                                      else n_latent, 1)
         except BaseException:
             if self.storage is not None:
                 self.storage.close()
