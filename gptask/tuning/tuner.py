@@ -404,11 +404,14 @@ class Tuner:
     def ask(self, n: int | None = None) -> list[Trial]:
         """New PENDING trials; see the module docstring for the order.
 
-        n: at most this many. None: the natural next batch, as a synchronous loop wants it:
-        every trial to re-propose, then the rest of the initial designs if any task still needs
-        them, otherwise one search proposal per task that takes new trials.
-        An empty list means nothing can be asked now: the run is done, or the remaining budget
-        is held by pending trials."""
+        n: at most this many: trials to re-propose, initial designs, then search rounds (one
+        proposal per task and round, the earlier rounds' proposals in flight as fantasies), so n
+        larger than the number of tasks gives several proposals per task. None: the natural next
+        batch, as a synchronous loop wants it: every trial to re-propose, then the rest of the
+        initial designs if any task still needs them, otherwise one search proposal per task that
+        takes new trials. An empty list means nothing can be asked now: the run is done, the
+        remaining budget is held by pending trials, or the search waits for a first result of
+        every task."""
         if n is not None:
             n = check_int("n", n, 1)
         self.refresh()
