@@ -4,7 +4,8 @@
 * :mod:`.predict`: :func:`predict`, the objective of a configuration on a tuned or new task
 * :mod:`.tla1`: :func:`predict_optimum`, a configuration for a new task without running anything
 * :mod:`.accuracy`: :func:`transfer_accuracy`, a leave-one-task-out report of how far to trust it
-* :mod:`.tla2`: :func:`tune_new_task`, a new-task tuner on the ask/tell engine of :mod:`gptask.tuning`
+* :mod:`.tla2`: :func:`tune_new_task` and :class:`NewTaskTuner`, a new-task tuner on the ask/tell
+  engine of :mod:`gptask.tuning`
 
 Imports go one way: model <- predict <- tla1 <- accuracy, and tla2 on top of them and the tuning
 engine. Model files (:mod:`gptask.model_io`) build on model and accuracy; nothing here reads or
@@ -18,9 +19,9 @@ from .predict import predict
 from .tla1 import Prediction, predict_optimum
 
 __all__ = ["Prediction", "OptimaModel", "TransferModel", "TransferResult", "AccuracyReport", "predict_optimum",
-           "predict", "transfer_accuracy", "tune_new_task", "sampling_spread", "as_transfer_model"]
+           "predict", "transfer_accuracy", "tune_new_task", "NewTaskTuner", "sampling_spread", "as_transfer_model"]
 
-_TLA2 = ("TransferResult", "tune_new_task", "sampling_spread")
+_TLA2 = ("TransferResult", "tune_new_task", "NewTaskTuner", "sampling_spread")
 
 
 def __getattr__(name: str):

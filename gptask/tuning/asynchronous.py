@@ -42,7 +42,7 @@ from .progress import Progress
 from .steps import Waiting, report, tell_once
 from .tuner import Tuner
 
-__all__ = ["run_async", "check_executor"]
+__all__ = ["run_async", "check_executor", "ExecutorFailed"]
 
 log = logging.getLogger(__name__)
 
