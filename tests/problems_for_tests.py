@@ -87,7 +87,7 @@ def spawning_problem(record: str = "", sleep: float = 300.0) -> gt.Problem:
 
 class SleepyObjective:
     """The counting problem's objective for executor tests, picklable (a module-level class): each
-    call sleeps a log-normal time (median ``median`` s), appends one JSON line (pid, start, end,
+    call sleeps a log-normal time (median ``median`` s, at most 10 medians), appends one JSON line (pid, start, end,
     task, params) to ``log`` and fails for x > 0.92 (RuntimeError); with ``slow`` set, k == 8 sleeps
     that long instead (a run for ``timeout=`` to stop)."""
 
@@ -99,7 +99,7 @@ class SleepyObjective:
         import random
 
         start = time.time()
-        time.sleep(self.slow if self.slow and p["k"] == 8 else min(1.0, self.median * random.lognormvariate(0.0, 1.0)))
+        time.sleep(self.slow if self.slow and p["k"] == 8 else self.median * min(10.0, random.lognormvariate(0.0, 1.0)))
         with open(self.log, "a") as fh:
             fh.write(json.dumps({"pid": os.getpid(), "start": start, "end": time.time(), "task": task,
                                  "params": p}) + "\n")

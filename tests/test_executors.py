@@ -138,6 +138,20 @@ def test_a_run_killed_with_its_workers_resumes_to_the_same_records(tmp_path):
     assert len(calls(log)) - n_calls == 16 - len(done_before)
 
 
+def test_max_time_on_an_executor_stops_forked_runs_and_leaves_them_pending(tmp_path):
+    log, hist = tmp_path / "calls.jsonl", tmp_path / "h.sqlite"
+    kw = dict(tasks=2, budget=5, n_initial=3, seed=0, history=hist, progress=False, timeout=60, **FAST)
+    t0 = time.monotonic()
+    with cf.ProcessPoolExecutor(2) as ex:  # every run takes 5 s: none can finish within max_time
+        res = gt.tune(sleepy_problem(str(log), median=5.0), executor=ex, max_in_flight=2, max_time=1.0, **kw)
+    assert time.monotonic() - t0 < 30  # the forked runs were stopped at max_time, not waited for
+    assert res.history == [] and len(res.pending) == 2 and all(t.owner is None for t in res.pending)
+    with cf.ProcessPoolExecutor(2) as ex:
+        rest = gt.tune(sleepy_problem(str(log), median=0.01), executor=ex, max_in_flight=2, **kw)
+    assert len(rest.history) == 10 and not rest.pending
+    assert {t.id for t in res.pending} <= {t.id for t in rest.history}
+
+
 def test_executor_arguments_are_checked():
     prob = counting_problem()  # its objective is a closure: it does not pickle
     with cf.ProcessPoolExecutor(1) as ex:
