@@ -87,9 +87,9 @@ def spawning_problem(record: str = "", sleep: float = 300.0) -> gt.Problem:
 
 class SleepyObjective:
     """The counting problem's objective for executor tests, picklable (a module-level class): each
-    call sleeps a log-normal time (median ``median`` s, at most 10 medians), appends one JSON line (pid, start, end,
-    task, params) to ``log`` and fails for x > 0.92 (RuntimeError); with ``slow`` set, k == 8 sleeps
-    that long instead (a run for ``timeout=`` to stop)."""
+    call sleeps a log-normal time (median ``median`` s, at most 10 medians), appends one JSON line
+    (pid, start, end, task, params) to ``log`` and fails for x > 0.92 (RuntimeError); with ``slow``
+    set, k == 8 sleeps that long instead (a run for ``timeout=`` to stop)."""
 
     def __init__(self, log: str, median: float = 0.05, slow: float = 0.0) -> None:
         self.log, self.median, self.slow = log, median, slow
