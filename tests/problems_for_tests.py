@@ -112,3 +112,18 @@ def sleepy_problem(log: str = "", median: float = 0.05, slow: float = 0.0) -> gt
     """The counting problem with a :class:`SleepyObjective` (for executors)."""
     base = counting_problem()
     return gt.Problem(base.task_space, base.param_space, SleepyObjective(log, median, slow), name="counting")
+
+
+class DyingObjective:
+    """The counting problem's objective, except that the process running it dies (``os._exit``) for
+    x > 0.8: a crash no exception handler sees (picklable, for executor tests)."""
+
+    def __call__(self, task, p):
+        if p["x"] > 0.8:
+            os._exit(3)
+        return 1.0 + (p["x"] - task["t"]) ** 2 + 0.05 * (p["k"] - 4) ** 2
+
+
+def dying_problem() -> gt.Problem:
+    base = counting_problem()
+    return gt.Problem(base.task_space, base.param_space, DyingObjective(), name="counting")

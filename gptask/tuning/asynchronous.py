@@ -105,7 +105,10 @@ def run_async(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_
                 ask_s += time.monotonic() - t0
                 for t in trials:
                     job = evaluator.job(t.task, t.params, stop_at=stop_at)
-                    running[executor.submit(run_job, job)] = (t, job)
+                    try:
+                        running[executor.submit(run_job, job)] = (t, job)
+                    except Exception as exc:  # e.g. a process pool broken by a worker that died
+                        raise _failed(t, exc) from exc
             if not running:
                 if time_up or tuner.done:
                     return
@@ -132,11 +135,14 @@ def run_async(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_
                     report(tuner, reporter, ask_s)
                     ask_s = 0.0
             if failure is not None:
-                trial, exc = failure
-                raise ExecutorFailed(f"the executor could not run trial {trial.id} (task {trial.task_index}, "
-                                     f"{dict(trial.params)}): {type(exc).__name__}: {exc}; the trials not told stay "
-                                     "pending for the next run (an objective that may crash its process is safer "
-                                     "under timeout=, which runs it in a child process)") from exc
+                raise _failed(*failure) from failure[1]
     finally:
         for f in running:
             f.cancel()
+
+
+def _failed(trial: Trial, exc: BaseException) -> ExecutorFailed:
+    return ExecutorFailed(f"the executor could not run trial {trial.id} (task {trial.task_index}, "
+                          f"{dict(trial.params)}): {type(exc).__name__}: {exc}; the trials not told stay pending for "
+                          "the next run (an objective that may crash its process is safer under timeout=, which "
+                          "runs it in a child process)")
