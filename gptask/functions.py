@@ -82,20 +82,33 @@ def _branin(task: dict[str, Any], x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
     return a * (x2 - b * x1**2 + c * x1 - r) ** 2 + s * (1 - tt) * np.cos(x1) + s
 
 
-def branin_problem() -> Problem:
+def _branin_like_problem(fn, name: str) -> Problem:
+    """A Problem over the Branin box for ``fn(task, x1, x2)`` with a 2-D task (u, v) in [-1, 1]^2."""
     tasks = Space([Real("u", -1.0, 1.0), Real("v", -1.0, 1.0)])
     params = Space([Real("x1", -5.0, 10.0), Real("x2", 0.0, 15.0)])
-    return Problem(tasks, params, lambda t, p: float(_branin(t, np.float64(p["x1"]), np.float64(p["x2"]))),
-                   name="branin_family")
+    return Problem(tasks, params, lambda t, p: float(fn(t, np.float64(p["x1"]), np.float64(p["x2"]))),
+                   name=name)
+
+
+def _branin_box_optimum(fn, task: dict[str, Any]) -> tuple[dict[str, float], float]:
+    """Minimum of ``fn(task, x1, x2)`` over the Branin box: a 601 x 601 grid, then L-BFGS-B from
+    the best grid point (the better of the two is returned, with its own location)."""
+    g1, g2 = np.meshgrid(np.linspace(-5, 10, 601), np.linspace(0, 15, 601))
+    y = fn(task, g1, g2)
+    k = np.unravel_index(np.argmin(y), y.shape)
+    r = minimize(lambda v: float(fn(task, v[0], v[1])), [g1[k], g2[k]],
+                 bounds=[(-5, 10), (0, 15)], method="L-BFGS-B")
+    if r.fun <= y[k]:
+        return {"x1": float(r.x[0]), "x2": float(r.x[1])}, float(r.fun)
+    return {"x1": float(g1[k]), "x2": float(g2[k])}, float(y[k])
+
+
+def branin_problem() -> Problem:
+    return _branin_like_problem(_branin, "branin_family")
 
 
 def branin_optimum(task: dict[str, Any]) -> tuple[dict[str, float], float]:
-    g1, g2 = np.meshgrid(np.linspace(-5, 10, 601), np.linspace(0, 15, 601))
-    y = _branin(task, g1, g2)
-    k = np.unravel_index(np.argmin(y), y.shape)
-    r = minimize(lambda v: float(_branin(task, v[0], v[1])), [g1[k], g2[k]],
-                 bounds=[(-5, 10), (0, 15)], method="L-BFGS-B")
-    return {"x1": float(r.x[0]), "x2": float(r.x[1])}, float(min(r.fun, y[k]))
+    return _branin_box_optimum(_branin, task)
 
 
 # ---- a moving bowl ------------------------------------------------------------------------------
@@ -134,22 +147,11 @@ def _branin_drift(task: dict[str, Any], x1: np.ndarray, x2: np.ndarray) -> np.nd
 
 
 def branin_drift_problem() -> Problem:
-    tasks = Space([Real("u", -1.0, 1.0), Real("v", -1.0, 1.0)])
-    params = Space([Real("x1", -5.0, 10.0), Real("x2", 0.0, 15.0)])
-    return Problem(tasks, params,
-                   lambda t, p: float(_branin_drift(t, np.float64(p["x1"]), np.float64(p["x2"]))),
-                   name="branin_drift")
+    return _branin_like_problem(_branin_drift, "branin_drift")
 
 
 def branin_drift_optimum(task: dict[str, Any]) -> tuple[dict[str, float], float]:
-    g1, g2 = np.meshgrid(np.linspace(-5, 10, 601), np.linspace(0, 15, 601))
-    y = _branin_drift(task, g1, g2)
-    k = np.unravel_index(np.argmin(y), y.shape)
-    r = minimize(lambda v: float(_branin_drift(task, v[0], v[1])), [g1[k], g2[k]],
-                 bounds=[(-5, 10), (0, 15)], method="L-BFGS-B")
-    if r.fun <= y[k]:
-        return {"x1": float(r.x[0]), "x2": float(r.x[1])}, float(r.fun)
-    return {"x1": float(g1[k]), "x2": float(g2[k])}, float(y[k])
+    return _branin_box_optimum(_branin_drift, task)
 
 
 # ---- a Hartmann-6 family --------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def test_map_fit_is_a_stationary_point_of_likelihood_plus_prior():
     # the stall rule stops a start once it gains < 0.1 nat in 30 iterations: nearly stationary
     worst = max(np.max(np.abs(g["lengthscale"][inside])),
                 *(np.max(np.abs(g[k])) for k in ("W", "kappa", "noise")))
-    assert worst < 2e-2
+    assert worst < 5e-2
     # the maximum-likelihood fit is far from stationary for likelihood + prior: the prior pulls
     ml = LCM(2).fit(Xs, ys, restarts=2, seed=0, maxiter=2000, prior=None)
     ml.prior = m.prior

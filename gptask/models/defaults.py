@@ -20,9 +20,10 @@ NOISE_BOUNDS_REL = (1e-6, 1e1)
 #: log length scale ~ N(PRIOR_LS_LOC + log(d) / 2, PRIOR_LS_SCALE^2): median 4.1 sqrt(d)
 PRIOR_LS_LOC = math.sqrt(2.0)
 PRIOR_LS_SCALE = math.sqrt(3.0)
-#: log(noise / s2) ~ N(PRIOR_NOISE_LOC, PRIOR_NOISE_SCALE^2): median 1.8 % of the output variance
-PRIOR_NOISE_LOC = -4.0
-PRIOR_NOISE_SCALE = 1.0
+#: log(noise / s2) ~ N(PRIOR_NOISE_LOC, PRIOR_NOISE_SCALE^2): median 0.7 % of the output variance,
+#: 0.15-3 % within one standard deviation
+PRIOR_NOISE_LOC = -5.0
+PRIOR_NOISE_SCALE = 1.5
 #: log(kappa / s2) ~ N(PRIOR_KAPPA_LOC, PRIOR_KAPPA_SCALE^2): the task-specific part of a latent
 PRIOR_KAPPA_LOC = math.log(0.1)
 PRIOR_KAPPA_SCALE = 2.0
