@@ -87,19 +87,19 @@ def spawning_problem(record: str = "", sleep: float = 300.0) -> gt.Problem:
 
 class SleepyObjective:
     """The counting problem's objective for executor tests, picklable (a module-level class): each
-    call sleeps a log-normal time (median ``median`` s, at most 10 medians), appends one JSON line
-    (pid, start, end, task, params) to ``log`` and fails for x > 0.92 (RuntimeError); with ``slow``
-    set, k == 8 sleeps that long instead (a run for ``timeout=`` to stop)."""
+    call sleeps a log-normal time (median ``median`` s, log-std ``sigma``, at most 10 medians),
+    appends one JSON line (pid, start, end, task, params) to ``log`` and fails for x > 0.92
+    (RuntimeError); with ``slow`` set, k == 8 sleeps that long instead (a run for ``timeout=`` to stop)."""
 
-    def __init__(self, log: str, median: float = 0.05, slow: float = 0.0) -> None:
-        self.log, self.median, self.slow = log, median, slow
+    def __init__(self, log: str, median: float = 0.05, slow: float = 0.0, sigma: float = 1.0) -> None:
+        self.log, self.median, self.slow, self.sigma = log, median, slow, sigma
 
     def __call__(self, task, p):
         import json
         import random
 
         start = time.time()
-        time.sleep(self.slow if self.slow and p["k"] == 8 else self.median * min(10.0, random.lognormvariate(0.0, 1.0)))
+        time.sleep(self.slow if self.slow and p["k"] == 8 else self.median * min(10.0, random.lognormvariate(0.0, self.sigma)))
         with open(self.log, "a") as fh:
             fh.write(json.dumps({"pid": os.getpid(), "start": start, "end": time.time(), "task": task,
                                  "params": p}) + "\n")
@@ -108,10 +108,10 @@ class SleepyObjective:
         return 1.0 + (p["x"] - task["t"]) ** 2 + 0.05 * (p["k"] - 4) ** 2
 
 
-def sleepy_problem(log: str = "", median: float = 0.05, slow: float = 0.0) -> gt.Problem:
+def sleepy_problem(log: str = "", median: float = 0.05, slow: float = 0.0, sigma: float = 1.0) -> gt.Problem:
     """The counting problem with a :class:`SleepyObjective` (for executors)."""
     base = counting_problem()
-    return gt.Problem(base.task_space, base.param_space, SleepyObjective(log, median, slow), name="counting")
+    return gt.Problem(base.task_space, base.param_space, SleepyObjective(log, median, slow, sigma), name="counting")
 
 
 class DyingObjective:
