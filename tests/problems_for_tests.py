@@ -99,7 +99,8 @@ class SleepyObjective:
         import random
 
         start = time.time()
-        time.sleep(self.slow if self.slow and p["k"] == 8 else self.median * min(10.0, random.lognormvariate(0.0, self.sigma)))
+        pause = self.median * min(10.0, random.lognormvariate(0.0, self.sigma))
+        time.sleep(self.slow if self.slow and p["k"] == 8 else pause)
         with open(self.log, "a") as fh:
             fh.write(json.dumps({"pid": os.getpid(), "start": start, "end": time.time(), "task": task,
                                  "params": p}) + "\n")

@@ -204,8 +204,8 @@ def test_dask_local_cluster(tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(TESTS)]))  # the workers import the objective
     log = tmp_path / "calls.jsonl"
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client:
         res = gt.tune(sleepy_problem(str(log)), tasks=2, budget=6, n_initial=3, seed=0, progress=False,
                       executor=client.get_executor(), max_in_flight=2, **FAST)
     ran = check_run(res, 2, 6, log)

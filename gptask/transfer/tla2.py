@@ -169,7 +169,8 @@ class NewTaskTuner(Tuner):
         if n_initial is None and isinstance(budget, numbers.Integral) and not isinstance(budget, bool) and budget >= 1:
             n_initial = max(1, min(int(budget), int(round(0.3 * budget))))
         self.refit_mode = _check_refit(refit)
-        if isinstance(extend_restarts, bool) or not isinstance(extend_restarts, numbers.Integral) or extend_restarts < 1:
+        if isinstance(extend_restarts, bool) or not isinstance(extend_restarts, numbers.Integral) \
+                or extend_restarts < 1:
             raise ValueError(f"extend_restarts must be an integer >= 1, got {extend_restarts!r}")
         self.source, self.transfer, self.task_index = source, tm, len(tm.tasks)
         self.extend_restarts = int(extend_restarts)

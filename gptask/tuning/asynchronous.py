@@ -126,7 +126,8 @@ def run_async(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_
                     failure = failure or (trial, exc)
                     continue
                 if result.interrupted:
-                    reporter.message("trial %d stopped at max_time (%s): it stays pending", trial.id, result.interrupted)
+                    reporter.message("trial %d stopped at max_time (%s): it stays pending", trial.id,
+                                     result.interrupted)
                     continue
                 tell_once(tuner, trial, evaluator.record(job, result))
                 reporter.advance()

@@ -2,8 +2,9 @@
 
 Without an executor, each iteration asks for one trial per task that takes new trials, evaluates
 them and tells the results (each committed before the next evaluation starts). With one, the
-asynchronous loop of :mod:`.asynchronous` keeps ``max_in_flight`` trials running instead. The loop ends when the run is done
-(every task's budget used, target reached or space exhausted, nothing pending) or at ``max_time``.
+asynchronous loop of :mod:`.asynchronous` keeps ``max_in_flight`` trials running instead. The loop
+ends when the run is done (every task's budget used, target reached or space exhausted, nothing
+pending) or at ``max_time``.
 When other processes sharing the history hold the last pending trials it waits for them, polling
 the history, and takes them over if their process dies.
 

@@ -510,7 +510,8 @@ class Tuner:
         self._search_model, believed = with_fantasies(self.model, X)
         noise_sd = np.sqrt(self.model.get_params()["noise"])
         self._search_best = [state.best_z(i) if not believed[i].size else
-                             believed_best(state.best_z(i), believed[i], float(noise_sd[i])) for i in range(self.n_tasks)]
+                             believed_best(state.best_z(i), believed[i], float(noise_sd[i]))
+                             for i in range(self.n_tasks)]
 
     def _search(self, i: int) -> np.ndarray | None:
         """Task ``i``'s next configuration, encoded (D,), or None when none is left. Runs on the
