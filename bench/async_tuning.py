@@ -24,8 +24,9 @@ fantasies of 8 pending trials, and a full (warm-started) refit for comparison.
 Run from the repository root (the timed part under the machine lock)::
 
     flock /tmp/gptask-bench.lock env PYTHONPATH=. python bench/async_tuning.py --seeds 0,1,2 \\
-        --workers 1,4,8 --out bench/results_async.json
-    PYTHONPATH=. python bench/async_tuning.py --update-bench
+        --workers 1,4,8 --out bench/results_async.jsonl
+    flock /tmp/gptask-bench.lock env PYTHONPATH=. python bench/async_tuning.py --update-bench
+    python bench/async_tuning.py --report bench/results_async.jsonl   # the tables of BENCHMARKS.md
 """
 
 from __future__ import annotations
@@ -170,7 +171,11 @@ def main() -> None:
     p.add_argument("--update-tasks", type=int, default=20)
     p.add_argument("--update-points", type=int, default=20)
     p.add_argument("--update-reps", type=int, default=10)
+    p.add_argument("--report", default=None, help="print markdown tables of a --out file and stop")
     args = p.parse_args()
+    if args.report:
+        report([json.loads(line) for line in Path(args.report).read_text().splitlines() if line.strip()])
+        return
     print(f"# {describe_machine()}; load average {os.getloadavg()}", flush=True)
     if args.update_bench:
         r = update_bench(args)
@@ -201,16 +206,24 @@ def main() -> None:
             if args.out:
                 with open(args.out, "a") as fh:
                     fh.write(json.dumps({**r, "args": vars(args)}) + "\n")
-    print("\nmode       wall s (mean over seeds)   regret (mean +- sd)   speed-up vs sync at equal workers")
+    report(rows)
+
+
+def report(rows: list[dict]) -> None:
+    """Markdown: per mode the wall time and regret over seeds, and every run."""
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    print("| mode | wall s, mean (per seed) | sleep s, mean | regret, mean +- sd (per seed) | sync / async wall |")
+    print("|---|---|---|---|---|")
     for mode in modes:
         mine = [r for r in rows if r["mode"] == mode]
-        wall = np.mean([r["wall_s"] for r in mine])
-        reg = [r["regret"] for r in mine]
-        peer = mode.replace("async", "sync")
-        ratio = ""
-        if mode.startswith("async") and any(r["mode"] == peer for r in rows):
-            ratio = f"{np.mean([r['wall_s'] for r in rows if r['mode'] == peer]) / wall:.2f}x"
-        print(f"{mode:10s} {wall:8.1f}                  {np.mean(reg):.4f} +- {np.std(reg):.4f}      {ratio}")
+        wall, reg = [r["wall_s"] for r in mine], [r["regret"] for r in mine]
+        peer = [r["wall_s"] for r in rows if r["mode"] == mode.replace("async", "sync")]
+        ratio = f"{np.mean(peer) / np.mean(wall):.2f}x" if mode.startswith("async") and peer else ""
+        print(f"| {mode} | {np.mean(wall):.0f} ({', '.join(f'{w:.0f}' for w in wall)}) | "
+              f"{np.mean([r['sleep_s'] for r in mine]):.0f} | {np.mean(reg):.4f} +- {np.std(reg):.4f} "
+              f"({', '.join(f'{g:.4f}' for g in reg)}) | {ratio} |")
+    loads = [x for r in rows for x in r["load"]]
+    print(f"\n{len(rows)} runs; 1-minute load average from {min(loads):.1f} to {max(loads):.1f} at their starts and ends")
 
 
 if __name__ == "__main__":
