@@ -28,7 +28,7 @@ def __getattr__(name: str):
         from . import tuning
 
         return getattr(tuning, name)
-    if name in ("predict_optimum", "predict", "tune_new_task", "transfer_accuracy", "Prediction"):
+    if name in ("predict_optimum", "predict", "transfer_accuracy", "Prediction"):
         from . import transfer
 
         return getattr(transfer, name)
@@ -36,6 +36,10 @@ def __getattr__(name: str):
         from . import importing
 
         return getattr(importing, name)
+    if name == "tune_new_task":
+        from .transfer import tla2
+
+        return tla2.tune_new_task
     if name == "load_model":
         from . import model_io
 

@@ -2,6 +2,7 @@
 
     gptask tune --problem demo --tasks 5 --budget 20 --history runs.sqlite
     gptask tune --problem mypkg.mymod:make_problem --tasks 8 --budget 20 --history runs.sqlite
+    gptask tune --problem demo --tasks 8 --budget 20 --workers 4      # 4 runs at a time, asynchronously
     gptask ask runs.sqlite --problem mymod:make_problem --tasks 4 --budget 20 -n 4   # PENDING trials
     gptask tell runs.sqlite 17 0.342                  # or: gptask tell runs.sqlite 17 --failed "exit 139"
     gptask release runs.sqlite 17                     # give a trial back (its job was cancelled)
@@ -16,6 +17,11 @@
 ``gptask.Problem``); the current directory is searched first, as ``python -m`` does, so a
 ``mymod.py`` next to where the command runs is found. Nothing given on the command line is
 evaluated as code.
+
+``--workers K`` runs the objective in a pool of K processes and keeps K trials running (the
+asynchronous loop of :mod:`gptask.tuning.asynchronous`); each worker builds the problem again from
+``--problem`` and ``--problem-options`` (:class:`NamedObjective`), so the objective itself need not
+pickle. For MPI ranks as workers, see the ``MPIPoolExecutor`` example of the README.
 
 ``ask`` writes its trials to the history as PENDING and prints them (``ID<TAB>task<TAB>params``
 per line, ``k=v,...``; ``--json``: a list of objects with ``id``, ``task_index``, ``task``,
@@ -40,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["main", "parse_assignments", "format_assignments", "format_table", "best_table", "result_from_history",
-           "recommendation_table"]
+           "recommendation_table", "NamedObjective", "NamedObjectiveWithDeadline"]
 
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -136,6 +142,34 @@ def load_problem(spec: str, options: dict[str, Any] | None = None):
     if not isinstance(problem, Problem):
         raise TypeError(f"{spec} returned {type(problem).__name__}, not a gptask.Problem")
     return problem
+
+
+_LOADED: dict[str, Any] = {}
+
+
+class NamedObjective:
+    """The objective of the problem ``spec`` (``load_problem(spec, options)``), loaded on first call
+    in each process: what ``gptask tune --workers`` sends to its worker processes instead of the
+    objective itself (a demo's lambda or a closure does not pickle; a name and options do)."""
+
+    def __init__(self, spec: str, options: Mapping[str, Any]) -> None:
+        self.spec, self.options = spec, dict(options)
+
+    def objective(self) -> Any:
+        key = json.dumps([self.spec, self.options], sort_keys=True)
+        if key not in _LOADED:
+            _LOADED[key] = load_problem(self.spec, self.options).objective
+        return _LOADED[key]
+
+    def __call__(self, task: dict, params: dict) -> Any:
+        return self.objective()(task, params)
+
+
+class NamedObjectiveWithDeadline(NamedObjective):
+    """A :class:`NamedObjective` whose objective takes the pruning ``deadline`` keyword."""
+
+    def __call__(self, task: dict, params: dict, deadline: float | None = None) -> Any:  # type: ignore[override]
+        return self.objective()(task, params, deadline=deadline)
 
 
 def best_table(history) -> list[dict[str, Any]]:
@@ -240,20 +274,35 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .noise import accepts_deadline
     from .plots import plot_convergence
+    from .problem import Problem
     from .tuning import tune
 
-    problem = load_problem(args.problem, parse_assignments(args.problem_options))
+    options = parse_assignments(args.problem_options)
+    problem = load_problem(args.problem, options)
     _check_outputs(args)
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     tasks: Any = args.tasks
     if args.task:
         tasks = [parse_assignments(t) for t in args.task]
     quiet = args.quiet or args.no_progress
     _progress_logging(quiet)
-    result = tune(problem, tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed,
-                  history=args.history, repeats=args.repeats, aggregate=args.aggregate,
-                  timeout=args.timeout, n_latent=args.n_latent, progress=not quiet, max_time=args.max_time,
-                  target=args.target)
+    kwargs = dict(tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed, history=args.history,
+                  repeats=args.repeats, aggregate=args.aggregate, timeout=args.timeout, n_latent=args.n_latent,
+                  progress=not quiet, max_time=args.max_time, target=args.target)
+    if args.workers is None:
+        result = tune(problem, **kwargs)
+    else:
+        named = (NamedObjectiveWithDeadline if accepts_deadline(problem.objective) else NamedObjective)(
+            args.problem, options)
+        sent = Problem(problem.task_space, problem.param_space, named, problem.constraints, problem.constants,
+                       problem.name)
+        with ProcessPoolExecutor(args.workers) as pool:
+            result = tune(sent, executor=pool, max_in_flight=args.workers, **kwargs)
     rows = result.table()
     print(format_table(rows))
     for i, reason in sorted(result.closed.items()):
@@ -517,6 +566,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--aggregate", default="min", choices=["min", "median", "mean"])
     t.add_argument("--timeout", type=float, default=None, help="seconds per run")
     t.add_argument("--n-latent", type=int, default=None)
+    t.add_argument("--workers", type=int, default=None,
+                   help="run the objective in K worker processes, K trials at a time (asynchronous)")
     t.add_argument("--max-time", type=float, default=None,
                    help="seconds for the whole run: no evaluation starts after it; unfinished trials stay pending")
     t.add_argument("--target", type=float, default=None, help="a task stops once its best value is <= TARGET")

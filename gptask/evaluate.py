@@ -40,10 +40,11 @@ from typing import Any
 import numpy as np
 
 from .child import ChildDied, ChildTimeout, run_in_process_group
-from .noise import AGGREGATES, RunCensored, Session, accepts_deadline, check_aggregate
+from .noise import AGGREGATES, RunCensored, Session, accepts_deadline, check_aggregate, evaluate_with_state
 from .trials import Status, check_value, point_key
 
-__all__ = ["EvaluationFailed", "EvaluationInterrupted", "Outcome", "Evaluator", "AGGREGATES"]
+__all__ = ["EvaluationFailed", "EvaluationInterrupted", "Outcome", "Evaluator", "Job", "JobResult", "run_job",
+           "AGGREGATES"]
 
 log = logging.getLogger(__name__)
 
@@ -137,11 +138,131 @@ def _run_message(objective: Callable, task: dict, params: dict, kwargs: dict) ->
         return {"error": _describe(exc)}
 
 
+@dataclass(frozen=True)
+class Job:
+    """One evaluation, with everything needed to run it and nothing of the tuner: what
+    :meth:`Evaluator.job` hands to :func:`run_job`, in this process or in an executor's worker
+    (which receives it pickled: the objective must then be picklable, e.g. defined at module level).
+
+    objective: ``f(task, params)``; task, params: dicts; repeats, aggregate, timeout, noise, pruner:
+    as in :class:`Evaluator`; state: the task's noise-session state when the job was made
+    (:meth:`gptask.noise.Session.state`) or None without a policy; deadline: a UNIX time at which a
+    forked run is stopped (the caller's ``stop_at``; wall-clock so that it means the same on another
+    machine), or None.
+    """
+
+    objective: Callable[..., Any]
+    task: dict
+    params: dict
+    repeats: int = 1
+    aggregate: str = "min"
+    timeout: float | None = None
+    noise: Any = None
+    pruner: Any = None
+    state: dict | None = None
+    deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What :func:`run_job` returns: the outcome, the policy's result for the tuner's session (None
+    without a policy or when the evaluation failed), or why the job was interrupted at its
+    deadline (then ``outcome`` is None and the trial stays PENDING)."""
+
+    outcome: Outcome | None
+    noisy: Any = None
+    interrupted: str = ""
+
+
+def _run_once(job: Job, stop_at: float | None, **kwargs: Any) -> float:
+    """One run of ``job``: a finite float, or EvaluationFailed with the reason (EvaluationInterrupted
+    at ``stop_at``, a ``time.monotonic()`` instant). ``kwargs`` (e.g. ``deadline``) go to the objective."""
+    task, params = dict(job.task), dict(job.params)
+    if job.timeout is None:
+        try:
+            return _as_finite(job.objective(task, params, **kwargs))
+        except (EvaluationFailed, RunCensored):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failing objective is data, not a crash
+            raise EvaluationFailed(_describe(exc)) from exc
+    limit, interrupted = job.timeout, False
+    if stop_at is not None:
+        left = max(0.0, stop_at - time.monotonic())
+        if limit is None or left < limit:
+            limit, interrupted = left, True
+    try:
+        msg = run_in_process_group(lambda: _run_message(job.objective, task, params, kwargs), limit)
+    except ChildTimeout:
+        if interrupted:
+            raise EvaluationInterrupted(f"stopped after {limit:.3g} s: the run's time is up") from None
+        raise EvaluationFailed(f"timeout after {job.timeout:g} s") from None
+    except ChildDied as exc:
+        raise EvaluationFailed(f"objective process died ({exc})") from None
+    if "error" in msg:
+        raise EvaluationFailed(msg["error"])
+    if "censored" in msg:
+        raise RunCensored(float(msg["censored"]))
+    return float(msg["value"])
+
+
+def _repeated(job: Job, stop_at: float | None) -> Outcome:
+    start = time.perf_counter()
+    samples: list[float] = []
+    for _ in range(job.repeats):
+        try:
+            samples.append(_run_once(job, stop_at))
+        except EvaluationFailed as exc:
+            reason = str(exc)
+            log.info("evaluation failed for task=%s params=%s: %s", dict(job.task), dict(job.params), reason)
+            return Outcome(None, tuple(samples), Status.FAILED, reason, time.perf_counter() - start)
+    value = AGGREGATES[job.aggregate](np.asarray(samples))
+    return Outcome(value, tuple(samples), Status.COMPLETE, "", time.perf_counter() - start)
+
+
+def _with_policy(job: Job, stop_at: float | None) -> JobResult:
+    start = time.perf_counter()
+    pass_deadline = accepts_deadline(job.objective)
+
+    def sample(deadline: float | None = None) -> float:
+        if deadline is not None and pass_deadline:
+            return _run_once(job, stop_at, deadline=deadline)
+        return _run_once(job, stop_at)
+
+    try:
+        res = evaluate_with_state(job.noise, job.pruner, job.state, sample)
+    except (EvaluationFailed, ValueError) as exc:
+        reason = str(exc) or type(exc).__name__
+        log.info("evaluation failed for task=%s params=%s: %s", dict(job.task), dict(job.params), reason)
+        return JobResult(Outcome(None, (), Status.FAILED, reason, time.perf_counter() - start))
+    stopped = res.censored or res.pruned
+    outcome = Outcome(float(res.value), tuple(res.samples), Status.CENSORED if stopped else Status.COMPLETE,
+                      res.reason if stopped else "", time.perf_counter() - start,
+                      extra={"noise": res.reason, "n_samples": res.n_samples})
+    return JobResult(outcome, res)
+
+
+def run_job(job: Job) -> JobResult:
+    """Run ``job`` (repeats and aggregation, or its noise policy and pruner; its timeout in a child
+    process group); never raises for a failing objective, whose failure is the outcome."""
+    stop_at = None if job.deadline is None else time.monotonic() + (job.deadline - time.time())
+    try:
+        if job.noise is not None:
+            return _with_policy(job, stop_at)
+        return JobResult(_repeated(job, stop_at))
+    except EvaluationInterrupted as exc:
+        return JobResult(None, interrupted=str(exc))
+
+
 class Evaluator:
     """Runs ``objective(task, params)`` with repeats, aggregation and an optional per-run timeout.
 
     repeats: runs per evaluation (>= 1); aggregate: "min" | "median" | "mean";
     timeout: seconds per run, or None for no limit.
+
+    ``evaluator(task, params)`` evaluates here. For an evaluation elsewhere (an executor's worker),
+    :meth:`job` makes the :class:`Job` to send, :func:`run_job` runs it there, and :meth:`record`
+    takes its :class:`JobResult` back: the noise policies' per-task state (iteration, history,
+    incumbent) lives in this evaluator and is updated as results come back, in the order they come.
     """
 
     def __init__(
@@ -174,76 +295,39 @@ class Evaluator:
         self.pruner = pruner
         self._sessions: dict[tuple, Any] = {}
 
+    def _session(self, task: Mapping[str, Any]) -> Session:
+        key = point_key(task)
+        if key not in self._sessions:
+            self._sessions[key] = Session(self.noise, pruner=self.pruner)
+        return self._sessions[key]
+
+    def job(self, task: Mapping[str, Any], params: Mapping[str, Any], stop_at: float | None = None) -> Job:
+        """The :class:`Job` evaluating ``params`` on ``task`` now; ``stop_at``: a ``time.monotonic()``
+        instant at which a forked run is stopped."""
+        state = self._session(task).state() if self.noise is not None else None
+        deadline = None if stop_at is None else time.time() + (stop_at - time.monotonic())
+        return Job(self.objective, dict(task), dict(params), self.repeats, self.aggregate, self.timeout,
+                   self.noise, self.pruner, state, deadline)
+
+    def record(self, job: Job, result: JobResult) -> Outcome:
+        """The outcome of ``job``, its policy result folded into the task's session. Raises
+        :class:`EvaluationInterrupted` when the job was stopped at its deadline."""
+        if result.interrupted:
+            raise EvaluationInterrupted(result.interrupted)
+        assert result.outcome is not None
+        if result.noisy is not None:
+            self._session(job.task).record(result.noisy)
+        return result.outcome
+
     def run_once(self, task: Mapping[str, Any], params: Mapping[str, Any], stop_at: float | None = None,
                  **kwargs: Any) -> float:
         """One run; returns a finite float or raises EvaluationFailed with the reason (or
         EvaluationInterrupted at ``stop_at``). ``kwargs`` (e.g. ``deadline``) go to the objective."""
-        if self.timeout is None:
-            try:
-                return _as_finite(self.objective(dict(task), dict(params), **kwargs))
-            except (EvaluationFailed, RunCensored):
-                raise
-            except Exception as exc:  # noqa: BLE001 - a failing objective is data, not a crash
-                raise EvaluationFailed(_describe(exc)) from exc
-        return self._run_forked(dict(task), dict(params), kwargs, stop_at)
-
-    def _run_forked(self, task: dict, params: dict, kwargs: dict, stop_at: float | None) -> float:
-        limit, interrupted = self.timeout, False
-        if stop_at is not None:
-            left = max(0.0, stop_at - time.monotonic())
-            if limit is None or left < limit:
-                limit, interrupted = left, True
-        try:
-            msg = run_in_process_group(lambda: _run_message(self.objective, task, params, kwargs), limit)
-        except ChildTimeout:
-            if interrupted:
-                raise EvaluationInterrupted(f"stopped after {limit:.3g} s: the run's time is up") from None
-            raise EvaluationFailed(f"timeout after {self.timeout:g} s") from None
-        except ChildDied as exc:
-            raise EvaluationFailed(f"objective process died ({exc})") from None
-        if "error" in msg:
-            raise EvaluationFailed(msg["error"])
-        if "censored" in msg:
-            raise RunCensored(float(msg["censored"]))
-        return float(msg["value"])
+        return _run_once(Job(self.objective, dict(task), dict(params), timeout=self.timeout), stop_at, **kwargs)
 
     def __call__(self, task: Mapping[str, Any], params: Mapping[str, Any], stop_at: float | None = None) -> Outcome:
         """Evaluate ``repeats`` times (or as the noise policy decides); a failure of any run fails
         the evaluation. stop_at: a ``time.monotonic()`` instant at which a forked run is stopped
         (EvaluationInterrupted); runs in this process are never interrupted."""
-        if self.noise is not None:
-            return self._call_with_policy(task, params, stop_at)
-        start = time.perf_counter()
-        samples: list[float] = []
-        for _ in range(self.repeats):
-            try:
-                samples.append(self.run_once(task, params, stop_at))
-            except EvaluationFailed as exc:
-                reason = str(exc)
-                log.info("evaluation failed for task=%s params=%s: %s", dict(task), dict(params), reason)
-                return Outcome(None, tuple(samples), Status.FAILED, reason, time.perf_counter() - start)
-        value = AGGREGATES[self.aggregate](np.asarray(samples))
-        return Outcome(value, tuple(samples), Status.COMPLETE, "", time.perf_counter() - start)
-
-    def _call_with_policy(self, task: Mapping[str, Any], params: Mapping[str, Any], stop_at: float | None) -> Outcome:
-        start = time.perf_counter()
-        key = point_key(task)
-        if key not in self._sessions:
-            self._sessions[key] = Session(self.noise, pruner=self.pruner)
-        pass_deadline = accepts_deadline(self.objective)
-
-        def sample(deadline: float | None = None) -> float:
-            if deadline is not None and pass_deadline:
-                return self.run_once(task, params, stop_at, deadline=deadline)
-            return self.run_once(task, params, stop_at)
-
-        try:
-            res = self._sessions[key].evaluate(sample)
-        except (EvaluationFailed, ValueError) as exc:
-            reason = str(exc) or type(exc).__name__
-            log.info("evaluation failed for task=%s params=%s: %s", dict(task), dict(params), reason)
-            return Outcome(None, (), Status.FAILED, reason, time.perf_counter() - start)
-        stopped = res.censored or res.pruned
-        return Outcome(float(res.value), tuple(res.samples), Status.CENSORED if stopped else Status.COMPLETE,
-                       res.reason if stopped else "", time.perf_counter() - start,
-                       extra={"noise": res.reason, "n_samples": res.n_samples})
+        job = self.job(task, params, stop_at)
+        return self.record(job, run_job(job))

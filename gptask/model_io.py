@@ -45,7 +45,8 @@ import numpy as np
 from .models import LCM
 from .problem import Problem
 from .space import Space
-from .transfer import OptimaModel, TransferModel, _ScalarGP, as_transfer_model, transfer_accuracy
+from .transfer.accuracy import transfer_accuracy
+from .transfer.model import OptimaModel, ScalarGP, TransferModel, as_transfer_model
 from .transforms import OutputTransform
 
 __all__ = ["FORMAT", "VERSION", "save_model", "load_model", "read_metadata", "ModelFileError"]
@@ -220,7 +221,7 @@ def load_model(path: str | os.PathLike, problem: Problem | None = None) -> Trans
         t1 = doc["tla1"]
         optima = None
         if t1 is not None:
-            gps = [_ScalarGP(float(g["mu"]), float(g["sd"]), None if g["lcm"] is None else _lcm_from_json(g["lcm"]))
+            gps = [ScalarGP(float(g["mu"]), float(g["sd"]), None if g["lcm"] is None else _lcm_from_json(g["lcm"]))
                    for g in t1["gps"]]
             optima = OptimaModel(np.asarray(t1["task_X"], float), np.asarray(t1["optima"], float), gps)
             if len(gps) != param_space.n_columns:

@@ -76,6 +76,7 @@ __all__ = [
     "check_aggregate",
     "ci_width",
     "accepts_deadline",
+    "evaluate_with_state",
 ]
 
 log = logging.getLogger(__name__)
@@ -489,18 +490,29 @@ class Session:
     def total_samples(self) -> int:
         return sum(r.n_samples for r in self.results)
 
-    def evaluate(self, sample: Callable) -> NoisyResult:
-        res = self.policy.evaluate(
-            sample,
-            iteration=self.iteration,
-            history=tuple(self.history),
-            incumbent=self.incumbent,
-            pruner=self.pruner,
-        )
+    def state(self) -> dict:
+        """What the policy is given for the next evaluation: ``{"iteration", "history", "incumbent"}``
+        (plain values: it can be sent to another process, which calls :func:`evaluate_with_state`)."""
+        return {"iteration": self.iteration, "history": tuple(self.history), "incumbent": self.incumbent}
+
+    def record(self, res: NoisyResult) -> None:
+        """Fold an evaluation's result into the session (its samples, incumbent and iteration)."""
         self.history.extend(res.complete)
         if not res.censored and (self.incumbent is None or res.value < self.incumbent):
             self.incumbent = res.value
         self.iteration += 1
         self.results.append(res)
         log.debug("noise session: iteration %d -> %s", self.iteration, res)
+
+    def evaluate(self, sample: Callable) -> NoisyResult:
+        res = evaluate_with_state(self.policy, self.pruner, self.state(), sample)
+        self.record(res)
         return res
+
+
+def evaluate_with_state(policy: Policy, pruner: Pruner | None, state: dict, sample: Callable) -> NoisyResult:
+    """One evaluation by ``policy`` given a session's :meth:`Session.state`: what
+    :meth:`Session.evaluate` does, split so that the evaluation may run in a worker process and its
+    result be recorded by the session in the tuner (:meth:`Session.record`)."""
+    return policy.evaluate(sample, iteration=state["iteration"], history=tuple(state["history"]),
+                           incumbent=state["incumbent"], pruner=pruner)

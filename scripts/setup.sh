@@ -44,7 +44,7 @@ want=$( { cat pyproject.toml; echo "torch pin: $TORCH_PIN"; } | sha256sum | cut 
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! have_torch; then
     echo "setup: installing Python packages into .venv"
     log=.venv/pip-install.log
-    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[dev]" \
+    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[dev,dask]" \
            && { [ -z "$TORCH_PIN" ] || .venv/bin/python -m pip install -q "$TORCH_PIN"; }; } >"$log" 2>&1; then
         tail -30 "$log" >&2
         echo "setup: pip install failed (full log: $log)" >&2

@@ -108,3 +108,48 @@ def blocks_problem(default=None) -> gt.Problem:
                        gt.Real("x", 0.0, 1.0)])
     return gt.Problem(tasks, params, blocks_truth, constraints=[blocks_fit], constants={"cores": 4}, name="blocks",
                       default=BLOCKS_DEFAULT if default is True else default)
+
+
+class SleepyObjective:
+    """The counting problem's objective for executor tests, picklable (a module-level class): each
+    call sleeps a log-normal time (median ``median`` s, log-std ``sigma``, at most 10 medians),
+    appends one JSON line (pid, start, end, task, params) to ``log`` and fails for x > 0.92
+    (RuntimeError); with ``slow`` set, k == 8 sleeps that long instead (a run for ``timeout=`` to stop)."""
+
+    def __init__(self, log: str, median: float = 0.05, slow: float = 0.0, sigma: float = 1.0) -> None:
+        self.log, self.median, self.slow, self.sigma = log, median, slow, sigma
+
+    def __call__(self, task, p):
+        import json
+        import random
+
+        start = time.time()
+        pause = self.median * min(10.0, random.lognormvariate(0.0, self.sigma))
+        time.sleep(self.slow if self.slow and p["k"] == 8 else pause)
+        with open(self.log, "a") as fh:
+            fh.write(json.dumps({"pid": os.getpid(), "start": start, "end": time.time(), "task": task,
+                                 "params": p}) + "\n")
+        if p["x"] > 0.92:
+            raise RuntimeError("solver diverged")
+        return 1.0 + (p["x"] - task["t"]) ** 2 + 0.05 * (p["k"] - 4) ** 2
+
+
+def sleepy_problem(log: str = "", median: float = 0.05, slow: float = 0.0, sigma: float = 1.0) -> gt.Problem:
+    """The counting problem with a :class:`SleepyObjective` (for executors)."""
+    base = counting_problem()
+    return gt.Problem(base.task_space, base.param_space, SleepyObjective(log, median, slow, sigma), name="counting")
+
+
+class DyingObjective:
+    """The counting problem's objective, except that the process running it dies (``os._exit``) for
+    x > 0.8: a crash no exception handler sees (picklable, for executor tests)."""
+
+    def __call__(self, task, p):
+        if p["x"] > 0.8:
+            os._exit(3)
+        return 1.0 + (p["x"] - task["t"]) ** 2 + 0.05 * (p["k"] - 4) ** 2
+
+
+def dying_problem() -> gt.Problem:
+    base = counting_problem()
+    return gt.Problem(base.task_space, base.param_space, DyingObjective(), name="counting")

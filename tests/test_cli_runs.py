@@ -155,3 +155,17 @@ def test_problem_modules_are_found_in_the_current_directory(tmp_path):
     assert r.returncode == 0, r.stderr
     r = gptask("tune", "--problem", "nomod:problem", "--tasks", "1", "--budget", "2", cwd=tmp_path)
     assert r.returncode == 2 and "cannot import 'nomod'" in r.stderr and "PYTHONPATH" in r.stderr
+
+
+def test_tune_with_workers_runs_the_objective_in_other_processes(tmp_path):
+    log, hist = tmp_path / "calls.jsonl", tmp_path / "w.sqlite"
+    r = gptask("tune", "--problem", "problems_for_tests:sleepy_problem", "--problem-options", f"log={log}",
+               "--tasks", "2", "--budget", "5", "--n-initial", "3", "--workers", "2", "--history", hist, "-q",
+               cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    trials = SQLiteStorage(hist, read_only=True).trials()
+    assert len(trials) == 10 and all(t.status.finished for t in trials)
+    pids = {json.loads(line)["pid"] for line in log.read_text().splitlines()}
+    assert len(log.read_text().splitlines()) == 10 and len(pids) == 2  # the pool's two workers
+    bad = gptask("tune", "--problem", "demo", "--workers", "0", cwd=tmp_path)
+    assert bad.returncode == 2 and "--workers must be >= 1" in bad.stderr

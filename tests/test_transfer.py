@@ -9,7 +9,7 @@ import pytest
 import gptask as gt
 from gptask.functions import demo_optimum, demo_problem, sphere_problem
 from gptask.storage import SQLiteStorage
-from gptask.transfer import _project
+from gptask.transfer.tla1 import project
 
 sys.path.insert(0, str(Path(__file__).parent))
 from transfer_helpers import make_result, mixed_optimum, mixed_problem  # noqa: E402
@@ -72,11 +72,11 @@ def test_tla1_mixed_space_valid_feasible_and_right_choice(mixed_result):
 def test_projection_is_the_nearest_feasible_point():
     space = gt.Space([gt.Real("a", 0.0, 1.0), gt.Real("b", 0.0, 1.0)])
     feasible = lambda p: p["a"] + p["b"] <= 1.0  # noqa: E731
-    enc, moved = _project(space, np.array([0.9, 0.8]), feasible, np.random.default_rng(0))
+    enc, moved = project(space, np.array([0.9, 0.8]), feasible, np.random.default_rng(0))
     # Euclidean projection of (0.9, 0.8) onto a + b <= 1 is (0.55, 0.45)
     assert moved and enc.sum() <= 1.0 + 1e-12
     assert np.linalg.norm(enc - [0.55, 0.45]) < 0.03, enc
-    enc, moved = _project(space, np.array([0.2, 0.3]), feasible, np.random.default_rng(0))
+    enc, moved = project(space, np.array([0.2, 0.3]), feasible, np.random.default_rng(0))
     assert not moved and np.allclose(enc, [0.2, 0.3])
 
 

@@ -882,11 +882,15 @@ class LCM:
         new.prior, new._s2 = self.prior, self._s2
         return new
 
-    def append(self, i: int, X_add: np.ndarray, y_add: np.ndarray) -> "LCM":
+    def append(self, i: int, X_add: np.ndarray, y_add: np.ndarray, noise_free: bool = False) -> "LCM":
         """A new model with extra points (X_add (m, d), y_add (m,)) on existing task i.
 
         Hyperparameters stay fixed; the old Cholesky factor is reused and only the m new rows
         are computed (cost O(N^2 m)). The original model is not modified.
+        noise_free: condition on the latent values f(X_add) = y_add (no observation noise, only the
+        jitter a factorisation needs) instead of noisy observations. Used for *fantasies*, results
+        still being measured that a search must treat as known; such a model is for prediction
+        only: re-conditioning it (``set_params``, ``condition`` on ``data()``) adds the task's noise.
         """
         self._require_data()
         i = self._check_task(i)
@@ -895,7 +899,8 @@ class LCM:
         bk = self._bk
         K12 = self._cross(i, X_add)
         K22 = self._prior_cov(i, X_add)
-        bk.add_diagonal_(K22, float(self._params["noise"][i]))
+        if not noise_free:
+            bk.add_diagonal_(K22, float(self._params["noise"][i]))
         L21, L22, jitter = bk.chol_extend(self._L, K12, K22, what="appended block")
         z2 = bk.solve_lower(L22, bk.asarray(y_add) - L21 @ self._z)
         ll2 = -0.5 * bk.item(z2 @ z2) - bk.sum_log_diag(L22) - 0.5 * X_add.shape[0] * _LOG2PI

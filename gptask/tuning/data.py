@@ -17,8 +17,9 @@ The rule, one place for every fit, refit and final model update:
 Bounds: every ``z`` is finite. With ``n_i`` usable points a task's ``z`` lies within
 ``sqrt(n_i)`` of 0 (a standardised sample cannot stretch further), whatever values were returned.
 
-PENDING trials are listed separately (``pending``): they are what asynchronous proposals will
-enter as fantasies; today they only keep proposals away from configurations already in flight.
+PENDING trials are listed separately (``pending``): they never enter a fit; a search sees them as
+fantasies (:mod:`.fantasy`). Trials finished after a full fit enter the model by block appends
+under the transform frozen at that fit (:mod:`.updates`).
 """
 
 from __future__ import annotations

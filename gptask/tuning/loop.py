@@ -1,8 +1,10 @@
-"""``tune``: the loop over the ask/tell engine.
+"""``tune``: the loop over the ask/tell engine (and :func:`run`, which ``tune_new_task`` shares).
 
-Each iteration asks for one trial per task that takes new trials, evaluates them and tells the
-results (each committed before the next evaluation starts). The loop ends when the run is done
-(every task's budget used, target reached or space exhausted, nothing pending) or at ``max_time``.
+Without an executor, each iteration asks for one trial per task that takes new trials, evaluates
+them and tells the results (each committed before the next evaluation starts). With one, the
+asynchronous loop of :mod:`.asynchronous` keeps ``max_in_flight`` trials running instead. The loop
+ends when the run is done (every task's budget used, target reached or space exhausted, nothing
+pending) or at ``max_time``.
 When other processes sharing the history hold the last pending trials it waits for them, polling
 the history, and takes them over if their process dies.
 
@@ -28,13 +30,15 @@ from ..evaluate import EvaluationInterrupted, Evaluator, Outcome
 from ..parallel import allgather_json, bcast_json, blas_threads_per_rank, collective, my_items
 from ..problem import Problem
 from ..result import TuningResult
-from ..storage import Storage, TrialNotPending
-from ..trials import Status, Trial
+from ..storage import Storage
+from ..trials import Trial
+from .asynchronous import check_executor, run_async
 from .progress import Progress
-from .settings import WAIT_LOG_S, WAIT_MAX_S, WAIT_MIN_S
+from .steps import Waiting, report, tell_once
 from .tuner import Tuner, check_seconds
+from .updates import RefitPolicy
 
-__all__ = ["tune"]
+__all__ = ["tune", "run", "run_serial"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +92,8 @@ def tune(
     pruner: Any = None,
     max_time: float | None = None,
     target: Any = None,
+    executor: Any = None,
+    max_in_flight: int | None = None,
     **tuner_options: Any,
 ) -> TuningResult:
     """Tune ``problem`` for a set of tasks with MLA; returns a :class:`TuningResult`.
@@ -111,80 +117,86 @@ def tune(
     Every rank returns the same result. (Under MPI, max_time is checked between iterations only.)
     noise, pruner: a :mod:`gptask.noise` policy (instead of ``repeats``) and pruning rule; see
     :class:`gptask.evaluate.Evaluator`.
-    tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters, output_transform
-    ("auto": log of positive outputs or not, decided once by likelihood; "log"; "none") (see :class:`Tuner`).
+    executor, max_in_flight: a :class:`concurrent.futures.Executor` (``ProcessPoolExecutor``,
+    ``mpi4py.futures.MPIPoolExecutor``, a dask client's ``get_executor()``) and how many trials to
+    keep running on it: the asynchronous loop of :mod:`gptask.tuning.asynchronous` (a freed slot
+    gets a new proposal at once; model updates by block appends, a full refit every
+    ``max(open tasks, max_in_flight)`` results or on drift unless ``refit_every`` says otherwise).
+    The objective (with noise and pruner) is sent to the workers: define it at module level.
+    No executor: the serial loop above.
+    tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters, refit_every,
+    refit_on_drift, output_transform ("auto": log of positive outputs or not, decided once by
+    likelihood; "log"; "none") (see :class:`Tuner`).
     """
     max_time = check_seconds("max_time", max_time)
+    max_in_flight = check_executor(executor, max_in_flight, comm, parallel_evaluations,
+                                   (problem.objective, noise, pruner))
     evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout,
                           noise=noise, pruner=pruner)
     start = time.monotonic()
-    with _sigterm_raises(), _blas_limits(comm), Tuner(problem, tasks, budget, n_initial, seed, history,
-                                                      n_latent=n_latent, comm=comm, target=target,
-                                                      **tuner_options) as tuner:
-        total = tuner.n_tasks * tuner.budget
-        done = sum(min(tuner.count(i), tuner.budget) for i in range(tuner.n_tasks))
+    with Tuner(problem, tasks, budget, n_initial, seed, history, n_latent=n_latent, comm=comm, target=target,
+               **tuner_options) as tuner:
+        if max_in_flight is not None and "refit_every" not in tuner_options:
+            tuner.policy = RefitPolicy(max(len(tuner.open_tasks()), max_in_flight),
+                                       bool(tuner_options.get("refit_on_drift", True)))
+        return run(tuner, evaluator, progress=progress, parallel_evaluations=parallel_evaluations,
+                   stop_at=None if max_time is None else start + max_time, executor=executor,
+                   max_in_flight=max_in_flight)
+
+
+def run(tuner: Tuner, evaluator: Evaluator, progress: bool = True, parallel_evaluations: bool = False,
+        stop_at: float | None = None, executor: Any = None, max_in_flight: int | None = None) -> TuningResult:
+    """Drive ``tuner`` until its run is done or ``stop_at`` (a ``time.monotonic()`` instant) and return
+    its result: serially (on MPI ranks with ``tuner.comm``), or asynchronously on ``executor`` with
+    ``max_in_flight`` trials running (arguments checked by the caller, as :func:`tune` does). What
+    could not run is released, PENDING for the next run; the caller closes the tuner. SIGTERM
+    raises SystemExit(143) meanwhile, so that the caller's cleanup runs."""
+    with _sigterm_raises(), _blas_limits(tuner.comm):
+        mine = [i for i in range(tuner.n_tasks) if tuner.proposes_for(i)]
+        total = len(mine) * tuner.budget
+        done = sum(min(tuner.count(i), tuner.budget) for i in mine)
         reporter = Progress(progress and tuner.rank == 0, total, done)
         try:
-            _loop(tuner, evaluator, reporter, parallel_evaluations, None if max_time is None else start + max_time)
+            if executor is None:
+                run_serial(tuner, evaluator, reporter, parallel_evaluations, stop_at)
+            else:
+                assert max_in_flight is not None
+                run_async(tuner, evaluator, executor, max_in_flight, reporter, stop_at)
             tuner.release()  # what could not run stays PENDING, free for any process to take
             return tuner.result()
         finally:
             reporter.close()
 
 
-def _loop(tuner: Tuner, evaluator: Evaluator, reporter: Progress, parallel: bool, stop_at: float | None) -> None:
-    wait, last_said = WAIT_MIN_S, 0.0
+def run_serial(tuner: Tuner, evaluator: Evaluator, reporter: Progress, parallel: bool, stop_at: float | None) -> None:
+    """The synchronous loop: ask one trial per open task, evaluate them all, tell them, again."""
+    waiting = Waiting()
     while True:
         if _time_is_up(tuner, stop_at):
             reporter.message("max_time reached: stopping; unfinished trials stay pending for the next run")
             return
         t0 = time.monotonic()
         # one trial per task that takes new ones: other processes sharing the history get the rest
-        trials = tuner.ask(max(1, sum(tuner.closed_reason(i) is None for i in range(tuner.n_tasks))))
+        trials = tuner.ask(max(1, len(tuner.open_tasks())))
         ask_s = time.monotonic() - t0
         if not trials:
             if tuner.done:
                 return
-            if time.monotonic() - last_said >= WAIT_LOG_S:
-                holders = sorted({t.owner or "nobody" for t in tuner.pending})
-                reporter.message("nothing to ask: waiting for %d pending trial(s) held by other processes (%s)",
-                                 len(tuner.pending), "; ".join(h[:120] for h in holders))
-                last_said = time.monotonic()
-            time.sleep(wait if stop_at is None else max(0.0, min(wait, stop_at - time.monotonic())))
-            wait = min(2 * wait, WAIT_MAX_S)
+            waiting.pause(tuner, reporter, stop_at)
             continue
-        wait = WAIT_MIN_S
+        waiting.reset()
         try:
             _evaluate_all(tuner, evaluator, trials, parallel, stop_at if tuner.size == 1 else None, reporter)
         except EvaluationInterrupted as exc:
             reporter.message("max_time reached (%s): the trials not run stay pending", exc)
             return
-        _report(tuner, reporter, ask_s)
+        report(tuner, reporter, ask_s)
 
 
 def _time_is_up(tuner: Tuner, stop_at: float | None) -> bool:
     if stop_at is None:
         return False
     return bool(bcast_json(time.monotonic() >= stop_at, tuner.comm))  # rank 0 decides for all
-
-
-def _report(tuner: Tuner, reporter: Progress, ask_s: float) -> None:
-    records = tuner.records
-    n_done = sum(tuner.closed_reason(i) is not None for i in range(tuner.n_tasks))
-    reporter.iteration(n_done, tuner.n_tasks, len(records), sum(t.status is Status.FAILED for t in records),
-                       len(tuner.pending), [tuner.best_value(i) for i in range(tuner.n_tasks)], ask_s)
-
-
-def _tell(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False) -> None:
-    """Tell ``trial``; if someone else told it first (its lease ran out and it was re-proposed,
-    then the first holder reported after all), keep that result and go on."""
-    try:
-        if local:
-            tuner.tell_local(trial, outcome)
-        else:
-            tuner.tell(trial, outcome)
-    except TrialNotPending as exc:
-        log.warning("%s; this run's result for it is dropped", exc)
 
 
 def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], parallel: bool, stop_at: float | None,
@@ -194,7 +206,7 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
         for t in trials:
             if stop_at is not None and time.monotonic() >= stop_at:
                 raise EvaluationInterrupted("max_time reached before this evaluation")
-            _tell(tuner, t, evaluator(t.task, t.params, stop_at=stop_at))
+            tell_once(tuner, t, evaluator(t.task, t.params, stop_at=stop_at))
             reporter.advance()
         return
     if parallel:
@@ -203,7 +215,7 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
             for k in my_items(len(trials), tuner.comm):
                 outcome = evaluator(trials[k].task, trials[k].params)
                 if tuner.rank == 0:
-                    _tell(tuner, trials[k], outcome, local=True)  # committed now: a dying rank cannot lose it
+                    tell_once(tuner, trials[k], outcome, local=True)  # committed now: a dying rank cannot lose it
                 else:
                     out[str(k)] = outcome.to_json()
             return out
@@ -211,11 +223,11 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
         merged: dict[str, Any] = {}
         for part in allgather_json(collective(mine, tuner.comm, "evaluations"), tuner.comm):
             merged.update(part)
-        collective(lambda: [_tell(tuner, trials[int(k)], Outcome.from_json(d), local=True)
+        collective(lambda: [tell_once(tuner, trials[int(k)], Outcome.from_json(d), local=True)
                             for k, d in sorted(merged.items())], tuner.comm, "recording evaluations")
     else:
         # rank 0 evaluates and records each result at once (committed before the next run)
-        collective(lambda: [_tell(tuner, t, evaluator(t.task, t.params), local=True) for t in trials]
+        collective(lambda: [tell_once(tuner, t, evaluator(t.task, t.params), local=True) for t in trials]
                    if tuner.rank == 0 else None, tuner.comm, "evaluations")
     tuner.refresh()
     reporter.advance(len(trials))

@@ -1,21 +1,18 @@
 """Constants of the tuning engine, in one place, and the seeding rule.
 
 Reproducibility: the task LHS, each task's initial design, each model fit and each search draw
-their randomness from ``np.random.SeedSequence([seed, stage, *keys])`` with the stage numbers
-below, so a resumed run asks for the same points an uninterrupted run would have (up to the warm
-start of the model fit).
+their randomness from ``np.random.SeedSequence([seed, stage, *keys])`` with the stage numbers of
+:mod:`gptask.seeding` (re-exported here), so a resumed run asks for the same points an
+uninterrupted run would have (up to the warm start of the model fit).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from ..seeding import STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng
 
 __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "VALUE_LIMIT", "CLAIM_ROUNDS",
-           "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH",
-           "SOURCE_IMPORTED", "rng", "int_seed"]
-
-#: seed stages (the first key after the run's seed)
-STAGE_TASKS, STAGE_INITIAL, STAGE_SEARCH, STAGE_FIT = 0, 1, 2, 3
+           "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS",
+           "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH", "SOURCE_IMPORTED", "rng", "int_seed"]
 
 #: ``Trial.source`` of the engine's trials: the initial Latin hypercube, the problem's default
 #: configuration (measured first on every task), an acquisition maximiser, and measurements
@@ -34,12 +31,14 @@ CLAIM_ROUNDS = 4
 #: every WAIT_MIN_S seconds, backing off to WAIT_MAX_S, saying so in the log every WAIT_LOG_S
 WAIT_MIN_S, WAIT_MAX_S, WAIT_LOG_S = 0.2, 5.0, 60.0
 
+#: model updates (:mod:`gptask.tuning.updates`): a full refit is due when the mean squared
+#: one-step-ahead standardised error of the last DRIFT_WINDOW measured points appended since the
+#: last full fit exceeds DRIFT_E2 (a calibrated model gives 1; 4 is a 2-sigma miss on average)
+DRIFT_WINDOW, DRIFT_E2 = 3, 4.0
 
-def rng(seed: int, *keys: int) -> np.random.Generator:
-    """A generator for ``(seed, *keys)`` (see the module docstring)."""
-    return np.random.default_rng(np.random.SeedSequence([int(seed), *map(int, keys)]))
-
-
-def int_seed(seed: int, *keys: int) -> int:
-    """A 32-bit integer seed for ``(seed, *keys)``."""
-    return int(np.random.SeedSequence([int(seed), *map(int, keys)]).generate_state(1)[0])
+#: BLAS threads while a search round runs (model updates, fantasies, the acquisition's predictions):
+#: its triangular solves are small (N x 40 for N up to a few hundred), and OpenBLAS threads only
+#: spin on them: a 160 x 160 solve with 40 right-hand sides took 1.5 ms with 2 threads and 0.19 ms
+#: with 1 on the 2-core machine of BENCHMARKS.md (loaded), and the searches of an 8-task run were
+#: 70 % of the tuner's time. The LCM fit limits its own threads (gptask.models.defaults).
+SEARCH_BLAS_THREADS = 1

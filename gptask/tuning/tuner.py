@@ -5,10 +5,17 @@ Contract
 * ``ask(n)`` writes its proposals to the history as PENDING trials before returning them
   (:class:`~gptask.trials.Trial`, with ids). First come trials whose holder died or released them
   (re-proposed as they were), then each task's initial Latin hypercube (round robin over tasks),
-  then one log-EI maximiser per task in its search phase (at most one per task and ask: pending
-  trials do not enter the model yet, they are only excluded from the search). The model is
-  fitted only when the finished data changed since the last fit, by this process or any other
-  sharing the history: asking twice never refits twice.
+  then log-EI maximisers for tasks in their search phase, in rounds: each round gives one proposal
+  to each task that takes new trials (fewest trials first), and the next round searches again with
+  the proposals of the previous ones in flight. Every PENDING trial, this tuner's or another
+  process's, enters the model the search uses as a fantasy (kriging believer,
+  :mod:`.fantasy`), so several proposals for one task, or a proposal made while others run, are
+  spread out instead of piling onto one EI maximiser. The search waits for a finished trial of
+  every task (the LCM needs data for each).
+* The model is brought up to date only when finished trials arrived since, by this process or any
+  other sharing the history (asking twice never refits twice): by a full (warm-started) fit, or by
+  cheap block appends between full fits as ``refit_every`` and ``refit_on_drift`` say
+  (:mod:`.updates`; the default refits on every change, as the synchronous loop always did).
 * ``tell(trial, result)`` records the result of a PENDING trial of this history, exactly once: a
   second tell, an unknown id, or a trial from another history is a clear error. It may come from
   another process than the one that asked (the history, not the process, holds the trial).
@@ -33,11 +40,13 @@ from __future__ import annotations
 
 import logging
 import numbers
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..baseline import defaults_of, record_defaults
 from ..evaluate import Outcome
@@ -50,9 +59,11 @@ from ..sampling import lhs_points
 from ..storage import HistoryMismatch, Owner, Storage, open_storage
 from ..trials import Proposal, Status, Trial, params_key, point_key
 from .data import TrainingData, log_possible, training_data, usable, usable_values
+from .fantasy import believed_best, with_fantasies
 from .propose import initial_design, search_task, search_tasks
-from .settings import (CLAIM_ROUNDS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH, STAGE_FIT, STAGE_INITIAL,
-                       STAGE_SEARCH, STAGE_TASKS, int_seed, rng)
+from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH, STAGE_FIT,
+                       STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng)
+from .updates import ModelState, RefitPolicy
 
 __all__ = ["Tuner", "resolve_tasks", "check_int", "check_seconds"]
 
@@ -126,8 +137,21 @@ class Tuner:
     task). owner: who holds the asked trials (default: this process, alive while it runs;
     ``Owner.detached(...)`` for a shell that exits after asking). lease: seconds after which an
     asked trial that was not told is given to the next ``ask`` (None: never, while the owner lives).
-    The other arguments are those of :func:`gptask.tune`.
+    refit_every, refit_on_drift: the :class:`~gptask.tuning.updates.RefitPolicy` of model updates
+    (default 1, False: a full warm-started fit whenever results arrived; larger or None: block
+    appends in between). ``updates`` lists every model update made (kind "fit", "reuse", "append",
+    ..., seconds, n_points, reason). The other arguments are those of :func:`gptask.tune`.
+
+    Tuners of other kinds (TLA2's new-task tuner, :mod:`gptask.transfer.tla2`) subclass this one
+    and override its hooks: :meth:`proposes_for`, :meth:`initial_design`, :meth:`incumbents`,
+    :meth:`model_ready`, :meth:`model_trials`, :meth:`full_fit`, :meth:`transform_stale`,
+    :meth:`result`, and ``records_run`` (False: leave the run's seed, settings and models in the
+    history alone).
     """
+
+    #: whether this tuner checks and stores the run's seed, settings, output transform and fitted
+    #: models in the history (a tuner adding a task to another run's history does not)
+    records_run: bool = True
 
     def __init__(
         self,
@@ -149,6 +173,8 @@ class Tuner:
         target: Any = None,
         owner: Owner | None = None,
         lease: float | None = None,
+        refit_every: int | None = 1,
+        refit_on_drift: bool = False,
     ) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
@@ -175,6 +201,7 @@ class Tuner:
         self.rank, self.size = rank_size(comm)
         self.owner = owner if owner is not None else Owner.this_process("tune")
         self.lease = check_seconds("lease", lease)
+        self.policy = RefitPolicy(refit_every, bool(refit_on_drift))
         # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
         self.storage: Storage | None = None
         state = self._on_root(lambda: self._open_history(history, tasks), "opening the history")
@@ -193,7 +220,9 @@ class Tuner:
         self.iteration = int(state["iteration"])
         self.model: LCM | None = None
         self.transform = None
+        self.updates: list[dict] = []
         self._data: TrainingData | None = None
+        self._state: ModelState | None = None
         self._initial: dict[int, list[dict]] = {}
         self._trials: list[Trial] = []
         self._closed: dict[int, str] = {}
@@ -207,6 +236,14 @@ class Tuner:
 
     def _open_history(self, path: Any, tasks: Any) -> dict[str, Any]:
         storage = open_storage(path, self.problem.signature())
+        if not self.records_run:
+            try:
+                storage.set_tasks(resolve_tasks(self.problem, tasks, self.seed))
+            except BaseException:
+                storage.close()
+                raise
+            self.storage = storage
+            return {"tasks": storage.tasks(), "use_log": None, "iteration": 0}
         try:
             stored_seed = storage.get_meta("seed")
             if stored_seed is not None and stored_seed != self.seed:
@@ -330,14 +367,24 @@ class Tuner:
             return f"target {target:g} reached ({best:.6g})"
         return None
 
+    def proposes_for(self, i: int) -> bool:
+        """Whether this tuner proposes trials for task ``i`` (all tasks here; a new-task tuner only
+        its new task, the others being what it learns from)."""
+        return True
+
+    def open_tasks(self) -> list[int]:
+        """The tasks this tuner proposes for that are not finished (budget, target, exhausted)."""
+        return [i for i in range(self.n_tasks) if self.proposes_for(i) and self.closed_reason(i) is None]
+
     def _takes_new(self, i: int) -> bool:
-        return self.closed_reason(i) is None and len(self.trials_of(i)) < self.budget
+        return self.proposes_for(i) and self.closed_reason(i) is None and len(self.trials_of(i)) < self.budget
 
     @property
     def done(self) -> bool:
-        """True when every task is finished and no trial is pending (re-reads the history)."""
+        """True when every task this tuner proposes for is finished and none of them has a pending
+        trial (re-reads the history)."""
         self.refresh()
-        return all(self.closed_reason(i) is not None for i in range(self.n_tasks)) and not self.pending
+        return not self.open_tasks() and not any(self.proposes_for(t.task_index) for t in self.pending)
 
     # ---- ask ---------------------------------------------------------------------------------
     def _describe_constraints(self, i: int) -> str:
@@ -370,11 +417,14 @@ class Tuner:
     def ask(self, n: int | None = None) -> list[Trial]:
         """New PENDING trials; see the module docstring for the order.
 
-        n: at most this many. None: the natural next batch, as a synchronous loop wants it:
-        every trial to re-propose, then the rest of the initial designs if any task still needs
-        them, otherwise one search proposal per task that takes new trials.
-        An empty list means nothing can be asked now: the run is done, or the remaining budget
-        is held by pending trials."""
+        n: at most this many: trials to re-propose, initial designs, then search rounds (one
+        proposal per task and round, the earlier rounds' proposals in flight as fantasies), so n
+        larger than the number of tasks gives several proposals per task. None: the natural next
+        batch, as a synchronous loop wants it: every trial to re-propose, then the rest of the
+        initial designs if any task still needs them, otherwise one search proposal per task that
+        takes new trials. An empty list means nothing can be asked now: the run is done, the
+        remaining budget is held by pending trials, or the search waits for a first result of
+        every task."""
         if n is not None:
             n = check_int("n", n, 1)
         self.refresh()
@@ -382,8 +432,13 @@ class Tuner:
         out += self._ask_initial(None if n is None else n - len(out))
         if n is None and any(t.source in (SOURCE_INITIAL, SOURCE_DEFAULT) for t in out):
             return out
-        skip = {t.task_index for t in out} if n is None else set()
-        out += self._ask_search(self.n_tasks if n is None else n - len(out), skip)
+        if n is None:  # the natural batch: one search proposal per task not served yet
+            return out + self._search_round(self._search_tasks({t.task_index for t in out}, self.n_tasks))
+        while len(out) < n:  # rounds: the proposals of one round are in flight (fantasies) in the next
+            got = self._search_round(self._search_tasks(set(), n - len(out)))
+            if not got:
+                break
+            out += got
         return out
 
     def _reclaim(self, limit: int | None) -> list[Trial]:
@@ -417,15 +472,27 @@ class Tuner:
         default = self.defaults[i]
         return SOURCE_DEFAULT if default is not None and params_key(params) == params_key(default) else SOURCE_INITIAL
 
-    def _ask_search(self, room: int, skip: set[int]) -> list[Trial]:
-        active = [i for i in range(self.n_tasks)
-                  if i not in skip and self._takes_new(i) and not self._initial_todo(i)]
-        if room <= 0 or not active or not self.records:
+    def _search_tasks(self, skip: set[int], room: int) -> list[int]:
+        """The tasks of the next search round: those in their search phase that take new trials,
+        fewest trials first, at most ``room``; none until the model can be fitted."""
+        active = [i for i in range(self.n_tasks) if i not in skip and self._takes_new(i) and not self._initial_todo(i)]
+        if room <= 0 or not active or not self.model_ready():
             return []
-        active = sorted(active, key=lambda i: (len(self.trials_of(i)), i))[:room]
+        return sorted(active, key=lambda i: (len(self.trials_of(i)), i))[:room]
+
+    def _search_round(self, active: list[int]) -> list[Trial]:
+        """One proposal for each task of ``active``, searched on the model with every pending trial
+        as a fantasy, claimed in the history (searching again where another process was first)."""
+        if not active:
+            return []
+        with threadpool_limits(limits=SEARCH_BLAS_THREADS, user_api="blas"):
+            return self._search_round_on(active)
+
+    def _search_round_on(self, active: list[int]) -> list[Trial]:
         self.fit_model()
         out: list[Trial] = []
         for _ in range(CLAIM_ROUNDS):
+            self._believe_pending()
             rows = search_tasks(active, self._search, self.problem.param_space.n_columns, self.comm)
             for i, row in zip(active, rows):
                 if row is None:
@@ -450,19 +517,33 @@ class Tuner:
         self._on_root(lambda: self.storage.close_task(i, reason), "closing a task")
         self._closed[i] = reason
 
+    def _believe_pending(self) -> None:
+        """The search model: the model with every PENDING trial as a fantasy (:mod:`.fantasy`), and
+        each task's incumbent counting its believed values."""
+        assert self.model is not None and self._state is not None
+        space, state = self.problem.param_space, self._state
+        pending = [[t.params for t in self.pending if t.task_index == i and t.id not in state.ids]
+                   for i in range(self.n_tasks)]
+        X = [space.encode(p) if p else np.empty((0, space.n_columns)) for p in pending]
+        self._search_model, believed = with_fantasies(self.model, X)
+        noise_sd = np.sqrt(self.model.get_params()["noise"])
+        self._search_best = [state.best_z(i) if not believed[i].size else
+                             believed_best(state.best_z(i), believed[i], float(noise_sd[i]))
+                             for i in range(self.n_tasks)]
+
     def _search(self, i: int) -> np.ndarray | None:
         """Task ``i``'s next configuration, encoded (D,), or None when none is left. Runs on the
         rank that owns task i."""
-        assert self.model is not None and self._data is not None
         space = self.problem.param_space
         mine = self.trials_of(i)
         claimed = space.encode([t.params for t in mine])
-        return search_task(self.model, i, self.problem, self.tasks[i], self._data.best_z(i), claimed,
-                           self._incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
+        return search_task(self._search_model, i, self.problem, self.tasks[i], self._search_best[i], claimed,
+                           self.incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
                            self.pso_particles, self.pso_iters)
 
-    def _incumbents(self, i: int) -> np.ndarray | None:
-        """Encoded best configurations: task i's own first, then the other tasks' (transfer)."""
+    def incumbents(self, i: int) -> np.ndarray | None:
+        """Encoded configurations (m, D) placed in task ``i``'s initial swarm: its own best first,
+        then the other tasks' (transfer); None when no task has a measured value."""
         best = []
         for j in [i] + [j for j in range(self.n_tasks) if j != i]:
             ok = [t for t in self.trials_of(j) if usable(t)]
@@ -490,24 +571,86 @@ class Tuner:
     def _settings(self) -> list:
         return [self.n_latent, self.kernel]
 
+    def model_ready(self) -> bool:
+        """Whether the model can be fitted: every task has a finished trial (the LCM needs data for
+        each task; until then a search waits, the initial designs run)."""
+        return len({t.task_index for t in self._trials if t.status.finished}) == self.n_tasks
+
+    def model_trials(self) -> list[Trial]:
+        """The finished trials the model is built on (every one here)."""
+        return self.records
+
+    def transform_stale(self, new: Sequence[Trial]) -> str | None:
+        """Why the output transform frozen at the last full fit cannot take the finished trials
+        ``new`` (a full fit is then due), or None. Here: the log transform was switched off, or a
+        task gets its first measured value (its frozen mean and std were placeholders)."""
+        assert self._state is not None
+        use_log = self._settle_log()
+        if use_log is None or use_log != self._state.transform.use_log:
+            return "the output transform changed"
+        for t in new:
+            if usable(t) and self._state.measured[t.task_index].size == 0:
+                return f"task {t.task_index} has its first measured value"
+        return None
+
     def fit_model(self) -> LCM:
-        """The LCM on every finished trial (warm-started). Not refitted when the data did not change
-        since the last fit, by this tuner or by another process sharing the history (then the
-        stored hyperparameters are reused). A new fit is stored in the history."""
-        if not self.records:
-            raise ValueError("no finished trial yet: there is nothing to fit a model on")
+        """The model brought up to date with every finished trial, and returned.
+
+        Nothing happens when no trial finished since the last update, by this tuner or by another
+        process sharing the history. Otherwise the new trials are appended (block update under the
+        frozen transform, :mod:`.updates`), unless the refit policy or :meth:`transform_stale` make
+        a full fit due (:meth:`full_fit`). Each update is listed in ``updates``."""
+        if not self.model_ready():
+            raise ValueError("the model needs a finished trial of every task: there is nothing to fit a model on yet")
+        state = self._state
+        if state is None or state.model is not self.model:
+            return self._refit("first fit" if self.model is None else "the model was replaced")
+        new = [t for t in self.model_trials() if t.id not in state.ids]
+        if not new:
+            return self.model
+        t0 = time.perf_counter()
+        reason = self.transform_stale(new) or state.absorb(new, self.policy, self.problem.param_space)
+        if reason is not None:
+            return self._refit(reason)
+        self.model = state.model
+        self._log_update("append", t0, f"{len(new)} new result(s)")
+        return self.model
+
+    def _refit(self, reason: str) -> LCM:
+        t0 = time.perf_counter()
+        kind = self.full_fit()
+        self._log_update(kind, t0, reason)
+        assert self.model is not None
+        return self.model
+
+    def _log_update(self, kind: str, t0: float, reason: str) -> None:
+        assert self.model is not None
+        self.updates.append({"kind": kind, "seconds": time.perf_counter() - t0,
+                             "n_points": int(self.model.n_points.sum()), "reason": reason})
+        log.debug("model update: %s (%s), %d points", kind, reason, self.updates[-1]["n_points"])
+
+    def install_model(self, model: LCM, transform: Any, trials: Sequence[Trial],
+                      measured: Sequence[np.ndarray]) -> None:
+        """Make ``model`` the tuner's model (what :meth:`full_fit` does with a new fit): it holds the
+        finished ``trials`` under ``transform``; measured: per task, the model values (k_i,) of its
+        measured points (the incumbents and the imputation of later appends)."""
+        self.model, self.transform = model, transform
+        self._state = ModelState(model, transform, trials, measured)
+
+    def full_fit(self) -> str:
+        """Fit the LCM from scratch on every finished trial (warm-started from the last
+        hyperparameters), or reuse the hyperparameters another process stored for exactly these
+        data; a new fit is stored in the history. Returns the kind of update, "fit" or "reuse"."""
         use_log = self._settle_log()
         if use_log is None:
             model, data = self._choose_transform()
         else:
             data = training_data(self._trials, self.n_tasks, self.problem.param_space, use_log, self._settings())
-            if self.model is not None and self._data is not None and self._data.key == data.key:
-                return self.model
             last = self._on_root(lambda: self.storage.last_model(), "reading the last model")
             if last is not None and last.get("data_key") == data.key:
                 model = LCM(n_latent=self.n_latent, kernel=self.kernel).condition(data.X, data.y, params=last["params"])
                 self._install(model, data)
-                return model
+                return "reuse"
             model = self._fit(data)
         self._install(model, data)
         self.iteration += 1
@@ -515,10 +658,12 @@ class Tuner:
         ll = float(model.log_likelihood())
         self._on_root(lambda: self.storage.add_model(self.iteration, params, ll, data.key), "storing the model")
         log.info("iteration %d: LCM fitted on %d points, log-likelihood %.4g", self.iteration, data.n_points, ll)
-        return model
+        return "fit"
 
     def _install(self, model: LCM, data: TrainingData) -> None:
-        self.model, self._data, self.transform = model, data, data.transform
+        self._data = data
+        self.install_model(model, data.transform, self.records,
+                           [y[m] for y, m in zip(data.y, data.measured)])
 
     def _fit(self, data: TrainingData, cold: bool = False) -> LCM:
         init: Any = None
@@ -625,7 +770,8 @@ class Tuner:
             model = self.fit_model()
             return model, self.transform
         data = training_data(self._trials, self.n_tasks, self.problem.param_space, use_log, self._settings())
-        if self._data is not None and data.key == self._data.key:
+        if self._data is not None and data.key == self._data.key and self._state is not None \
+                and self._state.since_fit == 0:
             return self.model, self.transform
         try:
             model = LCM(n_latent=self.n_latent, kernel=self.kernel).condition(data.X, data.y,

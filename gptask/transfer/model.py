@@ -1,0 +1,206 @@
+"""What transfer learns from: a tuned model (a tuning result or a saved model file), and TLA1's G_j.
+
+:class:`TransferModel` holds everything transfer needs: the spaces, the problem signature, the tuned
+tasks with their best configurations, the LCM and its output transform, and (fitted on first use)
+the :class:`OptimaModel`. It is built from a tuning result (:meth:`TransferModel.from_result`, any
+object with the fields of :class:`gptask.TuningResult`) or read from a model file by
+:func:`gptask.load_model`.
+
+:class:`OptimaModel` is the paper's G_j (shared/seeds/004, sec. 5): one single-output GP per
+*encoded column* of the parameter space maps the encoded task (``task_space.encode``) to that
+column of the encoded optimum. A single-output GP is the project's LCM with one task and one latent
+process (``LCM(n_latent=1).fit([X], [y])``) on the column standardised to mean 0 and std 1
+(:class:`ScalarGP`; a column that is the same for every task is predicted as that constant, std 0).
+
+Imports: the model layer, spaces, transforms and trials only; never the tuning engine, the result
+module or the model-file module, which all build on this one.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..models import LCM
+from ..problem import Problem
+from ..seeding import int_seed
+from ..space import Space
+from ..transforms import OutputTransform
+from ..trials import point_key
+
+__all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "GP_RESTARTS", "GP_MAXITER"]
+
+#: restarts of the small single-output GP fits (TLA1 G_j and the over-tasks value GP)
+GP_RESTARTS = 2
+#: L-BFGS-B iteration cap of those fits
+GP_MAXITER = 300
+
+
+class ScalarGP:
+    """A standardised single-output GP ``task encoding (n, c) -> value (n,)`` on the LCM engine.
+
+    mu, sd: the standardisation of the targets; gp: the fitted one-task LCM, or None for a constant
+    target (std ~ 0), kept as that constant with zero std.
+    """
+
+    def __init__(self, mu: float, sd: float, gp: LCM | None) -> None:
+        self.mu, self.sd, self.gp = float(mu), float(sd), gp
+
+    @classmethod
+    def fit(cls, X: np.ndarray, y: np.ndarray, seed: int = 0, restarts: int = GP_RESTARTS,
+            init: "ScalarGP | None" = None) -> "ScalarGP":
+        """Fit on X (n, c) encoded tasks and y (n,) targets; ``init`` warm-starts the GP."""
+        y = np.asarray(y, dtype=float)
+        mu, sd = float(np.mean(y)), float(np.std(y))
+        if len(y) < 2 or sd <= 1e-9 * max(1.0, abs(mu)):
+            return cls(mu, 0.0, None)
+        gp = LCM(n_latent=1, kernel="rbf")
+        start = init.gp if init is not None and init.gp is not None else None
+        gp.fit([X], [(y - mu) / sd], restarts=restarts, seed=seed, init=start, maxiter=GP_MAXITER)
+        return cls(mu, sd, gp)
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and std (n,) at X (n, c), the std including the GP's noise term."""
+        X = np.atleast_2d(X)
+        if self.gp is None:
+            return np.full(len(X), self.mu), np.zeros(len(X))
+        m, v = self.gp.predict(0, X, include_noise=True)
+        return self.mu + self.sd * m, self.sd * np.sqrt(np.maximum(v, 0.0))
+
+
+class OptimaModel:
+    """TLA1's G_j: one :class:`ScalarGP` per encoded parameter column.
+
+    task_X: (n, c) encoded tasks; optima: (n, D) encoded best configurations of those tasks.
+    """
+
+    def __init__(self, task_X: np.ndarray, optima: np.ndarray, gps: list[ScalarGP]) -> None:
+        self.task_X, self.optima, self.gps = task_X, optima, gps
+
+    @classmethod
+    def fit(cls, task_X: np.ndarray, optima: np.ndarray, seed: int = 0,
+            init: "OptimaModel | None" = None) -> "OptimaModel":
+        """init: a fitted OptimaModel of the same space whose GPs warm-start these (1 restart each)."""
+        task_X = np.asarray(task_X, dtype=float)
+        optima = np.asarray(optima, dtype=float)
+        if len(task_X) < 2:
+            raise ValueError(f"TLA1 needs the best configurations of at least 2 tuned tasks, got {len(task_X)}")
+        gps = [ScalarGP.fit(task_X, optima[:, j], seed=int_seed(seed, j),
+                            restarts=GP_RESTARTS if init is None else 1,
+                            init=None if init is None else init.gps[j]) for j in range(optima.shape[1])]
+        return cls(task_X, optima, gps)
+
+    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Raw encoded optimum (D,) and its std (D,) at one encoded task x (c,)."""
+        out = [g.predict(np.asarray(x, float).reshape(1, -1)) for g in self.gps]
+        return np.array([m[0] for m, _ in out]), np.array([s[0] for _, s in out])
+
+
+class TransferModel:
+    """Everything transfer needs, from a tuning result or a model file (``load_model``).
+
+    task_space, param_space: the spaces; signature: the problem signature (dict); tasks: tuned task
+    dicts; best: per task ``(params, value)`` or None; model: the LCM (task i = tasks[i]);
+    transform: its output transform; problem: the :class:`Problem` when known (a loaded model
+    without ``problem=`` has no constraints and no objective); optima: the TLA1 GPs when already
+    fitted (else fitted on first use of :attr:`optima`); accuracy: a stored held-out report summary
+    (dict) or None; extended_since_fit: tasks added by ``LCM.extend`` since the model's last full fit.
+    """
+
+    def __init__(self, task_space: Space, param_space: Space, signature: dict, tasks: list[dict],
+                 best: list[tuple[dict, float] | None], model: LCM, transform: OutputTransform,
+                 problem: Problem | None = None, optima: OptimaModel | None = None,
+                 accuracy: dict | None = None, extended_since_fit: int = 0) -> None:
+        if not isinstance(model, LCM):
+            raise ValueError("the result has no fitted model (no evaluation completed?)")
+        if model.n_tasks != len(tasks):
+            raise ValueError(f"the model has {model.n_tasks} tasks but {len(tasks)} tasks are listed")
+        if transform is None or len(transform.mu) != len(tasks):
+            raise ValueError("the result has no output transform matching its tasks")
+        self.task_space, self.param_space = task_space, param_space
+        self.signature, self.tasks, self.best = signature, tasks, best
+        self.model, self.transform, self.problem = model, transform, problem
+        self._optima = optima
+        self.accuracy = accuracy
+        self.extended_since_fit = int(extended_since_fit)
+        self._keys = {point_key(t): i for i, t in enumerate(tasks)}
+
+    @classmethod
+    def from_result(cls, result: Any) -> "TransferModel":
+        """From a :class:`gptask.TuningResult` (or a TLA2 result): its problem, tasks, best
+        configurations, model and transform."""
+        best: list[tuple[dict, float] | None] = []
+        known = getattr(result, "known_best", None) or []
+        for i in range(len(result.tasks)):
+            try:
+                best.append(result.best(i))
+            except ValueError:
+                best.append(known[i] if i < len(known) else None)
+        return cls(result.problem.task_space, result.problem.param_space, result.problem.signature(),
+                   [dict(t) for t in result.tasks], best, result.model, result.transform, result.problem,
+                   extended_since_fit=getattr(result, "extended_since_fit", 0))
+
+    @property
+    def optima(self) -> OptimaModel:
+        """The TLA1 GPs (fitted on first use)."""
+        if self._optima is None:
+            idx = [i for i, b in enumerate(self.best) if b is not None]
+            tx = self.task_space.encode([self.tasks[i] for i in idx]) if idx else np.empty((0, 1))
+            opt = self.param_space.encode([self.best[i][0] for i in idx]) if idx else np.empty((0, 1))
+            self._optima = OptimaModel.fit(tx, opt)
+        return self._optima
+
+    def task_index(self, task: Mapping[str, Any]) -> int | None:
+        """Index of ``task`` among the tuned tasks, or None for a new task."""
+        return self._keys.get(point_key(task))
+
+    def validate_task(self, task: Any) -> dict:
+        return self.task_space.validate(task, what="task")
+
+    def is_feasible(self, task: Mapping[str, Any]):
+        """A feasibility judge for configurations of ``task``, or None when constraints are unknown."""
+        if self.problem is None:
+            return None
+        return lambda p: self.problem.is_feasible(task, p)
+
+    def constraint_text(self, task: Mapping[str, Any]) -> str:
+        """The constraints of ``task``, named, for error messages."""
+        if self.problem is None:
+            return "the constraints"
+        names = ", ".join(self.problem.constraint_names()) or "no constraints"
+        return f"{names} for task {dict(task)}"
+
+    def __repr__(self) -> str:
+        return (f"TransferModel(problem={self.signature.get('name')!r}, tasks={len(self.tasks)}, "
+                f"params={self.param_space.names})")
+
+
+#: the fields a tuning result must have to be transferred from (see TransferModel.from_result)
+_RESULT_FIELDS = ("problem", "tasks", "history", "model", "transform", "best")
+_CACHE: dict[int, tuple[Any, tuple, TransferModel]] = {}
+
+
+def as_transfer_model(source: Any) -> TransferModel:
+    """A :class:`TransferModel` from a tuning result (cached per result) or a TransferModel.
+
+    A model file is read with :func:`gptask.load_model` first (this layer does no file I/O).
+    """
+    if isinstance(source, TransferModel):
+        return source
+    if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
+        raise TypeError(f"got the path {source!r}: read a model file with gt.load_model(path, problem=...) "
+                        "and pass the model it returns")
+    if not all(hasattr(source, f) for f in _RESULT_FIELDS):
+        raise TypeError(f"expected a TuningResult or a model loaded with gt.load_model, got {type(source).__name__}")
+    key = (id(source.model), id(source.transform), len(source.history), len(source.tasks))
+    hit = _CACHE.get(id(source))
+    if hit is not None and hit[0]() is source and hit[1] == key:
+        return hit[2]
+    tm = TransferModel.from_result(source)
+    if len(_CACHE) > 16:
+        _CACHE.clear()
+    _CACHE[id(source)] = (weakref.ref(source), key, tm)
+    return tm

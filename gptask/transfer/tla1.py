@@ -1,0 +1,141 @@
+"""TLA1: predict a good configuration for a task without running anything (:func:`predict_optimum`).
+
+GPTune paper (shared/seeds/004) sec. 5, with the choices below made explicit. From the best
+configuration found for each tuned task, :class:`~gptask.transfer.model.OptimaModel` predicts the
+encoded optimum of the new task, one GP per encoded column. The raw prediction is clipped to the
+unit cube and snapped with ``Space.snap``: integers are rounded; a categorical has one GP per
+choice (each on its 0/1 indicator) and the choice with the largest predicted indicator wins. If
+the snapped point violates a constraint it is *projected* (:func:`project`): the nearest feasible
+point in the encoded cube (Euclidean distance to the raw prediction) among candidates drawn around
+it (normal draws of spread 0.01 .. 1, uniform draws, the tuned tasks' best configurations), then
+refined by bisection on the segment from that point towards the raw prediction.
+
+``Prediction.std`` is the GP predictive std of each parameter *in encoded units* (fractions of the
+unit interval the parameter is mapped to; log scale for log dimensions), including the GP's noise
+term, i.e. the scatter of the tuned tasks' best points around the smooth trend. For a categorical
+it is the std of the chosen choice's indicator.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..sampling import NoFeasiblePoint
+from ..seeding import STAGE_PROJECT, rng
+from ..space import Categorical, Space
+from .model import as_transfer_model
+from .predict import predict
+
+__all__ = ["Prediction", "predict_optimum", "project"]
+
+log = logging.getLogger(__name__)
+
+#: projection candidates: normal draws of these spreads around the raw prediction (encoded units)
+PROJECT_SPREADS = (0.01, 0.03, 0.1, 0.3, 1.0)
+#: projection candidates: draws per spread, uniform draws, bisection steps
+PROJECT_DRAWS, PROJECT_UNIFORM, PROJECT_BISECTIONS = 200, 1000, 25
+
+
+@dataclass(frozen=True, eq=False)
+class Prediction:
+    """A run-free prediction of a task's optimum (TLA1).
+
+    params: a valid configuration in user units (feasible when the constraints are known);
+    std: per parameter name, the predictive std in *encoded* units (see the module docstring);
+    value, value_std: the predicted objective at ``params`` and its std, in user units (see
+    :func:`gptask.predict`); encoded: (D,) encoding of ``params``; raw: (D,) the GPs' raw mean
+    before snapping and projection; projected: True when a constraint forced a move away from the
+    snapped prediction; feasible: True/False, or None when the constraints are unknown (loaded model
+    without ``problem=``); task: the task.
+    """
+
+    task: dict
+    params: dict
+    std: dict
+    value: float
+    value_std: float
+    encoded: np.ndarray
+    raw: np.ndarray
+    projected: bool
+    feasible: bool | None
+
+    def __repr__(self) -> str:
+        return (f"Prediction(params={self.params}, std={ {k: round(v, 4) for k, v in self.std.items()} }, "
+                f"value={self.value:.6g} +- {self.value_std:.3g})")
+
+
+def project(space: Space, raw: np.ndarray, is_feasible: Any, generator: np.random.Generator,
+            anchors: np.ndarray | None = None, describe: str = "the constraints") -> tuple[np.ndarray, bool]:
+    """The snapped raw point (D,) if feasible, else the nearest feasible candidate (module docstring).
+
+    is_feasible: judges a decoded configuration, or None (no constraints known); anchors: (k, D)
+    encoded candidates added to the random ones. Returns (encoded (D,), projected)."""
+    raw = np.clip(raw, 0.0, 1.0)
+    snapped = space.snap(raw[None, :])[0]
+    if is_feasible is None or is_feasible(space.decode(snapped[None, :])[0]):
+        return snapped, False
+    D = raw.size
+    cands = [raw + s * generator.standard_normal((PROJECT_DRAWS, D)) for s in PROJECT_SPREADS]
+    cands.append(generator.random((PROJECT_UNIFORM, D)))
+    if anchors is not None and len(anchors):
+        cands.append(np.asarray(anchors, float))
+    C = space.snap(np.clip(np.vstack(cands), 0.0, 1.0))
+    order = np.argsort(np.linalg.norm(C - raw, axis=1))
+    best = None
+    for k in order:  # nearest first: stop at the first feasible one
+        if is_feasible(space.decode(C[k][None, :])[0]):
+            best = C[k]
+            break
+    if best is None:
+        raise NoFeasiblePoint(f"no configuration satisfying {describe} was found near the TLA1 prediction "
+                              f"or among {len(C)} random candidates")
+    lo, hi, base = 0.0, 1.0, best.copy()
+    for _ in range(PROJECT_BISECTIONS):  # bisection from the feasible point towards the raw prediction
+        mid = 0.5 * (lo + hi)
+        p = space.snap((base + mid * (raw - base))[None, :])[0]
+        if is_feasible(space.decode(p[None, :])[0]):
+            lo = mid
+            if np.linalg.norm(p - raw) < np.linalg.norm(best - raw):
+                best = p
+        else:
+            hi = mid
+    return best, True
+
+
+def _param_std(space: Space, std_cols: np.ndarray, encoded: np.ndarray) -> dict[str, float]:
+    out = {}
+    for d, sl in zip(space.dimensions, space.column_slices()):
+        if isinstance(d, Categorical):
+            out[d.name] = float(std_cols[sl][int(np.argmax(encoded[sl]))])
+        else:
+            out[d.name] = float(std_cols[sl][0])
+    return out
+
+
+def predict_optimum(source: Any, task: Mapping[str, Any]) -> Prediction:
+    """TLA1: predict a good configuration for ``task`` without running anything.
+
+    source: a :class:`gptask.TuningResult` or a model from :func:`gptask.load_model`.
+    task: a dict of the task space (a new or a tuned task). Returns a :class:`Prediction`.
+    """
+    tm = as_transfer_model(source)
+    task = tm.validate_task(task)
+    space = tm.param_space
+    raw, std_cols = tm.optima.predict(tm.task_space.encode([task])[0])
+    feas = tm.is_feasible(task)
+    if feas is None and tm.signature.get("n_constraints", 0):
+        log.warning("the model's problem has %d constraints but they are unknown here (load the model "
+                    "with problem=...); the prediction is not checked against them",
+                    tm.signature["n_constraints"])
+    anchors = space.encode([b[0] for b in tm.best if b is not None])
+    enc, projected = project(space, raw, feas, rng(0, STAGE_PROJECT), anchors, tm.constraint_text(task))
+    params = space.decode(enc[None, :])[0]
+    mean, sd = predict(tm, task, params)
+    return Prediction(task=task, params=params, std=_param_std(space, std_cols, enc), value=float(mean),
+                      value_std=float(sd), encoded=enc, raw=raw, projected=projected,
+                      feasible=None if feas is None else bool(feas(params)))

@@ -1,0 +1,357 @@
+"""TLA2: quick tuning of a new task from a tuned model (:func:`tune_new_task`, :class:`NewTaskTuner`).
+
+GPTune paper (shared/seeds/004) sec. 5, with the choices below made explicit. TLA2 runs on the
+ask/tell engine of :mod:`gptask.tuning`: :class:`NewTaskTuner` is a :class:`~gptask.tuning.Tuner`
+whose tasks are the tuned ones followed by the new one, which alone takes trials, and
+:func:`tune_new_task` is the loop every tuner shares (:func:`gptask.tuning.loop.run`). So it has
+the same history (PENDING trials, resume, several processes on one file), executors
+(``executor=``, ``max_in_flight=``: the new task's proposals are spread by fantasies), noise
+policies and pruner, failure capture and MPI rules (rank 0 alone writes) as ``gt.tune``.
+
+1. Centred sampling (paper sec. 5.2.1 with its per-dimension variant): the initial design is the
+   TLA1 prediction itself plus ``n_initial - 1`` distinct feasible draws of
+   ``N(centre, diag(sigma^2))`` in the encoded cube (out-of-cube or infeasible draws redrawn),
+   with, per encoded column ``j``::
+
+       ell_j   = (sum_q v_q / l_qj^2 / sum_q v_q) ** -1/2     (v_q = mean_i B_q[i, i])
+       sigma_j = clip(max(ell_j / 2, s_j), 0.02, 1.0)
+
+   ``l_qj`` are the LCM length scales, ``ell_j`` their variance-weighted effective value and
+   ``s_j`` the TLA1 std of that column: within half a length scale the objective is strongly
+   correlated (RBF correlation 0.88), so the design explores the basin the prediction points to,
+   wider when TLA1 itself is unsure. A short length scale (a sensitive parameter) gives a narrow
+   spread, as the paper proposes.
+2. ``LCM.extend`` adds the task: old hyperparameters and the old Cholesky factor are kept, only
+   the new task's W rows, kappa and noise are learned.
+3. EI + PSO on the new task (the engine's search, its initial swarm seeded with the new task's
+   best point, the TLA1 prediction and the tuned tasks' best configurations); each new result is
+   added with ``LCM.append`` (block update, hyperparameters fixed), not a refit. The old tasks'
+   data are the tuned model's: their trials in the history, if it holds any, are not read again.
+
+The new task's output transform: log if the old tasks used log, then the per-task affine map
+*transferred* from the old tasks: its ``mu`` and ``log sigma`` are predicted at the new task by
+single-output GPs over the encoded tasks fitted to the old tasks' ``mu_i`` and ``log sigma_i``.
+It is not estimated from the new task's own data: the centred design samples near-optimal
+values, and standardising by them puts the GP's prior mean (0) at the near-optimal level, so EI
+would chase variance far from the prediction (observed on the sphere family before this choice).
+The transform is fixed for the whole TLA2 run, refits included. A failed run of the new task is
+shown as its worst measured value (before it has one, the worst of any task: the engine's rule).
+
+``refit``: "never" (default: only block updates); an integer k (a full refit of every
+hyperparameter, warm-started, after every k-th new evaluation); "auto": a full refit when the
+model stops predicting the new task, judged by the one-step-ahead standardised error
+``e = (z - mean) / std`` of each new observation *before* it is appended (a sequential
+leave-future-out check that costs nothing): when the mean of ``e^2`` over the last
+``DRIFT_WINDOW`` observations exceeds ``DRIFT_E2`` (a calibrated model gives 1) and at least
+``DRIFT_WINDOW`` evaluations passed since the last refit (the engine's
+:class:`~gptask.tuning.updates.RefitPolicy`). Also in "auto": when the model already holds
+``AUTO_MAX_EXTENDED`` tasks added by extension since its last full fit (chained TLA2 results), the
+new task's initial design triggers a full refit instead of an extension.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..evaluate import Evaluator
+from ..models import LCM
+from ..result import TuningResult
+from ..sampling import centred_normal_points
+from ..seeding import STAGE_CENTRED, STAGE_EXTEND, STAGE_REFIT, int_seed, rng
+from ..storage import Owner
+from ..transforms import OutputTransform
+from ..trials import Trial, point_key
+from ..tuning import Tuner
+from ..tuning.asynchronous import check_executor
+from ..tuning.data import usable
+from ..tuning.loop import run
+from ..tuning.tuner import check_seconds
+from .model import ScalarGP, TransferModel, as_transfer_model
+from .tla1 import Prediction, predict_optimum
+
+__all__ = ["TransferResult", "NewTaskTuner", "tune_new_task", "sampling_spread"]
+
+log = logging.getLogger(__name__)
+
+#: centred sampling: spread = clip(max(ell / 2, tla1 std), SPREAD_MIN, SPREAD_MAX) per column
+SPREAD_MIN, SPREAD_MAX = 0.02, 1.0
+#: "auto": a full refit instead of an extension once this many tasks were added by extension
+AUTO_MAX_EXTENDED = 3
+
+
+def sampling_spread(model: LCM, tla1_std: np.ndarray) -> np.ndarray:
+    """Per encoded column spread of TLA2's centred sampling (module docstring formula): (D,)."""
+    ls = model.lengthscales  # (Q, D)
+    B = model.coregionalization()
+    v = np.array([float(np.mean(np.diagonal(B[q]))) for q in range(B.shape[0])])
+    v = np.maximum(v, 1e-300)
+    ell = (np.sum(v[:, None] / ls**2, axis=0) / np.sum(v)) ** -0.5
+    return np.clip(np.maximum(ell / 2.0, np.asarray(tla1_std, float)), SPREAD_MIN, SPREAD_MAX)
+
+
+@dataclass
+class TransferResult(TuningResult):
+    """A :class:`TuningResult` after TLA2: ``tasks`` are the tuned tasks plus the new one (last,
+    index ``task_index``); ``model``/``transform`` cover all of them (the new task extended in).
+
+    prediction: the TLA1 prediction the search started from; updates: one dict per model update
+    ({"kind": "extend"|"append"|"refit", "seconds", "n_points", "reason"}); refits: how many full
+    refits happened; known_best: best (params, value) per task, kept for tasks whose records are not
+    in ``history`` (a model loaded from a file); extended_since_fit: tasks added by extension since
+    the model's last full fit.
+    """
+
+    task_index: int = -1
+    prediction: Prediction | None = None
+    updates: list = field(default_factory=list)
+    refits: int = 0
+    known_best: list = field(default_factory=list)
+    extended_since_fit: int = 0
+
+    @property
+    def task(self) -> dict:
+        return self.tasks[self.task_index]
+
+    def best_new(self) -> tuple[dict, float]:
+        """(params, value) of the best complete evaluation of the new task."""
+        return self.best(self.task_index)
+
+
+def _check_refit(refit: Any) -> str | int:
+    if refit in ("never", "auto"):
+        return refit
+    if isinstance(refit, numbers.Integral) and not isinstance(refit, bool) and refit >= 1:
+        return int(refit)
+    raise ValueError(f"refit must be 'never', 'auto' or an integer >= 1, got {refit!r}")
+
+
+def _transferred_transform(tm: TransferModel, task: dict) -> OutputTransform:
+    """The tuned tasks' output transform plus the new task's, predicted over tasks (module docstring)."""
+    old = tm.transform
+    task_X, x_new = tm.task_space.encode(tm.tasks), tm.task_space.encode([task])[0]
+    mu, _ = ScalarGP.fit(task_X, old.mu, seed=1).predict(x_new[None, :])
+    log_sigma, _ = ScalarGP.fit(task_X, np.log(old.sigma), seed=2).predict(x_new[None, :])
+    sigma = float(max(np.exp(log_sigma[0]), 1e-12))
+    return OutputTransform(old.use_log, np.append(old.mu, float(mu[0])), np.append(old.sigma, sigma))
+
+
+class NewTaskTuner(Tuner):
+    """The ask/tell tuner of one new task added to a tuned model (TLA2; module docstring).
+
+    source: a TuningResult (or TransferResult), or a model from ``gt.load_model(path, problem=...)``
+    (the objective is needed); task: the new task (dict). Tasks are the tuned ones followed by the
+    new one (index ``task_index``), which alone takes trials. budget, n_initial, history, refit,
+    seed, comm, extend_restarts, refit_restarts, pso_particles, pso_iters: see :func:`tune_new_task`;
+    owner, lease: as for :class:`~gptask.tuning.Tuner`. ``prediction`` is the TLA1 prediction the
+    design is centred on.
+    """
+
+    records_run = False  # the run's seed, settings and models belong to the tuning that made the model
+
+    def __init__(self, source: Any, task: Mapping[str, Any], budget: int = 20, n_initial: int | None = None,
+                 history: Any = None, refit: str | int = "never", seed: int = 0, comm: Any = None, *,
+                 extend_restarts: int = 4, refit_restarts: int = 1, pso_particles: int = 40, pso_iters: int = 40,
+                 owner: Owner | None = None, lease: float | None = None) -> None:
+        tm = as_transfer_model(source)
+        if tm.problem is None:
+            raise TypeError("tune_new_task needs the objective: load the model with load_model(path, problem=...)")
+        task = tm.validate_task(task)
+        if tm.task_index(task) is not None:
+            raise ValueError(f"task {task} is already tuned in this model; resume its tuning with gt.tune and its history")
+        if n_initial is None and isinstance(budget, numbers.Integral) and not isinstance(budget, bool) and budget >= 1:
+            n_initial = max(1, min(int(budget), int(round(0.3 * budget))))
+        self.refit_mode = _check_refit(refit)
+        if isinstance(extend_restarts, bool) or not isinstance(extend_restarts, numbers.Integral) \
+                or extend_restarts < 1:
+            raise ValueError(f"extend_restarts must be an integer >= 1, got {extend_restarts!r}")
+        self.source, self.transfer, self.task_index = source, tm, len(tm.tasks)
+        self.extend_restarts = int(extend_restarts)
+        every, drift = {"never": (None, False), "auto": (None, True)}.get(self.refit_mode, (self.refit_mode, False))
+        super().__init__(tm.problem, tm.tasks + [task], budget, n_initial, seed, history,
+                         n_latent=tm.model.n_latent, kernel=tm.model.kernel, refit_restarts=refit_restarts,
+                         pso_particles=pso_particles, pso_iters=pso_iters,
+                         output_transform="log" if tm.transform.use_log else "none", comm=comm,
+                         owner=owner if owner is not None else Owner.this_process("tla2"), lease=lease,
+                         refit_every=every, refit_on_drift=drift)
+        try:
+            self.prediction = predict_optimum(tm, task)
+            self.new_transform = _transferred_transform(tm, task)
+        except BaseException:
+            self.close()
+            raise
+        self.old_data = tm.model.data()
+        self.extended_since_fit, self.refits = tm.extended_since_fit, 0
+
+    # ---- the hooks of the engine -------------------------------------------------------------
+    def proposes_for(self, i: int) -> bool:
+        return i == self.task_index
+
+    def initial_design(self, i: int) -> list[dict]:
+        """The TLA1 prediction and ``n_initial - 1`` centred draws around it (module docstring)."""
+        if i != self.task_index:
+            return []
+        if i not in self._initial:
+            space, pred, task = self.problem.param_space, self.prediction, self.tasks[i]
+            std = np.array([pred.std[d.name] for d in space.dimensions for _ in range(d.n_columns)])
+            design = [pred.params]
+            if self.n_initial > 1:
+                design += centred_normal_points(space, pred.encoded, sampling_spread(self.transfer.model, std),
+                                                self.n_initial - 1, rng(self.seed, STAGE_CENTRED, i),
+                                                self.transfer.is_feasible(task), exclude={point_key(pred.params)},
+                                                describe=self.transfer.constraint_text(task))
+            self._initial[i] = design
+        return self._initial[i]
+
+    def incumbents(self, i: int) -> np.ndarray | None:
+        """The new task's best point, the TLA1 prediction, then the tuned tasks' best configurations."""
+        space = self.problem.param_space
+        rows = []
+        ok = [t for t in self.model_trials() if t.ok]
+        if ok:
+            rows.append(space.encode([min(ok, key=lambda t: t.value).params])[0])
+        rows.append(self.prediction.encoded)
+        old = sorted((b for b in self.transfer.best if b is not None), key=lambda b: b[1])
+        rows += list(space.encode([b[0] for b in old][: max(1, self.pso_particles // 4)])) if old else []
+        return np.vstack(rows)
+
+    def model_ready(self) -> bool:
+        return any(t.status.finished for t in self.trials_of(self.task_index))
+
+    def model_trials(self) -> list[Trial]:
+        return [t for t in self.trials_of(self.task_index) if t.status.finished]
+
+    def transform_stale(self, new: Sequence[Trial]) -> str | None:
+        return None  # the transform is transferred and fixed (module docstring)
+
+    def full_fit(self) -> str:
+        """Extend the tuned model by the new task (first time), or refit every hyperparameter on the
+        old data and the new task's (warm-started from the current model)."""
+        trials = self.model_trials()
+        X_new = self.problem.param_space.encode([t.params for t in trials])
+        z_new = self._model_values(trials)
+        base = self.transfer.model
+        if self.model is None and not (self.refit_mode == "auto" and self.extended_since_fit >= AUTO_MAX_EXTENDED):
+            model = base.extend(X_new, z_new, restarts=self.extend_restarts, seed=int_seed(self.seed, STAGE_EXTEND))
+            self.extended_since_fit += 1
+            kind = "extend"
+        else:
+            if self.model is None:  # a chain of extensions: fit everything once, from a quick extension
+                init = base.extend(X_new, z_new, restarts=1, seed=int_seed(self.seed, STAGE_EXTEND)).get_params()
+            else:
+                init = self.model.get_params()
+            model = self._refit_all(X_new, z_new, init, int_seed(self.seed, STAGE_REFIT, len(trials)))
+            self.refits += 1
+            self.extended_since_fit = 0
+            kind = "refit"
+            log.info("TLA2: full refit after %d new-task evaluations", len(trials))
+        measured = [np.asarray(y) for y in self.old_data[1]]
+        measured.append(np.array([z for t, z in zip(trials, z_new) if usable(t)]))
+        self.install_model(model, self.new_transform, trials, measured)
+        return kind
+
+    def _model_values(self, trials: Sequence[Trial]) -> np.ndarray:
+        """The new task's results in model units (failed: its worst measured, else any task's worst)."""
+        T, tr = self.task_index, self.new_transform
+        values = [float(t.value) if usable(t) else None for t in trials]
+        pos = [v for v in values if v is not None and v > 0]
+        floor = 0.5 * min(pos) if pos else 1e-300
+        if tr.use_log and any(v is not None and v <= 0 for v in values):
+            log.warning("a non-positive objective value under the log transform was clamped to %g", floor)
+        z = [None if v is None else float(tr.forward(T, np.array([max(v, floor) if tr.use_log else v]))[0])
+             for v in values]
+        known = [v for v in z if v is not None]
+        worst = max(known) if known else max(float(np.max(y)) for y in self.old_data[1] if len(y))
+        return np.array([worst if v is None else v for v in z])
+
+    def _refit_all(self, X_new: np.ndarray, z_new: np.ndarray, init: dict, seed: int) -> LCM:
+        Xs, ys = list(self.old_data[0]) + [X_new], list(self.old_data[1]) + [z_new]
+        base = self.transfer.model
+        try:
+            return LCM(base.n_latent, base.kernel, base.rank).fit(Xs, ys, restarts=self.refit_restarts, seed=seed,
+                                                                  init=init, comm=self.comm)
+        except Exception as exc:  # noqa: BLE001 - a failed warm start: retry cold with more restarts
+            log.warning("warm-started refit failed (%s); refitting from scratch", exc)
+            return LCM(base.n_latent, base.kernel, base.rank).fit(Xs, ys, restarts=max(self.refit_restarts, 3),
+                                                                  seed=seed, comm=self.comm)
+
+    def result(self) -> TransferResult:
+        """The tuned tasks and the new one: the model brought up to date with every new result."""
+        self.refresh()
+        model = None
+        if self.model_ready():
+            model = self.fit_model()
+        else:
+            log.error("no evaluation of the new task finished: the result has no model")
+        T, tm = self.task_index, self.transfer
+        mine = self.model_trials()
+        old_records = list(self.source.history) if isinstance(self.source, TuningResult) else []
+        ok = [t for t in mine if t.ok]
+        known = list(tm.best) + [(dict(min(ok, key=lambda t: t.value).params), float(min(t.value for t in ok)))
+                                 if ok else None]
+        closed = {T: r} if (r := self.stopped_early(T)) else {}
+        return TransferResult(self.problem, list(self.tasks), old_records + mine, model, self.new_transform,
+                              pending=[t for t in self.pending if t.task_index == T], closed=closed, task_index=T,
+                              prediction=self.prediction, updates=list(self.updates), refits=self.refits,
+                              known_best=known, extended_since_fit=self.extended_since_fit)
+
+
+def tune_new_task(
+    result: Any,
+    task: Mapping[str, Any],
+    budget: int = 20,
+    n_initial: int | None = None,
+    history: str | os.PathLike | None = None,
+    refit: str | int = "never",
+    seed: int = 0,
+    comm: Any = None,
+    *,
+    repeats: int = 1,
+    aggregate: str = "min",
+    timeout: float | None = None,
+    noise: Any = None,
+    pruner: Any = None,
+    executor: Any = None,
+    max_in_flight: int | None = None,
+    max_time: float | None = None,
+    progress: bool = False,
+    extend_restarts: int = 4,
+    refit_restarts: int = 1,
+    pso_particles: int = 40,
+    pso_iters: int = 40,
+) -> TransferResult:
+    """TLA2: tune one new task starting from a tuned model; returns a :class:`TransferResult`.
+
+    result: a TuningResult (or TransferResult, to chain new tasks), or a model loaded with
+    ``load_model(path, problem=...)`` (the objective is needed). task: the new task (dict).
+    budget: evaluations of the new task, initial design included; n_initial: centred initial
+    design size (default ``max(1, round(0.3 * budget))``; the first point is the TLA1 prediction).
+    history: SQLite file receiving the evaluations (its task list is the tuned tasks followed by
+    the new one: pass the MLA history to keep everything in one file; the same call resumes a
+    killed run). refit: "never" | "auto" | k (module docstring). extend_restarts: restarts of
+    ``LCM.extend``; refit_restarts: of a full refit; pso_particles, pso_iters: the acquisition search.
+    repeats, aggregate, timeout, noise, pruner, executor, max_in_flight, max_time, progress, comm:
+    as in :func:`gptask.tune` (the same loop runs: one trial of the new task at a time, or
+    ``max_in_flight`` on the executor; under MPI rank 0 alone writes the history, full refits
+    spread their restarts over the ranks).
+    """
+    tm = as_transfer_model(result)
+    if tm.problem is None:
+        raise TypeError("tune_new_task needs the objective: load the model with load_model(path, problem=...)")
+    max_time = check_seconds("max_time", max_time)
+    max_in_flight = check_executor(executor, max_in_flight, comm, False, (tm.problem.objective, noise, pruner))
+    evaluator = Evaluator(tm.problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout, noise=noise,
+                          pruner=pruner)
+    stop_at = None if max_time is None else time.monotonic() + max_time
+    with NewTaskTuner(result, task, budget, n_initial, history, refit, seed, comm,
+                      extend_restarts=extend_restarts, refit_restarts=refit_restarts,
+                      pso_particles=pso_particles, pso_iters=pso_iters) as tuner:
+        return run(tuner, evaluator, progress=progress, stop_at=stop_at, executor=executor,
+                   max_in_flight=max_in_flight)

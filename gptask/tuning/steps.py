@@ -1,0 +1,63 @@
+"""Steps shared by the serial loop (:mod:`.loop`) and the asynchronous one (:mod:`.asynchronous`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..evaluate import Outcome
+from ..storage import TrialNotPending
+from ..trials import Status, Trial
+from .progress import Progress
+from .settings import WAIT_LOG_S, WAIT_MAX_S, WAIT_MIN_S
+from .tuner import Tuner
+
+__all__ = ["tell_once", "report", "Waiting"]
+
+log = logging.getLogger(__name__)
+
+
+def tell_once(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False) -> None:
+    """Tell ``trial``; if someone else told it first (its lease ran out and it was re-proposed,
+    then the first holder reported after all), keep that result and go on. ``local``: rank 0's
+    tell inside a collective step (see ``Tuner.tell_local``)."""
+    try:
+        if local:
+            tuner.tell_local(trial, outcome)
+        else:
+            tuner.tell(trial, outcome)
+    except TrialNotPending as exc:
+        log.warning("%s; this run's result for it is dropped", exc)
+
+
+def report(tuner: Tuner, reporter: Progress, ask_s: float) -> None:
+    """One progress line: tasks done, evaluations, failures, pending, best values, ask time."""
+    records = tuner.records
+    mine = [i for i in range(tuner.n_tasks) if tuner.proposes_for(i)]
+    n_done = sum(tuner.closed_reason(i) is not None for i in mine)
+    reporter.iteration(n_done, len(mine), len([r for r in records if tuner.proposes_for(r.task_index)]),
+                       sum(t.status is Status.FAILED and tuner.proposes_for(t.task_index) for t in records),
+                       sum(tuner.proposes_for(t.task_index) for t in tuner.pending),
+                       [tuner.best_value(i) for i in mine], ask_s)
+
+
+class Waiting:
+    """Nothing to ask while other processes sharing the history hold the last trials: poll it every
+    WAIT_MIN_S seconds, backing off to WAIT_MAX_S, saying so in the log every WAIT_LOG_S."""
+
+    def __init__(self) -> None:
+        self.wait, self.last_said = WAIT_MIN_S, 0.0
+
+    def reset(self) -> None:
+        """Something could be asked again: poll quickly next time."""
+        self.wait = WAIT_MIN_S
+
+    def pause(self, tuner: Tuner, reporter: Progress, stop_at: float | None) -> None:
+        """Sleep until the next poll (never past ``stop_at``, a ``time.monotonic()`` instant)."""
+        if time.monotonic() - self.last_said >= WAIT_LOG_S:
+            holders = sorted({t.owner or "nobody" for t in tuner.pending})
+            reporter.message("nothing to ask: waiting for %d pending trial(s) held by other processes (%s)",
+                             len(tuner.pending), "; ".join(h[:120] for h in holders))
+            self.last_said = time.monotonic()
+        time.sleep(self.wait if stop_at is None else max(0.0, min(self.wait, stop_at - time.monotonic())))
+        self.wait = min(2 * self.wait, WAIT_MAX_S)
