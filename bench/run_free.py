@@ -1,0 +1,167 @@
+"""Run-free prediction from real measurements (issue 15), on the measured 16-core PDGEQRF timings
+(apps/scalapack_qr/data/xeon16/runs.csv: 590 launches, 8 matrix sizes).
+
+Subcommands (run from the repository root; each prints markdown tables, --json writes the numbers):
+
+    python bench/run_free.py timing  [--repeats 3]
+        import + fit of the 590 rows with gt.fit's defaults (as a user calls it), wall seconds.
+    python bench/run_free.py loto    [--n-latent 1] [--linear-sizes]
+        leave-one-task-out with a full refit per held-out size: gt.fit on the other 7 sizes, then
+        gt.predict of every measured configuration of the held-out size (nothing of it seen).
+    python bench/run_free.py options
+        the shipped model's checks (gptask.crossval: hyperparameters fitted on all sizes, the model
+        re-conditioned per fold) for the model options a card may choose: sizes on a linear or a
+        log scale x 1 or 2 latent processes.
+
+Per held-out size: MAPE, Spearman rank correlation and 95 % interval coverage of the predicted times
+of its measured configurations, and the measured time of the configuration ranked first relative to
+the size's best measured time, next to the same ratio for the hand default (mb = nb = 64, 4 x 4
+grid, 16 processes, one thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gptask as gt  # noqa: E402
+from apps.scalapack_qr import problem as pdgeqrf  # noqa: E402
+from gptask.crossval import CVReport, HeldOut, interval95, leave_one_task_out, within_task_cv  # noqa: E402
+from gptask.importing import read_rows  # noqa: E402
+
+from machine import describe_machine  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "apps" / "scalapack_qr" / "data" / "xeon16" / "runs.csv"
+
+
+def make_problem(log_sizes: bool = True) -> gt.Problem:
+    return pdgeqrf(cores=16, m_max=4000, log_sizes=log_sizes)
+
+
+def rows_as_dicts(problem: gt.Problem) -> list[dict]:
+    return [{**r.task, **r.params, "time": r.value} for r in read_rows(problem, DATA, value="time")]
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def table(report: CVReport, tasks: list[dict]) -> str:
+    ranks = {r["task_index"]: r for r in report.ranking()}
+    lines = ["| held-out size | configurations | MAPE | Spearman | 95 % coverage | top-ranked / best | default / best |",
+             "|---|---|---|---|---|---|---|"]
+    for r in report.by_task():
+        k = ranks[r["task_index"]]
+        t = tasks[r["task_index"]]
+        lines.append(f"| {t['m']} x {t['n']} | {r['n']} | {r['mape']:.1%} | {r['spearman']:.3f} | {r['coverage']:.1%} | "
+                     f"{k['top_over_best']:.3f} | {k['default_over_best']:.3f} |")
+    s = report.summary()
+    tops = [k["top_over_best"] for k in ranks.values()]
+    dfl = [k["default_over_best"] for k in ranks.values()]
+    lines.append(f"| **all** | {s['n_points']} | **{s['mape']:.1%}** | **{s['spearman']:.3f}** | {s['coverage']:.1%} | "
+                 f"**{np.mean(tops):.3f}** | **{np.mean(dfl):.3f}** |")
+    return "\n".join(lines)
+
+
+def summary_row(name: str, report: CVReport) -> dict:
+    s = report.summary()
+    out = {"variant": name, **{k: s[k] for k in ("n_points", "mape", "spearman", "coverage")}}
+    ranks = report.ranking()
+    if report.method == "leave-one-task-out":
+        out["top_over_best"] = float(np.mean([k["top_over_best"] for k in ranks]))
+        out["default_over_best"] = float(np.mean([k["default_over_best"] for k in ranks]))
+    return out
+
+
+def cmd_timing(args: argparse.Namespace) -> dict:
+    problem = make_problem()
+    times = []
+    for _ in range(args.repeats):
+        before = loadavg()
+        t0 = time.perf_counter()
+        result = gt.fit(problem, DATA, value="time")
+        times.append(time.perf_counter() - t0)
+        print(f"import + fit: {times[-1]:.1f} s (load before {before}, after {loadavg()}; "
+              f"{len(result.history)} configurations, transform {'log' if result.transform.use_log else 'none'})")
+    return {"seconds": times, "median": float(np.median(times))}
+
+
+def cmd_loto(args: argparse.Namespace) -> dict:
+    problem = make_problem(not args.linear_sizes)
+    rows = rows_as_dicts(problem)
+    full = gt.fit(problem, rows, value="time", n_latent=args.n_latent, output_transform="log")
+    tasks = full.tasks
+    report = CVReport("leave-one-task-out", defaults=[None if (d := full.default(i)) is None else d[1]
+                                                      for i in range(len(tasks))])
+    for i, task in enumerate(tasks):
+        t0 = time.perf_counter()
+        others = [r for r in rows if {"m": r["m"], "n": r["n"]} != task]
+        sub = gt.fit(problem, others, value="time", n_latent=args.n_latent, output_transform="log")
+        mine = full.records(i)
+        pred, sd = gt.predict(sub, task, [dict(r["params"]) for r in mine])
+        lo, hi = interval95(True, pred, sd)
+        report.points += [HeldOut(i, dict(r["params"]), float(r["value"]), float(p), float(a), float(b), i)
+                          for r, p, a, b in zip(mine, pred, lo, hi)]
+        print(f"held out {task}: refit + predictions {time.perf_counter() - t0:.0f} s (load {loadavg()})",
+              file=sys.stderr)
+    print(f"## Leave-one-task-out, refit per held-out size (n_latent={args.n_latent}, "
+          f"{'linear' if args.linear_sizes else 'log'} sizes)\n")
+    print(table(report, tasks))
+    return summary_row("refit", report)
+
+
+def cmd_options(args: argparse.Namespace) -> dict:
+    out = []
+    for log_sizes in (False, True):
+        problem = make_problem(log_sizes)
+        for n_latent in (1, 2):
+            t0 = time.perf_counter()
+            result = gt.fit(problem, DATA, value="time", n_latent=n_latent, output_transform="log")
+            fit_s = time.perf_counter() - t0
+            name = f"{'log' if log_sizes else 'linear'} sizes, n_latent={n_latent}"
+            loto = leave_one_task_out(result)
+            within = within_task_cv(result, 5, 0)
+            out.append({**summary_row(name, loto), "within_mape": within.summary()["mape"],
+                        "within_spearman": within.summary()["spearman"],
+                        "within_coverage": within.summary()["coverage"], "fit_s": fit_s})
+            print(f"## {name} (fit {fit_s:.0f} s, load {loadavg()})\n\n{table(loto, result.tasks)}\n", flush=True)
+    print("| model options | LOTO MAPE | LOTO Spearman | LOTO coverage | top/best | within-task MAPE | "
+          "within-task Spearman | within-task coverage |\n|---|---|---|---|---|---|---|---|")
+    for r in out:
+        print(f"| {r['variant']} | {r['mape']:.1%} | {r['spearman']:.3f} | {r['coverage']:.1%} | "
+              f"{r['top_over_best']:.3f} | {r['within_mape']:.1%} | {r['within_spearman']:.3f} | "
+              f"{r['within_coverage']:.1%} |")
+    return {"variants": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("timing")
+    t.add_argument("--repeats", type=int, default=3)
+    lo = sub.add_parser("loto")
+    lo.add_argument("--n-latent", type=int, default=1)
+    lo.add_argument("--linear-sizes", action="store_true")
+    sub.add_parser("options")
+    for p in (t, lo, sub.choices["options"]):
+        p.add_argument("--json", default=None, help="write the numbers here")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    print(f"machine: {describe_machine()}; load {loadavg()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+    out = {"timing": cmd_timing, "loto": cmd_loto, "options": cmd_options}[args.cmd](args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
