@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 12 benchmarks, piece by piece under the shared machine lock (each piece takes the lock for
+# itself, so other people's timed runs can interleave), from the repository root of any checkout:
+#
+#   bash bench/issue12.sh quality-gptask [JSON]            # MLA, gp_minimize, TPE, random
+#   bash bench/issue12.sh quality-mla [JSON]               # MLA alone (to rerun after a model change)
+#   bash bench/issue12.sh quality-botorch [JSON] [BUDGETS] [SEEDS]   # BoTorch-MTBO (hours)
+#   bash bench/issue12.sh model-quality [JSON] [SETS] [SEEDS]
+#
+# Every piece merges its results into JSON (defaults: bench/results_mtbo.json and
+# bench/results_model_quality.json) and skips what is already there (--resume), so a killed queue
+# is continued by running the same command again. Reports:
+#
+#   PYTHONPATH=. .bench-venv/bin/python bench/quality.py --merge bench/results_mtbo.json --out bench/results_mtbo.md
+#   PYTHONPATH=. .bench-venv/bin/python bench/model_quality.py --merge bench/results_model_quality.json \
+#       --out bench/results_model_quality.md
+#
+# Needs .bench-venv (bash bench/peers_setup.sh): every method runs in that one interpreter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.bench-venv/bin/python}
+LOCK=${LOCK:-/tmp/gptask-bench.lock}
+FAMILIES=${FAMILIES:-"demo branin sphere branin_drift hartmann6 mixed"}
+TASKS=${TASKS:-6}
+
+locked() { flock "$LOCK" env PYTHONPATH=. "$PY" "$@"; }
+
+quality() {  # quality METHODS JSON BUDGETS SEEDS
+    local fam b
+    for b in ${3//,/ }; do
+        for fam in $FAMILIES; do
+            locked bench/quality.py --families "$fam" --tasks "$TASKS" --budget "$b" --seeds "$4" \
+                --methods "$1" --json "$2" --resume >/dev/null
+        done
+    done
+}
+
+stage=${1:?usage: bash bench/issue12.sh quality-gptask|quality-mla|quality-botorch|model-quality [...]}
+case "$stage" in
+    quality-gptask) quality MLA,gp_minimize,TPE,random "${2:-bench/results_mtbo.json}" 12,20 0,1,2,3,4 ;;
+    quality-mla) quality MLA "${2:-bench/results_mtbo.json}" 12,20 0,1,2,3,4 ;;
+    quality-botorch) quality BoTorch-MTBO "${2:-bench/results_mtbo.json}" "${3:-12,20}" "${4:-0,1,2,3,4}" ;;
+    model-quality)
+        json=${2:-bench/results_model_quality.json}
+        for set in ${3:-hartmann6:10x10 mix6:10x10 hartmann6:20x20 mix6:20x20 pdgeqrf hartmann6:50x20 mix6:50x20}; do
+            locked bench/model_quality.py --sets "$set" --seeds "${4:-0,1,2}" --json "$json" --resume >/dev/null
+        done ;;
+    *) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
