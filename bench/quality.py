@@ -265,6 +265,15 @@ def _done(data: dict, key: str, seed: int, method: str) -> bool:
     return method in data.get("cells", {}).get(key, {}).get("seeds", {}).get(str(seed), {})
 
 
+def _known_optima(data: dict, family: str, tasks: list[dict]) -> tuple[list | None, list | None]:
+    """f_opt and f_max of ``tasks`` from a cell of ``data`` with the same family and tasks (they take
+    a minute to compute), else (None, None)."""
+    for c in data.get("cells", {}).values():
+        if c["family"] == family and c["tasks"] == tasks:
+            return c["f_opt"], c["f_max"]
+    return None, None
+
+
 def _run_method(method: str, problem: Problem, tasks: list[dict], budget: int, n_initial: int, seed: int,
                 variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if method == "MLA" or method in variants:
@@ -331,8 +340,10 @@ def main(argv: list[str] | None = None) -> int:
         make_problem, optimum = FAMILIES[fam]
         problem = make_problem()
         tasks = resolve_tasks(problem, args.tasks, TASK_SEED)
-        f_opt = [optimum(t)[1] for t in tasks]
-        fmax = [f_max(problem, t) for t in tasks]
+        f_opt, fmax = _known_optima(data, fam, tasks)
+        if f_opt is None:
+            f_opt = [optimum(t)[1] for t in tasks]
+            fmax = [f_max(problem, t) for t in tasks]
         for budget in budgets:
             n_initial = budget // 2 if args.n_initial is None else args.n_initial
             key = _cell_key(fam, args.tasks, budget, n_initial)
