@@ -74,18 +74,28 @@ FORMAT = "gptask-bench-quality/2"
 
 
 # ---- regret -------------------------------------------------------------------------------------
+def _axis(d: Dimension, k: int) -> list:
+    """Every choice of a categorical; else ``k`` values spread evenly over the encoded line, bounds
+    included (an integer dimension: the distinct integers they decode to, all of them when <= k)."""
+    if isinstance(d, Categorical):
+        return list(d.choices)
+    if isinstance(d, Integer) and d.hi - d.lo + 1 <= k:
+        return list(range(d.lo, d.hi + 1))
+    return sorted(set(d.decode(np.linspace(0.0, 1.0, k).reshape(-1, 1))))
+
+
 def dense_sample(space: Space, n_grid: int = 200_000, n_random: int = 20_000, seed: int = 0) -> list[dict]:
     """A dense sample of the valid configurations of ``space``: the full grid of the dimensions'
-    :meth:`~gptask.space.Dimension.grid` values (every choice of a categorical, ``k`` values of every
-    numeric dimension, spread on its own scale, bounds included; ``k`` chosen so that the grid holds
-    about ``n_grid`` points; an integer dimension with fewer values than ``k`` gives all of them)
+    :func:`_axis` values (every choice of a categorical, ``k`` values of every numeric dimension,
+    spread on its own scale, bounds included; ``k`` chosen so that the grid holds about ``n_grid``
+    points; an integer dimension with fewer values than ``k`` gives all of them)
     plus ``n_random`` points uniform in the encoded unit cube, decoded (snapped to valid values).
     For a box of linear reals this is a regular grid of ``round(n_grid ** (1/D))`` points per axis
     plus uniform points, as before integer and categorical parameters were supported."""
     numeric = [d for d in space.dimensions if not isinstance(d, Categorical)]
     n_cat = math.prod(d.n_columns for d in space.dimensions if isinstance(d, Categorical))
     per_axis = max(2, int(round((n_grid / n_cat) ** (1.0 / max(len(numeric), 1)))))
-    axes = [d.grid(per_axis) for d in space.dimensions]
+    axes = [_axis(d, per_axis) for d in space.dimensions]
     points = [dict(zip(space.names, combo)) for combo in itertools.product(*axes)]
     u = np.random.default_rng(seed).random((n_random, space.n_columns))
     return points + space.decode(u)
@@ -295,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="subset of " + ",".join(METHODS))
     ap.add_argument("--variant", action="append", default=[], help="NAME:key=value,... extra MLA run")
     ap.add_argument("--out", default=None, help="markdown file for the report (of everything in --json)")
+    ap.add_argument("--fmax-grid", type=int, default=200_000,
+                    help="grid points of the dense sample that gives f_max (plus a tenth as many uniform)")
     ap.add_argument("--json", default=None,
                     help="raw results file; results are merged into it as each run finishes")
     ap.add_argument("--resume", action="store_true",
@@ -343,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         f_opt, fmax = _known_optima(data, fam, tasks)
         if f_opt is None:
             f_opt = [optimum(t)[1] for t in tasks]
-            fmax = [f_max(problem, t) for t in tasks]
+            fmax = [f_max(problem, t, n_grid=args.fmax_grid, n_random=args.fmax_grid // 10) for t in tasks]
         for budget in budgets:
             n_initial = budget // 2 if args.n_initial is None else args.n_initial
             key = _cell_key(fam, args.tasks, budget, n_initial)
