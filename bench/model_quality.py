@@ -323,10 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.merge:
-        data = records.read_all(args.merge)
-        if args.json:
-            data = records.update_file(args.json, data)
-        _write(report(data), args.out)
+        records.write_report(report(records.merged(args.merge, args.json)), args.out)
         return 0
 
     from threadpoolctl import threadpool_limits
@@ -337,17 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     for m in chosen:
         if m not in available:
             raise SystemExit(f"unknown model {m!r}; choose from {list(available)}")
-    run = records.start_run("model_quality.py", argv)
-    data: dict[str, Any] = {"format": FORMAT, "runs": [run], "sets": {}}
-    if args.json and os.path.exists(args.json):
-        data = records.merge(records.read(args.json), data)
-
-    def save(partial: dict[str, Any]) -> None:
-        nonlocal data
-        partial = {"format": FORMAT, "runs": [run], **partial}
-        data = records.update_file(args.json, partial) if args.json else records.merge(data, partial)
-
-    save({})
+    results = records.Results(FORMAT, "model_quality.py", argv, args.json)
     for text in [s.strip() for s in args.sets.split(",") if s.strip()]:
         family, T, N = _parse_set(text)
         for seed in [int(s) for s in args.seeds.split(",")]:
@@ -357,8 +344,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 split = synthetic_split(family, T, N, args.n_test, seed)
                 n_train = T * N
+            done = results.data.get("sets", {}).get(text, {}).get("seeds", {}).get(str(seed), {})
             for name in chosen:
-                if args.resume and name in data["sets"].get(text, {}).get("seeds", {}).get(str(seed), {}):
+                if args.resume and name in done:
                     continue
                 if name == "GPy LCM" and n_train > args.gpy_max_n:
                     continue
@@ -368,19 +356,12 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     out = evaluate_synthetic(available[name], split, seed)
                 out.update(load_start=load, load_end=records.load_average(), n_train=n_train)
-                save({"sets": {text: {"seeds": {str(seed): {name: out}}}}})
+                results.add({"sets": {text: {"seeds": {str(seed): {name: out}}}}})
                 print(f"[{text} seed {seed}] {name:28s} RMSE {out['rmse']:.3f} NLPD {out['nlpd']:.3f} "
                       f"cover {out['coverage']:.2f} fit {out['fit_s']:.1f} s", file=sys.stderr, flush=True)
-    save({"runs": [records.finish_run(run)]})
-    _write(report(data), args.out)
+    records.write_report(report(results.finish()), args.out)
     return 0
 
-
-def _write(text: str, path: str | None) -> None:
-    print(text)
-    if path:
-        with open(path, "w") as fh:
-            fh.write(text)
 
 
 # ---- report -----------------------------------------------------------------------------------------
@@ -433,7 +414,8 @@ def _set_table(name: str, by_seed: dict[str, dict[str, Any]]) -> list[str]:
                       abs(r["coverage"] - 0.95) == best_cov),
                  f"{r['fit_s']:.1f}"]
         if real:
-            cells += [bold(f"{r['mape']:.3f}", r["mape"] == best_mape), bold(f"{r['spearman']:.3f}", r["spearman"] == best_rho)]
+            cells += [bold(f"{r['mape']:.3f}", r["mape"] == best_mape),
+                      bold(f"{r['spearman']:.3f}", r["spearman"] == best_rho)]
         lines.append(f"| {m} | {r['n_seeds']} | " + " | ".join(cells) + " |")
     return lines + [""]
 

@@ -317,10 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     if args.merge:
-        data = records.read_all(args.merge)
-        if args.json:
-            data = records.update_file(args.json, data)
-        _write_report(report(data), args.out)
+        records.write_report(report(records.merged(args.merge, args.json)), args.out)
         return 0
 
     from threadpoolctl import threadpool_limits
@@ -337,22 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.n_initial is not None and len(budgets) > 1:
         raise SystemExit("--n-initial needs a single --budget (the default is half of each budget)")
     variants = dict(_parse_variant(v) for v in args.variant)
-    run = records.start_run("quality.py", argv)
-    data: dict[str, Any] = {"format": FORMAT, "runs": [run], "cells": {}}
-    if args.json and os.path.exists(args.json):
-        data = records.merge(records.read(args.json), data)
-
-    def save(partial: dict[str, Any]) -> None:
-        nonlocal data
-        partial = {"format": FORMAT, "runs": [run], **partial}
-        data = records.update_file(args.json, partial) if args.json else records.merge(data, partial)
-
-    save({})
+    results = records.Results(FORMAT, "quality.py", argv, args.json)
     for fam in families:
         make_problem, optimum = FAMILIES[fam]
         problem = make_problem()
         tasks = resolve_tasks(problem, args.tasks, TASK_SEED)
-        f_opt, fmax = _known_optima(data, fam, tasks)
+        f_opt, fmax = _known_optima(results.data, fam, tasks)
         if f_opt is None:
             f_opt = [optimum(t)[1] for t in tasks]
             fmax = [f_max(problem, t, n_grid=args.fmax_grid, n_random=args.fmax_grid // 10) for t in tasks]
@@ -363,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                     "tasks": tasks, "f_opt": f_opt, "f_max": fmax}
             for seed in seeds:
                 for m in methods + list(variants):
-                    if args.resume and _done(data, key, seed, m):
+                    if args.resume and _done(results.data, key, seed, m):
                         continue
                     load, t0 = records.load_average(), time.perf_counter()
                     out = _run_method(m, problem, tasks, budget, n_initial, seed, variants)
@@ -372,19 +359,12 @@ def main(argv: list[str] | None = None) -> int:
                     out["load_start"], out["load_end"] = load, records.load_average()
                     if m in variants:
                         out["options"] = variants[m]
-                    save({"cells": {key: {**head, "seeds": {str(seed): {m: out}}}}})
+                    results.add({"cells": {key: {**head, "seeds": {str(seed): {m: out}}}}})
                     print(f"[{fam} b{budget} seed {seed}] {m:14s} mean regret {np.mean(out['regret']):.4f}  "
                           f"({out['wall_s']:.1f} s)", file=sys.stderr, flush=True)
-    save({"runs": [records.finish_run(run)]})
-    _write_report(report(data), args.out)
+    records.write_report(report(results.finish()), args.out)
     return 0
 
-
-def _write_report(text: str, path: str | None) -> None:
-    print(text)
-    if path:
-        with open(path, "w") as fh:
-            fh.write(text)
 
 
 # ---- report -------------------------------------------------------------------------------------

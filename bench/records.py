@@ -97,3 +97,40 @@ def update_file(path: str, partial: Mapping[str, Any]) -> dict[str, Any]:
         json.dump(merged, fh, indent=1)
     os.replace(tmp, path)
     return merged
+
+
+class Results:
+    """The results of one invocation of a bench script: ``data`` (the content of ``path`` when it
+    exists, merged with this run's record), kept merged into ``path`` (when given) by :meth:`add`."""
+
+    def __init__(self, fmt: str, script: str, argv: Sequence[str] | None, path: str | None) -> None:
+        self.format, self.path, self.run = fmt, path, start_run(script, argv)
+        self.data: dict[str, Any] = {"format": fmt, "runs": [self.run]}
+        if path and os.path.exists(path):
+            self.data = merge(read(path), self.data)
+        self.add({})
+
+    def add(self, partial: Mapping[str, Any]) -> None:
+        """Merge ``partial`` (e.g. ``{"cells": {...}}``) into the results and the file."""
+        partial = {"format": self.format, "runs": [self.run], **partial}
+        self.data = update_file(self.path, partial) if self.path else merge(self.data, partial)
+
+    def finish(self) -> dict[str, Any]:
+        """Record the end of the run; returns the data."""
+        finish_run(self.run)
+        self.add({})
+        return self.data
+
+
+def merged(paths: Sequence[str], into: str | None) -> dict[str, Any]:
+    """The files at ``paths`` merged (see :func:`read_all`), also merged into the file ``into`` if given."""
+    data = read_all(paths)
+    return update_file(into, data) if into else data
+
+
+def write_report(text: str, path: str | None) -> None:
+    """Print a markdown report and write it to ``path`` if given."""
+    print(text)
+    if path:
+        with open(path, "w") as fh:
+            fh.write(text)
