@@ -5,7 +5,7 @@
 #   bash bench/issue12.sh quality-gptask [JSON]            # MLA, gp_minimize, TPE, random
 #   bash bench/issue12.sh quality-mla [JSON]               # MLA alone (to rerun after a model change)
 #   bash bench/issue12.sh quality-botorch [JSON] [BUDGETS] [SEEDS]   # BoTorch-MTBO (hours)
-#   bash bench/issue12.sh model-quality [JSON] [SETS] [SEEDS]
+#   bash bench/issue12.sh model-quality [JSON] [SETS] [SEEDS]    # pdgeqrf: seed 0 (PDGEQRF_SEEDS)
 #
 # Every piece merges its results into JSON (defaults: bench/results_mtbo.json and
 # bench/results_model_quality.json) and skips what is already there (--resume), so a killed queue
@@ -43,7 +43,9 @@ case "$stage" in
     model-quality)
         json=${2:-bench/results_model_quality.json}
         for set in ${3:-hartmann6:10x10 mix6:10x10 hartmann6:20x20 mix6:20x20 pdgeqrf hartmann6:50x20 mix6:50x20}; do
-            locked bench/model_quality.py --sets "$set" --seeds "${4:-0,1,2}" --json "$json" --resume >/dev/null
+            seeds=${4:-0,1,2}
+            [ "$set" = pdgeqrf ] && seeds=${PDGEQRF_SEEDS:-0}
+            locked bench/model_quality.py --sets "$set" --seeds "$seeds" --json "$json" --resume >/dev/null
         done ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
