@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 12 benchmarks, piece by piece under the shared machine lock (each piece takes the lock for
-# itself, so other people's timed runs can interleave), from the repository root of any checkout:
+# Issue 12 benchmarks, piece by piece under the shared machine lock (each piece, one family, budget
+# and seed, takes the lock for itself, so other people's timed runs can interleave), from the
+# repository root of any checkout:
 #
 #   bash bench/issue12.sh quality-gptask [JSON]            # MLA, gp_minimize, TPE, random
 #   bash bench/issue12.sh quality-mla [JSON]               # MLA alone (to rerun after a model change)
@@ -26,11 +27,13 @@ TASKS=${TASKS:-6}
 locked() { flock "$LOCK" env PYTHONPATH=. "$PY" "$@"; }
 
 quality() {  # quality METHODS JSON BUDGETS SEEDS
-    local fam b
+    local fam b seed
     for b in ${3//,/ }; do
         for fam in $FAMILIES; do
-            locked bench/quality.py --families "$fam" --tasks "$TASKS" --budget "$b" --seeds "$4" \
-                --methods "$1" --json "$2" --resume >/dev/null
+            for seed in ${4//,/ }; do
+                locked bench/quality.py --families "$fam" --tasks "$TASKS" --budget "$b" --seeds "$seed" \
+                    --methods "$1" --json "$2" --resume >/dev/null
+            done
         done
     done
 }
@@ -45,7 +48,9 @@ case "$stage" in
         for set in ${3:-hartmann6:10x10 mix6:10x10 hartmann6:20x20 mix6:20x20 pdgeqrf hartmann6:50x20 mix6:50x20}; do
             seeds=${4:-0,1,2}
             [ "$set" = pdgeqrf ] && seeds=${PDGEQRF_SEEDS:-0}
-            locked bench/model_quality.py --sets "$set" --seeds "$seeds" --json "$json" --resume >/dev/null
+            for seed in ${seeds//,/ }; do
+                locked bench/model_quality.py --sets "$set" --seeds "$seed" --json "$json" --resume >/dev/null
+            done
         done ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

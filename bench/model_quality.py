@@ -363,7 +363,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-
 # ---- report -----------------------------------------------------------------------------------------
 def _set_order(name: str) -> tuple:
     family, T, N = _parse_set(name)

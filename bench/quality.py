@@ -366,7 +366,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-
 # ---- report -------------------------------------------------------------------------------------
 def _stderr(v: np.ndarray) -> float:
     return float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan")
