@@ -3,10 +3,11 @@
 installs them into ``.bench-venv``); they are imported inside the functions, so importing this
 module costs nothing where they are absent.
 
-The model: one ``botorch.models.MultiTaskGP`` over all tasks' data (an ICM kernel: a Matern-5/2 ARD
-kernel with BoTorch's dimension-scaled length-scale prior times a positive index kernel over the
-tasks, per-task noise, per-task constant mean), fitted with ``fit_gpytorch_mll`` and everything at
-BoTorch's defaults. Inputs are gptask's encodings in the unit cube (:meth:`gptask.Space.encode`: a
+The model: one ``botorch.models.MultiTaskGP`` over all tasks' data (an ICM kernel: an RBF ARD kernel
+with BoTorch's dimension-scaled log-normal length-scale prior times a positive index kernel over the
+tasks with a Beta prior on their correlations, per-task noise with a log-normal prior, per-task
+constant mean), fitted with ``fit_gpytorch_mll`` (maximum a posteriori: the priors enter the fit)
+and everything at BoTorch's defaults. Inputs are gptask's encodings in the unit cube (:meth:`gptask.Space.encode`: a
 real or integer parameter one column, on a log scale where the parameter says so; a categorical one
 one-hot column per choice), with the task index as a last column. Outputs are standardised per task
 by the caller (the MultiTaskGP docstring asks for stratified standardisation); the model's default
