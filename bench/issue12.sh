@@ -7,6 +7,7 @@
 #   bash bench/issue12.sh quality-mla [JSON]               # MLA alone (to rerun after a model change)
 #   bash bench/issue12.sh quality-botorch [JSON] [BUDGETS] [SEEDS]   # BoTorch-MTBO (hours)
 #   bash bench/issue12.sh model-quality [JSON] [SETS] [SEEDS]    # pdgeqrf: seed 0 (PDGEQRF_SEEDS)
+#   MQ_ARGS="--gptask-only --label after" bash bench/issue12.sh model-quality JSON   # gptask rows only
 #
 # Every piece merges its results into JSON (defaults: bench/results_mtbo.json and
 # bench/results_model_quality.json) and skips what is already there (--resume), so a killed queue
@@ -49,7 +50,8 @@ case "$stage" in
             seeds=${4:-0,1,2}
             [ "$set" = pdgeqrf ] && seeds=${PDGEQRF_SEEDS:-0}
             for seed in ${seeds//,/ }; do
-                locked bench/model_quality.py --sets "$set" --seeds "$seed" --json "$json" --resume >/dev/null
+                locked bench/model_quality.py --sets "$set" --seeds "$seed" --json "$json" --resume \
+                    ${MQ_ARGS:-} >/dev/null
             done
         done ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;

@@ -17,7 +17,8 @@ Models (each fitted on the same standardised data, 1 BLAS / torch thread):
   model with RMSE above its (about 1) predicts worse than the task's mean.
 
 ``--label TEXT`` appends ``[TEXT]`` to the gptask rows, so that runs of two checkouts merged with
-``--merge`` show side by side.
+``--merge`` show side by side; ``--gptask-only`` leaves out the peers' rows (BoTorch, GPy), whose
+results do not change with gptask's code.
 
 Data sets (``--sets``):
 
@@ -81,6 +82,8 @@ PDGEQRF_CORES = 16
 FOLDS = 5
 Z95 = 1.959963984540054
 REFERENCE = "reference: training mean +- sd"
+#: the rows that do not depend on gptask's code (--gptask-only leaves them out)
+PEER_MODELS = ("BoTorch MultiTaskGP", "GPy LCM")
 
 #: predictor(i, X (n, d)) -> (mean (n,), variance of a new observation (n,)), standardised units
 Predictor = Callable[[int, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -314,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--n-test", type=int, default=50, help="held-out points per task (synthetic sets)")
     ap.add_argument("--models", default=None, help="comma list of row names (default: all)")
+    ap.add_argument("--gptask-only", action="store_true",
+                    help="only the rows that depend on gptask's code (LCM, GP per task, the reference)")
     ap.add_argument("--gpy-max-n", type=int, default=500, help="skip GPy above this many training points")
     ap.add_argument("--label", default="", help="appended to the gptask rows' names, e.g. a commit")
     ap.add_argument("--json", default=None, help="raw results file, merged into as each fit finishes")
@@ -331,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     threadpool_limits(1)
     available = models(args.label)
     chosen = list(available) if args.models is None else [m.strip() for m in args.models.split(",")]
+    if args.gptask_only:
+        chosen = [m for m in chosen if m not in PEER_MODELS]
     for m in chosen:
         if m not in available:
             raise SystemExit(f"unknown model {m!r}; choose from {list(available)}")
