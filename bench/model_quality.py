@@ -310,6 +310,14 @@ def _parse_set(text: str) -> tuple[str, int, int]:
     return family, T, N
 
 
+def _n_train(family: str, n_tasks: int, n: int) -> int:
+    """Training points of one fit of a set (pdgeqrf: of the first fold)."""
+    if family == "pdgeqrf":
+        splits, _ = pdgeqrf_splits(0)
+        return sum(len(x) for x in splits[0].X_train)
+    return n_tasks * n
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sets", default="hartmann6:10x10,mix6:10x10,pdgeqrf",
@@ -324,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="raw results file, merged into as each fit finishes")
     ap.add_argument("--resume", action="store_true", help="skip (set, seed, model) already in --json")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="run nothing: merge and report")
+    ap.add_argument("--pending", action="store_true",
+                    help="run nothing: print how many fits --json lacks; exit status 3 when none")
     ap.add_argument("--out", default=None, help="markdown report (of everything in --json)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -341,16 +351,23 @@ def main(argv: list[str] | None = None) -> int:
     for m in chosen:
         if m not in available:
             raise SystemExit(f"unknown model {m!r}; choose from {list(available)}")
+    sets = [_parse_set(s.strip()) + (s.strip(),) for s in args.sets.split(",") if s.strip()]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if args.pending:
+        known = records.read(args.json).get("sets", {}) if args.json and os.path.exists(args.json) else {}
+        n = sum(name not in known.get(text, {}).get("seeds", {}).get(str(seed), {})
+                and not (name == "GPy LCM" and _n_train(family, T, N) > args.gpy_max_n)
+                for family, T, N, text in sets for seed in seeds for name in chosen)
+        print(n)
+        return 0 if n else 3
     results = records.Results(FORMAT, "model_quality.py", argv, args.json)
-    for text in [s.strip() for s in args.sets.split(",") if s.strip()]:
-        family, T, N = _parse_set(text)
-        for seed in [int(s) for s in args.seeds.split(",")]:
+    for family, T, N, text in sets:
+        n_train = _n_train(family, T, N)
+        for seed in seeds:
             if family == "pdgeqrf":
                 splits, held = pdgeqrf_splits(seed)
-                n_train = sum(len(x) for x in splits[0].X_train)
             else:
                 split = synthetic_split(family, T, N, args.n_test, seed)
-                n_train = T * N
             done = results.data.get("sets", {}).get(text, {}).get("seeds", {}).get(str(seed), {})
             for name in chosen:
                 if args.resume and name in done:

@@ -313,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="skip the (family, budget, seed, method) runs already in --json")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                     help="run nothing: merge these result files (into --json if given) and report")
+    ap.add_argument("--pending", action="store_true",
+                    help="run nothing: print how many runs --json lacks; exit status 3 when none")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
@@ -334,6 +336,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.n_initial is not None and len(budgets) > 1:
         raise SystemExit("--n-initial needs a single --budget (the default is half of each budget)")
     variants = dict(_parse_variant(v) for v in args.variant)
+    if args.pending:
+        known = records.read(args.json) if args.json and os.path.exists(args.json) else {}
+        keys = [_cell_key(f, args.tasks, b, b // 2 if args.n_initial is None else args.n_initial)
+                for f in families for b in budgets]
+        n = sum(not _done(known, k, s, m) for k in keys for s in seeds for m in methods + list(variants))
+        print(n)
+        return 0 if n else 3
     results = records.Results(FORMAT, "quality.py", argv, args.json)
     for fam in families:
         make_problem, optimum = FAMILIES[fam]

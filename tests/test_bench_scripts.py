@@ -56,7 +56,8 @@ def test_quality_driver_runs_merges_and_reports(tmp_path, capsys):
     assert set(data["cells"]) == {"mixed/T2/b3/i1", "mixed/T2/b4/i2"}
     regrets = data["cells"]["mixed/T2/b4/i2"]["seeds"]["0"]["random"]["regret"]
     assert len(regrets) == 2 and all(0.0 <= r <= 1.0 for r in regrets)
-    assert quality.main(args + ["--resume"]) == 0  # nothing left to run
+    assert quality.main(args + ["--pending"]) == 3  # nothing left to run
+    assert quality.main(args + ["--resume"]) == 0
     assert len(records.read(str(out))["runs"]) == 2
     report = tmp_path / "q.md"
     assert quality.main(["--merge", str(out), "--out", str(report)]) == 0
