@@ -26,6 +26,7 @@ from gptask.acquisition import log_ei
 from gptask.evaluate import Evaluator
 from gptask.functions import FAMILIES
 from gptask.mla import Tuner, resolve_tasks
+from gptask.trials import Status
 
 TASK_SEED = 12345
 
@@ -41,13 +42,15 @@ class ProbeTuner(Tuner):
         prop = super()._search(i)
         space = self.problem.param_space
         model, tr = self.model, self.transform
-        ok = [r["value"] for r in self._task_records(i) if r["status"] == "complete"]
+        ok = [t.value for t in self.trials_of(i) if t.status is Status.COMPLETE]
         best = float(np.min(tr.forward(i, np.array(ok))))
 
         def acq(x):
             m, v = model.predict(i, np.atleast_2d(x))
             return log_ei(m, np.sqrt(np.maximum(v, 0.0)), best)
 
+        if prop is None:  # the task's space is exhausted
+            return prop
         pso = float(acq(prop[None, :])[0])  # _search returns the encoded proposal
         rng = np.random.default_rng(len(self.gaps))
         u = rng.random((20_000, space.n_columns))
@@ -76,7 +79,7 @@ def model_error(tuner: Tuner, n_test: int = 2000, seed: int = 0) -> list[tuple[f
     for i, task in enumerate(tuner.tasks):
         z_true = tuner.transform.forward(i, np.array([prob.objective(task, p) for p in params]))
         m, _ = tuner.model.predict(i, U)
-        recs = [r for r in tuner._task_records(i) if r["status"] == "complete"]
+        recs = [t for t in tuner.trials_of(i) if t.status is Status.COMPLETE]
         X = space.encode([r["params"] for r in recs])
         z = tuner.transform.forward(i, np.array([r["value"] for r in recs]))
         k = ConstantKernel(1.0) * Matern(length_scale=np.ones(space.n_columns), nu=2.5) + WhiteKernel(1e-4)

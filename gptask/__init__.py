@@ -1,7 +1,8 @@
 """gptask: multitask and transfer-learning Gaussian-process autotuning for HPC applications.
 
 Public API (see shared design): spaces (``Real``, ``Integer``, ``Categorical``, ``Space``),
-``Problem``, ``tune`` (MLA, batch tuning of a task set), ``Tuner`` (ask/tell), ``Evaluator``;
+``Problem``, ``tune`` (MLA, batch tuning of a task set), ``Tuner`` (ask/tell), ``Trial`` and
+``Status`` (what ask returns and the history holds), ``Evaluator``;
 transfer to new tasks: ``predict_optimum`` (TLA1), ``predict``, ``transfer_accuracy``,
 ``tune_new_task`` (TLA2), ``load_model`` (model files written by ``result.save_model``).
 """
@@ -10,20 +11,21 @@ from .evaluate import EvaluationFailed, Evaluator, Outcome
 from .problem import Problem
 from .result import TuningResult
 from .space import Categorical, Integer, Real, Space
+from .trials import Proposal, Status, Trial
 
 __version__ = "0.1.0"
 
-__all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "tune", "Tuner", "Proposal",
+__all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "tune", "Tuner", "Proposal", "Trial", "Status",
            "TuningResult", "Evaluator", "Outcome", "EvaluationFailed", "predict_optimum", "predict",
            "tune_new_task", "transfer_accuracy", "Prediction", "load_model"]
 
 
 def __getattr__(name: str):
     # the tuner pulls in the model layer (scipy, pyswarms); import it on first use
-    if name in ("tune", "Tuner", "Proposal"):
-        from . import mla
+    if name in ("tune", "Tuner"):
+        from . import tuning
 
-        return getattr(mla, name)
+        return getattr(tuning, name)
     if name in ("predict_optimum", "predict", "tune_new_task", "transfer_accuracy", "Prediction"):
         from . import transfer
 

@@ -1,7 +1,10 @@
-"""The ``gptask`` command line: tune, show, plot, export, predict.
+"""The ``gptask`` command line: tune, ask, tell, release, show, plot, export, predict.
 
     gptask tune --problem demo --tasks 5 --budget 20 --history runs.sqlite
     gptask tune --problem mypkg.mymod:make_problem --tasks 8 --budget 20 --history runs.sqlite
+    gptask ask runs.sqlite --problem mymod:make_problem --tasks 4 --budget 20 -n 4   # PENDING trials
+    gptask tell runs.sqlite 17 0.342                  # or: gptask tell runs.sqlite 17 --failed "exit 139"
+    gptask release runs.sqlite 17                     # give a trial back (its job was cancelled)
     gptask show runs.sqlite
     gptask plot runs.sqlite --out convergence.png
     gptask export runs.sqlite --format csv
@@ -9,7 +12,16 @@
     gptask predict demo.json --task t=4.2            # TLA1: predicted optimum, no run
 
 ``--problem module:function`` imports ``module`` and calls ``function()`` (it must return a
-``gptask.Problem``); nothing given on the command line is evaluated as code.
+``gptask.Problem``); the current directory is searched first, as ``python -m`` does, so a
+``mymod.py`` next to where the command runs is found. Nothing given on the command line is
+evaluated as code.
+
+``ask`` writes its trials to the history as PENDING and prints them (``ID<TAB>task<TAB>params``
+per line, ``k=v,...``; ``--json``: a list of objects with ``id``, ``task_index``, ``task``,
+``params``); the first ask creates the history with ``--tasks``, ``--budget``, ``--n-initial``
+and ``--seed``, later asks default to what the history holds. Without ``--lease`` an asked trial
+is held until it is told or released. Nothing printed means nothing to ask now (a line on stderr
+says whether the run is done or waits for pending trials).
 """
 
 from __future__ import annotations
@@ -19,13 +31,14 @@ import importlib
 import json
 import logging
 import math
+import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "parse_assignments", "format_table"]
+__all__ = ["main", "parse_assignments", "format_assignments", "format_table"]
 
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -68,6 +81,11 @@ def parse_assignments(text: str, what: str = "argument") -> dict[str, Any]:
     return out
 
 
+def format_assignments(values: Mapping[str, Any]) -> str:
+    """``{"m": 5000, "alg": "ring"}`` -> ``"m=5000,alg=ring"`` (what :func:`parse_assignments` reads back)."""
+    return ",".join(f"{k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in values.items())
+
+
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """A plain text table of dict rows (union of keys, in first-seen order)."""
     if not rows:
@@ -102,7 +120,13 @@ def load_problem(spec: str, options: dict[str, Any] | None = None):
         if ":" not in spec:
             raise ValueError(f"--problem must be one of {sorted(FAMILIES)} or module:function, got {spec!r}")
         mod_name, fn_name = spec.split(":", 1)
-        module = importlib.import_module(mod_name)
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())  # as `python -m` does: a module next to the user is found
+        try:
+            module = importlib.import_module(mod_name)
+        except ModuleNotFoundError as exc:
+            raise ValueError(f"--problem {spec}: cannot import {exc.name!r} (searched the current directory "
+                             "and PYTHONPATH; add the module's directory to PYTHONPATH)") from None
         fn = getattr(module, fn_name, None)
         if not callable(fn):
             raise ValueError(f"{mod_name} has no callable {fn_name!r}")
@@ -113,12 +137,14 @@ def load_problem(spec: str, options: dict[str, Any] | None = None):
 
 
 def best_table(history) -> list[dict[str, Any]]:
-    """One row per task from a History: task values, best parameters, best value, counts."""
-    recs = history.records()
+    """One row per task from a history (a Storage): task values, best parameters, best value, counts."""
+    from .trials import Status
+
+    recs = [t for t in history.trials() if t.status.finished]
     rows = []
     for i, task in enumerate(history.tasks()):
         mine = [r for r in recs if r["task_index"] == i]
-        ok = [r for r in mine if r["status"] == "complete"]
+        ok = [r for r in mine if r["status"] == Status.COMPLETE]
         row: dict[str, Any] = {"task": i, **task}
         if ok:
             b = min(ok, key=lambda r: r["value"])
@@ -127,59 +153,181 @@ def best_table(history) -> list[dict[str, Any]]:
         else:
             row["best"] = None
         row["evals"] = len(mine)
-        row["failed"] = len(mine) - len(ok)
+        row["failed"] = sum(r["status"] == Status.FAILED for r in mine)
         rows.append(row)
     return rows
 
 
+def _progress_logging(quiet: bool) -> None:
+    """Progress lines (one per iteration when stderr is not a terminal) unless ``quiet``."""
+    from .tuning.progress import LOGGER_NAME
+
+    logging.getLogger(LOGGER_NAME).setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    from .outputs import check_output_path
+    from .plots import plot_formats
+
+    if args.plot:
+        check_output_path(args.plot, "--plot", plot_formats())
+    if args.save_model:
+        check_output_path(args.save_model, "--save-model")
+
+
 def _cmd_tune(args: argparse.Namespace) -> int:
-    from .mla import tune
     from .plots import plot_convergence
+    from .tuning import tune
 
     problem = load_problem(args.problem, parse_assignments(args.problem_options))
+    _check_outputs(args)
     tasks: Any = args.tasks
     if args.task:
         tasks = [parse_assignments(t) for t in args.task]
+    quiet = args.quiet or args.no_progress
+    _progress_logging(quiet)
     result = tune(problem, tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed,
                   history=args.history, repeats=args.repeats, aggregate=args.aggregate,
-                  timeout=args.timeout, n_latent=args.n_latent, progress=not args.no_progress)
+                  timeout=args.timeout, n_latent=args.n_latent, progress=not quiet, max_time=args.max_time,
+                  target=args.target)
     rows = result.table()
     print(format_table(rows))
-    if args.plot:
-        plot_convergence(result.history, args.plot, title=f"{problem.name}: best so far per task",
-                         tasks=result.tasks)
-        print(f"convergence plot: {args.plot}")
+    for i, reason in sorted(result.closed.items()):
+        print(f"task {i} stopped early: {reason}")
+    if result.pending:
+        print(f"{len(result.pending)} trial(s) pending (ids {[t.id for t in result.pending]}): run the same "
+              "command again to finish them")
+    status = 0
     if args.save_model:
         result.save_model(args.save_model)
         print(f"model: {args.save_model}")
+    if args.plot:
+        try:
+            plot_convergence(result.history, args.plot, title=f"{problem.name}: best so far per task",
+                             tasks=result.tasks)
+            print(f"convergence plot: {args.plot}")
+        except (OSError, ValueError) as exc:
+            print(f"gptask: error: the convergence plot failed: {exc}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def _tuner_for_ask(args: argparse.Namespace):
+    """A Tuner on ``args.history`` whose settings default to what the history holds."""
+    from .storage import Owner, SQLiteStorage
+    from .tuning import Tuner
+
+    problem = load_problem(args.problem, parse_assignments(args.problem_options))
+    stored: dict[str, Any] = {}
+    if Path(args.history).exists():
+        with SQLiteStorage(args.history, read_only=True) as h:
+            stored = {**(h.get_meta("settings") or {}), "seed": h.get_meta("seed"), "tasks": h.tasks()}
+    tasks: Any = [parse_assignments(t) for t in args.task] if args.task else (
+        args.tasks if args.tasks is not None else stored.get("tasks") or 5)
+    budget = args.budget if args.budget is not None else stored.get("budget", 20)
+    n_initial = args.n_initial if args.n_initial is not None else stored.get("n_initial")
+    seed = args.seed if args.seed is not None else (stored.get("seed") or 0)
+    return Tuner(problem, tasks, budget, n_initial, seed, args.history, target=args.target,
+                 owner=Owner.detached("gptask ask"), lease=args.lease)
+
+
+def _cmd_ask(args: argparse.Namespace) -> int:
+    tuner = _tuner_for_ask(args)
+    try:
+        trials = tuner.ask(args.n)
+        if not trials:
+            pending = tuner.pending
+            if not pending and tuner.done:
+                print("gptask: nothing to ask: every task is done", file=sys.stderr)
+            else:
+                print(f"gptask: nothing to ask now: {len(pending)} trial(s) pending (ids {[t.id for t in pending]})",
+                      file=sys.stderr)
+    finally:
+        tuner.close(release=False)  # the shell holds the trials until it tells them
+    if args.json:
+        print(json.dumps([{"id": t.id, "task_index": t.task_index, "task": dict(t.task), "params": dict(t.params)}
+                          for t in trials]))
+    else:
+        for t in trials:
+            print(f"{t.id}\t{format_assignments(t.task)}\t{format_assignments(t.params)}")
+    return 0
+
+
+def _cmd_tell(args: argparse.Namespace) -> int:
+    from .evaluate import Outcome
+    from .storage import SQLiteStorage
+
+    if args.failed is not None:
+        if args.value is not None:
+            raise ValueError("give a VALUE or --failed REASON, not both")
+        outcome = Outcome.of(None, args.failed or "reported as failed")
+    else:
+        if args.value is None:
+            raise ValueError("give the VALUE the run measured, or --failed REASON")
+        try:
+            number = float(args.value)
+        except ValueError:
+            raise ValueError(f"VALUE must be a number, got {args.value!r}; report a failed run with --failed REASON") from None
+        outcome = Outcome.of(number)
+    if args.duration is not None and not args.duration >= 0:
+        raise ValueError(f"--duration must be >= 0 seconds, got {args.duration}")
+    with SQLiteStorage(args.history, create=False) as h:
+        t = h.finish(args.id, outcome.status, outcome.value, outcome.samples, outcome.reason, outcome.extra,
+                     args.duration)
+    shown = f"value {t.value!r}" if t.value is not None else f"reason {t.reason!r}"
+    print(f"trial {t.id}: {t.status.value}, {shown}")
+    return 0
+
+
+def _cmd_release(args: argparse.Namespace) -> int:
+    from .storage import SQLiteStorage
+
+    with SQLiteStorage(args.history, create=False) as h:
+        released = h.release(ids=args.ids)
+    print(f"released trial(s) {released}: the next ask proposes them again")
     return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from .history import History
+    from .storage import SQLiteStorage
+    from .storage.owner import Owner
+    from .trials import Status
 
-    h = History.open_existing(args.history)
-    print(f"problem: {h.signature.get('name')}  tasks: {len(h.tasks())}  evaluations: {len(h.records())}")
-    print(format_table(best_table(h)))
+    with SQLiteStorage(args.history, read_only=True) as h:
+        trials = h.trials()
+        pending = [t for t in trials if t.status is Status.PENDING]
+        print(f"problem: {h.signature.get('name')}  tasks: {len(h.tasks())}  "
+              f"evaluations: {len(trials) - len(pending)}  pending: {len(pending)}")
+        print(format_table(best_table(h)))
+        for i, reason in sorted(h.closed_tasks().items()):
+            print(f"task {i}: {reason}")
+    for t in pending:
+        holder = "released" if t.owner is None else Owner.from_text(t.owner).describe()
+        print(f"pending trial {t.id}: task {t.task_index} {format_assignments(t.params)} ({holder}, "
+              f"attempt {t.attempts})")
     return 0
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from .history import History
-    from .plots import plot_convergence
+    from .outputs import check_output_path
+    from .plots import plot_convergence, plot_formats
+    from .storage import SQLiteStorage
 
-    h = History.open_existing(args.history)
     out = args.out or str(Path(args.history).with_suffix(".png"))
-    plot_convergence(h.records(), out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks())
+    check_output_path(out, "--out", plot_formats())
+    with SQLiteStorage(args.history, read_only=True) as h:
+        records = [t for t in h.trials() if t.status.finished]
+        plot_convergence(records, out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks())
     print(out)
     return 0
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from .history import History
+    from .storage import SQLiteStorage
+    from .storage.export import to_csv, to_json
 
-    h = History.open_existing(args.history)
-    text = h.to_csv() if args.format == "csv" else h.to_json()
+    with SQLiteStorage(args.history, read_only=True) as h:
+        text = to_csv(h) if args.format == "csv" else to_json(h)
     if args.out:
         Path(args.out).write_text(text)
     else:
@@ -240,15 +388,50 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--budget", type=int, default=20)
     t.add_argument("--n-initial", type=int, default=None)
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--history", default=None, help="SQLite file (resumes when it exists)")
+    t.add_argument("--history", default=None,
+                   help="SQLite file (resumes when it exists; several tune commands may share it)")
     t.add_argument("--repeats", type=int, default=1)
     t.add_argument("--aggregate", default="min", choices=["min", "median", "mean"])
     t.add_argument("--timeout", type=float, default=None, help="seconds per run")
     t.add_argument("--n-latent", type=int, default=None)
-    t.add_argument("--plot", default=None, help="write the convergence plot (PNG) here")
+    t.add_argument("--max-time", type=float, default=None,
+                   help="seconds for the whole run: no evaluation starts after it; unfinished trials stay pending")
+    t.add_argument("--target", type=float, default=None, help="a task stops once its best value is <= TARGET")
+    t.add_argument("--plot", default=None, help="write the convergence plot (PNG, PDF, SVG, ...) here")
     t.add_argument("--save-model", default=None, help="write the model (JSON) here")
-    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("-q", "--quiet", action="store_true", help="no progress bar or per-iteration log lines")
+    t.add_argument("--no-progress", action="store_true", help="same as --quiet")
     t.set_defaults(func=_cmd_tune)
+
+    a = sub.add_parser("ask", help="write the next trials to a history as PENDING and print them")
+    a.add_argument("history", help="SQLite file (created by the first ask)")
+    a.add_argument("--problem", required=True, help="demo | branin | sphere | module:function")
+    a.add_argument("--problem-options", default="", help="k=v,... passed to the problem function")
+    a.add_argument("-n", type=int, default=None, help="at most this many trials (default: the rest of the initial designs, "
+                   "else one search proposal per task)")
+    a.add_argument("--json", action="store_true", help="print a JSON list of {id, task_index, task, params}")
+    a.add_argument("--tasks", type=int, default=None, help="number of LHS tasks (first ask; default 5)")
+    a.add_argument("--task", action="append", help="an explicit task k=v,... (repeatable; first ask)")
+    a.add_argument("--budget", type=int, default=None, help="evaluations per task (default: the history's, or 20)")
+    a.add_argument("--n-initial", type=int, default=None)
+    a.add_argument("--seed", type=int, default=None)
+    a.add_argument("--target", type=float, default=None, help="a task stops once its best value is <= TARGET")
+    a.add_argument("--lease", type=float, default=None,
+                   help="seconds after which a trial not told is given to the next ask (default: never)")
+    a.set_defaults(func=_cmd_ask)
+
+    tl = sub.add_parser("tell", help="record the result of a PENDING trial")
+    tl.add_argument("history")
+    tl.add_argument("id", type=int, help="the trial id printed by ask")
+    tl.add_argument("value", nargs="?", default=None, help="the measured value (a number)")
+    tl.add_argument("--failed", metavar="REASON", default=None, help="the run failed, for this reason")
+    tl.add_argument("--duration", type=float, default=None, help="seconds the run took (stored)")
+    tl.set_defaults(func=_cmd_tell)
+
+    rl = sub.add_parser("release", help="give PENDING trials back: the next ask proposes them again")
+    rl.add_argument("history")
+    rl.add_argument("ids", type=int, nargs="+")
+    rl.set_defaults(func=_cmd_release)
 
     s = sub.add_parser("show", help="best configuration per task of a history")
     s.add_argument("history")
@@ -283,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         print(f"gptask: error: {exc}", file=sys.stderr)
         return 2
 

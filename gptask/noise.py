@@ -30,6 +30,7 @@ returns a frozen :class:`NoisyResult`:
 ``samples``    tuple of all measured values in order (a censored one holds its elapsed time)
 ``n_samples``  ``len(samples)``
 ``censored``   True when the last sample was stopped by the pruning deadline
+``pruned``     True when the last sample finished above the pruning bound, so resampling stopped
 ``reason``     why resampling stopped ("k samples", "ci narrow enough", "max_samples",
                "filtered: ...", "pruned: ...", "censored: ...")
 ``complete``   the samples that ran to completion (all but a censored last one)
@@ -116,6 +117,7 @@ class NoisyResult:
     censored: bool
     reason: str
     complete: tuple[float, ...] = field(default=())
+    pruned: bool = False
 
     def to_dict(self) -> dict:
         return {
@@ -123,6 +125,7 @@ class NoisyResult:
             "samples": list(self.samples),
             "n_samples": self.n_samples,
             "censored": self.censored,
+            "pruned": self.pruned,
             "reason": self.reason,
         }
 
@@ -279,6 +282,7 @@ class _Run:
             censored=self.censored,
             reason=reason,
             complete=tuple(self.complete),
+            pruned=self.over_bound,
         )
 
 

@@ -6,7 +6,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["convergence_data", "plot_convergence"]
+__all__ = ["convergence_data", "plot_convergence", "plot_formats"]
+
+
+def plot_formats() -> set[str]:
+    """File suffixes matplotlib can write (``png``, ``pdf``, ``svg``, ...)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    return set(Figure().canvas.get_supported_filetypes())
 
 
 def convergence_data(records: Sequence[dict[str, Any]]) -> dict[int, dict[str, list]]:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .space import Space
 
 __all__ = ["Problem"]
+
+log = logging.getLogger(__name__)
 
 Objective = Callable[[dict, dict], float]
 Constraint = Callable[[dict], bool]
@@ -64,6 +67,7 @@ class Problem:
         self.constraints = constraints
         self.constants = constants
         self.name = str(name)
+        self._raised: dict[int, tuple[int, str]] = {}  # constraint index -> (times raised, first error)
 
     def merged(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
         """The dict the constraints see: constants, task values and parameter values together."""
@@ -73,18 +77,34 @@ class Problem:
         """Indices of the constraints that ``(task, params)`` violates (empty when feasible).
 
         A constraint that raises counts as violated: a configuration the user's own rule cannot
-        judge is not one to run.
+        judge is not one to run. It is not hidden: the first exception of each constraint is logged
+        as a warning, and :meth:`constraint_errors` reports them (a "no feasible point" error does).
         """
         c = self.merged(task, params)
         bad = []
         for k, rule in enumerate(self.constraints):
             try:
                 ok = bool(rule(dict(c)))
-            except Exception:  # noqa: BLE001 - any failure of a user rule means "not allowed"
+            except Exception as exc:  # noqa: BLE001 - any failure of a user rule means "not allowed"
                 ok = False
+                self._record_error(k, exc, c)
             if not ok:
                 bad.append(k)
         return bad
+
+    def _record_error(self, k: int, exc: Exception, point: Mapping[str, Any]) -> None:
+        count, first = self._raised.get(k, (0, ""))
+        if count == 0:
+            first = f"{type(exc).__name__}: {exc}"
+            log.warning("%s of problem %r raised %s on %s; such configurations count as infeasible",
+                        self.constraint_names([k])[0], self.name, first, dict(point))
+        self._raised[k] = (count + 1, first)
+
+    def constraint_errors(self) -> str:
+        """What the constraints raised so far, e.g. ``"constraint #0 (fits) raised KeyError: 'mbb'
+        (on 1000 configurations)"``; "" when none raised."""
+        return "; ".join(f"{self.constraint_names([k])[0]} raised {first} (on {count} configurations)"
+                         for k, (count, first) in sorted(self._raised.items()))
 
     def is_feasible(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
         return not self.violated(task, params)

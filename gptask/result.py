@@ -2,28 +2,35 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .problem import Problem
 from .transforms import OutputTransform
+from .trials import Status
 
 __all__ = ["TuningResult"]
 
 
 @dataclass
 class TuningResult:
-    """problem, tasks (list of dicts), history (list of evaluation records, in order), model (the
-    last fitted LCM, or None), transform (the output transform the model was fitted under)."""
+    """problem, tasks (list of dicts), history (the finished trials, :class:`gptask.trials.Trial`
+    records in id order; they also read like dicts: ``r["value"]``), model (the last fitted LCM,
+    or None), transform (the output transform the model was fitted under), pending (trials asked
+    and not told, e.g. stopped by ``max_time``: the next run with the same history re-proposes
+    them), closed (task index -> why the task stopped before its budget: target reached, or every
+    feasible configuration run)."""
 
     problem: Problem
     tasks: list[dict]
-    history: list[dict]
+    history: list
     model: Any = None
     transform: OutputTransform | None = None
+    pending: list = field(default_factory=list)
+    closed: dict = field(default_factory=dict)
 
-    def records(self, i: int, status: str | None = "complete") -> list[dict]:
-        """Task ``i``'s evaluation records (only complete ones by default; ``status=None``: all)."""
+    def records(self, i: int, status: Status | str | None = Status.COMPLETE) -> list:
+        """Task ``i``'s finished trials (only complete ones by default; ``status=None``: all)."""
         self._check_index(i)
         return [r for r in self.history if r["task_index"] == i and (status is None or r["status"] == status)]
 
@@ -43,7 +50,7 @@ class TuningResult:
         """Running minimum of task ``i``'s values, one entry per evaluation (failed ones repeat it)."""
         out, cur = [], float("inf")
         for r in self.records(i, status=None):
-            if r["status"] == "complete":
+            if r["status"] == Status.COMPLETE:
                 cur = min(cur, r["value"])
             out.append(cur)
         return out
@@ -70,6 +77,6 @@ class TuningResult:
             except ValueError:
                 row["best"] = None
             row["evaluations"] = len(all_r)
-            row["failed"] = sum(r["status"] != "complete" for r in all_r)
+            row["failed"] = sum(r["status"] == Status.FAILED for r in all_r)
             rows.append(row)
         return rows

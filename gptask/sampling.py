@@ -14,8 +14,10 @@ import numpy as np
 from scipy.stats import qmc
 
 from .space import Categorical, Space
+from .trials import point_key
 
-__all__ = ["lhs_unit", "lhs_points", "feasible_lhs", "centred_normal_points", "NoFeasiblePoint"]
+__all__ = ["lhs_unit", "lhs_points", "feasible_lhs", "centred_normal_points", "NoFeasiblePoint", "SpaceExhausted",
+           "point_key"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,11 @@ MAX_CANDIDATES = 200_000
 
 class NoFeasiblePoint(ValueError):
     """Raised when constrained sampling finds (almost) no configuration satisfying the constraints."""
+
+
+class SpaceExhausted(NoFeasiblePoint):
+    """Raised when feasible configurations exist but every one found is already used (a small
+    discrete space whose points have all been run)."""
 
 
 def lhs_unit(n: int, n_dims: int, rng: np.random.Generator) -> np.ndarray:
@@ -68,7 +75,8 @@ def feasible_lhs(
 
     Oversamples by rounds (each a fresh LHS of growing size) until ``n`` feasible, distinct points
     not in ``exclude`` (a set of ``point_key`` values) are found. Raises :class:`NoFeasiblePoint`
-    naming ``describe`` when the bounded effort (``MAX_CANDIDATES`` draws) finds none, and returns
+    naming ``describe`` when the bounded effort (``MAX_CANDIDATES`` draws) finds none
+    (:class:`SpaceExhausted` when it found feasible points but all of them in ``exclude``), and returns
     fewer than ``n`` points (with a warning) when the feasible set is smaller than ``n``.
     """
     chosen: list[dict[str, Any]] = []
@@ -87,7 +95,7 @@ def feasible_lhs(
                 f"no configuration satisfying {describe} was found in {drawn} random draws; "
                 "check that the constraints can be met for this task"
             )
-        raise NoFeasiblePoint(f"every feasible configuration found under {describe} was already used")
+        raise SpaceExhausted(f"every feasible configuration found under {describe} was already used")
     if len(chosen) < n:
         log.warning("only %d of %d distinct feasible points found under %s", len(chosen), n, describe)
     return chosen
@@ -142,18 +150,3 @@ def centred_normal_points(
     if len(chosen) < n:
         chosen += feasible_lhs(space, n - len(chosen), rng, is_feasible, seen, describe)
     return chosen
-
-
-def point_key(point: Mapping[str, Any]) -> tuple:
-    """A hashable identity of a configuration (used to never run the same point twice)."""
-    return tuple(sorted((k, _norm(v)) for k, v in point.items()))
-
-
-def _norm(v: Any) -> Any:
-    if isinstance(v, (bool, str)):
-        return v
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return round(float(v), 12)
-    return v

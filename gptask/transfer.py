@@ -86,14 +86,15 @@ import numpy as np
 
 from .acquisition import log_ei
 from .evaluate import Evaluator
-from .history import History
 from .models import LCM
 from .problem import Problem
 from .result import TuningResult
 from .sampling import NoFeasiblePoint, centred_normal_points, point_key
 from .search import maximize
 from .space import Categorical, Space
+from .storage import HistoryMismatch, Owner, open_storage
 from .transforms import OutputTransform
+from .trials import Proposal, Trial
 
 __all__ = ["Prediction", "OptimaModel", "TransferModel", "TransferResult", "AccuracyReport",
            "predict_optimum", "predict", "transfer_accuracy", "tune_new_task", "sampling_spread"]
@@ -656,6 +657,39 @@ class _NewTaskData:
         return OutputTransform(self.old.use_log, np.append(self.old.mu, self.mu), np.append(self.old.sigma, self.sigma))
 
 
+class _NewTaskHistory:
+    """TLA2's trials of the new task (index ``index``) in the history: each written as PENDING before
+    its evaluation and finished after it, by rank 0 (``root``); every rank reads the finished ones
+    (``stored``, in order) to resume a killed run."""
+
+    def __init__(self, path: Any, problem: Problem, tasks: list[dict], index: int, root: bool) -> None:
+        self.store = open_storage(path, problem.signature())
+        self.store.set_tasks(tasks)
+        self.index, self.root = index, root
+        self.owner = Owner.this_process("tla2")
+        self.stored = [t for t in self.store.trials(task_index=index) if t.status.finished]
+
+    def run(self, task: dict, params: dict, source: str, evaluate: Any) -> Trial:
+        """Claim, evaluate (``evaluate()`` -> Outcome) and record one configuration of the new task."""
+        if not self.root:
+            out = evaluate()
+            return Trial(0, self.index, task, params, out.status, out.value, out.samples, out.reason, out.extra,
+                         source, duration=out.duration)
+        trial = self.store.add_trials([Proposal(self.index, task, params, source)], self.owner)[0]
+        if trial is None:
+            raise HistoryMismatch(f"history {self.store.path} already holds {params} for the new task {task} as a "
+                                  "pending trial of a live process: is another TLA2 run using this history?")
+        try:
+            out = evaluate()
+        except BaseException:
+            self.store.release(self.owner)  # stays pending for the next run
+            raise
+        return self.store.finish(trial.id, out.status, out.value, out.samples, out.reason, out.extra, out.duration)
+
+    def close(self) -> None:
+        self.store.close()
+
+
 def _full_fit(model: LCM, X_old: list, y_old: list, data: _NewTaskData, init_params: dict, restarts: int,
               seed: int, comm: Any) -> LCM:
     Xs = X_old + [np.vstack(data.X)]
@@ -722,11 +756,10 @@ def tune_new_task(
     T = len(tm.tasks)
     root = comm is None or comm.Get_rank() == 0
 
-    hist = History(history, problem.signature())
-    hist.set_tasks(tm.tasks + [task])
-    stored = [r for r in hist.records() if r["task_index"] == T]
+    hist = _NewTaskHistory(history, problem, tm.tasks + [task], T, root)
+    stored = list(hist.stored)
     old_records = list(result.history) if isinstance(result, TuningResult) else []
-    new_records: list[dict] = []
+    new_records: list[Trial] = []
 
     def run(params: dict, source: str) -> dict:
         if stored:
@@ -735,12 +768,7 @@ def tune_new_task(
                 log.info("resumed history differs from the design at %s; using the stored run", rec["params"])
             new_records.append(rec)
             return rec
-        out = evaluator(task, params)
-        rec_id = hist.add_evaluation(T, params, out.value, out.status, out.reason, out.samples, out.duration,
-                                     source) if root else 0
-        rec = {"id": rec_id, "task_index": T, "task": dict(task), "params": dict(params), "value": out.value,
-               "status": out.status, "reason": out.reason, "samples": list(out.samples),
-               "duration": out.duration, "source": source}
+        rec = hist.run(task, params, source, lambda: evaluator(task, params))
         new_records.append(rec)
         return rec
 
@@ -826,6 +854,7 @@ def tune_new_task(
             kind = "append"
         updates.append({"kind": kind, "seconds": time.perf_counter() - t0, "n_points": int(model.n_points.sum())})
 
+    hist.close()
     new_tr = data.transform()
     known = list(tm.best)
     ok_new = [r for r in new_records if r["status"] == "complete"]

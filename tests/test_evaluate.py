@@ -4,7 +4,8 @@ import time
 import numpy as np
 import pytest
 
-from gptask.evaluate import EvaluationFailed, Evaluator
+from gptask.evaluate import EvaluationFailed, EvaluationInterrupted, Evaluator, Outcome
+from gptask.trials import Status
 
 
 def test_repeats_aggregate_and_raw_samples_kept():
@@ -84,8 +85,10 @@ def test_pruned_run_is_stopped_at_its_deadline_and_marked_censored(timeout):
     ev = Evaluator(objective, timeout=timeout, noise=StaticResampling(k=1), pruner=Pruner(factor=2.0))
     assert ev({"t": 0}, {"cost": 1.0}).value == 1.0  # no incumbent yet: no bound
     slow = ev({"t": 0}, {"cost": 10.0})
-    assert slow.ok and slow.reason.startswith("censored") and slow.value == pytest.approx(2.0)
-    assert ev({"t": 0}, {"cost": 1.5}).reason == ""
+    assert slow.status is Status.CENSORED and slow.reason.startswith("censored") and slow.value == pytest.approx(2.0)
+    assert slow.extra == {"noise": slow.reason, "n_samples": 1}
+    ok = ev({"t": 0}, {"cost": 1.5})
+    assert ok.ok and ok.reason == "" and ok.extra["n_samples"] == 1
 
 
 def test_noise_and_repeats_together_is_an_error():
@@ -95,3 +98,25 @@ def test_noise_and_repeats_together_is_an_error():
         Evaluator(lambda t, p: 1.0, repeats=3, noise=SEDR())
     with pytest.raises(TypeError, match="noise policy"):
         Evaluator(lambda t, p: 1.0, noise="sedr")
+
+
+def test_outcome_of_what_users_report():
+    assert Outcome.of(2.5) == Outcome(2.5, (2.5,), Status.COMPLETE)
+    assert Outcome.of(1e308).value == 1e308
+    nan = Outcome.of(float("nan"))
+    assert nan.status is Status.FAILED and nan.value is None and "NaN" in nan.reason
+    assert Outcome.of(None, "node crashed").reason == "node crashed"
+    assert Outcome(None, (), "failed", "x").status is Status.FAILED  # text still accepted
+    with pytest.raises(ValueError, match="finite value"):
+        Outcome(float("inf"))
+    with pytest.raises(ValueError, match="not pending"):
+        Outcome(1.0, status="pending")
+
+
+def test_stop_at_interrupts_a_forked_run_without_failing_it():
+    ev = Evaluator(_sleepy, timeout=30)
+    t0 = time.perf_counter()
+    with pytest.raises(EvaluationInterrupted, match="time is up"):
+        ev({}, {"s": 30}, stop_at=time.monotonic() + 0.5)
+    assert time.perf_counter() - t0 < 10
+    assert ev({}, {"s": 0.01}, stop_at=time.monotonic() + 20).ok

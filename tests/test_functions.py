@@ -19,7 +19,8 @@ def test_stated_optimum_is_attained_and_not_beaten_by_a_dense_sample(family):
         x_opt, f_opt = optimum(task)
         assert problem.objective(task, x_opt) == pytest.approx(f_opt, rel=1e-9, abs=1e-12)
         rng = np.random.default_rng(0)
-        points = space.decode(space.snap(rng.random((DRAWS, space.n_columns))))
+        draws = DRAWS if space.n_columns <= 5 else DRAWS // 4  # no closeness check in 6-D below
+        points = space.decode(space.snap(rng.random((draws, space.n_columns))))
         sampled = min(problem.objective(task, p) for p in points)
         assert sampled >= f_opt - 1e-9, (family, task, sampled, f_opt)
         if space.n_columns <= 5:  # a dense sample comes close in few dimensions: no wrong formula

@@ -87,10 +87,17 @@ def test_fit_improves_likelihood_and_is_deterministic():
     # the fitted state is the model conditioned on the best hyperparameters
     ref = LCM(2).condition(Xs, ys, m.get_params())
     assert m.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-12)
-    assert m.log_likelihood() == pytest.approx(np.max(m.fit_log_likelihoods), rel=1e-9)
+    # the winner is the start with the highest objective: the log posterior (MAP by default)
+    assert m.fit_report.map
+    assert m.log_posterior() == pytest.approx(np.max(m.fit_report.objective), rel=1e-9)
     # warm start from the fitted model cannot end below it
     m3 = LCM(2).fit(Xs, ys, restarts=1, seed=9, init=m, maxiter=50)
-    assert m3.log_likelihood() >= m.log_likelihood() - 1e-6 * abs(m.log_likelihood())
+    assert m3.log_posterior() >= m.log_posterior() - 1e-6 * abs(m.log_posterior())
+    # without a prior the same holds for the plain likelihood
+    ml = LCM(2).fit(Xs, ys, restarts=2, seed=3, maxiter=200, prior=None)
+    assert not ml.fit_report.map and ml.log_prior() == 0.0
+    assert ml.log_likelihood() == pytest.approx(np.max(ml.fit_report.objective), rel=1e-9)
+    assert ml.log_likelihood() >= m.log_likelihood() - 1e-6 * abs(m.log_likelihood())
 
 
 def test_fit_respects_bounds():
@@ -216,6 +223,11 @@ def test_save_load_round_trip(tmp_path):
             np.testing.assert_array_equal(a, b)
     assert m2.log_likelihood() == m.log_likelihood()
     assert (m2.kernel, m2.rank, m2.n_latent, m2.n_tasks) == ("matern52", 2, 2, 3)
+    assert m2.prior is None  # conditioned, never fitted: no prior
+    fitted = LCM(1).fit(Xs, ys, restarts=1, seed=0)
+    fitted.save(tmp_path / "f.npz")
+    back = LCM.load(tmp_path / "f.npz")
+    assert back.prior == fitted.prior and back.log_posterior() == fitted.log_posterior()
     raw = (tmp_path / "m.npz").read_bytes()
     assert b"pickle" not in raw
     np.savez(tmp_path / "other.npz", meta=np.array('{"format": "x"}'))
@@ -269,12 +281,14 @@ def test_restarts_over_fake_communicator_give_the_serial_model(size, monkeypatch
         th.start()
     for th in threads:
         th.join()
+    # the first round's 4 starts, then (when the post-fit check fired) the exploration round's
+    extra = serial.fit_report.n_starts - 4
     assert {k: v for k, v in calls.items()} == {
-        f"rank{r}": len(range(r, 4, size)) for r in range(size)}
+        f"rank{r}": len(range(r, 4, size)) + len(range(r, extra, size)) for r in range(size)}
     # the "ranks" are threads of one process here: threadpoolctl's BLAS cap is process-wide, so one
     # thread leaving its cap can switch the other to 2 BLAS threads (a different summation order):
     # equal up to rounding, not bit for bit (the mpiexec test checks separate processes)
     for m in models:
         for key in KEYS:
             np.testing.assert_allclose(m.get_params()[key], serial.get_params()[key], rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(m.fit_log_likelihoods, serial.fit_log_likelihoods, rtol=1e-12)
+        np.testing.assert_allclose(m.fit_report.objective, serial.fit_report.objective, rtol=1e-12)

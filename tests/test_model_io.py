@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.history import History
+from gptask.storage import SQLiteStorage
 from gptask.model_io import FORMAT, ModelFileError, load_model
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -96,7 +96,7 @@ def test_files_that_are_not_ours_or_corrupted(saved, tmp_path):
         "newer": (_write(tmp_path, "n.json", json.dumps({**doc, "version": 99})), "upgrade"),
     }
     hist = tmp_path / "h.sqlite"
-    History(hist, mixed_problem().signature()).close()
+    SQLiteStorage(hist, mixed_problem().signature()).close()
     cases["history"] = (hist, "not a gptask model file")
     for name, (p, msg) in cases.items():
         with pytest.raises(ValueError, match=msg):

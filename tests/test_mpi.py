@@ -65,3 +65,22 @@ def test_a_rank_that_dies_or_raises_ends_the_job(how):
     assert r.returncode != 0
     if how == "raise":
         assert "operator interrupt on rank 1" in r.stderr
+
+
+def test_a_dying_rank_loses_none_of_rank_0s_finished_evaluations(tmp_path):
+    from gptask.storage import SQLiteStorage
+    from gptask.trials import Status
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import gptask as gt
+    from problems_for_tests import counting_problem
+
+    hist = tmp_path / "h.sqlite"
+    r = run([mpiexec(), "-n", "2", sys.executable, str(SCRIPTS / "crash_run.py"), "exit", str(hist)], timeout=240)
+    assert r.returncode != 0
+    trials = SQLiteStorage(hist).trials()
+    # the first batch: one trial per task, task 0's on rank 0 (told at once), task 1's on rank 1 (died)
+    assert [(t.task_index, t.status) for t in trials] == [(0, Status.COMPLETE), (1, Status.PENDING)]
+    res = gt.tune(counting_problem(), tasks=2, budget=5, n_initial=3, seed=0, history=hist, progress=False)
+    assert len(res.history) == 10 and res.history[0] == trials[0]  # kept, not run again
+    assert res.history[1].id == trials[1].id and res.history[1].attempts == 2

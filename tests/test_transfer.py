@@ -8,7 +8,7 @@ import pytest
 
 import gptask as gt
 from gptask.functions import demo_optimum, demo_problem, sphere_problem
-from gptask.history import History
+from gptask.storage import SQLiteStorage
 from gptask.transfer import _project
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -136,8 +136,8 @@ def test_tune_new_task_block_updates_only(mixed_result, tmp_path, factor_sizes):
     prob = mixed_problem()
     assert all(prob.is_feasible(task, r["params"]) for r in mine)
     assert len({(r["params"]["x"], r["params"]["k"], r["params"]["alg"]) for r in mine}) == 7
-    stored = [r for r in History(hist, prob.signature()).records() if r["task_index"] == T]
-    assert len(stored) == 7
+    stored = SQLiteStorage(hist, prob.signature()).trials(task_index=T)
+    assert len(stored) == 7 and all(t.status.finished for t in stored)
     # it tunes: the optimum value is 1.0 + 0.05 (0.42*6 + 1 - k)^2 >= 1.0 (k integer)
     assert new.best_new()[1] < 1.06
     assert new.best_new()[1] <= prob.objective(task, new.prediction.params)
@@ -235,3 +235,24 @@ def test_new_task_prediction_of_a_positive_objective_is_interpolated_in_log_spac
         truth = _scaled_time({"s": s}, {"x": 0.5})
         assert mean > 0.0 and std > 0.0
         assert truth / 2.0 < mean < truth * 2.0, (s, mean, truth)
+
+
+def test_new_task_prediction_stays_in_the_tuned_envelope_and_its_std_grows_with_distance(tmp_path):
+    """Run-free prediction for new tasks of the demo family (5 tuned tasks, 12 points each): at every
+    configuration and every new task across the whole task space the predicted value stays within
+    one observed range of the tuned tasks' predicted values there (no runaway extrapolation), and
+    the predictive std is larger far from the tuned tasks than next to one."""
+    tuned = [{"t": t} for t in (1.0, 3.0, 5.0, 7.0, 9.0)]
+    result = make_result(demo_problem(), tuned, 12, seed=4, n_latent=2)
+    tm = gt.load_model(result.save_model(tmp_path / "demo.json", accuracy=False))
+    xs = [{"x": float(x)} for x in np.linspace(0.0, 1.0, 11)]
+    per_task = np.array([gt.predict(tm, t, xs)[0] for t in tuned])  # (5, 11)
+    lo, hi = per_task.min(axis=0), per_task.max(axis=0)
+    span = np.maximum(hi - lo, 1e-3)
+    for t in np.linspace(0.0, 10.0, 11):
+        mean, std = gt.predict(tm, {"t": float(t)}, xs)
+        assert np.all(mean >= lo - span) and np.all(mean <= hi + span), t
+        assert np.all(np.isfinite(std)) and np.all(std > 0)
+    near = gt.predict(tm, {"t": 5.05}, xs)[1]
+    far = gt.predict(tm, {"t": 10.0}, xs)[1]
+    assert np.median(far / near) > 1.5

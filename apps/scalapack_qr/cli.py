@@ -102,8 +102,13 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     import gptask as gt
-    from gptask.plots import plot_convergence
+    from gptask.outputs import check_output_path
+    from gptask.plots import plot_convergence, plot_formats
 
+    if args.plot:
+        check_output_path(args.plot, "--plot", plot_formats())
+    if args.out:
+        check_output_path(args.out, "--out")
     pb = _problem(args)
     tasks: Any = [parse_kv(t, "--task") for t in args.task] if args.task else args.tasks
     result = gt.tune(pb, tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed,

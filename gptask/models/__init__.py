@@ -2,7 +2,9 @@
 
 from .gp import GP
 from .kernels import KERNELS
-from .lcm import LCM, lml_and_grad
+from .lcm import LCM, FitReport, lml_and_grad
 from .linalg import CholeskyError, robust_cholesky
+from .priors import LCMPrior
 
-__all__ = ["LCM", "GP", "lml_and_grad", "KERNELS", "CholeskyError", "robust_cholesky"]
+__all__ = ["LCM", "GP", "FitReport", "LCMPrior", "lml_and_grad", "KERNELS", "CholeskyError",
+           "robust_cholesky"]

@@ -5,6 +5,8 @@ Its signal variance is W^2 + kappa of that LCM (the split between the two is irr
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .lcm import LCM, _as_X, _as_y
@@ -20,11 +22,12 @@ class GP:
         self.lcm = LCM(n_latent=1, kernel=kernel, rank=1)
 
     def fit(self, X: np.ndarray, y: np.ndarray, restarts: int = 4, seed: int = 0,
-            maxiter: int | None = None) -> "GP":
-        """Maximise the log marginal likelihood (multi-start L-BFGS-B); returns self."""
+            maxiter: int | None = None, prior: Any = "default") -> "GP":
+        """Fit the hyperparameters (MAP under ``prior``, or maximum likelihood with ``prior=None``;
+        see :meth:`gptask.models.LCM.fit`) by multi-start L-BFGS-B; returns self."""
         X = _as_X(X, "X")
         y = _as_y(y, "y", X.shape[0])
-        self.lcm.fit([X], [y], restarts=restarts, seed=seed, maxiter=maxiter)
+        self.lcm.fit([X], [y], restarts=restarts, seed=seed, maxiter=maxiter, prior=prior)
         return self
 
     def predict(self, X: np.ndarray, include_noise: bool = False) -> tuple[np.ndarray, np.ndarray]:

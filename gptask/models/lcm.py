@@ -15,11 +15,15 @@ Hyperparameters (``get_params()``)::
 
     lengthscale (Q, d) > 0     W (Q, T, rank) real     kappa (Q, T) > 0     noise (T,) > 0
 
-Fitting maximises the exact log marginal likelihood of the outputs *as given* (no
-transformation; standardise or log-transform before calling ``fit`` if wanted) with multi-start
-L-BFGS-B over log(lengthscale), W, log(kappa), log(noise), using analytic gradients obtained from
-``A = alpha alpha^T - K^-1`` contracted with each dK/dtheta without forming an N x N matrix per
-hyperparameter.
+Fitting maximises, by default, the log posterior: the exact log marginal likelihood of the outputs
+*as given* (no transformation; standardise or log-transform before calling ``fit`` if wanted) plus
+the weakly informative log prior of :mod:`.priors` (maximum a posteriori; ``prior=None`` gives plain
+maximum likelihood). Multi-start L-BFGS-B over log(lengthscale), W, log(kappa), log(noise), with
+analytic gradients obtained from ``A = alpha alpha^T - K^-1`` contracted with each dK/dtheta without
+forming an N x N matrix per hyperparameter. Every fit is checked afterwards (:meth:`LCM.diagnose`:
+hyperparameters on a bound, noise on its floor, predictions far outside the observed values); a
+fit that fails the check is retried from fresh random starts and the outcome is logged
+(``LCM.fit_report``). All constants live in :mod:`.defaults`.
 """
 
 from __future__ import annotations
@@ -34,32 +38,18 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
+from scipy.stats import qmc
+
 from . import linalg as _la
+from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXPLORE_RESTARTS, FAIL_VALUE,
+                       KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
+                       STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES)
 from .kernels import check_kernel, gram, kernel as _kernel
+from .priors import LCMPrior, resolve_prior
 
 logger = logging.getLogger(__name__)
 
 _LOG2PI = float(np.log(2.0 * np.pi))
-
-#: length-scale bounds, in units of the unit cube the inputs live in
-LENGTHSCALE_BOUNDS = (1e-2, 1e2)
-#: kappa bounds relative to the output scale s2 = mean(y^2) over all data
-KAPPA_BOUNDS_REL = (1e-8, 1e2)
-#: noise bounds relative to s2 (the lower one is the noise floor)
-NOISE_BOUNDS_REL = (1e-6, 1e1)
-#: default L-BFGS-B iteration cap
-DEFAULT_MAXITER = 1000
-#: early stop of one L-BFGS-B start when its log-likelihood gained less than STALL_NATS over the
-#: last STALL_WINDOW iterations: LCM likelihoods often creep along ridges (noise -> floor, length
-#: scales -> bound) for hundreds of iterations worth a fraction of a nat
-STALL_WINDOW = 30
-STALL_NATS = 0.1
-#: BLAS threads during fit() and extend() (see LCM.fit)
-DEFAULT_BLAS_THREADS = 1
-#: predictive variances are floored at this fraction of the prior variance
-VAR_FLOOR_REL = 1e-12
-#: value returned to the optimiser where the covariance cannot be factorised
-_FAIL_VALUE = 1e25
 
 _FORMAT = "gptask.models.LCM/1"
 
@@ -341,6 +331,21 @@ def _check_params(params, Q, d, T, r) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class FitReport:
+    """How a fit went. n_starts: L-BFGS-B starts run; objective: (n_starts,) value each start
+    reached (log posterior under a prior, else log-likelihood; -inf where it failed); map: True
+    when fitted under a prior; flags: what :meth:`LCM.diagnose` found on the first winner;
+    explored: whether fresh starts were run because of them; flags_after: the final model's."""
+
+    n_starts: int
+    objective: np.ndarray
+    map: bool
+    flags: tuple[str, ...]
+    explored: bool
+    flags_after: tuple[str, ...]
+
+
 class LCM:
     """Linear coregionalisation model with Q latent ARD kernels (see module docstring).
 
@@ -368,8 +373,12 @@ class LCM:
         self.n_factorizations: int = 0
         #: block (Cholesky-extension) updates applied since the last full factorisation
         self.n_block_updates: int = 0
-        #: log-likelihood reached by each restart of the last fit (-inf where it failed)
-        self.fit_log_likelihoods: np.ndarray | None = None
+        #: the prior the hyperparameters were fitted under (None: maximum likelihood)
+        self.prior: LCMPrior | None = None
+        #: the output scale s2 the last fit's bounds and prior were relative to
+        self._s2: float | None = None
+        #: how the last fit went (starts, objective per start, post-fit check)
+        self.fit_report: FitReport | None = None
 
     # ---- basic properties ------------------------------------------------------------------
     @property
@@ -477,18 +486,27 @@ class LCM:
         init: "LCM | Mapping[str, np.ndarray] | None" = None,
         maxiter: int | None = None,
         threads: int | None = DEFAULT_BLAS_THREADS,
+        prior: "str | LCMPrior | None" = "default",
+        explore: bool = True,
     ) -> "LCM":
-        """Maximise the log marginal likelihood over all hyperparameters; returns self.
+        """Fit every hyperparameter (maximum a posteriori by default); returns self.
 
         X_list[i]: (n_i, d) array in [0, 1]; y_list[i]: (n_i,) outputs of task i (used as given).
+        prior: "default" (the priors of :mod:`gptask.models.priors`), an ``LCMPrior``, or None for
+        plain maximum likelihood. Starts are compared by the objective they maximise (the log
+        posterior, or the log-likelihood without a prior).
         restarts: number of L-BFGS-B starts; start k draws its initial point from
         ``np.random.SeedSequence([seed, k])``, except start 0 which begins at ``init`` (an LCM or
         a params dict of matching shapes) when given. The best start wins (ties: lowest k).
+        explore: check the winner with :meth:`diagnose`; when it has a length scale or kappa on a
+        bound, a noise on its floor, or wild predictions, run EXPLORE_RESTARTS more random starts
+        (k = restarts, restarts + 1, ...) and keep the best of all; the outcome is logged and kept
+        in ``fit_report``.
         comm: optional mpi4py communicator; start k runs on rank ``k % size`` and the results are
         exchanged with ``comm.Allgather`` on numpy buffers, so every rank ends with the same model,
         whatever the number of ranks.
         maxiter: L-BFGS-B iteration cap per start (default DEFAULT_MAXITER). A start also stops
-        when its log-likelihood gained less than STALL_NATS over STALL_WINDOW iterations.
+        when its objective gained less than STALL_NATS over STALL_WINDOW iterations.
         threads: BLAS threads used during the fit (threadpoolctl); None leaves BLAS as it is.
         The default 1 is deliberate: on a loaded or MPI-shared node OpenBLAS threads spin and
         made a 400 x 400 Cholesky 16x slower with 2 threads than with 1 (bench/results_lcm.md).
@@ -498,10 +516,11 @@ class LCM:
             threads = _check_int(threads, "threads", 1)
             with threadpool_limits(limits=threads, user_api="blas"):
                 return self.fit(Xs, ys, restarts=restarts, seed=seed, comm=comm, init=init,
-                                maxiter=maxiter, threads=None)
+                                maxiter=maxiter, threads=None, prior=prior, explore=explore)
         restarts = _check_int(restarts, "restarts", 1)
         seed = _check_int(seed, "seed", 0)
         maxiter = DEFAULT_MAXITER if maxiter is None else _check_int(maxiter, "maxiter", 1)
+        prior_obj = resolve_prior(prior)
         T, d = len(Xs), Xs[0].shape[1]
         lay = _Layout(self._Q, d, T, self._rank)
         X, y, counts = _sorted_data(Xs, ys)
@@ -513,52 +532,147 @@ class LCM:
         if init is not None:
             ip = init.get_params() if isinstance(init, LCM) else init
             ip = _check_params(ip, self._Q, d, T, self._rank)
-            theta_init = lay.pack(ip["lengthscale"], ip["W"], ip["kappa"], ip["noise"])
+            theta_init = np.clip(lay.pack(ip["lengthscale"], ip["W"], ip["kappa"], ip["noise"]), lo, hi)
 
         def objective(theta):
             ls, W, kappa, noise = lay.unpack(theta)
             try:
                 ll, g, *_ = _lml_core(X, y, counts, ls, W, kappa, noise, self._kernel, True)
             except np.linalg.LinAlgError:
-                return _FAIL_VALUE, np.zeros_like(theta)
+                return FAIL_VALUE, np.zeros_like(theta)
             g_ls, g_W, g_k, g_n = g
-            grad = np.concatenate([(g_ls * ls).ravel(), g_W.ravel(), (g_k * kappa).ravel(),
-                                   g_n * noise])
+            if prior_obj is not None:
+                lp, gp = prior_obj.log_density(
+                    {"lengthscale": ls, "W": W, "kappa": kappa, "noise": noise}, s2)
+                ll += lp
+                g_ls, g_W = g_ls + gp["lengthscale"], g_W + gp["W"]
+                g_k, g_n = g_k + gp["kappa"], g_n + gp["noise"]
+            grad = np.concatenate([(g_ls * ls).ravel(), g_W.ravel(), (g_k * kappa).ravel(), g_n * noise])
             if not (np.isfinite(ll) and np.all(np.isfinite(grad))):
-                return _FAIL_VALUE, np.zeros_like(theta)
+                return FAIL_VALUE, np.zeros_like(theta)
             return -ll, -grad
 
         rank, size = (0, 1) if comm is None else (int(comm.Get_rank()), int(comm.Get_size()))
-        results = np.full((restarts, lay.size + 1), np.nan)
-        for k in range(rank, restarts, size):
-            if k == 0 and theta_init is not None:
-                x0 = np.clip(theta_init, lo, hi)
-            else:
-                x0 = lay.random(np.random.default_rng(np.random.SeedSequence([seed, k])), s2)
-            res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                           options={"maxiter": maxiter}, callback=_stall_callback())
-            f = float(res.fun)
-            ok = np.isfinite(f) and f < _FAIL_VALUE
-            results[k, :-1] = res.x
-            results[k, -1] = -f if ok else -np.inf
-            logger.debug("LCM restart %d: LL %.6g (%s)", k, -f, res.message)
-        if comm is not None and size > 1:
-            gathered = np.empty((size, restarts, lay.size + 1))
-            comm.Allgather(results, gathered)
-            results = np.array([gathered[k % size, k] for k in range(restarts)])
-        lls = results[:, -1]
-        if not np.any(np.isfinite(lls)):
+
+        def run_starts(keys: list[int]) -> np.ndarray:
+            """(len(keys), size + 1): the optimum theta of each start and its objective value."""
+            out = np.full((len(keys), lay.size + 1), np.nan)
+            for j in range(rank, len(keys), size):
+                k = keys[j]
+                if k == 0 and theta_init is not None:
+                    x0 = theta_init
+                else:
+                    x0 = lay.random(np.random.default_rng(np.random.SeedSequence([seed, k])), s2)
+                res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                               options={"maxiter": maxiter}, callback=_stall_callback())
+                f = float(res.fun)
+                ok = np.isfinite(f) and f < FAIL_VALUE
+                out[j, :-1] = res.x
+                out[j, -1] = -f if ok else -np.inf
+                logger.debug("LCM start %d: objective %.6g (%s)", k, -f, res.message)
+            if comm is not None and size > 1:
+                gathered = np.empty((size,) + out.shape)
+                comm.Allgather(out, gathered)
+                out = np.array([gathered[j % size, j] for j in range(len(keys))])
+            return out
+
+        results = run_starts(list(range(restarts)))
+        if not np.any(np.isfinite(results[:, -1])):
             raise _la.CholeskyError(
                 "every LCM restart failed to factorise the covariance matrix: check for duplicated "
                 "inputs with identical task and very different outputs, or rescale y")
-        best = int(np.argmax(np.where(np.isfinite(lls), lls, -np.inf)))  # argmax: lowest k on ties
+        self.prior, self._s2 = prior_obj, s2
+        self._adopt_best(lay, results, Xs, ys)
+        flags = self.diagnose() if explore else []
+        flags_after = flags
+        if flags:
+            more = run_starts(list(range(restarts, restarts + EXPLORE_RESTARTS)))
+            results = np.vstack([results, more])
+            winner = self._adopt_best(lay, results, Xs, ys)
+            flags_after = self.diagnose()
+            log = logger.warning if flags_after else logger.info
+            log("LCM fit (%d tasks, %d points): %s; %d fresh starts %s%s", T, len(y), "; ".join(flags),
+                EXPLORE_RESTARTS, f"found a better fit (start {winner})" if winner >= restarts
+                else "kept the first fit", f", which still has: {'; '.join(flags_after)}" if flags_after else "")
+        objective_values = results[:, -1].copy()
+        self.fit_report = FitReport(n_starts=len(results), explored=bool(flags), flags=tuple(flags),
+                                    flags_after=tuple(flags_after), objective=objective_values,
+                                    map=prior_obj is not None)
+        return self
+
+    def _adopt_best(self, lay: "_Layout", results: np.ndarray, Xs, ys) -> int:
+        """Take the best start's hyperparameters (ties: lowest index), condition; returns its index."""
+        values = results[:, -1]
+        best = int(np.argmax(np.where(np.isfinite(values), values, -np.inf)))
         ls, W, kappa, noise = lay.unpack(results[best, :-1])
         self._params = {"lengthscale": ls, "W": W.copy(), "kappa": kappa, "noise": noise}
         self._condition_sorted(Xs, ys)
-        self.fit_log_likelihoods = lls.copy()  # per restart, -inf where it failed
-        return self
+        return best
+
+    def diagnose(self) -> list[str]:
+        """Signs of a degenerate fit, as readable strings (empty when the fit looks healthy).
+
+        Checked: a length scale within BOUND_TOL_LOG (in log) of LENGTHSCALE_BOUNDS, a kappa on its
+        upper bound, a task's noise on its floor (NOISE_BOUNDS_REL), and posterior means at
+        PROBE_POINTS Halton points of the unit cube more than WILD_RANGES observed ranges outside
+        the task's observed outputs. Bounds are relative to the output scale of the last fit.
+        """
+        self._require_data()
+        p = self._params
+        s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
+        out = []
+        log_ls = np.log(p["lengthscale"])
+        for side, bound, hit in (("lower", LENGTHSCALE_BOUNDS[0], log_ls - np.log(LENGTHSCALE_BOUNDS[0])),
+                                 ("upper", LENGTHSCALE_BOUNDS[1], np.log(LENGTHSCALE_BOUNDS[1]) - log_ls)):
+            n = int(np.sum(hit < BOUND_TOL_LOG))
+            if n:
+                out.append(f"{n} length scale(s) on the {side} bound {bound:g}")
+        n = int(np.sum(np.log(KAPPA_BOUNDS_REL[1] * s2) - np.log(p["kappa"]) < BOUND_TOL_LOG))
+        if n:
+            out.append(f"{n} kappa(s) on the upper bound")
+        floor = np.log(p["noise"]) - np.log(NOISE_BOUNDS_REL[0] * s2) < BOUND_TOL_LOG
+        if np.any(floor):
+            out.append(f"noise of task(s) {np.flatnonzero(floor).tolist()} on the floor")
+        wild = self._wild_tasks()
+        if wild:
+            out.append(f"predictions of task(s) {wild} more than {WILD_RANGES:g} observed ranges "
+                       "outside the observed values")
+        return out
+
+    def _wild_tasks(self) -> list[int]:
+        """Tasks whose posterior mean at the probe points leaves their observed range widened by
+        WILD_RANGES ranges on each side (means only: K(X, P)^T alpha, no solve)."""
+        d = self._X.shape[1]
+        P = qmc.Halton(d=d, scramble=True, seed=0).random(PROBE_POINTS)
+        B = self.coregionalization()  # (Q, T, T)
+        mean = np.zeros((self.n_tasks, PROBE_POINTS))
+        for q in range(self._Q):
+            Kq = _kernel(self._kernel, self._X, P, self._params["lengthscale"][q])  # (N, P)
+            mean += (B[q][self._t, :] * self._alpha[:, None]).T @ Kq
+        wild = []
+        for i in range(self.n_tasks):
+            yi = self._y[self._t == i]
+            if yi.size == 0:
+                continue
+            lo, hi = float(yi.min()), float(yi.max())
+            span = max(hi - lo, 1e-12 * max(1.0, abs(hi)))
+            if np.any(mean[i] < lo - WILD_RANGES * span) or np.any(mean[i] > hi + WILD_RANGES * span):
+                wild.append(i)
+        return wild
 
     # ---- likelihood and prediction -----------------------------------------------------------
+    def log_prior(self) -> float:
+        """Log prior density of the current hyperparameters (0.0 when fitted without a prior)."""
+        self._require_params()
+        if self.prior is None:
+            return 0.0
+        s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
+        return float(self.prior.log_density(self._params, s2)[0])
+
+    def log_posterior(self) -> float:
+        """log_likelihood() + log_prior(): what a MAP fit maximises (up to a constant)."""
+        return self.log_likelihood() + self.log_prior()
+
     def log_likelihood(self) -> float:
         """Exact log marginal likelihood log p(y | X, hyperparameters) of the outputs as given
         to fit/condition/extend/append (no transformation), including any jitter used."""
@@ -634,6 +748,7 @@ class LCM:
         new.jitter = max(self.jitter, jitter)
         new.n_factorizations = self.n_factorizations
         new.n_block_updates = self.n_block_updates + 1
+        new.prior, new._s2 = self.prior, self._s2
         return new
 
     def append(self, i: int, X_add: np.ndarray, y_add: np.ndarray) -> "LCM":
@@ -670,7 +785,8 @@ class LCM:
         """A new model with one more task (X_new (m, d) in [0, 1], y_new (m,)).
 
         All old hyperparameters are kept; only the new task's W rows (Q, rank), kappa (Q) and
-        noise are learned, by maximising log p(y_new | old data) with multi-start L-BFGS-B
+        noise are learned, by maximising log p(y_new | old data) (plus the log prior of those
+        hyperparameters when the model was fitted under a prior) with multi-start L-BFGS-B
         (start k seeded by SeedSequence([seed, k])). The old Cholesky factor is reused:
         L21 = (L^-1 K12)^T, L22 = chol(K22 - L21 L21^T); nothing of size N is refactorised.
         threads: BLAS threads, as in :meth:`fit`.
@@ -722,7 +838,7 @@ class LCM:
             try:
                 ll2, V, S, L22, _, z2, kap, sig = block(theta)
             except np.linalg.LinAlgError:
-                return _FAIL_VALUE, np.zeros_like(theta)
+                return FAIL_VALUE, np.zeros_like(theta)
             beta = _la.solve_upper_t(L22, z2)
             Ab = _la.outer_minus_inverse(beta, L22)
             c = np.tensordot(C, Ab, axes=([1, 2], [0, 1]))  # (Q,) sum(Ab o C_q)
@@ -731,11 +847,15 @@ class LCM:
             gw = (w.reshape(Q, r) * c[:, None]).ravel() - np.tensordot(P, U, axes=([1, 2], [0, 1]))
             gw += Pz @ beta
             grad = np.concatenate([gw, 0.5 * c * kap, [0.5 * np.trace(Ab) * sig]])
+            if self.prior is not None:
+                lp, gp = self.prior.task_log_density(w.reshape(Q, 1, r), kap[:, None], np.array([sig]), s2)
+                ll2 += lp
+                grad += np.concatenate([gp["W"].ravel(), gp["kappa"][:, 0] * kap, gp["noise"] * sig])
             if not (np.isfinite(ll2) and np.all(np.isfinite(grad))):
-                return _FAIL_VALUE, np.zeros_like(theta)
+                return FAIL_VALUE, np.zeros_like(theta)
             return -ll2, -grad
 
-        s2 = _output_scale(np.concatenate([self._y, y_new]))
+        s2 = self._s2 if self._s2 is not None else _output_scale(np.concatenate([self._y, y_new]))
         bounds = ([(None, None)] * (Q * r)
                   + [(np.log(KAPPA_BOUNDS_REL[0] * s2), np.log(KAPPA_BOUNDS_REL[1] * s2))] * Q
                   + [(np.log(NOISE_BOUNDS_REL[0] * s2), np.log(NOISE_BOUNDS_REL[1] * s2))])
@@ -750,7 +870,7 @@ class LCM:
             res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
                            options={"maxiter": maxiter})
             f = float(res.fun)
-            if np.isfinite(f) and f < _FAIL_VALUE and -f > best_ll:
+            if np.isfinite(f) and f < FAIL_VALUE and -f > best_ll:
                 best_theta, best_ll = res.x, -f
         if best_theta is None:
             raise _la.CholeskyError("every extend() restart failed to factorise the new task block")
@@ -768,7 +888,8 @@ class LCM:
         self._require_data()
         meta = {"format": _FORMAT, "n_latent": self._Q, "kernel": self._kernel, "rank": self._rank,
                 "jitter": self.jitter, "log_likelihood": self._ll,
-                "n_factorizations": self.n_factorizations, "n_block_updates": self.n_block_updates}
+                "n_factorizations": self.n_factorizations, "n_block_updates": self.n_block_updates,
+                "prior": None if self.prior is None else self.prior.to_json(), "s2": self._s2}
         with open(path, "wb") as fh:
             np.savez(fh, meta=np.array(json.dumps(meta)), X=self._X, t=self._t, y=self._y,
                      L=self._L, z=self._z, alpha=self._alpha, **self._params)
@@ -790,6 +911,8 @@ class LCM:
         m.jitter = float(meta["jitter"])
         m.n_factorizations = int(meta["n_factorizations"])
         m.n_block_updates = int(meta["n_block_updates"])
+        m.prior = None if meta.get("prior") is None else LCMPrior.from_json(meta["prior"])
+        m._s2 = None if meta.get("s2") is None else float(meta["s2"])
         return m
 
     def __repr__(self) -> str:

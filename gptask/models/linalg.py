@@ -11,10 +11,9 @@ import logging
 import numpy as np
 from scipy.linalg import lapack, solve_triangular
 
-logger = logging.getLogger(__name__)
+from .defaults import JITTER_LEVELS
 
-#: jitter levels tried after a plain factorisation fails, relative to the mean diagonal
-JITTER_LEVELS = (1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
+logger = logging.getLogger(__name__)
 
 
 class CholeskyError(np.linalg.LinAlgError):

@@ -1,6 +1,6 @@
 """A tuning run in which one rank dies or raises inside the tuner: the job must end, not hang.
 
-usage: mpiexec -n 2 python crash_run.py [raise|exit]
+usage: mpiexec -n 2 python crash_run.py [raise|exit] [HISTORY]
 """
 
 import os
@@ -17,6 +17,7 @@ from problems_for_tests import counting_problem  # noqa: E402
 
 comm = MPI.COMM_WORLD
 how = sys.argv[1]
+history = sys.argv[2] if len(sys.argv) > 2 else None
 problem = counting_problem()
 base = problem.objective
 
@@ -30,4 +31,5 @@ def objective(task, params):
 
 
 problem = gt.Problem(problem.task_space, problem.param_space, objective, name="counting")
-gt.tune(problem, tasks=2, budget=5, n_initial=3, seed=0, progress=False, comm=comm, parallel_evaluations=True)
+gt.tune(problem, tasks=2, budget=5, n_initial=3, seed=0, progress=False, comm=comm, parallel_evaluations=True,
+        history=history)

@@ -1,0 +1,68 @@
+"""Every numerical constant of the surrogate models, in one place.
+
+Units: inputs live in the unit cube [0, 1]^d; "relative" values are fractions of the output scale
+``s2 = mean(y^2)`` of the data given to the model (about 1 for standardised outputs).
+"""
+
+from __future__ import annotations
+
+import math
+
+# ---- box constraints of the optimiser (safety rails, not the regulariser: see the priors) ----------
+#: length-scale bounds, in units of the unit cube the inputs live in
+LENGTHSCALE_BOUNDS = (1e-3, 1e3)
+#: kappa bounds relative to the output scale s2
+KAPPA_BOUNDS_REL = (1e-8, 1e2)
+#: noise bounds relative to s2 (the lower one is the noise floor)
+NOISE_BOUNDS_REL = (1e-6, 1e1)
+
+# ---- default priors (gptask.models.priors.LCMPrior; the reasons are in its docstring) --------------
+#: log length scale ~ N(PRIOR_LS_LOC + log(d) / 2, PRIOR_LS_SCALE^2): median 4.1 sqrt(d)
+PRIOR_LS_LOC = math.sqrt(2.0)
+PRIOR_LS_SCALE = math.sqrt(3.0)
+#: log(noise / s2) ~ N(PRIOR_NOISE_LOC, PRIOR_NOISE_SCALE^2): median 1.8 % of the output variance
+PRIOR_NOISE_LOC = -4.0
+PRIOR_NOISE_SCALE = 1.0
+#: log(kappa / s2) ~ N(PRIOR_KAPPA_LOC, PRIOR_KAPPA_SCALE^2): the task-specific part of a latent
+PRIOR_KAPPA_LOC = math.log(0.1)
+PRIOR_KAPPA_SCALE = 2.0
+#: W[q, i, s] ~ N(0, PRIOR_W_SCALE^2 s2 / (Q rank)): a task's shared variance ~ s2 a priori
+PRIOR_W_SCALE = 1.0
+
+# ---- the tuner's surrogate (gptask.tuning uses these unless told otherwise) ---------------------------
+#: one latent process (an ICM with a rank-1-plus-diagonal task covariance) and a Matern-5/2 kernel.
+#: Measured with 6-20 tasks of 12-20 points (bench/results_model_quality.md, bench/results_mtbo.md):
+#: every extra latent process brings its own length scales and task weights, and with 5-20 runs per
+#: task Q = 2..4 predicted held-out points worse (NLPD 1.1-1.4 against 0.54 on the 16-core PDGEQRF
+#: timings, coverage 0.76-0.88 against 0.83-0.98 on the synthetic families) without tuning better;
+#: Matern-5/2 matched or beat the RBF kernel on both counts. Give n_latent= for large data sets.
+SURROGATE_N_LATENT = 1
+SURROGATE_KERNEL = "matern52"
+
+# ---- fitting ---------------------------------------------------------------------------------------
+#: default L-BFGS-B iteration cap
+DEFAULT_MAXITER = 1000
+#: early stop of one L-BFGS-B start when its objective gained less than STALL_NATS over the last
+#: STALL_WINDOW iterations: LCM likelihoods often creep along ridges for hundreds of iterations
+#: worth a fraction of a nat
+STALL_WINDOW = 30
+STALL_NATS = 0.1
+#: fresh random starts run when a fit's winner fails the post-fit check (see LCM.fit)
+EXPLORE_RESTARTS = 4
+#: post-fit check: a log hyperparameter within this distance of its bound counts as "on the bound"
+BOUND_TOL_LOG = 1e-2
+#: post-fit check: a posterior mean further than this many observed ranges outside the task's
+#: observed values counts as a wild prediction
+WILD_RANGES = 2.0
+#: post-fit check: probe points (a fixed Halton sequence of the unit cube) per task
+PROBE_POINTS = 64
+#: BLAS threads during fit() and extend() (see LCM.fit)
+DEFAULT_BLAS_THREADS = 1
+
+# ---- numerics ---------------------------------------------------------------------------------------
+#: predictive variances are floored at this fraction of the prior variance
+VAR_FLOOR_REL = 1e-12
+#: jitter levels tried after a plain Cholesky factorisation fails, relative to the mean diagonal
+JITTER_LEVELS = (1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
+#: value returned to the optimiser where the covariance cannot be factorised
+FAIL_VALUE = 1e25

@@ -1,0 +1,162 @@
+"""The one interface every history backend implements, and the errors it raises.
+
+A history holds one tuning run: the problem's signature, the task list, every trial and the
+model hyperparameters of each fit. It is the single source of truth: a trial exists once
+:meth:`Storage.add_trials` has written it as PENDING, and it changes state only through
+:meth:`Storage.finish` (PENDING -> COMPLETE | FAILED | CENSORED, exactly once). Several processes may
+share one history; every method that writes does so in one transaction, so two processes never
+claim the same configuration and a per-task budget holds across all of them.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..trials import Proposal, Status, Trial
+from .owner import Owner
+
+__all__ = ["Storage", "json_text", "normalised", "HistoryError", "NotAHistory", "HistoryMismatch", "SchemaTooNew", "UnknownTrial",
+           "TrialNotPending"]
+
+
+def json_text(obj: Any) -> str:
+    """``obj`` as the JSON text a history stores (sorted keys; numpy scalars and arrays as numbers and lists)."""
+    return json.dumps(obj, sort_keys=True, default=_json_default)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays, without importing numpy here
+        return obj.tolist()
+    raise TypeError(f"cannot store {type(obj).__name__} {obj!r} in a history")
+
+
+def normalised(obj: Any) -> Any:
+    """``obj`` as it reads back from a history (a JSON round trip): compare with this."""
+    return json.loads(json_text(obj))
+
+
+class HistoryError(ValueError):
+    """Base of the history errors below."""
+
+
+class NotAHistory(HistoryError):
+    """The file is not a gptask history (not SQLite, or an unrelated database)."""
+
+
+class HistoryMismatch(HistoryError):
+    """The history belongs to a different problem, task set or seed."""
+
+
+class SchemaTooNew(HistoryError):
+    """The history was written by a newer gptask with a schema this version cannot read."""
+
+
+class UnknownTrial(HistoryError):
+    """A trial id that this history does not hold."""
+
+
+class TrialNotPending(HistoryError):
+    """A trial that was already told (its result is final)."""
+
+
+class Storage(abc.ABC):
+    """A run's history. ``path`` is where it lives (None: in memory)."""
+
+    path: Path | None
+
+    # ---- the run -----------------------------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def signature(self) -> dict[str, Any]:
+        """The problem signature the history was created for."""
+
+    @abc.abstractmethod
+    def get_meta(self, key: str) -> Any:
+        """A JSON value of the run's state (seed, output transform, settings), or None."""
+
+    @abc.abstractmethod
+    def set_meta(self, key: str, value: Any) -> None:
+        """Store a JSON value under ``key`` (committed at once)."""
+
+    # ---- tasks -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def tasks(self) -> list[dict[str, Any]]:
+        """The task dicts, in task-index order."""
+
+    @abc.abstractmethod
+    def set_tasks(self, tasks: Sequence[Mapping[str, Any]]) -> None:
+        """Record the task list; the stored list may only be extended (else HistoryMismatch)."""
+
+    @abc.abstractmethod
+    def closed_tasks(self) -> dict[int, str]:
+        """Tasks that take no new trials, with the reason (e.g. every configuration was run)."""
+
+    @abc.abstractmethod
+    def close_task(self, task_index: int, reason: str) -> None:
+        """Mark task ``task_index`` as taking no new trials, saying why."""
+
+    # ---- trials ------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def trials(self, task_index: int | None = None, status: Status | None = None) -> list[Trial]:
+        """Trials in id order, optionally of one task and/or one status."""
+
+    @abc.abstractmethod
+    def add_trials(self, proposals: Sequence[Proposal], owner: Owner, budget: int | None = None,
+                   lease: float | None = None) -> list[Trial | None]:
+        """Claim ``proposals`` for ``owner`` in one transaction; one entry per proposal.
+
+        A proposal becomes a new PENDING trial unless its task already holds ``budget`` trials (any
+        state) or the same configuration: then the entry is None, except when that configuration is
+        a PENDING trial whose holder is dead, which is handed to ``owner`` (attempts + 1) instead.
+        lease: seconds after which the claim lapses (None: held while the owner is alive).
+        """
+
+    @abc.abstractmethod
+    def reclaim(self, owner: Owner, limit: int | None = None, task_indices: Sequence[int] | None = None,
+                lease: float | None = None) -> list[Trial]:
+        """Hand PENDING trials whose holder is dead or released (oldest first, at most ``limit``,
+        of ``task_indices`` when given) to ``owner``."""
+
+    @abc.abstractmethod
+    def finish(self, trial_id: int, status: Status, value: float | None = None, samples: Sequence[float] = (),
+               reason: str = "", extra: Mapping[str, Any] | None = None, duration: float | None = None,
+               expected: Trial | None = None) -> Trial:
+        """Record the result of PENDING trial ``trial_id`` and return the finished trial.
+
+        Raises UnknownTrial for an id the history does not hold, TrialNotPending when it was
+        already told, HistoryMismatch when ``expected`` (the trial as the caller knows it) names
+        another task or configuration than the stored one.
+        """
+
+    @abc.abstractmethod
+    def release(self, owner: Owner | None = None, ids: Sequence[int] | None = None) -> list[int]:
+        """Give PENDING trials back (those of ``owner`` and/or with ``ids``): they stay PENDING and
+        are re-proposed by the next ask. Returns the ids released."""
+
+    # ---- models ------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def add_model(self, iteration: int, params: Mapping[str, Any], log_likelihood: float | None,
+                  data_key: str | None = None) -> None:
+        """Store fitted hyperparameters; ``data_key`` identifies the data they were fitted on."""
+
+    @abc.abstractmethod
+    def last_model(self) -> dict[str, Any] | None:
+        """The last stored model: {"iteration", "log_likelihood", "params", "data_key"} or None."""
+
+    @abc.abstractmethod
+    def models(self) -> list[dict[str, Any]]:
+        """Every stored model's {"iteration", "created", "log_likelihood", "data_key"}."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connection (idempotent)."""
+
+    def __enter__(self) -> "Storage":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,39 @@
+"""A history as CSV or JSON text (for spreadsheets and other tools), from the Storage interface."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from .base import Storage
+
+__all__ = ["to_csv", "to_json"]
+
+#: the CSV columns after the task and parameter columns
+TRIAL_COLUMNS = ("value", "status", "reason", "samples", "duration", "source", "attempts", "created", "finished",
+                 "extra")
+
+
+def to_csv(storage: Storage) -> str:
+    """Every trial, one row each: id, task_index, ``task.<key>`` and ``param.<key>`` columns, then
+    :data:`TRIAL_COLUMNS` (values written with ``repr`` so they read back exactly)."""
+    trials = storage.trials()
+    tkeys = sorted({k for t in trials for k in t.task})
+    pkeys = sorted({k for t in trials for k in t.params})
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["id", "task_index", *[f"task.{k}" for k in tkeys], *[f"param.{k}" for k in pkeys], *TRIAL_COLUMNS])
+    for t in trials:
+        w.writerow([t.id, t.task_index, *[t.task.get(k, "") for k in tkeys], *[t.params.get(k, "") for k in pkeys],
+                    "" if t.value is None else repr(t.value), t.status.value, t.reason, json.dumps(list(t.samples)),
+                    "" if t.duration is None else f"{t.duration:.6g}", t.source, t.attempts, repr(t.created),
+                    "" if t.finished is None else repr(t.finished), json.dumps(dict(t.extra), sort_keys=True)])
+    return buf.getvalue()
+
+
+def to_json(storage: Storage) -> str:
+    """{"signature", "tasks", "closed_tasks", "trials", "models"} as indented JSON."""
+    return json.dumps({"signature": storage.signature, "tasks": storage.tasks(),
+                       "closed_tasks": {str(k): v for k, v in storage.closed_tasks().items()},
+                       "trials": [t.to_json() for t in storage.trials()], "models": storage.models()}, indent=1)

@@ -1,0 +1,78 @@
+"""Proposals: each task's initial design, and log-EI maximised with PSO on a fitted model.
+
+The searches of several tasks are spread over MPI ranks (task ``active[k]`` on rank
+``k % size``) and gathered on every rank as numpy rows. A task whose feasible configurations have
+all been claimed gives no proposal (None): the caller ends that task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..acquisition import log_ei
+from ..parallel import allgather_rows, collective, my_items
+from ..problem import Problem
+from ..sampling import NoFeasiblePoint, SpaceExhausted, feasible_lhs
+from ..search import maximize
+
+__all__ = ["initial_design", "search_task", "search_tasks"]
+
+
+def _with_constraint_errors(problem: Problem, exc: NoFeasiblePoint) -> NoFeasiblePoint:
+    report = problem.constraint_errors()
+    return type(exc)(f"{exc}; {report}") if report else exc
+
+
+def initial_design(problem: Problem, task: Mapping[str, Any], n: int, rng: np.random.Generator,
+                   describe: str) -> list[dict]:
+    """``n`` distinct feasible configurations of ``task`` from Latin hypercubes (fewer when the
+    feasible set is smaller). Raises NoFeasiblePoint naming the constraints, and what any of them
+    raised, when none is feasible."""
+    try:
+        return feasible_lhs(problem.param_space, n, rng, lambda p: problem.is_feasible(task, p), describe=describe)
+    except NoFeasiblePoint as exc:
+        raise _with_constraint_errors(problem, exc) from None
+
+
+def search_task(model: Any, i: int, problem: Problem, task: Mapping[str, Any], best_z: float | None,
+                claimed: np.ndarray, incumbents: np.ndarray | None, seed: int, particles: int,
+                iters: int) -> np.ndarray | None:
+    """Task ``i``'s next configuration, encoded: a (D,) row, or None when every feasible
+    configuration is among ``claimed`` ((k, D) encoded trials of the task, finished or pending).
+
+    best_z: the incumbent in model units (None: the smallest predicted mean at ``claimed``).
+    incumbents: (m, D) encoded good configurations placed in the initial swarm.
+    """
+    space = problem.param_space
+    if best_z is None:
+        best_z = float(np.min(model.predict(i, claimed)[0]))
+
+    def acquisition(x: np.ndarray) -> np.ndarray:
+        mean, var = model.predict(i, x)
+        return log_ei(mean, np.sqrt(np.maximum(var, 0.0)), best_z)
+
+    try:
+        res = maximize(acquisition, space, seed=seed, is_feasible=lambda p: problem.is_feasible(task, p),
+                       exclude=claimed, init=incumbents, n_particles=particles, iters=iters)
+    except SpaceExhausted:
+        return None
+    return res.encoded
+
+
+def search_tasks(active: Sequence[int], search: Callable[[int], np.ndarray | None], width: int,
+                 comm: Any) -> list[np.ndarray | None]:
+    """``search(i)`` for every task in ``active``, spread over the ranks of ``comm`` and gathered
+    on all of them; None where a task's space is exhausted."""
+
+    def mine() -> dict[int, np.ndarray]:
+        out = {}
+        for k in my_items(len(active), comm):
+            row = search(active[k])
+            out[k] = np.full(width, np.nan) if row is None else row
+        return out
+
+    rows = allgather_rows(collective(mine, comm, "acquisition search"), len(active), width, comm)
+    return [None if np.isnan(r).any() else r for r in rows]

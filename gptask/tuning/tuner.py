@@ -1,0 +1,612 @@
+"""The ask/tell engine: a multitask tuner whose state lives in its history.
+
+Contract
+--------
+* ``ask(n)`` writes its proposals to the history as PENDING trials before returning them
+  (:class:`~gptask.trials.Trial`, with ids). First come trials whose holder died or released them
+  (re-proposed as they were), then each task's initial Latin hypercube (round robin over tasks),
+  then one log-EI maximiser per task in its search phase (at most one per task and ask: pending
+  trials do not enter the model yet, they are only excluded from the search). The model is
+  fitted only when the finished data changed since the last fit, by this process or any other
+  sharing the history: asking twice never refits twice.
+* ``tell(trial, result)`` records the result of a PENDING trial of this history, exactly once: a
+  second tell, an unknown id, or a trial from another history is a clear error. It may come from
+  another process than the one that asked (the history, not the process, holds the trial).
+* Several processes (several batch jobs, several ``gptask tune`` commands) may share a history:
+  each claim is one transaction that checks the per-task budget and whether the configuration is
+  already claimed, so each configuration runs once and the budget holds across all of them. A
+  process's PENDING trials are given back when it dies (see :mod:`gptask.storage.owner`).
+* A task takes no new trials once it holds ``budget`` trials, once its ``target`` is reached, or
+  once every feasible configuration has been claimed (a small discrete space: the task is closed in
+  the history with that reason, the run goes on). The run is ``done`` when every task is finished
+  that way and no trial is pending.
+
+With ``comm`` (mpi4py), every rank calls the same methods with the same arguments: rank 0 alone
+reads and writes the history and broadcasts what it read as JSON; model restarts and per-task
+searches are spread over the ranks.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..evaluate import Outcome
+from ..models import LCM
+from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
+from ..parallel import bcast_json, collective, rank_size
+from ..problem import Problem
+from ..result import TuningResult
+from ..sampling import lhs_points
+from ..storage import HistoryMismatch, Owner, Storage, open_storage
+from ..trials import Proposal, Status, Trial, params_key, point_key
+from .data import TrainingData, log_possible, training_data, usable, usable_values
+from .propose import initial_design, search_task, search_tasks
+from .settings import CLAIM_ROUNDS, STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng
+
+__all__ = ["Tuner", "resolve_tasks", "check_int", "check_seconds"]
+
+log = logging.getLogger(__name__)
+
+
+def check_int(name: str, value: Any, lo: int) -> int:
+    """``value`` as an int >= ``lo``; TypeError/ValueError naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value}")
+    return int(value)
+
+
+def check_seconds(name: str, value: Any) -> float | None:
+    """``value`` as a positive float of seconds, or None; ValueError naming ``name`` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return float(value)
+
+
+def resolve_tasks(problem: Problem, tasks: int | Sequence[Mapping[str, Any]], seed: int) -> list[dict]:
+    """A list of validated task dicts: ``tasks`` itself, or an LHS of ``tasks`` points of the task space."""
+    if isinstance(tasks, numbers.Integral) and not isinstance(tasks, bool):
+        n = check_int("tasks", tasks, 1)
+        return lhs_points(problem.task_space, n, rng(seed, STAGE_TASKS))
+    if isinstance(tasks, Mapping) or not isinstance(tasks, Sequence) or isinstance(tasks, str):
+        raise TypeError(f"tasks must be a number of tasks or a list of task dicts, got {tasks!r}")
+    if len(tasks) == 0:
+        raise ValueError("tasks must not be empty: give at least one task")
+    out = [problem.task_space.validate(t, what=f"task #{i}") for i, t in enumerate(tasks)]
+    keys = [point_key(t) for t in out]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"tasks must be distinct, got repeated tasks in {out}")
+    return out
+
+
+def _check_target(target: Any, n_tasks: int) -> list[float | None]:
+    def one(v: Any, what: str) -> float | None:
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(float(v)):
+            raise ValueError(f"{what} must be a finite number or None, got {v!r}")
+        return float(v)
+
+    if target is None or isinstance(target, numbers.Real):
+        return [one(target, "target")] * n_tasks
+    if isinstance(target, (str, Mapping)) or not isinstance(target, Sequence):
+        raise TypeError(f"target must be a number, None, or one number (or None) per task, got {target!r}")
+    if len(target) != n_tasks:
+        raise ValueError(f"target must give one value per task: {n_tasks} tasks, got {len(target)} values")
+    return [one(v, f"target[{i}]") for i, v in enumerate(target)]
+
+
+class Tuner:
+    """Ask/tell multitask tuner; ``tune`` is a loop over it, and batch-scheduler users drive it directly:
+
+    >>> with Tuner(problem, tasks=4, budget=20, n_initial=8, history="runs.sqlite") as tuner:
+    ...     while not tuner.done:
+    ...         for trial in tuner.ask():
+    ...             tuner.tell(trial, my_launcher(trial.task, trial.params))  # float, Outcome or None
+
+    Use it as a context manager (or call :meth:`close`): trials asked and not told are then
+    released when you stop, and any process sharing the history takes them at once (otherwise
+    they are held until this process ends).
+
+    target: stop a task once its best value is <= target (a number, or one number or None per
+    task). owner: who holds the asked trials (default: this process, alive while it runs;
+    ``Owner.detached(...)`` for a shell that exits after asking). lease: seconds after which an
+    asked trial that was not told is given to the next ``ask`` (None: never, while the owner lives).
+    The other arguments are those of :func:`gptask.tune`.
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        tasks: int | Sequence[Mapping[str, Any]],
+        budget: int = 20,
+        n_initial: int | None = None,
+        seed: int = 0,
+        history: str | Path | Storage | None = None,
+        n_latent: int | None = None,
+        kernel: str = SURROGATE_KERNEL,
+        restarts: int = 3,
+        refit_restarts: int = 1,
+        pso_particles: int = 40,
+        pso_iters: int = 40,
+        output_transform: str = "auto",
+        comm: Any = None,
+        *,
+        target: Any = None,
+        owner: Owner | None = None,
+        lease: float | None = None,
+    ) -> None:
+        if not isinstance(problem, Problem):
+            raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
+        self.problem = problem
+        self.budget = check_int("budget", budget, 1)
+        self.n_initial = min(self.budget, max(2, self.budget // 2)) if n_initial is None else check_int(
+            "n_initial", n_initial, 1)
+        if self.n_initial > self.budget:
+            raise ValueError(f"`n_initial <= budget` must hold, got n_initial={n_initial}, budget={budget}")
+        self.seed = check_int("seed", seed, 0)
+        self.restarts = check_int("restarts", restarts, 1)
+        self.refit_restarts = check_int("refit_restarts", refit_restarts, 1)
+        self.pso_particles = check_int("pso_particles", pso_particles, 2)
+        self.pso_iters = check_int("pso_iters", pso_iters, 1)
+        if output_transform not in ("auto", "log", "none"):
+            raise ValueError(f"output_transform must be 'auto', 'log' or 'none', got {output_transform!r}")
+        if kernel not in ("rbf", "matern52"):
+            raise ValueError(f"kernel must be 'rbf' or 'matern52', got {kernel!r}")
+        if owner is not None and not isinstance(owner, Owner):
+            raise TypeError(f"owner must be a gptask.storage.Owner, got {owner!r}")
+        self.kernel = kernel
+        self.output_transform = output_transform
+        self.comm = comm
+        self.rank, self.size = rank_size(comm)
+        self.owner = owner if owner is not None else Owner.this_process("tune")
+        self.lease = check_seconds("lease", lease)
+        # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
+        self.storage: Storage | None = None
+        state = self._on_root(lambda: self._open_history(history, tasks), "opening the history")
+        self.tasks: list[dict] = state["tasks"]
+        self.n_tasks = len(self.tasks)
+        try:
+            self.target = _check_target(target, self.n_tasks)
+            self.n_latent = check_int("n_latent", min(self.n_tasks, SURROGATE_N_LATENT) if n_latent is None
+                                      else n_latent, 1)
+        except BaseException:
+            if self.storage is not None:
+                self.storage.close()
+            raise
+        self._use_log: bool | None = {"log": True, "none": False}.get(output_transform, state["use_log"])
+        self.iteration = int(state["iteration"])
+        self.model: LCM | None = None
+        self.transform = None
+        self._data: TrainingData | None = None
+        self._initial: dict[int, list[dict]] = {}
+        self._trials: list[Trial] = []
+        self._closed: dict[int, str] = {}
+        self._open = True
+        self.refresh()
+
+    # ---- the history (rank 0) ----------------------------------------------------------------
+    def _on_root(self, fn: Any, what: str) -> Any:
+        """``fn()`` on rank 0 (JSON-serialisable result), the result on every rank."""
+        return bcast_json(collective(lambda: fn() if self.rank == 0 else None, self.comm, what), self.comm)
+
+    def _open_history(self, path: Any, tasks: Any) -> dict[str, Any]:
+        storage = open_storage(path, self.problem.signature())
+        try:
+            stored_seed = storage.get_meta("seed")
+            if stored_seed is not None and stored_seed != self.seed:
+                raise HistoryMismatch(
+                    f"history {path} was written with seed={stored_seed}, this run has seed={self.seed}; "
+                    "resume with the same seed or use another history file")
+            stored_tasks = storage.tasks()
+            if stored_tasks and isinstance(tasks, numbers.Integral) and not isinstance(tasks, bool):
+                if tasks != len(stored_tasks):
+                    raise HistoryMismatch(f"history {path} holds {len(stored_tasks)} tasks, this run asks for {tasks}")
+            else:
+                storage.set_tasks(resolve_tasks(self.problem, tasks, self.seed))
+            storage.set_meta("seed", self.seed)
+            storage.set_meta("settings", {"budget": self.budget, "n_initial": self.n_initial})
+        except BaseException:
+            storage.close()
+            raise
+        self.storage = storage
+        return {"tasks": storage.tasks(), "use_log": storage.get_meta("use_log"),
+                "iteration": len(storage.models())}
+
+    def refresh(self) -> None:
+        """Read every trial and task closure from the history (rank 0) onto every rank."""
+        state = self._on_root(lambda: {"trials": [t.to_json() for t in self.storage.trials()],
+                                       "closed": {str(k): v for k, v in self.storage.closed_tasks().items()}},
+                              "reading the history")
+        self._trials = [Trial.from_json(d) for d in state["trials"]]
+        self._closed = {int(k): v for k, v in state["closed"].items()}
+
+    def _merge(self, trials: Sequence[Trial]) -> None:
+        index = {t.id: k for k, t in enumerate(self._trials)}
+        for t in trials:
+            if t.id in index:
+                self._trials[index[t.id]] = t
+            else:
+                index[t.id] = len(self._trials)
+                self._trials.append(t)
+
+    def _claim(self, proposals: Sequence[Proposal]) -> list[Trial | None]:
+        if not proposals:
+            return []
+        got = self._on_root(lambda: [None if t is None else t.to_json() for t in self.storage.add_trials(
+            proposals, self.owner, budget=self.budget, lease=self.lease)], "claiming trials")
+        trials = [None if d is None else Trial.from_json(d) for d in got]
+        self._merge([t for t in trials if t is not None])
+        return trials
+
+    def release(self) -> list[int]:
+        """Give back this tuner's PENDING trials (they stay PENDING for whoever asks next)."""
+        return self._on_root(lambda: self.storage.release(self.owner), "releasing trials")
+
+    def close(self, release: bool = True) -> None:
+        """Close the history, first releasing this tuner's PENDING trials (they stay PENDING for the
+        next ask) unless ``release`` is False (a detached owner keeps holding them). Idempotent;
+        collective under MPI."""
+        if not self._open:
+            return
+        self._open = False
+        try:
+            released = self.release() if release else []
+            if released and self.rank == 0:
+                log.info("%d trial(s) left pending for the next run: ids %s", len(released), released)
+        finally:
+            if self.storage is not None:
+                self.storage.close()
+                self.storage = None
+
+    def __enter__(self) -> "Tuner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- state -------------------------------------------------------------------------------
+    @property
+    def trials(self) -> list[Trial]:
+        """Every trial of the history as last read, in id order."""
+        return list(self._trials)
+
+    @property
+    def records(self) -> list[Trial]:
+        """The finished trials (COMPLETE, FAILED, CENSORED), in id order."""
+        return [t for t in self._trials if t.status.finished]
+
+    @property
+    def pending(self) -> list[Trial]:
+        return [t for t in self._trials if t.status is Status.PENDING]
+
+    @property
+    def use_log(self) -> bool | None:
+        """Whether the model sees log(values) (None: not decided yet)."""
+        return self._use_log
+
+    def trials_of(self, i: int) -> list[Trial]:
+        """Task ``i``'s trials in any state, in id order."""
+        return [t for t in self._trials if t.task_index == i]
+
+    def count(self, i: int) -> int:
+        """Finished trials of task ``i``."""
+        return sum(1 for t in self._trials if t.task_index == i and t.status.finished)
+
+    def best_value(self, i: int) -> float | None:
+        """The smallest COMPLETE value of task ``i`` (None when it has none)."""
+        ok = [t.value for t in self.trials_of(i) if t.status is Status.COMPLETE]
+        return min(ok) if ok else None
+
+    def closed_reason(self, i: int) -> str | None:
+        """Why task ``i`` is finished (budget used, target reached, space exhausted), or None."""
+        if self.count(i) >= self.budget:
+            return f"budget of {self.budget} evaluations used"
+        return self.stopped_early(i)
+
+    def stopped_early(self, i: int) -> str | None:
+        """Why task ``i`` takes no new trials before its budget is used (its target is reached, or
+        every feasible configuration has been claimed), or None."""
+        if i in self._closed:
+            return self._closed[i]
+        best, target = self.best_value(i), self.target[i]
+        if target is not None and best is not None and best <= target:
+            return f"target {target:g} reached ({best:.6g})"
+        return None
+
+    def _takes_new(self, i: int) -> bool:
+        return self.closed_reason(i) is None and len(self.trials_of(i)) < self.budget
+
+    @property
+    def done(self) -> bool:
+        """True when every task is finished and no trial is pending (re-reads the history)."""
+        self.refresh()
+        return all(self.closed_reason(i) is not None for i in range(self.n_tasks)) and not self.pending
+
+    # ---- ask ---------------------------------------------------------------------------------
+    def _describe_constraints(self, i: int) -> str:
+        names = ", ".join(self.problem.constraint_names()) or "no constraints"
+        return f"{names} of problem {self.problem.name!r} for task {self.tasks[i]}"
+
+    def initial_design(self, i: int) -> list[dict]:
+        """Task ``i``'s own LHS of ``n_initial`` feasible configurations (deterministic in the seed)."""
+        if i not in self._initial:
+            self._initial[i] = initial_design(self.problem, self.tasks[i], self.n_initial,
+                                              rng(self.seed, STAGE_INITIAL, i), self._describe_constraints(i))
+        return self._initial[i]
+
+    def _initial_todo(self, i: int) -> list[dict]:
+        """Design points of task ``i`` still to claim (empty once its initial phase is over)."""
+        mine = self.trials_of(i)
+        need = self.n_initial - len(mine)
+        if need <= 0:
+            return []
+        used = {params_key(t.params) for t in mine}
+        return [p for p in self.initial_design(i) if params_key(p) not in used][:need]
+
+    def ask(self, n: int | None = None) -> list[Trial]:
+        """New PENDING trials; see the module docstring for the order.
+
+        n: at most this many. None: the natural next batch, as a synchronous loop wants it:
+        every trial to re-propose, then the rest of the initial designs if any task still needs
+        them, otherwise one search proposal per task that takes new trials.
+        An empty list means nothing can be asked now: the run is done, or the remaining budget
+        is held by pending trials."""
+        if n is not None:
+            n = check_int("n", n, 1)
+        self.refresh()
+        out = self._reclaim(n)
+        out += self._ask_initial(None if n is None else n - len(out))
+        if n is None and any(t.source == "initial" for t in out):
+            return out
+        skip = {t.task_index for t in out} if n is None else set()
+        out += self._ask_search(self.n_tasks if n is None else n - len(out), skip)
+        return out
+
+    def _reclaim(self, limit: int | None) -> list[Trial]:
+        got = self._on_root(lambda: [t.to_json() for t in self.storage.reclaim(self.owner, limit, lease=self.lease)],
+                            "reclaiming trials")
+        trials = [Trial.from_json(d) for d in got]
+        self._merge(trials)
+        return trials
+
+    def _ask_initial(self, room: int | None) -> list[Trial]:
+        """Design points round robin over tasks (the k-th point of every task before any k+1-th)."""
+        out: list[Trial] = []
+        for _ in range(CLAIM_ROUNDS):
+            queues = {i: self._initial_todo(i) for i in range(self.n_tasks) if self._takes_new(i)}
+            props: list[Proposal] = []
+            for r in range(max((len(q) for q in queues.values()), default=0)):
+                props += [Proposal(i, self.tasks[i], q[r], "initial") for i, q in queues.items() if r < len(q)]
+            if room is not None:
+                props = props[: room - len(out)]
+            if not props:
+                break
+            got = self._claim(props)
+            out += [t for t in got if t is not None]
+            if all(t is not None for t in got):
+                break
+            self.refresh()  # another process claimed some of these first: look again
+        return out
+
+    def _ask_search(self, room: int, skip: set[int]) -> list[Trial]:
+        active = [i for i in range(self.n_tasks)
+                  if i not in skip and self._takes_new(i) and not self._initial_todo(i)]
+        if room <= 0 or not active or not self.records:
+            return []
+        active = sorted(active, key=lambda i: (len(self.trials_of(i)), i))[:room]
+        self.fit_model()
+        out: list[Trial] = []
+        for _ in range(CLAIM_ROUNDS):
+            rows = search_tasks(active, self._search, self.problem.param_space.n_columns, self.comm)
+            for i, row in zip(active, rows):
+                if row is None:
+                    self._close_task(i, f"every feasible configuration has been claimed ({len(self.trials_of(i))} "
+                                        f"trials of a budget of {self.budget})")
+            found = [(i, row) for i, row in zip(active, rows) if row is not None]
+            params = self.problem.param_space.decode(np.array([row for _, row in found])) if found else []
+            got = self._claim([Proposal(i, self.tasks[i], p, "search") for (i, _), p in zip(found, params)])
+            out += [t for t in got if t is not None]
+            retry = [i for (i, _), t in zip(found, got) if t is None]
+            if not retry:
+                break
+            self.refresh()
+            active = [i for i in retry if self._takes_new(i)]
+            if not active:
+                break
+        return out
+
+    def _close_task(self, i: int, reason: str) -> None:
+        if self.rank == 0:
+            log.warning("task %d (%s): %s; the task ends here", i, self.tasks[i], reason)
+        self._on_root(lambda: self.storage.close_task(i, reason), "closing a task")
+        self._closed[i] = reason
+
+    def _search(self, i: int) -> np.ndarray | None:
+        """Task ``i``'s next configuration, encoded (D,), or None when none is left. Runs on the
+        rank that owns task i."""
+        assert self.model is not None and self._data is not None
+        space = self.problem.param_space
+        mine = self.trials_of(i)
+        claimed = space.encode([t.params for t in mine])
+        return search_task(self.model, i, self.problem, self.tasks[i], self._data.best_z(i), claimed,
+                           self._incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
+                           self.pso_particles, self.pso_iters)
+
+    def _incumbents(self, i: int) -> np.ndarray | None:
+        """Encoded best configurations: task i's own first, then the other tasks' (transfer)."""
+        best = []
+        for j in [i] + [j for j in range(self.n_tasks) if j != i]:
+            ok = [t for t in self.trials_of(j) if usable(t)]
+            if ok:
+                best.append(min(ok, key=lambda t: t.value).params)
+        return self.problem.param_space.encode(best[: max(1, self.pso_particles // 4)]) if best else None
+
+    # ---- the model ---------------------------------------------------------------------------
+    def _settle_log(self) -> bool | None:
+        """The transform for the next fit: True/False, or None when "auto" must still decide."""
+        values = usable_values(self.records, self.n_tasks)
+        if not any(v.size for v in values):
+            return bool(self._use_log)  # nothing measured yet: decide later
+        if not log_possible(values) and self._use_log is not False:
+            if self._use_log:
+                log.warning("the log output transform needs positive values; a value <= 0 was observed, "
+                            "so the outputs are modelled without the log from now on")
+            self._set_use_log(False)
+        return self._use_log
+
+    def _set_use_log(self, use_log: bool) -> None:
+        self._use_log = bool(use_log)
+        self._on_root(lambda: self.storage.set_meta("use_log", self._use_log), "storing the output transform")
+
+    def _settings(self) -> list:
+        return [self.n_latent, self.kernel]
+
+    def fit_model(self) -> LCM:
+        """The LCM on every finished trial (warm-started). Not refitted when the data did not change
+        since the last fit, by this tuner or by another process sharing the history (then the
+        stored hyperparameters are reused). A new fit is stored in the history."""
+        if not self.records:
+            raise ValueError("no finished trial yet: there is nothing to fit a model on")
+        use_log = self._settle_log()
+        if use_log is None:
+            model, data = self._choose_transform()
+        else:
+            data = training_data(self._trials, self.n_tasks, self.problem.param_space, use_log, self._settings())
+            if self.model is not None and self._data is not None and self._data.key == data.key:
+                return self.model
+            last = self._on_root(lambda: self.storage.last_model(), "reading the last model")
+            if last is not None and last.get("data_key") == data.key:
+                model = LCM(n_latent=self.n_latent, kernel=self.kernel).condition(data.X, data.y, params=last["params"])
+                self._install(model, data)
+                return model
+            model = self._fit(data)
+        self._install(model, data)
+        self.iteration += 1
+        params = {k: np.asarray(v).tolist() for k, v in model.get_params().items()}
+        ll = float(model.log_likelihood())
+        self._on_root(lambda: self.storage.add_model(self.iteration, params, ll, data.key), "storing the model")
+        log.info("iteration %d: LCM fitted on %d points, log-likelihood %.4g", self.iteration, data.n_points, ll)
+        return model
+
+    def _install(self, model: LCM, data: TrainingData) -> None:
+        self.model, self._data, self.transform = model, data, data.transform
+
+    def _fit(self, data: TrainingData, cold: bool = False) -> LCM:
+        init: Any = None
+        if not cold and self.model is not None:
+            init = self.model
+        elif not cold:
+            last = self._on_root(lambda: self.storage.last_model(), "reading the last model")
+            init = None if last is None else last["params"]
+        seed = int_seed(self.seed, STAGE_FIT, self.iteration)
+        try:
+            return LCM(n_latent=self.n_latent, kernel=self.kernel).fit(
+                data.X, data.y, restarts=self.refit_restarts if init is not None else self.restarts, seed=seed,
+                init=init, comm=self.comm)
+        except Exception as exc:  # a warm start that no longer fits the data: start cold
+            if init is None:
+                raise
+            log.warning("warm-started fit failed (%s); refitting from scratch", exc)
+            return LCM(n_latent=self.n_latent, kernel=self.kernel).fit(
+                data.X, data.y, restarts=self.restarts, seed=seed, comm=self.comm)
+
+    def _choose_transform(self) -> tuple[LCM, TrainingData]:
+        """output_transform="auto", first fit: model the outputs with and without the log and keep
+        the one whose likelihood *of the observed values* is higher. Each fit's log-likelihood is of
+        the standardised outputs z; the change of variables adds -sum(log sigma_i) per measured
+        point, and -sum(log y) under the log, which puts both on the scale of y."""
+        best = None
+        for use_log in (True, False):
+            data = training_data(self._trials, self.n_tasks, self.problem.param_space, use_log, self._settings())
+            model = self._fit(data, cold=True)
+            jacobian = sum(len(v) * np.log(data.transform.sigma[i]) + (np.sum(np.log(v)) if use_log else 0.0)
+                           for i, v in enumerate(data.values))
+            ll_y = float(model.log_likelihood() - jacobian)
+            log.info("output transform %s: log-likelihood of the observed values %.6g", "log" if use_log else "none", ll_y)
+            if best is None or ll_y > best[0]:
+                best = (ll_y, use_log, model, data)
+        assert best is not None
+        self._set_use_log(best[1])
+        return best[2], best[3]
+
+    # ---- tell --------------------------------------------------------------------------------
+    def tell(self, trial: Trial | int, result: Outcome | float | None, reason: str = "") -> Trial:
+        """Record the result of PENDING ``trial`` (a Trial from ``ask`` or its id); committed to
+        the history before returning the finished trial.
+
+        result: an :class:`Outcome`, a number (complete; NaN or inf: failed), or None (failed,
+        saying ``reason``). Errors: TypeError for something that is not a trial, UnknownTrial for
+        an id this history does not hold, TrialNotPending for a trial already told,
+        HistoryMismatch for a trial asked from another history.
+        """
+        trial_id, expected = self._resolve(trial)
+        outcome = Outcome.of(result, reason)
+        done = Trial.from_json(self._on_root(lambda: self._finish(trial_id, outcome, expected).to_json(), "telling"))
+        self._merge([done])
+        return done
+
+    def _resolve(self, trial: Any) -> tuple[int, Trial | None]:
+        if isinstance(trial, Trial):
+            return trial.id, trial
+        if isinstance(trial, numbers.Integral) and not isinstance(trial, bool):
+            return int(trial), None
+        if isinstance(trial, Proposal):
+            raise TypeError("tell takes a Trial returned by ask() (or its id); a Proposal was never asked")
+        raise TypeError(f"tell takes a Trial returned by ask() or its integer id, got {trial!r}")
+
+    def _finish(self, trial_id: int, outcome: Outcome, expected: Trial | None) -> Trial:
+        assert self.storage is not None
+        return self.storage.finish(trial_id, outcome.status, outcome.value, outcome.samples, outcome.reason,
+                                   outcome.extra, outcome.duration, expected)
+
+    def tell_local(self, trial: Trial, result: Outcome) -> Trial | None:
+        """Rank 0's tell inside a collective step (no communication); other ranks do nothing and
+        see the result at the next read of the history."""
+        if self.rank != 0:
+            return None
+        done = self._finish(trial.id, Outcome.of(result), trial)
+        self._merge([done])
+        return done
+
+    # ---- result ------------------------------------------------------------------------------
+    def result(self) -> TuningResult:
+        """The run so far. The model is brought up to date with every finished trial: fitted if
+        there is none yet, otherwise conditioned on all data with its last hyperparameters (one
+        factorisation). If that fails the result has no model (never a model that silently lacks
+        trials); the failure is logged as an error."""
+        self.refresh()
+        model, transform = None, None
+        if self.records:
+            try:
+                model, transform = self._current_model()
+            except (ValueError, np.linalg.LinAlgError) as exc:
+                log.error("the final model could not be brought up to date (%s): the result has no model", exc)
+        return TuningResult(self.problem, list(self.tasks), self.records, model, transform, pending=self.pending,
+                            closed={i: r for i in range(self.n_tasks) if (r := self.stopped_early(i))})
+
+    def _current_model(self) -> tuple[LCM, Any]:
+        use_log = self._settle_log()
+        if self.model is None or use_log is None:
+            model = self.fit_model()
+            return model, self.transform
+        data = training_data(self._trials, self.n_tasks, self.problem.param_space, use_log, self._settings())
+        if self._data is not None and data.key == self._data.key:
+            return self.model, self.transform
+        try:
+            model = LCM(n_latent=self.n_latent, kernel=self.kernel).condition(data.X, data.y,
+                                                                              params=self.model.get_params())
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            log.warning("conditioning on the last evaluations failed (%s); refitting", exc)
+            model = self._fit(data)
+        self._install(model, data)
+        return model, data.transform

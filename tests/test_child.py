@@ -1,0 +1,97 @@
+"""Objective processes run in their own process group and never outlive their evaluation or the
+tuner (checked on real processes through /proc and signals)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gptask.child import ChildDied, ChildTimeout, run_in_process_group
+from gptask.evaluate import Evaluator
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def wait_gone(pids, seconds=10.0) -> list[int]:
+    end = time.time() + seconds
+    while time.time() < end and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+def spawning_objective(record: Path, sleep: float):
+    """An objective that starts a long `sleep` of its own, records both pids and its process
+    group, then sleeps ``sleep`` seconds and returns 1.0."""
+
+    def f(task, params):
+        child = subprocess.Popen(["sleep", "300"])
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "child": child.pid, "pgid": os.getpgid(0)}))
+        os.replace(tmp, record)
+        time.sleep(sleep)
+        return 1.0
+
+    return f
+
+
+def test_work_runs_in_its_own_group_and_leaves_nothing_behind(tmp_path):
+    record = tmp_path / "pids.json"
+    assert Evaluator(spawning_objective(record, 0.0), timeout=30)({}, {}).value == 1.0
+    got = json.loads(record.read_text())
+    assert got["pgid"] != os.getpgid(0) and got["pid"] != os.getpid()
+    assert wait_gone([got["pid"], got["child"]]) == []
+
+
+def test_timeout_kills_the_objective_and_what_it_started(tmp_path):
+    record = tmp_path / "pids.json"
+    out = Evaluator(spawning_objective(record, 60.0), timeout=1.0)({}, {})
+    assert out.status == "failed" and "timeout after 1 s" in out.reason
+    got = json.loads(record.read_text())
+    assert wait_gone([got["pid"], got["child"]]) == []
+
+
+def test_results_errors_and_deaths_come_back():
+    assert run_in_process_group(lambda: {"value": [1.0] * 50_000}, limit=30)["value"][-1] == 1.0  # > a pipe buffer
+    assert "ZeroDivisionError" in run_in_process_group(lambda: {"v": 1 / 0})["error"]
+    with pytest.raises(ChildDied):
+        run_in_process_group(lambda: os._exit(3))
+    with pytest.raises(ChildTimeout):
+        run_in_process_group(lambda: time.sleep(30) or {}, limit=0.3)
+
+
+EVALUATING = """
+import json, os, subprocess, sys, time
+sys.path.insert(0, {tests!r})
+from gptask.evaluate import Evaluator
+from test_child import spawning_objective
+from pathlib import Path
+Evaluator(spawning_objective(Path(sys.argv[1]), 300.0), timeout=600)({{}}, {{}})
+"""
+
+
+def test_a_killed_evaluating_process_takes_its_objective_group_with_it(tmp_path):
+    record = tmp_path / "pids.json"
+    proc = subprocess.Popen([sys.executable, "-c", EVALUATING.format(tests=str(ROOT / "tests")), str(record)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    end = time.time() + 60
+    while not record.exists() and time.time() < end:
+        time.sleep(0.05)
+    got = json.loads(record.read_text())
+    assert alive(got["pid"]) and alive(got["child"])
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert wait_gone([got["pid"], got["child"]]) == []

@@ -1,0 +1,157 @@
+"""The command line around a run: the shell ask/tell loop of the README (with a stand-in for
+sbatch), ask/tell/release errors, progress lines in a log, output paths checked up front."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gptask.storage import SQLiteStorage
+from gptask.trials import Status
+
+sys.path.insert(0, str(Path(__file__).parent))
+from problems_for_tests import counting_problem  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+       "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+FAKE_SBATCH = """#!/bin/bash
+# stand-in for Slurm's sbatch --wait: run the job script with bash, output to --output, same exit code
+out=/dev/stdout
+while [[ "$1" == --* ]]; do
+    case "$1" in --output=*) out="${1#--output=}";; esac
+    shift
+done
+bash "$@" > "$out" 2>&1
+"""
+
+RUN_ONE = """#!/bin/bash
+# the user's job: run the application for task "$1" and params "$2", print the value last
+python - "$1" "$2" <<'EOF'
+import sys
+from gptask.cli import parse_assignments
+task, p = parse_assignments(sys.argv[1]), parse_assignments(sys.argv[2])
+if p["k"] >= 7:
+    sys.exit(3)  # the application crashed
+print("solver finished")
+print(repr(1.0 + (p["x"] - task["t"]) ** 2 + 0.05 * (p["k"] - 4) ** 2))
+EOF
+"""
+
+
+def gptask(*args, cwd, timeout=300, env=ENV):
+    return subprocess.run([sys.executable, "-m", "gptask", *map(str, args)], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def readme_driver() -> str:
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- ask-tell-driver -->", 1)[1].split("<!-- /ask-tell-driver -->", 1)[0]
+    code = block.split("```bash", 1)[1].split("```", 1)[0]
+    return "\n".join(line[2:] if line.startswith("  ") else line for line in code.splitlines())
+
+
+@pytest.mark.slow
+def test_the_readme_shell_ask_tell_loop_runs_end_to_end(tmp_path):
+    script = readme_driver()
+    assert "sbatch --wait" in script and "gptask tell" in script
+    script, n = re.subn(r"--tasks 4 --budget 12 -n 4", "--tasks 2 --budget 5 --n-initial 3 -n 2 --seed 3", script)
+    assert n == 1
+    (tmp_path / "myapp.py").write_text("from problems_for_tests import counting_problem\n\n\n"
+                                       "def problem():\n    return counting_problem()\n")
+    (tmp_path / "run_one.sh").write_text(RUN_ONE)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "sbatch").write_text(FAKE_SBATCH)
+    (bindir / "sbatch").chmod(0o755)
+    (tmp_path / "driver.sh").write_text(script)
+    env = {**ENV, "PATH": f"{bindir}{os.pathsep}{ENV['PATH']}", "PYTHONPATH": str(ROOT / "tests")}
+    r = subprocess.run(["bash", "-e", "driver.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    trials = SQLiteStorage(tmp_path / "batch.sqlite").trials()
+    assert len(trials) == 10 and [sum(t.task_index == i for t in trials) for i in (0, 1)] == [5, 5]
+    objective = counting_problem().objective
+    for t in trials:
+        if t.params["k"] >= 7:
+            assert t.status is Status.FAILED and t.reason == "job exited with 3"
+        else:
+            assert t.status is Status.COMPLETE and t.value == objective(dict(t.task), dict(t.params))
+    assert len({(t.task_index, t.params["x"], t.params["k"]) for t in trials}) == 10
+    assert "pending: 0" in r.stdout  # gptask show at the end
+
+
+def test_ask_tell_release_from_a_shell(tmp_path):
+    h = tmp_path / "h.sqlite"
+    first = gptask("ask", h, "--problem", "problems_for_tests:counting_problem", "--tasks", "2", "--budget", "4",
+                   "--n-initial", "2", "--seed", "1", "-n", "3", "--json", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    asked = json.loads(first.stdout)
+    assert [a["id"] for a in asked] == [1, 2, 3] and set(asked[0]) == {"id", "task_index", "task", "params"}
+    # later asks reuse the settings stored in the history; the text form is ID<TAB>task<TAB>params
+    more = gptask("ask", h, "--problem", "problems_for_tests:counting_problem", cwd=tmp_path)
+    assert more.returncode == 0
+    line = more.stdout.strip().split("\t")
+    assert line[0] == "4" and line[1].startswith("t=") and "x=" in line[2] and "k=" in line[2]
+    nothing = gptask("ask", h, "--problem", "problems_for_tests:counting_problem", cwd=tmp_path)
+    assert nothing.stdout == "" and "4 trial(s) pending" in nothing.stderr
+    ok = gptask("tell", h, 1, "1.25", "--duration", "3.5", cwd=tmp_path)
+    assert ok.returncode == 0 and "trial 1: complete, value 1.25" in ok.stdout
+    failed = gptask("tell", h, 2, "--failed", "node failure", cwd=tmp_path)
+    assert failed.returncode == 0
+    for args, msg in [((1, "2.0"), "already told"), ((99, "1"), "trial 99 is not in history"),
+                      ((3, "fast"), "VALUE must be a number"), ((3,), "give the VALUE"),
+                      ((3, "1", "--failed", "x"), "not both")]:
+        r = gptask("tell", h, *args, cwd=tmp_path)
+        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+    rel = gptask("release", h, 3, cwd=tmp_path)
+    assert rel.returncode == 0 and "[3]" in rel.stdout
+    again = gptask("ask", h, "--problem", "problems_for_tests:counting_problem", "-n", "1", cwd=tmp_path)
+    assert again.stdout.split("\t")[0] == "3"  # the released trial is proposed again
+    trials = {t.id: t for t in SQLiteStorage(h).trials()}
+    assert trials[1].value == 1.25 and trials[1].duration == 3.5 and trials[2].reason == "node failure"
+    assert trials[3].attempts == 2 and trials[3].status is Status.PENDING
+    show = gptask("show", h, cwd=tmp_path)
+    assert show.returncode == 0 and "pending: 2" in show.stdout and "pending trial 3" in show.stdout
+    wrong = gptask("ask", h, "--problem", "problems_for_tests:failing_problem", cwd=tmp_path)
+    assert wrong.returncode == 2 and "different problem" in wrong.stderr
+
+
+def test_progress_lines_in_a_log_unless_quiet(tmp_path):
+    args = ("tune", "--problem", "problems_for_tests:counting_problem", "--tasks", "2", "--budget", "4",
+            "--n-initial", "2", "--seed", "0")
+    r = gptask(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "iteration" in ln]
+    assert len(lines) == 4 and "iteration 1: tasks done 0/2, evaluations 2/8 (0 failed, 0 pending), best [" in lines[0]
+    assert "tasks done 2/2, evaluations 8/8" in lines[-1]
+    quiet = gptask(*args, "--quiet", cwd=tmp_path)
+    assert quiet.returncode == 0 and "iteration" not in quiet.stderr
+
+
+def test_output_paths_are_checked_before_any_run(tmp_path):
+    log = tmp_path / "calls.txt"
+    base = ("tune", "--problem", "problems_for_tests:counting_problem", "--problem-options", f"log={log}",
+            "--tasks", "1", "--budget", "2", "--history", tmp_path / "h.sqlite")
+    for extra, msg in [(("--plot", tmp_path / "nope" / "c.png"), "does not exist"),
+                       (("--plot", tmp_path / "c.txt"), "must end in one of"),
+                       (("--save-model", tmp_path / "nope" / "m.json"), "does not exist"),
+                       (("--plot", tmp_path), "is a directory")]:
+        r = gptask(*base, *extra, cwd=tmp_path)
+        assert r.returncode == 2 and msg in r.stderr, (extra, r.stderr)
+    assert not log.exists() and not (tmp_path / "h.sqlite").exists()
+
+
+def test_problem_modules_are_found_in_the_current_directory(tmp_path):
+    (tmp_path / "localmod.py").write_text("from problems_for_tests import counting_problem as problem\n")
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    r = gptask("tune", "--problem", "localmod:problem", "--tasks", "1", "--budget", "2", "--quiet", cwd=tmp_path,
+               env=env)
+    assert r.returncode == 0, r.stderr
+    r = gptask("tune", "--problem", "nomod:problem", "--tasks", "1", "--budget", "2", cwd=tmp_path)
+    assert r.returncode == 2 and "cannot import 'nomod'" in r.stderr and "PYTHONPATH" in r.stderr

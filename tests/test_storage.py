@@ -1,0 +1,474 @@
+"""The history storage: one contract every backend passes, then what is specific to SQLite files
+(refusing what is not a history, read-only and missing paths, schema versions and the v1 upgrade,
+several processes on one file)."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from gptask.storage import (HistoryMismatch, NotAHistory, Owner, SchemaTooNew, SQLiteStorage, TrialNotPending,
+                            UnknownTrial, open_storage)
+from gptask.storage.export import to_csv, to_json
+from gptask.trials import Proposal, Status, params_key
+
+SIG = {"name": "p", "task_space": [{"type": "real", "name": "t", "lo": 0, "hi": 1, "log": False}]}
+TASKS = [{"t": 0.1}, {"t": 0.9}]
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def prop(i, x, source="initial"):
+    return Proposal(i, TASKS[i], {"x": x}, source)
+
+
+def dead_owner() -> Owner:
+    """The identity of a real process that has exited."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    start = int(stat[stat.rindex(")") + 2:].split()[19])
+    me = Owner.this_process("tune")
+    proc.kill()
+    proc.wait()
+    return Owner("tune", "dead", me.host, proc.pid, me.boot, start)
+
+
+@pytest.fixture(params=["file", "memory"])
+def storage(request, tmp_path):
+    s = open_storage(tmp_path / "h.sqlite" if request.param == "file" else None, SIG)
+    s.set_tasks(TASKS)
+    yield s
+    s.close()
+
+
+# ---- the contract ---------------------------------------------------------------------------------
+
+
+def test_claims_respect_the_budget_and_never_duplicate(storage):
+    me = Owner.this_process("tune")
+    got = storage.add_trials([prop(0, 0.1), prop(0, 0.2), prop(0, 0.1), prop(0, 0.3), prop(1, 0.1)], me, budget=2)
+    assert [t is not None for t in got] == [True, True, False, False, True]
+    assert all(t.status is Status.PENDING and t.owner == me.to_text() for t in got if t)
+    assert [t.id for t in storage.trials(status=Status.PENDING)] == [got[0].id, got[1].id, got[4].id]
+    # a finished configuration stays taken; without a budget another one is accepted
+    storage.finish(got[0].id, Status.COMPLETE, 2.0)
+    assert storage.add_trials([prop(0, 0.1), prop(0, 0.4)], me) [0] is None
+    assert len(storage.trials(task_index=0)) == 3
+    with pytest.raises(ValueError, match="outside 0..1"):
+        storage.add_trials([prop(0, 0.5).__class__(5, {}, {"x": 0.5})], me)
+
+
+def test_tell_contract(storage):
+    me = Owner.this_process("tune")
+    a, b = storage.add_trials([prop(0, 0.1), prop(1, 0.2)], me)
+    done = storage.finish(a.id, Status.COMPLETE, 1e308, samples=[1e308], extra={"noise": "k=1"}, duration=0.5)
+    assert done.value == 1e308 and done.extra == {"noise": "k=1"} and done.finished >= done.created
+    with pytest.raises(TrialNotPending, match="already told: it is complete with value 1e"):
+        storage.finish(a.id, Status.FAILED, reason="again")
+    with pytest.raises(UnknownTrial, match="trial 999 is not in history"):
+        storage.finish(999, Status.COMPLETE, 1.0)
+    with pytest.raises(HistoryMismatch, match="another history"):
+        storage.finish(b.id, Status.COMPLETE, 1.0, expected=a)
+    with pytest.raises(ValueError, match="finite value"):
+        storage.finish(b.id, Status.COMPLETE, float("nan"))
+    with pytest.raises(ValueError, match="finished status"):
+        storage.finish(b.id, Status.PENDING)
+    failed = storage.finish(b.id, Status.FAILED, 7.0, reason="timeout after 3 s", expected=b)
+    assert failed.value is None and failed.reason == "timeout after 3 s"
+    assert [t.status for t in storage.trials()] == [Status.COMPLETE, Status.FAILED]
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308, 5e-324, 1e-300, 0.0, -0.5, 123456789.123456789])
+def test_values_are_stored_exactly_as_given(storage, value):
+    t, = storage.add_trials([prop(0, 0.5)], Owner.this_process("tune"))
+    storage.finish(t.id, Status.COMPLETE, value)
+    assert storage.trials()[0].value == value
+
+
+def test_dead_and_released_holders_give_their_trials_back(storage):
+    me, ghost = Owner.this_process("tune"), dead_owner()
+    live, = storage.add_trials([prop(0, 0.1)], me)
+    orphan, = storage.add_trials([prop(0, 0.2)], ghost)
+    # another live holder does not take my trial, but the dead one's trial is handed over once
+    other = Owner.this_process("tune")
+    back = storage.reclaim(other)
+    assert [t.id for t in back] == [orphan.id] and back[0].attempts == 2 and back[0].owner == other.to_text()
+    assert storage.reclaim(me) == []
+    # asking for the orphan's configuration again hands over the existing trial, not a new one
+    storage.release(other)
+    again = storage.add_trials([prop(0, 0.2)], me)
+    assert again[0].id == orphan.id and again[0].attempts == 3
+    assert storage.release(ids=[live.id]) == [live.id]
+    assert [t.id for t in storage.reclaim(other, limit=5, task_indices=[0])] == [live.id]
+    storage.finish(live.id, Status.COMPLETE, 1.0)
+    with pytest.raises(TrialNotPending):
+        storage.release(ids=[live.id])
+
+
+def test_a_detached_holder_keeps_its_trial_until_the_lease_ends(storage):
+    shell = Owner.detached("ask")
+    forever, = storage.add_trials([prop(0, 0.1)], shell)
+    leased, = storage.add_trials([prop(0, 0.2)], shell, lease=0.2)
+    me = Owner.this_process("tune")
+    assert storage.reclaim(me) == []
+    time.sleep(0.3)
+    assert [t.id for t in storage.reclaim(me)] == [leased.id]
+    assert storage.trials(status=Status.PENDING)[0].id == forever.id
+
+
+def test_tasks_meta_models_and_export(storage):
+    storage.set_tasks(TASKS)  # the same list again is fine
+    with pytest.raises(HistoryMismatch):
+        storage.set_tasks([{"t": 0.2}])
+    storage.set_tasks(TASKS + [{"t": 0.5}])
+    storage.close_task(1, "every feasible configuration was run")
+    assert storage.closed_tasks() == {1: "every feasible configuration was run"}
+    storage.set_meta("seed", 3)
+    assert storage.get_meta("seed") == 3 and storage.get_meta("nothing") is None
+    storage.add_model(1, {"W": [[1.0]]}, -3.5, data_key="abc")
+    assert storage.last_model() == {"iteration": 1, "log_likelihood": -3.5, "params": {"W": [[1.0]]}, "data_key": "abc"}
+    t, = storage.add_trials([Proposal(0, TASKS[0], {"x": 0.25, "alg": "ring"})], Owner.this_process("tune"))
+    storage.finish(t.id, Status.COMPLETE, 2.0, extra={"n": 1})
+    lines = to_csv(storage).splitlines()
+    assert lines[0].startswith("id,task_index,task.t,param.alg,param.x,value,status,reason")
+    assert lines[1].split(",")[2:7] == ["0.1", "ring", "0.25", "2.0", "complete"]
+    data = json.loads(to_json(storage))
+    assert data["signature"] == SIG and data["trials"][0]["extra"] == {"n": 1} and data["closed_tasks"] == {"1": data[
+        "closed_tasks"]["1"]}
+
+
+# ---- a model-based state machine over the contract ------------------------------------------------
+
+
+class StorageMachine(RuleBasedStateMachine):
+    """Random sequences of claims, tells, releases and reclaims against a plain-Python model."""
+
+    GHOST = None
+
+    @initialize()
+    def start(self):
+        if StorageMachine.GHOST is None:
+            StorageMachine.GHOST = dead_owner()
+        self.s = open_storage(None, SIG)
+        self.s.set_tasks(TASKS)
+        self.me, self.peer = Owner.this_process("tune"), Owner.this_process("tune")
+        self.model = {}  # id -> dict(task, key, status, holder: "me" | "peer" | "ghost" | None)
+        self.max_budget = {0: 0, 1: 0}
+
+    def _holder(self, name):
+        return {"me": self.me, "peer": self.peer, "ghost": StorageMachine.GHOST}[name]
+
+    @rule(task=st.integers(0, 1), xs=st.lists(st.sampled_from([0.0, 0.1, 0.2, 0.3, 0.4, 0.5]), max_size=4),
+          budget=st.integers(1, 5), who=st.sampled_from(["me", "peer", "ghost"]))
+    def add(self, task, xs, budget, who):
+        self.max_budget[task] = max(self.max_budget[task], budget)
+        got = self.s.add_trials([prop(task, x) for x in xs], self._holder(who), budget=budget)
+        for x, t in zip(xs, got):
+            key = params_key({"x": x})
+            same = [i for i, m in self.model.items() if m["task"] == task and m["key"] == key]
+            if same:
+                m = self.model[same[0]]
+                free = m["status"] == "pending" and m["holder"] in (None, "ghost")
+                assert (t is not None) == free and (t is None or t.id == same[0])
+                if t is not None:
+                    m["holder"] = who
+                continue
+            n = sum(1 for m in self.model.values() if m["task"] == task)
+            assert (t is not None) == (n < budget)
+            if t is not None:
+                self.model[t.id] = {"task": task, "key": key, "status": "pending", "holder": who}
+
+    @precondition(lambda self: any(m["status"] == "pending" for m in self.model.values()))
+    @rule(data=st.data(), status=st.sampled_from([Status.COMPLETE, Status.FAILED, Status.CENSORED]))
+    def tell(self, data, status):
+        i = data.draw(st.sampled_from(sorted(k for k, m in self.model.items() if m["status"] == "pending")))
+        self.s.finish(i, status, 1.0)
+        self.model[i]["status"] = status.value
+
+    @precondition(lambda self: any(m["status"] != "pending" for m in self.model.values()))
+    @rule(data=st.data())
+    def tell_twice(self, data):
+        i = data.draw(st.sampled_from(sorted(k for k, m in self.model.items() if m["status"] != "pending")))
+        with pytest.raises(TrialNotPending):
+            self.s.finish(i, Status.COMPLETE, 2.0)
+
+    @rule(who=st.sampled_from(["me", "peer"]))
+    def release(self, who):
+        released = self.s.release(self._holder(who))
+        expect = sorted(i for i, m in self.model.items() if m["status"] == "pending" and m["holder"] == who)
+        assert released == expect
+        for i in expect:
+            self.model[i]["holder"] = None
+
+    @rule(who=st.sampled_from(["me", "peer"]), limit=st.none() | st.integers(1, 3))
+    def reclaim(self, who, limit):
+        got = [t.id for t in self.s.reclaim(self._holder(who), limit=limit)]
+        free = sorted(i for i, m in self.model.items() if m["status"] == "pending" and m["holder"] in (None, "ghost"))
+        assert got == free[:limit]
+        for i in got:
+            self.model[i]["holder"] = who
+
+    @invariant()
+    def agrees_with_the_model(self):
+        trials = self.s.trials()
+        assert {t.id: t.status.value for t in trials} == {i: m["status"] for i, m in self.model.items()}
+        keys = [(t.task_index, params_key(t.params)) for t in trials]
+        assert len(keys) == len(set(keys))
+        for task in (0, 1):
+            assert sum(1 for t in trials if t.task_index == task) <= self.max_budget[task]
+
+    def teardown(self):
+        self.s.close()
+
+
+TestStorageMachine = StorageMachine.TestCase
+TestStorageMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+# ---- SQLite files ---------------------------------------------------------------------------------
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_rows_are_committed_immediately_and_reopen(tmp_path):
+    path = tmp_path / "h.sqlite"
+    s = SQLiteStorage(path, SIG)
+    s.set_tasks(TASKS)
+    t, = s.add_trials([prop(0, 0.5)], Owner.this_process("tune"))
+    # another connection sees the PENDING row without any close or commit call
+    rows = sqlite3.connect(path).execute("SELECT task_index, status, value FROM trials").fetchall()
+    assert rows == [(0, "pending", None)]
+    s.finish(t.id, Status.COMPLETE, 1.5, samples=[1.5, 2.0])
+    again = SQLiteStorage(path, SIG)
+    assert again.trials()[0].samples == (1.5, 2.0) and again.trials()[0].task == TASKS[0]
+    s.close(), again.close()
+    s.close()  # idempotent
+    with pytest.raises(ValueError, match="closed"):
+        s.trials()
+
+
+def test_other_problem_is_refused(tmp_path):
+    SQLiteStorage(tmp_path / "h.sqlite", SIG).close()
+    with pytest.raises(HistoryMismatch, match="different problem"):
+        SQLiteStorage(tmp_path / "h.sqlite", {**SIG, "name": "other"})
+
+
+def test_files_that_are_not_histories_are_refused_untouched(tmp_path):
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(NotAHistory, match="not an SQLite database"):
+        SQLiteStorage(junk, SIG)
+    other = tmp_path / "inventory.db"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE parts (name TEXT)")
+    db.execute("INSERT INTO parts VALUES ('bolt')")
+    db.commit()
+    db.close()
+    before = digest(other)
+    for opener in (lambda: SQLiteStorage(other, SIG), lambda: SQLiteStorage(other), lambda: SQLiteStorage(other, read_only=True)):
+        with pytest.raises(NotAHistory, match=r"not a gptask history \(tables: parts\)"):
+            opener()
+    assert digest(other) == before and not Path(str(other) + "-wal").exists()
+
+
+def test_missing_and_directory_paths_say_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match="directory .*nope does not exist"):
+        SQLiteStorage(tmp_path / "nope" / "h.sqlite", SIG)
+    with pytest.raises(FileNotFoundError, match="no history file"):
+        SQLiteStorage(tmp_path / "missing.sqlite")
+    with pytest.raises(FileNotFoundError, match="no history file"):
+        SQLiteStorage(tmp_path / "missing.sqlite", read_only=True)
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        SQLiteStorage(tmp_path, SIG)
+
+
+def run_unprivileged(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in Python as an ordinary user (root ignores file permissions)."""
+    cmd = [sys.executable, "-c", code]
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: cannot drop privileges")
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.fixture
+def open_dir():
+    """A directory every user can reach (pytest's own tmp_path is private to its user)."""
+    base = Path(tempfile.mkdtemp(prefix="gptask-test-"))
+    base.chmod(0o755)
+    yield base
+    for p in base.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    shutil.rmtree(base)
+
+
+def test_read_only_files_and_directories_say_so_and_still_read(open_dir):
+    d = open_dir / "ro"
+    d.mkdir()
+    s = SQLiteStorage(d / "h.sqlite", SIG)
+    s.set_tasks(TASKS)
+    s.close()
+    shutil.copy(DATA / "v1_failing.sqlite", d / "v1.sqlite")
+    for p in (d, *d.iterdir()):
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    code = f"""
+import sys
+from gptask.storage import SQLiteStorage
+for path in ({str(d / 'h.sqlite')!r}, {str(d / 'v1.sqlite')!r}):
+    try:
+        SQLiteStorage(path, {SIG!r})
+    except PermissionError as exc:
+        print("refused:", exc)
+    s = SQLiteStorage(path, read_only=True)
+    print("read:", len(s.tasks()), len(s.trials()), s.schema_version)
+try:
+    SQLiteStorage({str(d / 'new.sqlite')!r}, {SIG!r})
+except PermissionError as exc:
+    print("refused:", exc)
+"""
+    r = run_unprivileged(code)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert "is read-only" in out[0] and out[1] == "read: 2 0 2"
+    assert "refused:" in out[2] and out[3] == "read: 2 16 2"  # the v1 file upgraded in memory only
+    assert "directory" in out[4] and "not writable" in out[4]
+    assert sqlite3.connect(f"file:{d / 'v1.sqlite'}?mode=ro", uri=True).execute(
+        "SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
+
+
+def test_a_newer_schema_is_refused_naming_both_versions(tmp_path):
+    path = tmp_path / "h.sqlite"
+    SQLiteStorage(path, SIG).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(SchemaTooNew, match="schema 3; this gptask reads schema 2"):
+        SQLiteStorage(path, SIG)
+
+
+@pytest.mark.parametrize("name", ["v1_failing.sqlite", "v1_penalty.sqlite"])
+def test_v1_files_upgrade_to_v2_keeping_every_row(tmp_path, name):
+    path = tmp_path / name
+    shutil.copy(DATA / name, path)
+    ref = sqlite3.connect(DATA / name)
+    rows = ref.execute("SELECT id, task_index, params, value, status, reason, samples FROM evaluations ORDER BY id").fetchall()
+    sig = json.loads(ref.execute("SELECT value FROM meta WHERE key = 'signature'").fetchone()[0])
+    n_models = ref.execute("SELECT count(*) FROM models").fetchone()[0]
+    ref.close()
+    before = digest(path)
+    ro = SQLiteStorage(path, read_only=True)
+    assert len(ro.trials()) == len(rows)
+    ro.close()
+    assert digest(path) == before  # reading does not upgrade the file
+    s = SQLiteStorage(path, sig)
+    assert s.schema_version == 2 and s.get_meta("seed") is not None and len(s.models()) == n_models
+    got = [(t.id, t.task_index, dict(t.params), t.value, t.status.value, t.reason, list(t.samples)) for t in s.trials()]
+    assert got == [(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], json.loads(r[6])) for r in rows]
+    s.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA application_id").fetchone()[0] != 0
+    assert "evaluations" not in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    db.close()
+    SQLiteStorage(path, sig).close()  # opening again is a plain v2 open
+
+
+def test_v1_censored_rows_become_censored_trials(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    shutil.copy(DATA / "v1_failing.sqlite", path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE evaluations SET reason = 'censored: stopped at the deadline 2 s' WHERE id = 2")
+    db.commit()
+    db.close()
+    s = SQLiteStorage(path)
+    assert s.trials()[1].status is Status.CENSORED and s.trials()[2].status is Status.COMPLETE
+
+
+CLAIMER = """
+import json, sys, time
+from pathlib import Path
+from gptask.storage import SQLiteStorage, Owner
+from gptask.trials import Proposal
+path, start, order = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
+s = SQLiteStorage(path, {sig!r})
+me = Owner.this_process("tune")
+while time.time() < start:
+    time.sleep(0.001)
+got = []
+for x in order:
+    t, = s.add_trials([Proposal(0, {{"t": 0.1}}, {{"x": x}})], me, budget=8)
+    if t is not None:
+        got.append(t.id)
+print(json.dumps(got))
+"""
+
+
+def test_processes_racing_for_claims_keep_the_budget_and_never_share_a_configuration(tmp_path):
+    path = tmp_path / "h.sqlite"
+    s = SQLiteStorage(path, SIG)
+    s.set_tasks(TASKS)
+    s.close()
+    xs = [round(0.05 * k, 2) for k in range(12)]
+    start = time.time() + 2.0
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", CLAIMER.format(sig=SIG), str(path), str(start),
+                               json.dumps(xs[k:] + xs[:k])], stdout=subprocess.PIPE, text=True, env=env)
+             for k in (0, 4, 8, 2)]
+    ids = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    flat = [i for part in ids for i in part]
+    assert len(flat) == len(set(flat)) == 8
+    trials = SQLiteStorage(path).trials()
+    assert len(trials) == 8 and len({t.params["x"] for t in trials}) == 8
+
+
+HOLDER = """
+import sys, time
+from gptask.storage import SQLiteStorage, Owner
+from gptask.trials import Proposal
+s = SQLiteStorage(sys.argv[1])
+s.add_trials([Proposal(0, {"t": 0.1}, {"x": 0.7})], Owner.this_process("tune"))
+print("claimed", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_killed_holders_trial_is_handed_over_and_a_live_ones_is_not(tmp_path):
+    path = tmp_path / "h.sqlite"
+    s = SQLiteStorage(path, SIG)
+    s.set_tasks(TASKS)
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.readline().strip() == "claimed"
+    me = Owner.this_process("tune")
+    assert s.reclaim(me) == [] and s.add_trials([prop(0, 0.7)], me) == [None]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    back = s.reclaim(me)
+    assert len(back) == 1 and back[0].params == {"x": 0.7} and back[0].attempts == 2
+    s.close()
+
+
+def test_a_v1_file_of_another_problem_is_refused_before_any_upgrade(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    shutil.copy(DATA / "v1_failing.sqlite", path)
+    before = digest(path)
+    with pytest.raises(HistoryMismatch, match="different problem"):
+        SQLiteStorage(path, SIG)
+    assert digest(path) == before
