@@ -4,13 +4,15 @@ independent per-task GPs, on synthetic multitask data and on real PDGEQRF timing
 Models (each fitted on the same standardised data, 1 BLAS / torch thread):
 
 * ``LCM default``: :class:`gptask.models.LCM` as the tuner fits it on its first iteration (its
-  ``n_latent = min(tasks, 4)`` and ``restarts``, read from :class:`gptask.Tuner`), with ``fit``'s
-  default options. Once ``LCM.fit`` has a ``prior`` keyword (found with ``inspect.signature``, so
-  this script runs before and after it exists) the row is named after the default prior and a row
-  ``LCM prior=None`` (maximum likelihood) is added.
+  ``n_latent``, ``kernel`` and ``restarts``, read from :class:`gptask.Tuner`) with ``fit``'s default
+  options. Where ``LCM.fit`` has a ``prior`` keyword (found with ``inspect.signature``, so this
+  script runs on checkouts before and after it) the row is named after the settings and the default
+  prior, a row ``LCM prior=None`` (maximum likelihood) is added and, when the tuner's model differs
+  from the one before issue 12 (Q = min(tasks, 4), RBF), that model under the default prior.
 * ``BoTorch MultiTaskGP``: bench/mtbo.py's ``fit_multitask_gp`` (BoTorch's defaults).
-* ``GPy LCM``: ``GPy.util.multioutput.LCM`` built as in bench/lcm_fit.py (same Q as the LCM, W rank
-  1, kernel variances fixed to 1), GPy's default fit (``optimize()``: one start, 1000 iterations);
+* ``GPy LCM``: ``GPy.util.multioutput.LCM`` built as in bench/lcm_fit.py (Q = min(tasks, 4) RBF
+  kernels, W rank 1, kernel variances fixed to 1: the tuner's model before issue 12), GPy's default
+  fit (``optimize()``: one start, maximum likelihood, 1000 iterations);
   skipped above ``--gpy-max-n`` training points (it takes many minutes there).
 * ``GP per task``: :class:`gptask.models.GP` on each task alone (``GP.fit`` defaults).
 * ``reference: training mean +- sd``: no model, N(0, 1) in standardised units for every point; a
@@ -29,7 +31,7 @@ Data sets (``--sets``):
   (over 1000 uniform points).
 * ``mix6:TxN``: the 6-input synthetic family of bench/lcm_fit.py (3 shared sinusoids mixed with
   task-specific weights), same noise rule.
-* ``pdgeqrf``: the 16-core PDGEQRF timings of ``/work/shared/data/pdgeqrf_xeon16/runs.csv`` (8
+* ``pdgeqrf``: the 16-core PDGEQRF timings of ``apps/scalapack_qr/data/xeon16/runs.csv`` (8
   tasks, ~74 launches each), 5-fold cross-validation within each task (every fold leaves a fifth of
   every task's launches out; all tasks train together), target log(time), parameters encoded with
   ``apps.scalapack_qr``'s parameter space for 16 cores (mb, nb: log-scale integers; nproc, p, nth:
@@ -77,11 +79,15 @@ import records  # noqa: E402
 FORMAT = "gptask-bench-model-quality/1"
 #: observation noise sd of the synthetic sets, relative to each task's spread of values
 NOISE_REL = 0.05
-PDGEQRF_CSV = "/work/shared/data/pdgeqrf_xeon16/runs.csv"
+#: the 16-core PDGEQRF timings (a copy of /work/shared/data/pdgeqrf_xeon16/runs.csv, identical)
+PDGEQRF_CSV = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps", "scalapack_qr", "data",
+                           "xeon16", "runs.csv")
 PDGEQRF_CORES = 16
 FOLDS = 5
 Z95 = 1.959963984540054
 REFERENCE = "reference: training mean +- sd"
+#: the tuner's surrogate before issue 12 (n_latent = min(tasks, 4), RBF); GPy's LCM is built so
+OLD_N_LATENT_CAP, OLD_KERNEL = 4, "rbf"
 #: the rows that do not depend on gptask's code (--gptask-only leaves them out)
 PEER_MODELS = ("BoTorch MultiTaskGP", "GPy LCM")
 
@@ -173,28 +179,51 @@ def pdgeqrf_splits(seed: int, folds: int = FOLDS) -> tuple[list[Split], list[np.
 
 
 # ---- models -----------------------------------------------------------------------------------------
-def tuner_lcm_settings(n_tasks: int) -> tuple[int, int]:
-    """(n_latent, restarts) of the tuner's first LCM fit over ``n_tasks`` tasks, read from Tuner."""
+def tuner_lcm_settings(n_tasks: int) -> tuple[int, int, str]:
+    """(n_latent, restarts, kernel) of the tuner's first LCM fit over ``n_tasks`` tasks, read from a
+    :class:`gptask.Tuner` (so the rows follow the tuner's defaults wherever they are defined)."""
     problem = FAMILIES["sphere"][0]()
     tuner = Tuner(problem, [{"s": k / n_tasks} for k in range(n_tasks)], budget=2)
-    return tuner.n_latent, tuner.restarts
+    settings = tuner.n_latent, tuner.restarts, tuner.kernel
+    getattr(tuner, "close", lambda: None)()
+    return settings
 
 
-def lcm_variants() -> list[tuple[str, dict[str, Any]]]:
-    """(row name, extra LCM.fit keywords): the default fit, and ML too once ``prior`` exists."""
+@dataclass(frozen=True)
+class LCMRow:
+    """One LCM row: ``n_latent_cap`` / ``kernel`` None take the tuner's; ``options`` go to ``fit``."""
+
+    name: str
+    n_latent_cap: int | None = None
+    kernel: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+def lcm_rows() -> list[LCMRow]:
+    """The tuner's LCM with ``fit``'s defaults; once ``fit`` has a ``prior`` keyword (found with
+    inspect.signature) also its maximum-likelihood twin and, when the tuner's model is no longer
+    the one before issue 12, that model (Q = min(tasks, 4), RBF) under the default prior."""
     params = inspect.signature(LCM.fit).parameters
     if "prior" not in params:
-        return [("LCM default (ML)", {})]
+        return [LCMRow("LCM default (ML)")]
     default = params["prior"].default
-    rows = [(f"LCM default (prior={default!r})", {})]
+    q, _, kern = tuner_lcm_settings(100)
+    rows = [LCMRow(f"LCM default (Q={q}, {kern}, prior={default!r})")]
     if default is not None:
-        rows.append(("LCM prior=None (ML)", {"prior": None}))
+        rows.append(LCMRow(f"LCM prior=None (Q={q}, {kern})", options=(("prior", None),)))
+        if (q, kern) != (OLD_N_LATENT_CAP, OLD_KERNEL):
+            rows.append(LCMRow(f"LCM prior={default!r} (Q={OLD_N_LATENT_CAP}, {OLD_KERNEL})", OLD_N_LATENT_CAP,
+                               OLD_KERNEL))
     return rows
 
 
-def fit_lcm(split: Split, seed: int, options: dict[str, Any]) -> Predictor:
-    n_latent, restarts = tuner_lcm_settings(len(split.X_train))
-    m = LCM(n_latent=n_latent).fit(split.X_train, split.z_train, restarts=restarts, seed=seed, **options)
+def fit_lcm(split: Split, seed: int, row: LCMRow) -> Predictor:
+    T = len(split.X_train)
+    n_latent, restarts, kernel = tuner_lcm_settings(T)
+    if row.n_latent_cap is not None:
+        n_latent = min(T, row.n_latent_cap)
+    m = LCM(n_latent=n_latent, kernel=row.kernel or kernel).fit(split.X_train, split.z_train, restarts=restarts,
+                                                               seed=seed, **dict(row.options))
     return lambda i, X: m.predict(i, X, include_noise=True)
 
 
@@ -214,8 +243,7 @@ def fit_botorch(split: Split, seed: int) -> Predictor:
 def fit_gpy(split: Split, seed: int) -> Predictor:
     from lcm_fit import gpy_lcm
 
-    n_latent, _ = tuner_lcm_settings(len(split.X_train))
-    g = gpy_lcm(split.X_train, split.z_train, n_latent)
+    g = gpy_lcm(split.X_train, split.z_train, min(len(split.X_train), OLD_N_LATENT_CAP))
     np.random.seed(seed)
     g.optimize()
 
@@ -236,7 +264,7 @@ def models(label: str) -> dict[str, Callable[[Split, int], Predictor]]:
     """Row name -> fit(split, seed); gptask rows carry ``[label]`` when given."""
     tag = f" [{label}]" if label else ""
     out: dict[str, Callable[[Split, int], Predictor]] = {
-        name + tag: (lambda split, seed, o=opts: fit_lcm(split, seed, o)) for name, opts in lcm_variants()}
+        row.name + tag: (lambda split, seed, r=row: fit_lcm(split, seed, r)) for row in lcm_rows()}
     out["BoTorch MultiTaskGP"] = fit_botorch
     out["GPy LCM"] = fit_gpy
     out["GP per task" + tag] = fit_gp_per_task

@@ -160,9 +160,10 @@ def run_botorch_mtbo(problem: Problem, tasks: list[dict], budget: int, n_initial
     torch = _torch()
     torch.manual_seed(seed)
     space = problem.param_space
-    designs = Tuner(problem, tasks, budget, n_initial, seed).initial_design
-    X = [space.encode(designs(i)) for i in range(len(tasks))]
-    y = [np.array([problem.objective(t, p) for p in designs(i)], float) for i, t in enumerate(tasks)]
+    with Tuner(problem, tasks, budget, n_initial, seed) as tuner:
+        designs = [tuner.initial_design(i) for i in range(len(tasks))]
+    X = [space.encode(d) for d in designs]
+    y = [np.array([problem.objective(t, p) for p in d], float) for t, d in zip(tasks, designs)]
     fit_s, search_s, repeats, caught, warm = [], [], 0, Counter(), None
     while True:
         active = [i for i in range(len(tasks)) if len(y[i]) < budget]

@@ -130,34 +130,34 @@ class _TimedObjective:
 def run_mla(problem: Problem, tasks: list[dict], budget: int, n_initial: int, seed: int,
             options: dict[str, Any]) -> dict[str, Any]:
     """MLA via ask/tell (the loop of ``gt.tune``); best value per task and timings per iteration."""
-    tuner = Tuner(problem, tasks, budget, n_initial, seed, None, **options)
-    evaluator = Evaluator(problem.objective)
-    fit_times: list[float] = []
-    inner_fit = tuner.fit_model
+    with Tuner(problem, tasks, budget, n_initial, seed, None, **options) as tuner:
+        evaluator = Evaluator(problem.objective)
+        fit_times: list[float] = []
+        inner_fit = tuner.fit_model
 
-    def timed_fit():
-        t0 = time.perf_counter()
-        try:
-            return inner_fit()
-        finally:
-            fit_times.append(time.perf_counter() - t0)
+        def timed_fit():
+            t0 = time.perf_counter()
+            try:
+                return inner_fit()
+            finally:
+                fit_times.append(time.perf_counter() - t0)
 
-    tuner.fit_model = timed_fit  # ask() calls self.fit_model(); time it apart from the search
-    ask_times = []
-    while not tuner.done:
-        t0 = time.perf_counter()
-        proposals = tuner.ask()
-        dt = time.perf_counter() - t0
-        if not proposals:
-            break
-        if proposals[0].source == "search":
-            ask_times.append(dt)
-        for p in proposals:
-            tuner.tell(p, evaluator(p.task, p.params))
-    best = []
-    for i in range(len(tasks)):
-        ok = [r["value"] for r in tuner.records if r["task_index"] == i and r["status"] == "complete"]
-        best.append(min(ok) if ok else math.inf)
+        tuner.fit_model = timed_fit  # ask() calls self.fit_model(); time it apart from the search
+        ask_times = []
+        while not tuner.done:
+            t0 = time.perf_counter()
+            proposals = tuner.ask()
+            dt = time.perf_counter() - t0
+            if not proposals:
+                break
+            if proposals[0].source == "search":
+                ask_times.append(dt)
+            for p in proposals:
+                tuner.tell(p, evaluator(p.task, p.params))
+        best = []
+        for i in range(len(tasks)):
+            ok = [r["value"] for r in tuner.records if r["task_index"] == i and r["status"] == "complete"]
+            best.append(min(ok) if ok else math.inf)
     n_it = len(ask_times)
     fit = float(np.sum(fit_times[:n_it])) if n_it else 0.0
     total = float(np.sum(ask_times))

@@ -1,6 +1,7 @@
 """Smoke tests of the issue-12 benchmark scripts (bench/quality.py, bench/model_quality.py and their
 helpers): tiny runs in a few seconds; the BoTorch parts skip where torch is not installed."""
 
+import inspect
 import json
 import sys
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from gptask.functions import FAMILIES, mixed_problem
+from gptask.models import LCM
 
 from conftest import ROOT
 
@@ -83,9 +85,11 @@ def test_pdgeqrf_folds_partition_every_task():
         assert len(splits[0].X_train[i]) + len(splits[0].X_test[i]) == len(X[i])
 
 
-def test_lcm_variants_name_the_default_fit():
-    names = [n for n, _ in model_quality.lcm_variants()]
-    assert names[0].startswith("LCM default")
+def test_lcm_rows_start_with_the_tuners_default_fit_and_add_its_ml_twin():
+    rows = model_quality.lcm_rows()
+    assert rows[0].name.startswith("LCM default") and rows[0].options == ()
+    if "prior" in inspect.signature(LCM.fit).parameters:
+        assert [dict(r.options) for r in rows[1:2]] == [{"prior": None}]
 
 
 def test_botorch_search_fixes_the_task_and_each_categorical_choice():
