@@ -9,7 +9,8 @@ Models (each fitted on the same standardised data, 1 BLAS / torch thread):
   script runs on checkouts before and after it) the row is named after the settings and the default
   prior, a row ``LCM prior=None`` (maximum likelihood) is added and, when the tuner's model differs
   from the one before issue 12 (Q = min(tasks, 4), RBF), that model under the default prior.
-* ``BoTorch MultiTaskGP``: bench/mtbo.py's ``fit_multitask_gp`` (BoTorch's defaults).
+* ``BoTorch MultiTaskGP``: bench/mtbo.py's ``fit_multitask_gp`` (BoTorch's defaults); skipped above
+  ``--botorch-max-n`` training points (one fit took 17 minutes at 400 points on the shared machine).
 * ``GPy LCM``: ``GPy.util.multioutput.LCM`` built as in bench/lcm_fit.py (Q = min(tasks, 4) RBF
   kernels, W rank 1, kernel variances fixed to 1: the tuner's model before issue 12), GPy's default
   fit (``optimize()``: one start, maximum likelihood, 1000 iterations);
@@ -346,6 +347,12 @@ def _n_train(family: str, n_tasks: int, n: int) -> int:
     return n_tasks * n
 
 
+def _too_large(name: str, n_train: int, args: argparse.Namespace) -> bool:
+    """GPy and BoTorch are skipped above their --*-max-n training points (a fit takes an hour there)."""
+    limit = {"GPy LCM": args.gpy_max_n, "BoTorch MultiTaskGP": args.botorch_max_n}.get(name)
+    return limit is not None and n_train > limit
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sets", default="hartmann6:10x10,mix6:10x10,pdgeqrf",
@@ -356,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gptask-only", action="store_true",
                     help="only the rows that depend on gptask's code (LCM, GP per task, the reference)")
     ap.add_argument("--gpy-max-n", type=int, default=500, help="skip GPy above this many training points")
+    ap.add_argument("--botorch-max-n", type=int, default=500, help="skip BoTorch above this many training points")
     ap.add_argument("--label", default="", help="appended to the gptask rows' names, e.g. a commit")
     ap.add_argument("--json", default=None, help="raw results file, merged into as each fit finishes")
     ap.add_argument("--resume", action="store_true", help="skip (set, seed, model) already in --json")
@@ -384,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pending:
         known = records.read(args.json).get("sets", {}) if args.json and os.path.exists(args.json) else {}
         n = sum(name not in known.get(text, {}).get("seeds", {}).get(str(seed), {})
-                and not (name == "GPy LCM" and _n_train(family, T, N) > args.gpy_max_n)
+                and not _too_large(name, _n_train(family, T, N), args)
                 for family, T, N, text in sets for seed in seeds for name in chosen)
         print(n)
         return 0 if n else 3
@@ -400,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in chosen:
                 if args.resume and name in done:
                     continue
-                if name == "GPy LCM" and n_train > args.gpy_max_n:
+                if _too_large(name, n_train, args):
                     continue
                 load = records.load_average()
                 if family == "pdgeqrf":
