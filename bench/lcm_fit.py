@@ -66,18 +66,25 @@ def make_data(n_tasks: int, n: int, seed: int, noise: float = 0.05):
     return Xs, ys, f, stats
 
 
-def fit_gpy(Xs, ys, Q: int, restarts: int, seed: int, maxiter: int = 1000):
+def gpy_lcm(Xs, ys, Q: int):
+    """GPy's LCM over the tasks' data (Xs[i]: (n_i, d), ys[i]: (n_i,)): ``GPy.util.multioutput.LCM``
+    with Q ARD RBF kernels, W rank 1, kernel variances fixed to 1 (B_q carries the scale, as in
+    gptask), in ``GPCoregionalizedRegression``; not yet optimised."""
     import GPy
 
-    T = len(Xs)
-    kl = [GPy.kern.RBF(D, ARD=True) for _ in range(Q)]
-    K = GPy.util.multioutput.LCM(D, T, kl, W_rank=1)
+    d, T = Xs[0].shape[1], len(Xs)
+    kl = [GPy.kern.RBF(d, ARD=True) for _ in range(Q)]
+    K = GPy.util.multioutput.LCM(d, T, kl, W_rank=1)
     for part in [K] if Q == 1 else K.parts:
         part.parts[0].variance[:] = 1.0
         part.parts[0].variance.fix()
+    return GPy.models.GPCoregionalizedRegression(Xs, [y[:, None] for y in ys], kernel=K)
+
+
+def fit_gpy(Xs, ys, Q: int, restarts: int, seed: int, maxiter: int = 1000):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        g = GPy.models.GPCoregionalizedRegression(Xs, [y[:, None] for y in ys], kernel=K)
+        g = gpy_lcm(Xs, ys, Q)
         np.random.seed(seed)
         t0 = time.perf_counter()
         g.optimize_restarts(num_restarts=restarts, verbose=False, robust=True, max_iters=maxiter)

@@ -1,4 +1,4 @@
-"""One-line description of the machine a benchmark ran on (shared by the bench scripts)."""
+"""The machine a benchmark ran on: a one-line description and its load (shared by the bench scripts)."""
 
 from __future__ import annotations
 
@@ -15,3 +15,8 @@ def describe_machine() -> str:
     except OSError:
         model = platform.processor() or "?"
     return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, e.g. ``"1.02 0.87 0.66"``."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())

@@ -3,7 +3,11 @@
 # repository root holding gptask (editable, with its own dependencies) plus the two peer tuners of
 # the GPTune paper's Fig. 1, OpenTuner and HpBandSter. They live apart from .venv because they pin
 # old libraries (HpBandSter 0.7.4 needs Pyro4, netifaces and statsmodels; OpenTuner 0.8.8 predates
-# SQLAlchemy 2) that gptask itself must not depend on.
+# SQLAlchemy 2) that gptask itself must not depend on. It also holds BoTorch (bench/quality.py's
+# BoTorch-MTBO method, bench/model_quality.py): torch is pinned to 2.13.0, the CPU build whose wheel
+# lies on this machine's disk (a plain `torch` would pull a CUDA build of several GB), installed
+# first and kept pinned while pip picks a botorch release compatible with it. torch and botorch
+# stay out of gptask's own dependencies.
 #
 #   bash bench/peers_setup.sh            # then: .bench-venv/bin/python bench/scalapack_qr.py ...
 #
@@ -20,7 +24,11 @@ VENV=.bench-venv
 PEERS=(
     "opentuner==0.8.8" "SQLAlchemy<2"
     "hpbandster==0.7.4" "ConfigSpace>=1,<2" "Pyro4" "serpent" "netifaces" "statsmodels"
+    "optuna>=3"  # bench/quality.py's TPE
 )
+# Installed in a second step, torch first: the exact version is the CPU wheel in pip's find-links.
+TORCH="torch==2.13.0"
+BOTORCH=("botorch" "$TORCH")
 
 inc=$($PY -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 if [ ! -f "$inc/Python.h" ] || ! command -v gcc >/dev/null; then
@@ -35,17 +43,20 @@ if [ ! -x "$VENV/bin/python" ]; then
     $PY -m venv "$VENV"
 fi
 stamp="$VENV/.peers-installed"
-want=$( { cat pyproject.toml; printf '%s\n' "${PEERS[@]}"; } | sha256sum | cut -d' ' -f1)
+want=$( { cat pyproject.toml; printf '%s\n' "${PEERS[@]}" "$TORCH" "${BOTORCH[@]}"; } | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "peers_setup: installing gptask and the peers into $VENV"
     log="$VENV/pip-install.log"
     if ! { "$VENV/bin/python" -m pip install -q --upgrade pip setuptools wheel \
-           && "$VENV/bin/python" -m pip install -q -e . "${PEERS[@]}"; } >"$log" 2>&1; then
+           && "$VENV/bin/python" -m pip install -q -e . "${PEERS[@]}" \
+           && "$VENV/bin/python" -m pip install -q "$TORCH" \
+           && "$VENV/bin/python" -m pip install -q "${BOTORCH[@]}"; } >"$log" 2>&1; then
         tail -30 "$log" >&2
         echo "peers_setup: pip install failed (full log: $log)" >&2
         exit 1
     fi
-    "$VENV/bin/python" -c "import gptask, apps, opentuner, hpbandster, ConfigSpace, skopt"
+    "$VENV/bin/python" -c "import gptask, apps, opentuner, hpbandster, ConfigSpace, skopt, optuna, botorch, torch
+assert torch.__version__.startswith('2.13.0') and not torch.cuda.is_available(), torch.__version__"
     echo "$want" > "$stamp"
 fi
 echo "peers_setup: ready ($VENV)"

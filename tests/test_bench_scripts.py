@@ -1,0 +1,114 @@
+"""Smoke tests of the issue-12 benchmark scripts (bench/quality.py, bench/model_quality.py and their
+helpers): tiny runs in a few seconds; the BoTorch parts skip where torch is not installed."""
+
+import inspect
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from gptask.functions import FAMILIES, mixed_problem
+from gptask.models import LCM
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+import model_quality  # noqa: E402
+import mtbo  # noqa: E402
+import quality  # noqa: E402
+import records  # noqa: E402
+
+
+def test_dense_sample_of_a_mixed_space_is_valid_and_covers_every_choice():
+    space = mixed_problem().param_space
+    pts = quality.dense_sample(space, n_grid=3000, n_random=50)
+    for p in pts[::97]:
+        assert space.validate(p) == p
+    assert {p["variant"] for p in pts} == set(space["variant"].choices)
+    assert len(pts) >= 3000 * 0.5
+
+
+def test_dense_sample_of_a_real_box_is_the_regular_grid_plus_uniform_points():
+    space = FAMILIES["branin"][0]().param_space
+    pts = quality.dense_sample(space, n_grid=100, n_random=5, seed=3)
+    grid = np.array([[p["x1"], p["x2"]] for p in pts[:100]])
+    np.testing.assert_allclose(np.unique(grid[:, 0]), np.linspace(-5, 10, 10))
+    u = np.random.default_rng(3).random((5, 2))
+    np.testing.assert_allclose([[p["x1"], p["x2"]] for p in pts[100:]], [-5, 0] + u * 15)
+
+
+def test_records_merge_joins_nested_results_and_replaces_a_run_by_id():
+    a = {"format": "f", "runs": [{"id": 1, "end": None}], "cells": {"x": {"seeds": {"0": {"MLA": 1}}}}}
+    b = {"format": "f", "runs": [{"id": 1, "end": 5}, {"id": 2}], "cells": {"x": {"seeds": {"1": {"MLA": 2}}}}}
+    m = records.merge(a, b)
+    assert m["runs"] == [{"id": 1, "end": 5}, {"id": 2}]
+    assert m["cells"]["x"]["seeds"] == {"0": {"MLA": 1}, "1": {"MLA": 2}}
+    with pytest.raises(ValueError, match="formats"):
+        records.merge(a, {"format": "g"})
+
+
+def test_quality_driver_runs_merges_and_reports(tmp_path, capsys):
+    out = tmp_path / "q.json"
+    args = ["--families", "mixed", "--tasks", "2", "--budget", "3,4", "--seeds", "0", "--methods", "random",
+            "--fmax-grid", "3000", "--json", str(out)]
+    assert quality.main(args) == 0
+    data = json.loads(out.read_text())
+    assert set(data["cells"]) == {"mixed/T2/b3/i1", "mixed/T2/b4/i2"}
+    regrets = data["cells"]["mixed/T2/b4/i2"]["seeds"]["0"]["random"]["regret"]
+    assert len(regrets) == 2 and all(0.0 <= r <= 1.0 for r in regrets)
+    assert quality.main(args + ["--pending"]) == 3  # nothing left to run
+    assert quality.main(args + ["--resume"]) == 0
+    assert len(records.read(str(out))["runs"]) == 2
+    report = tmp_path / "q.md"
+    assert quality.main(["--merge", str(out), "--out", str(report)]) == 0
+    text = report.read_text()
+    assert "| mixed | 2 | 4 (2) |" in text and "Worst seed" in text
+
+
+def test_model_quality_on_a_tiny_synthetic_set(tmp_path):
+    out = tmp_path / "m.json"
+    assert model_quality.main(["--sets", "mix6:2x6", "--seeds", "0", "--n-test", "5", "--json", str(out),
+                               "--models", f"GP per task,{model_quality.REFERENCE}"]) == 0
+    row = records.read(str(out))["sets"]["mix6:2x6"]["seeds"]["0"]["GP per task"]
+    assert row["n_test"] == 10 and row["rmse"] > 0 and 0.0 <= row["coverage"] <= 1.0
+
+
+def test_pdgeqrf_folds_partition_every_task():
+    _, X, times = model_quality.pdgeqrf_data()
+    splits, held = model_quality.pdgeqrf_splits(seed=0)
+    assert len(splits) == model_quality.FOLDS
+    for i, t in enumerate(times):
+        assert sum(len(h[i]) for h in held) == len(t)
+        assert sorted(np.concatenate([h[i] for h in held])) == sorted(t)
+        assert len(splits[0].X_train[i]) + len(splits[0].X_test[i]) == len(X[i])
+
+
+def test_lcm_rows_start_with_the_tuners_default_fit_and_add_its_ml_twin():
+    rows = model_quality.lcm_rows()
+    assert rows[0].name.startswith("LCM default") and rows[0].options == ()
+    if "prior" in inspect.signature(LCM.fit).parameters:
+        assert [dict(r.options) for r in rows[1:2]] == [{"prior": None}]
+
+
+def test_botorch_search_fixes_the_task_and_each_categorical_choice():
+    space = mixed_problem().param_space  # tile | variant (3 one-hot columns) | frac
+    choices = mtbo._fixed_choices(space, task_column=5, i=2)
+    assert choices == [{5: 2.0, 1: 1.0, 2: 0.0, 3: 0.0}, {5: 2.0, 1: 0.0, 2: 1.0, 3: 0.0},
+                       {5: 2.0, 1: 0.0, 2: 0.0, 3: 1.0}]
+
+
+def test_botorch_mtbo_proposes_valid_points():
+    pytest.importorskip("botorch")
+    problem = FAMILIES["branin"][0]()
+    tasks = [{"u": 0.0, "v": 0.0}, {"u": 0.5, "v": -0.5}]
+    out = mtbo.run_botorch_mtbo(problem, tasks, budget=3, n_initial=2, seed=0)
+    assert out["iterations"] == 1 and len(out["best"]) == 2 and np.all(np.isfinite(out["best"]))
+
+
+def test_an_integer_axis_keeps_its_bounds_and_takes_every_integer_when_it_can():
+    tile = mixed_problem().param_space["tile"]  # 4..256, log scale
+    coarse = quality._axis(tile, 10)
+    assert coarse[0] == 4 and coarse[-1] == 256 and len(coarse) == 10
+    assert quality._axis(tile, 253) == list(range(4, 257))
