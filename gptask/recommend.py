@@ -36,7 +36,7 @@ from .evaluate import Evaluator, Outcome
 from .noise import AGGREGATES, check_aggregate
 from .storage import Storage, open_storage
 from .trials import CONFIRM_SOURCE, Status, Trial, point_key
-from .tuning.tuner import check_int
+from .checks import check_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from .result import TuningResult

@@ -2,9 +2,10 @@
 
 Every ``import`` in gptask is counted, at module level and inside functions (a lazy import is a
 dependency all the same), plus the ``__init__`` of each sub-package a module imports from outside
-that package (Python runs it first). Two kinds of import are not dependencies and are skipped: the
-root package ``gptask`` (a facade that resolves the public names) and the ``__getattr__`` of a
-package ``__init__`` (a facade resolving names on first use)."""
+that package (Python runs it first). Three kinds of import are not dependencies and are skipped: the
+root package ``gptask`` (a facade that resolves the public names), the ``__getattr__`` of a
+package ``__init__`` (a facade resolving names on first use) and the body of ``if TYPE_CHECKING:``
+(read by type checkers for annotations only, never run)."""
 
 import ast
 from pathlib import Path
@@ -25,10 +26,10 @@ def _modules() -> dict[str, Path]:
 
 def _facade_nodes(tree: ast.Module, is_init: bool) -> set[int]:
     skip: set[int] = set()
-    if not is_init:
-        return skip
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            skip |= {id(n) for n in ast.walk(node)}
+        if is_init and isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
             skip |= {id(n) for n in ast.walk(node)}
     return skip
 
@@ -102,6 +103,6 @@ def test_the_checker_sees_a_cycle_and_the_layers_it_guards():
     assert "gptask.transfer.model" in g["gptask.model_io"]  # model files build on transfer ...
     assert not any(m.startswith("gptask.model_io") for m in g["gptask.transfer.model"])  # ... never back
     assert "gptask.model_io" in g["gptask.result"]  # result.save_model: result sits above model files
-    assert "gptask.tuning.tuner" in g["gptask.transfer.tla2"]  # TLA2 runs on the tuning engine
+    assert "gptask.tuning.loop" in g["gptask.transfer.tla2"]  # TLA2 runs on the tuning engine
     assert not {m for m in g["gptask.transfer"] if m.endswith("tla2")}  # which model files never import
     assert not {m for m in g["gptask.models.lcm"] if not m.startswith("gptask.models")}  # pure numerics

@@ -121,7 +121,8 @@ def test_problem_spaces_and_constraint():
     with pytest.raises(ValueError):
         problem(colls=["gather"])
     with pytest.raises(ValueError):
-        problem(colls="allreduce")
+        problem(colls="scatter")
+    assert problem(colls="allreduce").constants == {"coll": "allreduce"}  # one collective by name
 
 
 def test_csv_round_trip_keeps_header_and_values(tmp_path):

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import check_seconds
 from ..evaluate import Evaluator
 from ..models import LCM
 from ..result import TuningResult
@@ -73,7 +74,6 @@ from ..tuning import Tuner
 from ..tuning.asynchronous import check_executor
 from ..tuning.data import usable
 from ..tuning.loop import run
-from ..tuning.tuner import check_seconds
 from .model import ScalarGP, TransferModel, as_transfer_model
 from .tla1 import Prediction, predict_optimum
 

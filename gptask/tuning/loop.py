@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..checks import check_seconds
 from ..evaluate import EvaluationInterrupted, Evaluator, Outcome
 from ..parallel import allgather_json, bcast_json, blas_threads_per_rank, collective, my_items
 from ..problem import Problem
@@ -35,7 +36,7 @@ from ..trials import Trial
 from .asynchronous import check_executor, run_async
 from .progress import Progress
 from .steps import Waiting, report, tell_once
-from .tuner import Tuner, check_seconds
+from .tuner import Tuner
 from .updates import RefitPolicy
 
 __all__ = ["tune", "run", "run_serial"]

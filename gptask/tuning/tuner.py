@@ -49,6 +49,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..baseline import defaults_of, record_defaults
+from ..checks import check_int, check_seconds
 from ..evaluate import Outcome
 from ..models import LCM
 from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
@@ -68,24 +69,6 @@ from .updates import ModelState, RefitPolicy
 __all__ = ["Tuner", "resolve_tasks", "check_int", "check_seconds"]
 
 log = logging.getLogger(__name__)
-
-
-def check_int(name: str, value: Any, lo: int) -> int:
-    """``value`` as an int >= ``lo``; TypeError/ValueError naming ``name`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value}")
-    return int(value)
-
-
-def check_seconds(name: str, value: Any) -> float | None:
-    """``value`` as a positive float of seconds, or None; ValueError naming ``name`` otherwise."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
-    return float(value)
 
 
 def resolve_tasks(problem: Problem, tasks: int | Sequence[Mapping[str, Any]], seed: int) -> list[dict]:
