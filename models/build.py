@@ -198,12 +198,13 @@ SPECS: dict[str, Spec] = {s.name: s for s in [
                       "16-core node, for matrix sizes inside the trained range (rows and columns 1000-4000), "
                       "and a warm start for tuning a new size (`gt.tune_new_task`)."),
         limits=("Eight training sizes: sizes outside their convex hull (e.g. both dimensions at 1000, or "
-                "tall-and-skinny 4000 x 1000) are extrapolations, and there the held-out errors are several "
-                "times larger (see the per-task table). Launches of one configuration vary by 4-18 % "
+                "tall-and-skinny 4000 x 1000) are extrapolations, and there the held-out errors are larger "
+                "and the configuration ranked first can be far slower than the best (see the per-task table). Launches of one configuration vary by 4-18 % "
                 "(repeats.csv), a floor for any prediction of a single launch. Another machine, MPI or BLAS "
                 "needs its own data. The task space accepts 128-4000, but nothing below 1000 was measured."),
         model_choice=_MODEL_CHOICE + (" Sizes on a log scale (`log_sizes=True`): leave-one-task-out MAPE "
-                                      "31.1 % against 49.5 % on a linear scale, within-task figures the same. "
+                                      "31.1 % against 49.5 % on a linear scale (measured before issue 15, with one GP over tasks "
+                                      "per configuration), within-task figures the same. "
                                       "Two latent processes: within-task MAPE 15.3 % against 15.7 %, "
                                       "leave-one-task-out MAPE 31.8 % against 31.1 %, the same Spearman "
                                       "(0.872): no clear gain, so the default of one is kept "

@@ -31,12 +31,31 @@ from ..space import Space
 from ..transforms import OutputTransform
 from ..trials import point_key
 
-__all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "GP_RESTARTS", "GP_MAXITER"]
+__all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "GP_RESTARTS", "GP_MAXITER",
+           "OVER_TASKS_KERNEL", "OVER_TASKS_TREND", "OVER_TASKS_STARTS",
+           "OVER_TASKS_FIT_POINTS"]
 
-#: restarts of the small single-output GP fits (TLA1 G_j and the over-tasks value GP)
+#: restarts of the small single-output GP fits (TLA1 G_j)
 GP_RESTARTS = 2
-#: L-BFGS-B iteration cap of those fits
+#: L-BFGS-B iteration cap of those fits (and of the over-tasks GP's fit)
 GP_MAXITER = 300
+
+# ---- the GP over tasks of new-task prediction (gptask.transfer.predict) -------------------------------
+#: its kernel over the encoded tasks
+OVER_TASKS_KERNEL = "rbf"
+#: mean function: True, a linear trend in the encoded task coordinates (universal kriging) whenever
+#: the tuned tasks outnumber its coefficients by 2 or more and their encodings span it; False, a
+#: constant. Measured on the 16-core PDGEQRF timings, leave-one-size-out (bench/run_free.py loto,
+#: BENCHMARKS.md): with the shared hyperparameters the fitted length scales are long (about the
+#: width of the task space) and the constant-mean GP already follows the trend into the corners;
+#: the linear trend gave MAPE 18.3 % against 17.7 %, Spearman 0.884 against 0.890 (worse at the
+#: 1000 x 1000 corner, 22.6 % against 18.5 %), so it stays available but off
+OVER_TASKS_TREND = False
+#: its hyperparameters are fitted on the tuned tasks' values at (at most) this many of their observed
+#: configurations, evenly spaced
+OVER_TASKS_FIT_POINTS = 256
+#: fixed starts of its REML fit, (log length scale of every task column, log nugget)
+OVER_TASKS_STARTS = ((0.0, -3.0), (-1.2, -5.0), (1.1, -2.0))
 
 
 class ScalarGP:
