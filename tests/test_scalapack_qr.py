@@ -392,6 +392,9 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
         def best(self, i):
             return dict(raw), 0.5 + i
 
+        def records(self, i):  # the raw best and the recommendation as measured while tuning
+            return [{"params": dict(raw), "value": 0.5 + i}, {"params": dict(rec), "value": 0.6 + i}]
+
         def recommend(self, i, confirm=0):
             calls["confirm"].append(confirm)
             cand = Candidate(dict(rec), 0.9 + i, 0.1, (1.0 + i,), (0.7 + i, 0.8 + i, 0.9 + i), ())
@@ -426,7 +429,7 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
     assert saved["recommended"][1]["time_min"] == 1.7
     assert "default_s" in text and "gain" in text
     assert saved["recommended"][0]["default"]["time"] == 2.0 and saved["recommended"][1]["default"] is None
-    assert saved["recommended"][0]["gain"] == (2.0 - saved["recommended"][0]["time_min"]) / 2.0
+    assert saved["recommended"][0]["gain"] == (2.0 - 0.6) / 2.0  # like for like: tuning values
 
 
 def test_cli_tune_confirms_on_the_model_backend_and_resumes_without_rerunning(capsys, tmp_path):

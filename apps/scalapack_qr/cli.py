@@ -140,9 +140,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         cells = [f"{v:.4g}" if v is not None else "-" for v in (spread and spread[0], pick.median, spread and spread[1],
                                                               rec.predicted)]
         dflt = defaults[i]
-        # the gain of the recommendation (its fastest re-launch when confirmed) over the hand default
-        rec_time = spread[0] if spread else value
-        gain = None if dflt is None or not dflt[1] else (dflt[1] - rec_time) / dflt[1]
+        # the gain of the recommendation over the hand default, like for like: both values as measured
+        # while tuning (the same repeats and aggregate); a confirmation minimum against a tuning value
+        # would credit the extra launches (and show a gain for the default recommended over itself)
+        rec_time = next((r["value"] for r in result.records(i) if r["params"] == rec.params), None)
+        gain = None if dflt is None or not dflt[1] or rec_time is None else (dflt[1] - rec_time) / dflt[1]
         d_text = "-" if dflt is None else format(dflt[1], ".4g")
         g_text = "-" if gain is None else format(gain, ".1%")
         print(f"{task['m']:>6} {task['n']:>6} " + " ".join(f"{rec.params[k]:>{w}}" for k, w in zip(keys, (4, 4, 5, 3, 3)))
@@ -161,7 +163,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         print("min/median/max_s: the recommended configuration's re-launches; best_launch_s: the single fastest "
               "launch while tuning (an optimistic figure)")
     print("default_s: the hand default (mb = nb = 64, all cores on a near-square grid, one thread); gain: the "
-          "recommendation's time (its fastest re-launch when confirmed) relative to it")
+          "recommendation's time relative to it, both as measured while tuning")
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"backend": args.backend, "confirm": args.confirm, "recommended": recommended, "best": best},
