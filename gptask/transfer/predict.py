@@ -33,9 +33,8 @@ import numpy as np
 
 from scipy.optimize import minimize
 
-from ..models import LCM, CholeskyError, robust_cholesky
-from ..models.defaults import (FAIL_VALUE, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PRIOR_LS_LOC, PRIOR_LS_SCALE,
-                               PRIOR_NOISE_LOC, PRIOR_NOISE_SCALE, VAR_FLOOR_REL)
+from ..models import LCM, CholeskyError, LCMPrior, robust_cholesky
+from ..models.defaults import FAIL_VALUE, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, VAR_FLOOR_REL
 from ..models.kernels import kernel
 from ..models.linalg import solve_lower
 from ..transforms import OutputTransform
@@ -112,11 +111,14 @@ class _Kriging:
         return mean, s2 * max(unit, VAR_FLOOR_REL)
 
 
+_PRIOR = LCMPrior()  # the LCM's default priors
+
+
 def _neg_log_prior(theta: np.ndarray) -> float:
-    """Default LCM priors (gptask.models.defaults) on the log length scales and log nugget."""
+    """The LCM's default priors (up to a constant) on the log length scales and the log nugget."""
     c = len(theta) - 1
-    ls = (theta[:c] - (PRIOR_LS_LOC + 0.5 * np.log(c))) / PRIOR_LS_SCALE
-    g = (theta[c] - PRIOR_NOISE_LOC) / PRIOR_NOISE_SCALE
+    ls = (theta[:c] - _PRIOR.lengthscale_centre(c)) / _PRIOR.lengthscale_scale
+    g = (theta[c] - _PRIOR.noise_loc) / _PRIOR.noise_scale
     return float(0.5 * np.sum(ls * ls) + 0.5 * g * g)
 
 

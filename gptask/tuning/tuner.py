@@ -660,7 +660,7 @@ class Tuner:
             return LCM(n_latent=self.n_latent, kernel=self.kernel).fit(
                 data.X, data.y, restarts=self.refit_restarts if init is not None else self.restarts, seed=seed,
                 init=init, comm=self.comm)
-        except Exception as exc:  # a warm start that no longer fits the data: start cold
+        except (np.linalg.LinAlgError, ValueError) as exc:  # a warm start that no longer fits: start cold
             if init is None:
                 raise
             log.warning("warm-started fit failed (%s); refitting from scratch", exc)
