@@ -177,6 +177,8 @@ def main(argv=None) -> None:
                     help="auto: numpy, plus torch cuda when a GPU is present; all: also torch cpu")
     ap.add_argument("--fit-max-n", type=int, default=2000,
                     help="largest N for a full fit on the CPU (CUDA: every size)")
+    ap.add_argument("--cpu-max-n", type=int, default=0,
+                    help="largest N for the CPU (numpy) rows; 0: every size")
     ap.add_argument("--no-fit", action="store_true")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per measurement")
     ap.add_argument("--out", help="also write the markdown table to this file")
@@ -200,6 +202,8 @@ def main(argv=None) -> None:
     agree = []
     for N in sizes:
         for backend, device in which:
+            if device == "cpu" and args.cpu_max_n and N > args.cpu_max_n:
+                continue
             jobs = ["eval"]
             if not args.no_fit and (device == "cuda" or N <= args.fit_max_n):
                 jobs.append("fit")

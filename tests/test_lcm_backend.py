@@ -219,6 +219,23 @@ def test_torch_fit_follows_the_numpy_fit(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_torch_fit_starts_on_worker_threads_in_a_fresh_process(device):
+    """The first torch factorisations of a process made by several worker threads at once (the
+    fit's parallel starts): on CUDA torch's lazy loading of its linear-algebra library raised
+    "lazy wrapper should be called at most once" on an H100 until the backend loaded it first."""
+    code = ("import numpy as np\n"
+            "import gptask.models.lcm as lcm_mod\n"
+            "from gptask.models import LCM\n"
+            "lcm_mod._usable_cores = lambda: 4\n"
+            "rng = np.random.default_rng(0)\n"
+            "Xs = [rng.random((6, 2)) for _ in range(3)]\n"
+            "ys = [np.sin(3 * x[:, 0]) + x[:, 1] for x in Xs]\n"
+            f"m = LCM(1, backend='torch', device={device!r}).fit(Xs, ys, restarts=4, maxiter=5)\n"
+            "assert m.fit_report.n_starts >= 4, m.fit_report\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_torch_jitter_escalation_and_errors(device):
     Xs, ys = make_data([6, 6], d=2, seed=10)
     Xs = [np.vstack([x, x]) for x in Xs]

@@ -22,6 +22,14 @@ except ImportError as exc:  # pragma: no cover - exercised only where torch is a
                       "for your CUDA version)") from exc
 
 
+def _load_cuda_linalg(dev: "torch.device") -> None:
+    """Make torch load its CUDA linear-algebra library now, in this thread. torch loads it lazily at
+    the first CUDA factorisation and raises "lazy wrapper should be called at most once" when two
+    threads get there together (pytorch issue 90613), which is what the fit's starts on worker
+    threads did on an H100. One tiny Cholesky here is enough; later calls cost nothing."""
+    torch.linalg.cholesky(torch.ones((1, 1), dtype=torch.float64, device=dev))
+
+
 class TorchBackend:
     """torch float64 tensors on one device."""
 
@@ -39,6 +47,8 @@ class TorchBackend:
         self.device = str(dev)
         self._dev = dev
         self._f = dict(dtype=torch.float64, device=dev)
+        if dev.type == "cuda":
+            _load_cuda_linalg(dev)
 
     # ---- conversion and creation ------------------------------------------------------------
     def asarray(self, a: Any) -> "torch.Tensor":
