@@ -10,9 +10,10 @@ import logging
 from typing import Any, Callable
 
 import numpy as np
-from scipy.linalg import lapack, solve_triangular
+from scipy.linalg import solve_triangular
 
 from .defaults import JITTER_LEVELS
+from .lapack_nogil import potrf_lower, potri_lower, zero_strict_upper
 
 logger = logging.getLogger(__name__)
 
@@ -75,13 +76,13 @@ def robust_cholesky(K: np.ndarray, what: str = "covariance matrix") -> tuple[np.
         raise nonfinite_error(what)
 
     def try_factor(jitter: float) -> np.ndarray | None:
-        if jitter == 0.0:
-            L, info = lapack.dpotrf(K, lower=1, clean=1, overwrite_a=0)
-        else:
-            Kj = K.copy()
-            Kj[np.diag_indices(n)] += jitter
-            L, info = lapack.dpotrf(Kj, lower=1, clean=1, overwrite_a=1)
-        return L if info == 0 else None
+        L = np.array(K, order="F")  # a copy: K is not modified
+        if jitter != 0.0:
+            L[np.diag_indices(n)] += jitter
+        if potrf_lower(L) != 0:
+            return None
+        zero_strict_upper(L)
+        return L
 
     return factor_with_jitter(try_factor, n, float(np.mean(np.abs(diag))), what)
 
@@ -99,7 +100,9 @@ def solve_upper_t(L: np.ndarray, B: np.ndarray) -> np.ndarray:
 def _potri_lower(L: np.ndarray, overwrite: bool = False) -> np.ndarray:
     """(L L^T)^-1 with only its lower triangle valid (the upper one is L's zero upper part);
     with overwrite the result may take L's memory (L is then destroyed)."""
-    inv, info = lapack.dpotri(L, lower=1, overwrite_c=int(overwrite))
+    inv = L if overwrite and L.dtype == np.float64 and L.flags.f_contiguous and L.flags.writeable \
+        else np.array(L, dtype=float, order="F")
+    info = potri_lower(inv)
     if info != 0:
         raise CholeskyError(f"inverting the factor failed (LAPACK info={info})")
     return inv
