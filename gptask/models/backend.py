@@ -91,11 +91,13 @@ class NumpyBackend:
         counts = np.asarray(counts, dtype=np.intp)
         return np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.intp), counts
 
-    def expand(self, B: np.ndarray, seg: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        """B[t_n, t_m] (N, N): a (T, T) matrix over tasks expanded to the rows sorted by task
-        (block copies, several times faster than a gather)."""
-        counts = seg[1]
-        return np.repeat(np.repeat(B, counts, axis=1), counts, axis=0)
+    def expand(self, B: np.ndarray, seg: tuple[np.ndarray, np.ndarray],
+               seg_cols: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """B[t_n, t_m] (N, M): a (T, T') matrix over tasks expanded to the rows (segments ``seg``)
+        and columns (``seg_cols``, default ``seg``) sorted by task (block copies, several times
+        faster than a gather)."""
+        cols = seg[1] if seg_cols is None else seg_cols[1]
+        return np.repeat(np.repeat(B, cols, axis=1), seg[1], axis=0)
 
     def segment_sum(self, M: np.ndarray, seg: tuple[np.ndarray, np.ndarray], axis: int = 0) -> np.ndarray:
         """Sums of M's rows (axis 0) or columns (axis 1) within each task: T along that axis."""
@@ -113,6 +115,10 @@ class NumpyBackend:
     def solve_upper_t(self, L: np.ndarray, B: np.ndarray) -> np.ndarray:
         """L^-T B for lower-triangular L (n, n); B (n,) or (n, m)."""
         return solve_triangular(L, B, lower=True, trans="T", check_finite=False)
+
+    def inverse_lower(self, L: np.ndarray, overwrite: bool = False) -> np.ndarray:
+        """(L L^T)^-1 (n, n) on and below the diagonal, zero above it; with overwrite L is destroyed."""
+        return _la.inverse_lower(L, overwrite=overwrite)
 
     def outer_minus_inverse(self, alpha: np.ndarray, L: np.ndarray, overwrite: bool = False) -> np.ndarray:
         """alpha alpha^T - (L L^T)^-1 (n, n); with overwrite L is destroyed (saves an n x n array)."""

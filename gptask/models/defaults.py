@@ -76,6 +76,12 @@ FAIL_VALUE = 1e25
 #: the gradient pass keeps the forward pass's Q kernel matrices when they take at most this many
 #: bytes, and recomputes each K_q otherwise (the peak is then 3-4 N x N arrays whatever Q)
 KERNEL_CACHE_BYTES = 512 * 2**20
+#: the likelihood works on the upper triangle of the N x N covariance only (it is symmetric), in row
+#: blocks [i0, i1) x [i0, N): at most LML_ROW_BLOCKS of them and at least LML_BLOCK_MIN_ROWS rows
+#: each (fewer, larger blocks for small N, where per-call overhead would dominate); 8 blocks touch
+#: 56 % of the matrix instead of all of it
+LML_ROW_BLOCKS = 8
+LML_BLOCK_MIN_ROWS = 128
 #: from this many data points on, fit()/extend() with threads="auto" leave the CPU threads as they
 #: are (all the cores unless capped) instead of using one
 BLAS_THREADS_MIN_N = 4000

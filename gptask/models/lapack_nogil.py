@@ -82,11 +82,9 @@ def potri_lower(A: np.ndarray) -> int:
 
 def zero_strict_upper(A: np.ndarray, block: int = 256) -> None:
     """Set the strict upper triangle of the square array A to zero, in place, in column blocks
-    (no n x n temporary)."""
+    (no n x n temporary: the rows above each block, then the block's diagonal square)."""
     n = A.shape[0]
     for j0 in range(0, n, block):
         j1 = min(n, j0 + block)
         A[:j0, j0:j1] = 0.0
-        w = j1 - j0
-        rows, cols = np.triu_indices(w, 1)
-        A[j0 + rows, j0 + cols] = 0.0
+        A[j0:j1, j0:j1] = np.tril(A[j0:j1, j0:j1])

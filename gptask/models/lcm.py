@@ -46,9 +46,10 @@ from scipy.stats import qmc
 from . import linalg as _la
 from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXPLORE_RESTARTS, FAIL_VALUE,
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
-                       STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N)
+                       STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
+                       LML_BLOCK_MIN_ROWS, LML_ROW_BLOCKS)
 from .backend import get_backend
-from .kernels import check_kernel, gram, kernel as _kernel
+from .kernels import check_kernel, from_sqdist, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
 
 logger = logging.getLogger(__name__)
@@ -211,6 +212,14 @@ def _cache_kernels(kern: str, Q: int, N: int) -> bool:
     return Q * per <= KERNEL_CACHE_BYTES
 
 
+def _block_kernel(kern, data, blk, ls_q, want_factor, bk):
+    """k_q on one row block, rows [i0, i1) x columns [i0, N): K (and the derivative factor F), with
+    the exact zero distance on the diagonal that the symmetric gram() gives."""
+    r2 = scaled_sqdist(data.Xd[blk.i0:blk.i1], data.Xd[blk.i0:], ls_q, bk)
+    bk.fill_diagonal_(r2[:, :blk.i1 - blk.i0], 0.0)
+    return from_sqdist(kern, r2, want_factor, bk)
+
+
 def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     """Exact LML (and gradient) for data sorted by task, on the array backend ``bk``.
 
@@ -220,29 +229,41 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     (d/d lengthscale (Q, d), d/dW (Q, T, r), d/dkappa (Q, T), d/dnoise (T,)); L, z, alpha are
     backend arrays, L is None with want_grad (its memory then holds K^-1).
 
-    Memory: the expanded B_q[t_n, t_m] is built one latent at a time; the gradient pass recomputes
-    each K_q (or reuses the forward pass's when all Q fit in KERNEL_CACHE_BYTES), so the peak is
-    3 N x N arrays for rbf, 4 for matern52, plus the cache.
+    Symmetry: K and A = alpha alpha^T - K^-1 are symmetric, so only their upper triangle is
+    formed, in the row blocks of :class:`_RowBlock` ([i0, i1) x [i0, N), about 56 % of the entries
+    with 8 blocks). The factorisation reads the upper triangle of K (the lower one of its
+    transpose); every gradient is a sum over all (n, m) of a symmetric matrix, i.e. twice the sum
+    over the strict upper triangle plus the diagonal: the blocks weight the entries below the
+    diagonal of their diagonal square 0 and the diagonal 1/2, and the sums are symmetrised
+    (S + S^T, rows and columns of the length-scale contraction).
+
+    Memory: the expanded B_q[t_n, t_m] is built one block at a time; the gradient pass recomputes
+    each block of K_q (or reuses the forward pass's when all Q fit in KERNEL_CACHE_BYTES), so the
+    peak is 2 N x N arrays (K, then its factor and inverse) plus a few blocks and the cache.
     """
-    X, y, seg, t = data.Xd, data.yd, data.seg, data.td
-    N, d = X.shape
-    Q = W.shape[0]
+    y, t = data.yd, data.td
+    N, d = data.X.shape
+    Q, T = W.shape[0], W.shape[1]
     B = bk.asarray(_coreg(W, kappa))  # (Q, T, T)
     lsd = bk.asarray(ls)
     cache = want_grad and _cache_kernels(kern, Q, N)
     kept = []
-    K = bk.zeros((N, N))
-    for q in range(Q):
-        Kq, Fq = gram(kern, X, lsd[q], want_factor=True, bk=bk) if cache else (gram(kern, X, lsd[q], bk=bk), None)
-        C = bk.expand(B[q], seg)  # B_q[t_n, t_m]
-        C *= Kq
-        K += C
-        del C
-        if cache:
-            kept.append((Kq, Fq))
-        del Kq, Fq
+    K = bk.zeros((N, N))  # its upper triangle (row <= column) receives the covariance
+    for blk in data.blocks:
+        rows = K[blk.i0:blk.i1, blk.i0:]
+        for q in range(Q):
+            Kq, Fq = _block_kernel(kern, data, blk, lsd[q], True, bk) if cache else \
+                (_block_kernel(kern, data, blk, lsd[q], False, bk), None)
+            C = bk.expand(B[q][blk.a:blk.b, blk.a:], blk.seg_rows, blk.seg_cols)
+            C *= Kq
+            rows += C
+            del C
+            if cache:
+                kept.append((Kq, Fq))
+            del Kq, Fq
+        del rows
     bk.add_diagonal_(K, bk.asarray(noise)[t])
-    L, jitter = bk.cholesky(K, "LCM covariance matrix")
+    L, jitter = bk.cholesky(K.T, "LCM covariance matrix")  # K^T's lower triangle is K's upper one
     del K
     z = bk.solve_lower(L, y)
     alpha = bk.solve_upper_t(L, z)
@@ -250,40 +271,53 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     if not want_grad:
         return ll, None, L, z, alpha, jitter
 
-    A = bk.outer_minus_inverse(alpha, L, overwrite=True)  # alpha alpha^T - K^-1
+    inv_upper = bk.inverse_lower(L, overwrite=True).T  # K^-1, valid on and above the diagonal
     del L
-    g_noise = 0.5 * bk.to_numpy(bk.segment_sum(bk.diagonal(A), seg))
-    X1 = bk.concat([X, bk.ones((N, 1))], axis=1)  # (N, d+1): the last column gives row sums
-    X2 = X * X
+    g_noise = 0.5 * bk.to_numpy(bk.segment_sum(alpha * alpha - bk.diagonal(inv_upper), data.seg))
+    X1 = bk.concat([data.Xd, bk.ones((N, 1))], axis=1)  # (N, d+1): the last column gives row sums
+    X2 = data.Xd * data.Xd
+    S = np.zeros((Q, T, T))  # block sums of the halved A o K_q: S + S^T are the full ones
+    sq = np.zeros((Q, d))  # half of sum_nm (A o F_q o Bexp)_nm (x_nd - x_md)^2
+    for k, blk in enumerate(data.blocks):
+        i0, i1, w = blk.i0, blk.i1, blk.i1 - blk.i0
+        A = alpha[i0:i1, None] * alpha[None, i0:]
+        A -= inv_upper[i0:i1, i0:]
+        A[:, :w] *= blk.half_mask  # below the diagonal 0, on it 1/2
+        for q in range(Q):
+            if cache:
+                Kq, Fq = kept[k * Q + q]
+                kept[k * Q + q] = None
+            else:
+                Kq, Fq = _block_kernel(kern, data, blk, lsd[q], True, bk)
+            rbf = Fq is Kq
+            Kq *= A  # M = A o K_q on the block
+            S[q, blk.a:blk.b, blk.a:] += bk.to_numpy(
+                bk.segment_sum(bk.segment_sum(Kq, blk.seg_rows, 0), blk.seg_cols, 1))
+            # length scales: dK/dl_d = Bexp o F_q o (x_d - x'_d)^2 / l_d^3; with G = A o F_q o Bexp,
+            # sum(G o D_d^2) = sum_n (G 1)_n x_nd^2 + sum_m (1^T G)_m x_md^2 - 2 sum_n x_nd (G X)_nd
+            if rbf:
+                G = Kq  # A o F_q = A o K_q for rbf
+            else:
+                Kq = None
+                G = Fq
+                G *= A
+            Kq = Fq = None
+            G *= bk.expand(B[q][blk.a:blk.b, blk.a:], blk.seg_rows, blk.seg_cols)
+            GX = G @ X1[i0:]  # (w, d+1)
+            GtX = G.T @ X1[i0:i1]  # (N - i0, d+1)
+            del G
+            part = GX[:, d] @ X2[i0:i1] + GtX[:, d] @ X2[i0:] - 2.0 * bk.einsum("nd,nd->d", data.Xd[i0:i1], GX[:, :d])
+            sq[q] += bk.to_numpy(part)
+        del A
     g_ls = np.empty_like(ls)
     g_W = np.empty_like(W)
     g_kappa = np.empty_like(kappa)
     for q in range(Q):
-        if cache:
-            Kq, Fq = kept[q]
-            kept[q] = None
-        else:
-            Kq, Fq = gram(kern, X, lsd[q], want_factor=True, bk=bk)
-        rbf = Fq is Kq
-        Kq *= A  # M = A o K_q
-        S = bk.to_numpy(bk.segment_sum(bk.segment_sum(Kq, seg, 0), seg, 1))  # (T, T) block sums
-        # dLL/dB_q = S/2 entrywise; B = W W^T + diag(kappa) and S symmetric
-        g_W[q] = S @ W[q]
-        g_kappa[q] = 0.5 * np.diagonal(S)
-        # length scales: dK/dl_d = Bexp o F_q o (x_d - x'_d)^2 / l_d^3. With G = A o F_q o Bexp
-        # (symmetric): sum(G o D_d^2) = 2 sum_n (G 1)_n x_nd^2 - 2 sum_n x_nd (G X)_nd.
-        if rbf:
-            G = Kq  # A o F_q = A o K_q for rbf
-        else:
-            Kq = None  # free M before G's temporaries
-            G = Fq
-            G *= A
-        Kq = Fq = None
-        G *= bk.expand(B[q], seg)
-        GX1 = G @ X1
-        del G
-        sq = 2.0 * (GX1[:, d] @ X2) - 2.0 * bk.einsum("nd,nd->d", X, GX1[:, :d])
-        g_ls[q] = 0.5 * bk.to_numpy(sq) / ls[q] ** 3
+        # dLL/dB_q = S_full / 2 entrywise, B = W W^T + diag(kappa), S_full symmetric
+        S_full = S[q] + S[q].T
+        g_W[q] = S_full @ W[q]
+        g_kappa[q] = 0.5 * np.diagonal(S_full)
+        g_ls[q] = sq[q] / ls[q] ** 3  # 0.5 x the full sum, which is twice the half one
     return ll, (g_ls, g_W, g_kappa, g_noise), None, z, alpha, jitter
 
 
@@ -332,10 +366,47 @@ class _Sorted:
     td: Any
     seg: Any
 
+    blocks: tuple
+
     @classmethod
     def build(cls, bk, X: np.ndarray, y: np.ndarray, counts: np.ndarray) -> "_Sorted":
         t = np.repeat(np.arange(counts.shape[0]), counts)
-        return cls(X, y, t, counts, bk.asarray(X), bk.asarray(y), bk.index(t), bk.segments(counts))
+        return cls(X, y, t, counts, bk.asarray(X), bk.asarray(y), bk.index(t), bk.segments(counts),
+                   _RowBlock.split(bk, counts))
+
+
+@dataclass(frozen=True)
+class _RowBlock:
+    """Rows [i0, i1) x columns [i0, N) of an N x N matrix over points sorted by task: the rows cover
+    tasks [a, b), the columns tasks [a, T), each possibly in part. seg_rows / seg_cols: the
+    backend's segment handles of the rows' and the columns' task pieces; half_mask (w, w),
+    w = i1 - i0: the weights of the diagonal square (0 below the diagonal, 1/2 on it, 1 above)."""
+
+    i0: int
+    i1: int
+    a: int
+    b: int
+    seg_rows: Any
+    seg_cols: Any
+    half_mask: Any
+
+    @staticmethod
+    def split(bk, counts: np.ndarray) -> tuple["_RowBlock", ...]:
+        """At most LML_ROW_BLOCKS blocks of about equal rows, at least LML_BLOCK_MIN_ROWS each."""
+        N = int(np.sum(counts))
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        n_blocks = max(1, min(LML_ROW_BLOCKS, N // LML_BLOCK_MIN_ROWS))
+        edges = np.linspace(0, N, n_blocks + 1).round().astype(int)
+        out = []
+        for i0, i1 in zip(edges[:-1], edges[1:]):
+            a, b = int(np.searchsorted(ends, i0, side="right")), int(np.searchsorted(starts, i1, side="left"))
+            rows = np.minimum(ends[a:b], i1) - np.maximum(starts[a:b], i0)
+            cols = np.minimum(ends[a:], N) - np.maximum(starts[a:], i0)
+            w = int(i1 - i0)
+            mask = np.triu(np.ones((w, w)), 1) + 0.5 * np.eye(w)
+            out.append(_RowBlock(int(i0), int(i1), a, b, bk.segments(rows), bk.segments(cols), bk.asarray(mask)))
+        return tuple(out)
 
 
 def _sorted_data(X_list, y_list, bk) -> _Sorted:

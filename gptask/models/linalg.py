@@ -72,7 +72,8 @@ def robust_cholesky(K: np.ndarray, what: str = "covariance matrix") -> tuple[np.
     if n == 0:
         return np.zeros((0, 0)), 0.0
     diag = np.diagonal(K)
-    if not np.all(np.isfinite(diag)) or not np.all(np.isfinite(K)):
+    # a finite sum means finite entries (one pass, no n x n mask); an overflowing sum is checked
+    if not np.isfinite(np.sum(K)) and not np.all(np.isfinite(K)):
         raise nonfinite_error(what)
 
     def try_factor(jitter: float) -> np.ndarray | None:
@@ -97,9 +98,10 @@ def solve_upper_t(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     return solve_triangular(L, B, lower=True, trans="T", check_finite=False)
 
 
-def _potri_lower(L: np.ndarray, overwrite: bool = False) -> np.ndarray:
-    """(L L^T)^-1 with only its lower triangle valid (the upper one is L's zero upper part);
-    with overwrite the result may take L's memory (L is then destroyed)."""
+def inverse_lower(L: np.ndarray, overwrite: bool = False) -> np.ndarray:
+    """(L L^T)^-1 (n, n) from the lower factor L, with only its lower triangle valid (the upper one
+    is L's, zero for a factor from robust_cholesky); with overwrite the result may take L's memory
+    (L is then destroyed)."""
     inv = L if overwrite and L.dtype == np.float64 and L.flags.f_contiguous and L.flags.writeable \
         else np.array(L, dtype=float, order="F")
     info = potri_lower(inv)
@@ -115,7 +117,7 @@ def outer_minus_inverse(alpha: np.ndarray, L: np.ndarray, overwrite: bool = Fals
     one output array (no separate full inverse, negation and outer product passes). With
     overwrite, L's memory is reused for the inverse (L is destroyed): the peak is two n x n arrays.
     """
-    inv = _potri_lower(L, overwrite)
+    inv = inverse_lower(L, overwrite)
     A = np.outer(alpha, alpha)
     A -= inv
     A -= inv.T

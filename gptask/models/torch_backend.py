@@ -114,9 +114,10 @@ class TorchBackend:
         return A.diagonal()
 
     # ---- task structure -----------------------------------------------------------------------
-    def expand(self, B: "torch.Tensor", seg: tuple["torch.Tensor", int]) -> "torch.Tensor":
-        t = seg[0]
-        return B[t][:, t]
+    def expand(self, B: "torch.Tensor", seg: tuple["torch.Tensor", int],
+               seg_cols: tuple["torch.Tensor", int] | None = None) -> "torch.Tensor":
+        cols = seg[0] if seg_cols is None else seg_cols[0]
+        return B[seg[0]][:, cols]
 
     def segments(self, counts: np.ndarray) -> tuple["torch.Tensor", int]:
         counts = np.asarray(counts, dtype=np.int64)
@@ -156,6 +157,9 @@ class TorchBackend:
         if B.ndim == 1:
             return torch.linalg.solve_triangular(L.mT, B[:, None], upper=True)[:, 0]
         return torch.linalg.solve_triangular(L.mT, B, upper=True)
+
+    def inverse_lower(self, L: "torch.Tensor", overwrite: bool = False) -> "torch.Tensor":
+        return torch.cholesky_inverse(L).tril_()
 
     def outer_minus_inverse(self, alpha: "torch.Tensor", L: "torch.Tensor",
                             overwrite: bool = False) -> "torch.Tensor":
