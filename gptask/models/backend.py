@@ -23,6 +23,7 @@ from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 
 from . import linalg as _la
+from .defaults import LML_ROW_BLOCKS
 
 BACKENDS = ("numpy", "torch")
 
@@ -32,6 +33,8 @@ class NumpyBackend:
     tasks' rows."""
 
     name = "numpy"
+    #: row blocks of the likelihood's upper triangle (lcm._RowBlock): on a CPU half the work
+    row_blocks = LML_ROW_BLOCKS
     device = "cpu"
 
     # ---- conversion and creation ------------------------------------------------------------
@@ -84,6 +87,12 @@ class NumpyBackend:
 
     def diagonal(self, A: np.ndarray) -> np.ndarray:
         return np.diagonal(A)
+
+    def keep_upper_half_(self, D: np.ndarray) -> None:
+        """Square D, in place: zero below the diagonal, halve the diagonal, keep the rest."""
+        D[...] = np.triu(D)
+        i = np.arange(D.shape[0])
+        D[i, i] *= 0.5
 
     # ---- task structure -----------------------------------------------------------------------
     def segments(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -79,7 +79,8 @@ KERNEL_CACHE_BYTES = 512 * 2**20
 #: the likelihood works on the upper triangle of the N x N covariance only (it is symmetric), in row
 #: blocks [i0, i1) x [i0, N): at most LML_ROW_BLOCKS of them and at least LML_BLOCK_MIN_ROWS rows
 #: each (fewer, larger blocks for small N, where per-call overhead would dominate); 8 blocks touch
-#: 56 % of the matrix instead of all of it
+#: 56 % of the matrix instead of all of it. The numpy backend's count; torch's is 1 (on a GPU the
+#: launches, not the flops, dominate)
 LML_ROW_BLOCKS = 8
 LML_BLOCK_MIN_ROWS = 128
 #: from this many data points on, fit()/extend() with threads="auto" leave the CPU threads as they

@@ -47,9 +47,9 @@ from . import linalg as _la
 from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXPLORE_RESTARTS, FAIL_VALUE,
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
-                       LML_BLOCK_MIN_ROWS, LML_ROW_BLOCKS)
+                       LML_BLOCK_MIN_ROWS)
 from .backend import get_backend
-from .kernels import check_kernel, from_sqdist, kernel as _kernel, scaled_sqdist
+from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
 
 logger = logging.getLogger(__name__)
@@ -214,7 +214,10 @@ def _cache_kernels(kern: str, Q: int, N: int) -> bool:
 
 def _block_kernel(kern, data, blk, ls_q, want_factor, bk):
     """k_q on one row block, rows [i0, i1) x columns [i0, N): K (and the derivative factor F), with
-    the exact zero distance on the diagonal that the symmetric gram() gives."""
+    the exact zero distance on the diagonal that the symmetric gram() gives (gram() itself for a
+    block of every row)."""
+    if blk.i0 == 0 and blk.i1 == data.X.shape[0]:
+        return gram(kern, data.Xd, ls_q, want_factor, bk)
     r2 = scaled_sqdist(data.Xd[blk.i0:blk.i1], data.Xd[blk.i0:], ls_q, bk)
     bk.fill_diagonal_(r2[:, :blk.i1 - blk.i0], 0.0)
     return from_sqdist(kern, r2, want_factor, bk)
@@ -235,7 +238,9 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     transpose); every gradient is a sum over all (n, m) of a symmetric matrix, i.e. twice the sum
     over the strict upper triangle plus the diagonal: the blocks weight the entries below the
     diagonal of their diagonal square 0 and the diagonal 1/2, and the sums are symmetrised
-    (S + S^T, rows and columns of the length-scale contraction).
+    (S + S^T, rows and columns of the length-scale contraction). With one block (small N, or the
+    torch backend, where launches rather than flops dominate) the whole matrices are formed and
+    nothing is halved.
 
     Memory: the expanded B_q[t_n, t_m] is built one block at a time; the gradient pass recomputes
     each block of K_q (or reuses the forward pass's when all Q fit in KERNEL_CACHE_BYTES), so the
@@ -247,8 +252,9 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     B = bk.asarray(_coreg(W, kappa))  # (Q, T, T)
     lsd = bk.asarray(ls)
     cache = want_grad and _cache_kernels(kern, Q, N)
+    full = len(data.blocks) == 1
     kept = []
-    K = bk.zeros((N, N))  # its upper triangle (row <= column) receives the covariance
+    K = bk.zeros((N, N))  # its upper triangle (row <= column; all of it with one block) receives the covariance
     for blk in data.blocks:
         rows = K[blk.i0:blk.i1, blk.i0:]
         for q in range(Q):
@@ -263,7 +269,7 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
             del Kq, Fq
         del rows
     bk.add_diagonal_(K, bk.asarray(noise)[t])
-    L, jitter = bk.cholesky(K.T, "LCM covariance matrix")  # K^T's lower triangle is K's upper one
+    L, jitter = bk.cholesky(K if full else K.T, "LCM covariance matrix")  # K^T's lower triangle: K's upper
     del K
     z = bk.solve_lower(L, y)
     alpha = bk.solve_upper_t(L, z)
@@ -271,18 +277,25 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     if not want_grad:
         return ll, None, L, z, alpha, jitter
 
-    inv_upper = bk.inverse_lower(L, overwrite=True).T  # K^-1, valid on and above the diagonal
+    if full:
+        A_full = bk.outer_minus_inverse(alpha, L, overwrite=True)  # alpha alpha^T - K^-1
+        g_noise = 0.5 * bk.to_numpy(bk.segment_sum(bk.diagonal(A_full), data.seg))
+    else:
+        inv_upper = bk.inverse_lower(L, overwrite=True).T  # K^-1, valid on and above the diagonal
+        g_noise = 0.5 * bk.to_numpy(bk.segment_sum(alpha * alpha - bk.diagonal(inv_upper), data.seg))
     del L
-    g_noise = 0.5 * bk.to_numpy(bk.segment_sum(alpha * alpha - bk.diagonal(inv_upper), data.seg))
     X1 = bk.concat([data.Xd, bk.ones((N, 1))], axis=1)  # (N, d+1): the last column gives row sums
     X2 = data.Xd * data.Xd
-    S = np.zeros((Q, T, T))  # block sums of the halved A o K_q: S + S^T are the full ones
-    sq = np.zeros((Q, d))  # half of sum_nm (A o F_q o Bexp)_nm (x_nd - x_md)^2
+    S = np.zeros((Q, T, T))  # block sums of the (halved) A o K_q: (S + S^T) the full ones
+    sq = np.zeros((Q, d))  # sum_nm (A o F_q o Bexp)_nm (x_nd - x_md)^2 over the formed (halved) part
     for k, blk in enumerate(data.blocks):
         i0, i1, w = blk.i0, blk.i1, blk.i1 - blk.i0
-        A = alpha[i0:i1, None] * alpha[None, i0:]
-        A -= inv_upper[i0:i1, i0:]
-        A[:, :w] *= blk.half_mask  # below the diagonal 0, on it 1/2
+        if full:
+            A = A_full
+        else:
+            A = alpha[i0:i1, None] * alpha[None, i0:]
+            A -= inv_upper[i0:i1, i0:]
+            bk.keep_upper_half_(A[:, :w])  # below the diagonal 0, on it 1/2
         for q in range(Q):
             if cache:
                 Kq, Fq = kept[k * Q + q]
@@ -314,10 +327,10 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     g_kappa = np.empty_like(kappa)
     for q in range(Q):
         # dLL/dB_q = S_full / 2 entrywise, B = W W^T + diag(kappa), S_full symmetric
-        S_full = S[q] + S[q].T
+        S_full = S[q] if full else S[q] + S[q].T
         g_W[q] = S_full @ W[q]
         g_kappa[q] = 0.5 * np.diagonal(S_full)
-        g_ls[q] = sq[q] / ls[q] ** 3  # 0.5 x the full sum, which is twice the half one
+        g_ls[q] = (0.5 if full else 1.0) * sq[q] / ls[q] ** 3  # 0.5 x the full sum (twice a halved one)
     return ll, (g_ls, g_W, g_kappa, g_noise), None, z, alpha, jitter
 
 
@@ -379,8 +392,7 @@ class _Sorted:
 class _RowBlock:
     """Rows [i0, i1) x columns [i0, N) of an N x N matrix over points sorted by task: the rows cover
     tasks [a, b), the columns tasks [a, T), each possibly in part. seg_rows / seg_cols: the
-    backend's segment handles of the rows' and the columns' task pieces; half_mask (w, w),
-    w = i1 - i0: the weights of the diagonal square (0 below the diagonal, 1/2 on it, 1 above)."""
+    backend's segment handles of the rows' and the columns' task pieces."""
 
     i0: int
     i1: int
@@ -388,24 +400,22 @@ class _RowBlock:
     b: int
     seg_rows: Any
     seg_cols: Any
-    half_mask: Any
 
     @staticmethod
     def split(bk, counts: np.ndarray) -> tuple["_RowBlock", ...]:
-        """At most LML_ROW_BLOCKS blocks of about equal rows, at least LML_BLOCK_MIN_ROWS each."""
+        """At most ``bk.row_blocks`` blocks (LML_ROW_BLOCKS on the CPU) of about equal rows, at
+        least LML_BLOCK_MIN_ROWS each."""
         N = int(np.sum(counts))
         ends = np.cumsum(counts)
         starts = ends - counts
-        n_blocks = max(1, min(LML_ROW_BLOCKS, N // LML_BLOCK_MIN_ROWS))
+        n_blocks = max(1, min(bk.row_blocks, N // LML_BLOCK_MIN_ROWS))
         edges = np.linspace(0, N, n_blocks + 1).round().astype(int)
         out = []
         for i0, i1 in zip(edges[:-1], edges[1:]):
             a, b = int(np.searchsorted(ends, i0, side="right")), int(np.searchsorted(starts, i1, side="left"))
             rows = np.minimum(ends[a:b], i1) - np.maximum(starts[a:b], i0)
             cols = np.minimum(ends[a:], N) - np.maximum(starts[a:], i0)
-            w = int(i1 - i0)
-            mask = np.triu(np.ones((w, w)), 1) + 0.5 * np.eye(w)
-            out.append(_RowBlock(int(i0), int(i1), a, b, bk.segments(rows), bk.segments(cols), bk.asarray(mask)))
+            out.append(_RowBlock(int(i0), int(i1), a, b, bk.segments(rows), bk.segments(cols)))
         return tuple(out)
 
 

@@ -34,6 +34,9 @@ class TorchBackend:
     """torch float64 tensors on one device."""
 
     name = "torch"
+    #: one row block (the whole matrix): on an H100 8 blocks made an evaluation 1.5-2.5x slower
+    #: (kernel launches and gathers, not flops, dominate there; bench/results_lcm_scale_gpu.md)
+    row_blocks = 1
 
     def __init__(self, device: str = "cpu") -> None:
         try:
@@ -112,6 +115,10 @@ class TorchBackend:
 
     def diagonal(self, A: "torch.Tensor") -> "torch.Tensor":
         return A.diagonal()
+
+    def keep_upper_half_(self, D: "torch.Tensor") -> None:
+        D.copy_(D.triu())
+        D.diagonal().mul_(0.5)
 
     # ---- task structure -----------------------------------------------------------------------
     def expand(self, B: "torch.Tensor", seg: tuple["torch.Tensor", int],
