@@ -74,7 +74,7 @@ FAIL_VALUE = 1e25
 
 # ---- large data (issue 16) ---------------------------------------------------------------------------
 #: the gradient pass keeps the forward pass's Q kernel matrices when they take at most this many
-#: bytes, and recomputes each K_q otherwise (the peak is then 3-4 N x N arrays whatever Q)
+#: bytes, and recomputes each K_q otherwise (the peak then does not grow with Q)
 KERNEL_CACHE_BYTES = 512 * 2**20
 #: the likelihood works on the upper triangle of the N x N covariance only (it is symmetric), in row
 #: blocks [i0, i1) x [i0, N): at most LML_ROW_BLOCKS of them and at least LML_BLOCK_MIN_ROWS rows
