@@ -243,8 +243,9 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     nothing is halved.
 
     Memory: the expanded B_q[t_n, t_m] is built one block at a time; the gradient pass recomputes
-    each block of K_q (or reuses the forward pass's when all Q fit in KERNEL_CACHE_BYTES), so the
-    peak is 2 N x N arrays (K, then its factor and inverse) plus a few blocks and the cache.
+    each block of K_q (or reuses the forward pass's when all Q fit in KERNEL_CACHE_BYTES), so with
+    several blocks the peak is about 2.25 N x N arrays (K, then its factor and inverse, and a few
+    blocks) plus the cache, whatever Q; with one, 3 (rbf) or 4 (Matern-5/2).
     """
     y, t = data.yd, data.td
     N, d = data.X.shape
@@ -368,7 +369,8 @@ def _stall_callback():
 @dataclass(frozen=True)
 class _Sorted:
     """The data sorted by task: on the host (X (N, d), y (N,), t (N,) task of each row, counts (T,))
-    and as arrays of the backend (Xd, yd, td, and seg, the backend's handle of the task segments)."""
+    and as arrays of the backend (Xd, yd, td, and seg, the backend's handle of the task segments);
+    blocks: the row blocks (:class:`_RowBlock`) the likelihood forms the upper triangle in."""
 
     X: np.ndarray
     y: np.ndarray
@@ -378,7 +380,6 @@ class _Sorted:
     yd: Any
     td: Any
     seg: Any
-
     blocks: tuple
 
     @classmethod
