@@ -27,6 +27,9 @@ fit that fails the check is retried from fresh random starts and the outcome is 
 
 The numerics are written once against a small array backend (:mod:`.backend`): numpy on the CPU
 by default, or torch float64 tensors on any device (``LCM(..., backend="torch", device="cuda")``).
+On the CPU the likelihood forms only the upper triangle of its symmetric N x N matrices, in row
+blocks (:class:`_RowBlock`), and factorises through LAPACK calls that release the GIL
+(:mod:`.lapack_nogil`), so a fit's starts on worker threads run side by side.
 """
 
 from __future__ import annotations
