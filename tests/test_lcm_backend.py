@@ -172,6 +172,23 @@ def test_torch_likelihood_and_gradient_equal_numpy(device, kern, rank):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kern", ["rbf", "matern52"])
+def test_torch_with_row_blocks_equals_numpy(device, kern, monkeypatch):
+    """torch forms whole matrices (one row block); its upper-triangle operations (inverse_lower,
+    keep_upper_half_) still give numpy's likelihood and gradient when it is made to use blocks."""
+    from gptask.models.torch_backend import TorchBackend
+
+    monkeypatch.setattr(TorchBackend, "row_blocks", 8)
+    Xs, ys = make_data([150, 90, 160, 7], d=3, seed=5)
+    p = random_params(Q=2, T=4, d=3, seed=5)
+    ll, g = lml_and_grad(Xs, ys, p, kern)
+    ll_t, g_t = lml_and_grad(Xs, ys, p, kern, backend="torch", device=device)
+    assert ll_t == pytest.approx(ll, rel=RTOL)
+    for key in KEYS:
+        _close(g_t[key], g[key], atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kern", ["rbf", "matern52"])
 def test_torch_predictions_and_block_updates_equal_numpy(device, kern, tmp_path):
     Xs, ys = make_data([6, 5, 7, 4], d=2, seed=4)
     p = random_params(Q=2, T=3, d=2, rank=2, seed=4)

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .lcm import LCM, _as_X, _as_y
+from .arrays import as_inputs, as_outputs
+from .lcm import LCM
 
 
 class GP:
@@ -25,8 +26,8 @@ class GP:
             maxiter: int | None = None, prior: Any = "default") -> "GP":
         """Fit the hyperparameters (MAP under ``prior``, or maximum likelihood with ``prior=None``;
         see :meth:`gptask.models.LCM.fit`) by multi-start L-BFGS-B; returns self."""
-        X = _as_X(X, "X")
-        y = _as_y(y, "y", X.shape[0])
+        X = as_inputs(X, "X")
+        y = as_outputs(y, "y", X.shape[0])
         self.lcm.fit([X], [y], restarts=restarts, seed=seed, maxiter=maxiter, prior=prior)
         return self
 

@@ -47,6 +47,7 @@ from scipy.optimize import minimize
 from scipy.stats import qmc
 
 from . import linalg as _la
+from .arrays import as_inputs, as_outputs
 from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXPLORE_RESTARTS, FAIL_VALUE,
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
@@ -67,43 +68,6 @@ _FORMAT = "gptask.models.LCM/1"
 # --------------------------------------------------------------------------------------------
 
 
-def _as_X(X: Any, name: str, d: int | None = None) -> np.ndarray:
-    try:
-        A = np.array(X, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a numeric (n, d) array: {exc}") from None
-    if A.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D (n, d) array, got shape {A.shape}")
-    if A.shape[0] < 1:
-        raise ValueError(f"{name} must contain at least one point, got shape {A.shape}")
-    if A.shape[1] < 1:
-        raise ValueError(f"{name} must have at least one column, got shape {A.shape}")
-    if d is not None and A.shape[1] != d:
-        raise ValueError(f"{name} must have {d} columns (the input dimension), got {A.shape[1]}")
-    if not np.all(np.isfinite(A)):
-        raise ValueError(f"{name} contains NaN or inf")
-    lo, hi = float(A.min()), float(A.max())
-    if lo < 0.0 or hi > 1.0:
-        raise ValueError(f"{name} must lie in the unit cube [0, 1], got values in [{lo:g}, {hi:g}]")
-    return A
-
-
-def _as_y(y: Any, name: str, n: int) -> np.ndarray:
-    try:
-        a = np.array(y, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a numeric (n,) array: {exc}") from None
-    if a.ndim == 2 and a.shape[1] == 1:
-        a = a[:, 0]
-    if a.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D (n,) array, got shape {a.shape}")
-    if a.shape[0] != n:
-        raise ValueError(f"{name} has {a.shape[0]} values but its X has {n} rows")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains NaN or inf")
-    return a
-
-
 def _check_data(X_list: Any, y_list: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
     if isinstance(X_list, np.ndarray) or isinstance(y_list, np.ndarray):
         raise ValueError("X_list and y_list must be lists with one array per task, not arrays")
@@ -120,10 +84,10 @@ def _check_data(X_list: Any, y_list: Any) -> tuple[list[np.ndarray], list[np.nda
     Xs, ys = [], []
     d = None
     for i, (X, y) in enumerate(zip(X_list, y_list)):
-        Xi = _as_X(X, f"X_list[{i}]", d)
+        Xi = as_inputs(X, f"X_list[{i}]", d)
         d = Xi.shape[1]
         Xs.append(Xi)
-        ys.append(_as_y(y, f"y_list[{i}]", Xi.shape[0]))
+        ys.append(as_outputs(y, f"y_list[{i}]", Xi.shape[0]))
     return Xs, ys
 
 
@@ -920,7 +884,7 @@ class LCM:
         for task i."""
         self._require_data()
         i = self._check_task(i)
-        X = _as_X(X, "X", self.input_dim)
+        X = as_inputs(X, "X", self.input_dim)
         Kx = self._cross(i, X)
         return i, X, self._bk.to_numpy(Kx.T @ self._alpha), self._bk.solve_lower(self._L, Kx)
 
@@ -979,8 +943,8 @@ class LCM:
         """
         self._require_data()
         i = self._check_task(i)
-        X_add = _as_X(X_add, "X_add", self.input_dim)
-        y_add = _as_y(y_add, "y_add", X_add.shape[0])
+        X_add = as_inputs(X_add, "X_add", self.input_dim)
+        y_add = as_outputs(y_add, "y_add", X_add.shape[0])
         bk = self._bk
         K12 = self._cross(i, X_add)
         K22 = self._prior_cov(i, X_add)
@@ -1010,13 +974,13 @@ class LCM:
         threads: CPU threads, as in :meth:`fit`.
         """
         self._require_data()
-        X_new = _as_X(X_new, "X_new", self.input_dim)
+        X_new = as_inputs(X_new, "X_new", self.input_dim)
         threads = _thread_cap(threads, self._X.shape[0] + X_new.shape[0])
         if threads is not None:
             with self._bk.limit_threads(threads):
                 return self.extend(X_new, y_new, restarts=restarts, seed=seed, maxiter=maxiter,
                                    threads=None)
-        y_new = _as_y(y_new, "y_new", X_new.shape[0])
+        y_new = as_outputs(y_new, "y_new", X_new.shape[0])
         restarts = _check_int(restarts, "restarts", 1)
         seed = _check_int(seed, "seed", 0)
         maxiter = DEFAULT_MAXITER if maxiter is None else _check_int(maxiter, "maxiter", 1)
