@@ -13,6 +13,9 @@ Layout (format tag ``"gptask.model"``, ``"version": 1``)::
                   or null (fewer than 2 tuned tasks),
      "extended_since_fit": int,
      "accuracy":  {"summary": {...}, "rows": [...]} or null   (leave-one-task-out report),
+     "joint":     {"names": [...], "lo": [...], "hi": [...], "use_cost": bool, "mu": m, "sd": s,
+                   "lcm": {...}}   (only when the problem declares features or a cost model:
+                  gptask.transfer.joint; predicting a new task with it needs problem=),
      "metadata":  {...}   (optional: what the writer wants kept with the model, e.g. the machine,
                   the training data and its accuracy for a model card; read by read_metadata),
      "checksum":  "sha256:<hex of the canonical JSON of every other key>"}
@@ -46,6 +49,7 @@ from .models import LCM
 from .problem import Problem
 from .space import Space
 from .transfer.accuracy import transfer_accuracy
+from .transfer.joint import JointModel
 from .transfer.model import OptimaModel, ScalarGP, TransferModel, as_transfer_model
 from .transforms import OutputTransform
 
@@ -144,6 +148,10 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
         "extended_since_fit": tm.extended_since_fit,
         "accuracy": _clean(report),
     }
+    joint = tm.stored_joint if tm.problem is None else tm.joint()
+    if joint is not None:  # only when there is one: files of problems without features stay as they were
+        body["joint"] = {"names": joint.names, "lo": joint.lo.tolist(), "hi": joint.hi.tolist(),
+                         "use_cost": joint.use_cost, "mu": joint.mu, "sd": joint.sd, "lcm": _lcm_to_json(joint.gp)}
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
@@ -226,8 +234,12 @@ def load_model(path: str | os.PathLike, problem: Problem | None = None) -> Trans
             optima = OptimaModel(np.asarray(t1["task_X"], float), np.asarray(t1["optima"], float), gps)
             if len(gps) != param_space.n_columns:
                 raise ValueError(f"{len(gps)} TLA1 GPs for {param_space.n_columns} parameter columns")
+        j = doc.get("joint")
+        joint = None if j is None else JointModel([str(n) for n in j["names"]], np.asarray(j["lo"], float),
+                                                  np.asarray(j["hi"], float), bool(j["use_cost"]), float(j["mu"]),
+                                                  float(j["sd"]), _lcm_from_json(j["lcm"]))
         tm = TransferModel(task_space, param_space, sig, tasks, best, model, transform, problem=None,
-                           optima=optima, accuracy=doc.get("accuracy"),
+                           optima=optima, accuracy=doc.get("accuracy"), joint=joint,
                            extended_since_fit=int(doc.get("extended_since_fit", 0)))
     except (KeyError, TypeError, ValueError, IndexError, binascii.Error, zipfile.BadZipFile, OSError) as exc:
         raise ModelFileError(f"{p}: corrupted model file ({type(exc).__name__}: {exc})") from None

@@ -8,9 +8,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from .space import Space
 
-__all__ = ["Problem"]
+__all__ = ["Problem", "Features", "CostModel"]
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +20,10 @@ Objective = Callable[[dict, dict], float]
 Constraint = Callable[[dict], bool]
 #: the user's default configuration: one dict of parameters, or a function of the task returning one
 Default = Mapping[str, Any] | Callable[[dict], Mapping[str, Any]]
+#: derived quantities of one configuration: the dict the constraints see -> {name: finite float}
+Features = Callable[[dict], Mapping[str, float]]
+#: a rough estimate of the objective: the dict the constraints see -> a positive float
+CostModel = Callable[[dict], float]
 
 
 class Problem:
@@ -39,6 +45,15 @@ class Problem:
         depends on the task. The tuner measures it first on every task, and results report the
         gain of the best configuration over it (:meth:`default_for`). It is not part of the
         :meth:`signature`: a history or model file stays valid when the default changes.
+    features: derived quantities the objective depends on smoothly, as a function of the dict the
+        constraints see, returning ``{name: finite float}`` with the same names every time (e.g.
+        for a block-cyclic factorisation the log of the blocks per process row, the log of the
+        flops per core). Used by run-free prediction for new tasks (:mod:`gptask.transfer.joint`):
+        one GP over the task, the configuration and these features, fitted on every tuned task.
+    cost_model: a rough positive estimate of the objective from the same dict (e.g. flops divided
+        by the cores used, in any unit): new-task prediction then models the ratio of the
+        objective to it, so that what the estimate explains need not be learned. Neither is part
+        of the :meth:`signature`; a model file records the feature names it was fitted with.
     """
 
     def __init__(
@@ -50,6 +65,8 @@ class Problem:
         constants: Mapping[str, Any] | None = None,
         name: str = "problem",
         default: Default | None = None,
+        features: Features | None = None,
+        cost_model: CostModel | None = None,
     ) -> None:
         for label, space in (("task_space", task_space), ("param_space", param_space)):
             if not isinstance(space, Space):
@@ -81,6 +98,10 @@ class Problem:
                                 f"got {default!r}")
             default = param_space.validate(default, what="Problem: default")
         self.default = default
+        for label, fn in (("features", features), ("cost_model", cost_model)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"Problem: {label} must be a function of the dict the constraints see, got {fn!r}")
+        self.features, self.cost_model = features, cost_model
         self._raised: dict[int, tuple[int, str]] = {}  # constraint index -> (times raised, first error)
 
     def default_for(self, task: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -100,6 +121,61 @@ class Problem:
     def merged(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
         """The dict the constraints see: constants, task values and parameter values together."""
         return {**self.constants, **task, **params}
+
+    @property
+    def describes_points(self) -> bool:
+        """True when the problem declares ``features`` or a ``cost_model``."""
+        return self.features is not None or self.cost_model is not None
+
+    def feature_matrix(self, tasks: Sequence[Mapping[str, Any]],
+                       params: Sequence[Mapping[str, Any]]) -> tuple[list[str], np.ndarray]:
+        """The declared features of the configurations ``(tasks[k], params[k])``: their names and an
+        ``(n, n_features)`` array (no features: ``([], (n, 0))``). Raises ValueError naming the
+        point when the function raises, returns other names or a value that is not a finite number."""
+        if len(tasks) != len(params):
+            raise ValueError(f"feature_matrix: {len(tasks)} tasks for {len(params)} configurations")
+        if self.features is None:
+            return [], np.empty((len(params), 0))
+        names: list[str] | None = None
+        out = np.empty((len(params), 0))
+        for k, (task, par) in enumerate(zip(tasks, params)):
+            point = self.merged(task, par)
+            try:
+                raw = self.features(dict(point))
+                row = {str(n): float(v) for n, v in dict(raw).items()}
+            except Exception as exc:  # noqa: BLE001 - re-raised with the point that failed
+                raise ValueError(f"problem {self.name!r}: features raised {type(exc).__name__}: {exc} "
+                                 f"on {point}") from exc
+            if names is None:
+                names = list(row)
+                out = np.empty((len(params), len(names)))
+            if list(row) != names:
+                raise ValueError(f"problem {self.name!r}: features returned {list(row)} on {point}, "
+                                 f"{names} before: the names must be the same for every point")
+            out[k] = [row[n] for n in names]
+            if not np.all(np.isfinite(out[k])):
+                raise ValueError(f"problem {self.name!r}: features returned a non-finite value on {point}: {row}")
+        return names or [], out
+
+    def cost_estimates(self, tasks: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """``(n,)`` cost model values of the configurations ``(tasks[k], params[k])`` (all ones without
+        a cost model). Raises ValueError naming the point when one is not a positive finite number."""
+        if len(tasks) != len(params):
+            raise ValueError(f"cost_estimates: {len(tasks)} tasks for {len(params)} configurations")
+        out = np.ones(len(params))
+        if self.cost_model is None:
+            return out
+        for k, (task, par) in enumerate(zip(tasks, params)):
+            point = self.merged(task, par)
+            try:
+                out[k] = float(self.cost_model(dict(point)))
+            except Exception as exc:  # noqa: BLE001 - re-raised with the point that failed
+                raise ValueError(f"problem {self.name!r}: cost_model raised {type(exc).__name__}: {exc} "
+                                 f"on {point}") from exc
+            if not (np.isfinite(out[k]) and out[k] > 0.0):
+                raise ValueError(f"problem {self.name!r}: cost_model must return a positive finite number, "
+                                 f"got {out[k]!r} on {point}")
+        return out
 
     def violated(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
         """Indices of the constraints that ``(task, params)`` violates (empty when feasible).

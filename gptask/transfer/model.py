@@ -18,6 +18,7 @@ module or the model-file module, which all build on this one.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +31,9 @@ from ..seeding import int_seed
 from ..space import Space
 from ..transforms import OutputTransform
 from ..trials import point_key
+from .joint import JointModel
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "GP_RESTARTS", "GP_MAXITER",
            "OVER_TASKS_KERNEL", "OVER_TASKS_TREND", "OVER_TASKS_STARTS",
@@ -132,7 +136,7 @@ class TransferModel:
     def __init__(self, task_space: Space, param_space: Space, signature: dict, tasks: list[dict],
                  best: list[tuple[dict, float] | None], model: LCM, transform: OutputTransform,
                  problem: Problem | None = None, optima: OptimaModel | None = None,
-                 accuracy: dict | None = None, extended_since_fit: int = 0) -> None:
+                 accuracy: dict | None = None, extended_since_fit: int = 0, joint: JointModel | None = None) -> None:
         if not isinstance(model, LCM):
             raise ValueError("the result has no fitted model (no evaluation completed?)")
         if model.n_tasks != len(tasks):
@@ -143,6 +147,8 @@ class TransferModel:
         self.signature, self.tasks, self.best = signature, tasks, best
         self.model, self.transform, self.problem = model, transform, problem
         self._optima = optima
+        self._joint = joint
+        self._warned_joint = False
         self.accuracy = accuracy
         self.extended_since_fit = int(extended_since_fit)
         self._keys = {point_key(t): i for i, t in enumerate(tasks)}
@@ -171,6 +177,44 @@ class TransferModel:
             opt = self.param_space.encode([self.best[i][0] for i in idx]) if idx else np.empty((0, 1))
             self._optima = OptimaModel.fit(tx, opt)
         return self._optima
+
+    @property
+    def stored_joint(self) -> JointModel | None:
+        """The joint new-task model when already fitted (or read from a model file), else None."""
+        return self._joint
+
+    def joint(self) -> JointModel | None:
+        """The joint new-task model (:mod:`gptask.transfer.joint`), fitted on first use on the tuned
+        tasks' data when the problem declares features or a cost model; None when it declares
+        neither, or when an objective value is not positive (the model is in log units).
+
+        A model file read without its problem has no features (they are code, not stored): it
+        returns None then, with a warning, and new tasks are predicted over tasks."""
+        problem = self.problem
+        if self._joint is not None:
+            if problem is None:
+                if not self._warned_joint:
+                    log.warning("this model predicts new tasks from its problem's features %s, which are code "
+                                "and not stored: without the problem (gt.load_model(path, problem=...), "
+                                "--problem) new tasks are predicted by the GP over tasks, less accurately",
+                                self._joint.names)
+                    self._warned_joint = True
+                return None
+            return self._joint
+        if problem is None or not problem.describes_points:
+            return None
+        tuned = [j for j in range(len(self.tasks)) if self.model.n_points[j] > 0]
+        Xs, ys = self.model.data()
+        values = np.concatenate([self.transform.backward(j, ys[j]) for j in tuned])
+        if not np.all(values > 0.0):
+            return None
+        tasks = [self.tasks[j] for j in tuned for _ in range(len(ys[j]))]
+        param_X = np.vstack([Xs[j] for j in tuned])
+        params = self.param_space.decode(param_X)
+        names, F = problem.feature_matrix(tasks, params)
+        log_cost = np.log(problem.cost_estimates(tasks, params)) if problem.cost_model is not None else None
+        self._joint = JointModel.fit(names, self.task_space.encode(tasks), param_X, F, log_cost, np.log(values))
+        return self._joint
 
     def task_index(self, task: Mapping[str, Any]) -> int | None:
         """Index of ``task`` among the tuned tasks, or None for a new task."""

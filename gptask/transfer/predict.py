@@ -2,7 +2,9 @@
 
 For a tuned task: the LCM posterior at the configuration, mapped back to user units with the
 output transform (under the log transform the mean is the predictive median, the std the
-log-normal std). For a new task no LCM route exists (the LCM correlates tasks by identity, not
+log-normal std). For a new task of a problem that declares ``features`` or a ``cost_model``: the
+joint GP over (task, configuration, features) of :mod:`gptask.transfer.joint`. Otherwise, for a
+new task no LCM route exists (the LCM correlates tasks by identity, not
 by their features), so we use a TLA1-style GP *over tasks*: at each configuration, every tuned
 task's LCM posterior mean is taken in log units (``mu_i + sigma_i * m_i(x)``, comparable across
 tasks), and a single-output GP over the encoded tasks is fitted to those values and evaluated at
@@ -38,6 +40,7 @@ from ..models.defaults import FAIL_VALUE, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, 
 from ..models.kernels import kernel
 from ..models.linalg import solve_lower
 from ..transforms import OutputTransform
+from .joint import JointModel
 from .model import (GP_MAXITER, OVER_TASKS_FIT_POINTS, OVER_TASKS_KERNEL, OVER_TASKS_STARTS, OVER_TASKS_TREND,
                     TransferModel, as_transfer_model)
 
@@ -202,6 +205,21 @@ def _positive_objective(tm: TransferModel, tuned: Sequence[int]) -> bool:
     return all(b is not None and b[1] > 0.0 for b in bests)
 
 
+def _predict_joint(tm: TransferModel, joint: JointModel, task: dict, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The joint route (:mod:`gptask.transfer.joint`) for the encoded configurations X (n, D) of a
+    new task: median and log-normal std in user units."""
+    problem = tm.problem
+    tasks, params = [task] * len(X), tm.param_space.decode(X)
+    names, F = problem.feature_matrix(tasks, params)
+    if names != joint.names:
+        raise ValueError(f"the problem's features {names} are not those the model was fitted with {joint.names}")
+    if joint.use_cost and problem.cost_model is None:
+        raise ValueError("the model was fitted relative to a cost model, and the problem declares none")
+    log_cost = np.log(problem.cost_estimates(tasks, params)) if joint.use_cost else None
+    w, s = joint.predict(tm.task_space.encode(tasks), X, F, log_cost)
+    return _to_user(True, w, s)
+
+
 def predict_encoded(tm: TransferModel, task: dict, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Predicted objective (user units) of the encoded configurations X (n, D) on ``task`` (a
     validated dict): mean and std, (n,) each (see the module docstring for the two routes)."""
@@ -212,6 +230,9 @@ def predict_encoded(tm: TransferModel, task: dict, X: np.ndarray) -> tuple[np.nd
     tuned = [j for j in range(len(tm.tasks)) if tm.model.n_points[j] > 0]
     if len(tuned) < 2:
         raise ValueError("predicting a new task needs a model with at least 2 tuned tasks")
+    joint = tm.joint()
+    if joint is not None:
+        return _predict_joint(tm, joint, task, X)
     W = _log_units(tm.model, tm.transform, tuned, X)
     # the noise variance of one new measurement, (T, 1) in the units of W
     noise = (tm.model.get_params()["noise"][tuned] * tm.transform.sigma[tuned] ** 2)[:, None]
