@@ -23,6 +23,9 @@ over it): what a practitioner would run without tuning, :func:`hand_default`: mb
 when the matrix is too small for the grid), every core an MPI process on the most nearly square grid
 p x q with p <= q, one BLAS thread.
 
+Run-free prediction for new sizes uses :mod:`apps.scalapack_qr.features` (``Problem.features`` and
+``Problem.cost_model``): derived block counts and a flops-per-core cost model.
+
 The paper fixes ``nproc * nth == nodes * cores``; we allow ``<=`` so that using fewer cores can
 be learnt to be better (e.g. on a loaded machine).
 """
@@ -39,6 +42,7 @@ import gptask as gt
 
 from .build import build_driver
 from .costmodel import CostModel
+from .features import flops_per_core, point_features
 from .launcher import DEFAULT_COMMAND, Launcher, LaunchError
 
 __all__ = [
@@ -316,4 +320,5 @@ def problem(
         name = "scalapack_pdgeqrf_MODEL"
     return gt.Problem(task_space, param_space, objective, constraints=rules,
                       constants=constants, name=name,
-                      default=lambda task: hand_default(task, nodes, cores))
+                      default=lambda task: hand_default(task, nodes, cores),
+                      features=point_features, cost_model=flops_per_core)
