@@ -4,17 +4,23 @@
 Subcommands (run from the repository root; each prints markdown tables, --json writes the numbers):
 
     python bench/run_free.py timing  [--repeats 3]
-        import + fit of the 590 rows with gt.fit's defaults (as a user calls it), wall seconds.
+        import + fit of the 590 rows with gt.fit's defaults (as a user calls it), and the same with
+        the first prediction of a new size (which fits the joint GP), wall seconds.
     python bench/run_free.py loto    [--n-latent 1] [--linear-sizes]
         leave-one-task-out with a full refit per held-out size: gt.fit on the other 7 sizes, then
         gt.predict of every measured configuration of the held-out size (nothing of it seen).
+    python bench/run_free.py loto --no-features
+        the same with the problem's features and cost model dropped: new sizes predicted by the GP
+        over tasks (the route before the joint one).
+    python bench/run_free.py noise
+        the launch-to-launch spread of the data and the MAPE of a perfect predictor under it.
     python bench/run_free.py options
-    python bench/run_free.py costmodel
-        leave-one-size-out with the paper's analytic cost model (unit times fitted on the other
-        sizes): alone, and as the offset of one GP over (task, configuration).
         the shipped model's checks (gptask.crossval: hyperparameters fitted on all sizes, the model
         re-conditioned per fold) for the model options a card may choose: sizes on a linear or a
         log scale x 1 or 2 latent processes.
+    python bench/run_free.py costmodel
+        leave-one-size-out with the paper's analytic cost model (unit times fitted on the other
+        sizes): alone, and as the offset of one GP over (task, configuration).
 
 Per held-out size: MAPE, Spearman rank correlation and 95 % interval coverage of the predicted times
 of its measured configurations, and the measured time of the configuration ranked first relative to
@@ -46,8 +52,14 @@ from machine import describe_machine  # noqa: E402
 DATA = Path(__file__).resolve().parents[1] / "apps" / "scalapack_qr" / "data" / "xeon16" / "runs.csv"
 
 
-def make_problem(log_sizes: bool = True) -> gt.Problem:
-    return pdgeqrf(cores=16, m_max=4000, log_sizes=log_sizes)
+def make_problem(log_sizes: bool = True, features: bool = True) -> gt.Problem:
+    """The 16-core PDGEQRF problem; ``features=False`` drops its features and cost model, so that new
+    sizes are predicted by the GP over tasks (the route before the joint one)."""
+    prob = pdgeqrf(cores=16, m_max=4000, log_sizes=log_sizes)
+    if features:
+        return prob
+    return gt.Problem(prob.task_space, prob.param_space, prob.objective, prob.constraints, prob.constants,
+                      prob.name, prob.default)
 
 
 def rows_as_dicts(problem: gt.Problem) -> list[dict]:
@@ -92,14 +104,17 @@ def cmd_timing(args: argparse.Namespace) -> dict:
         before = loadavg()
         t0 = time.perf_counter()
         result = gt.fit(problem, DATA, value="time")
+        fit_s = time.perf_counter() - t0
+        gt.predict(result, {"m": 3000, "n": 3000}, {"mb": 64, "nb": 64, "nproc": 16, "p": 4, "nth": 1})
         times.append(time.perf_counter() - t0)
-        print(f"import + fit: {times[-1]:.1f} s (load before {before}, after {loadavg()}; "
-              f"{len(result.history)} configurations, transform {'log' if result.transform.use_log else 'none'})")
+        print(f"import + fit: {fit_s:.1f} s, with the first prediction of a new size (the joint GP's fit): "
+              f"{times[-1]:.1f} s (load before {before}, after {loadavg()}; {len(result.history)} configurations, "
+              f"transform {'log' if result.transform.use_log else 'none'})")
     return {"seconds": times, "median": float(np.median(times))}
 
 
 def cmd_loto(args: argparse.Namespace) -> dict:
-    problem = make_problem(not args.linear_sizes)
+    problem = make_problem(not args.linear_sizes, not args.no_features)
     rows = rows_as_dicts(problem)
     full = gt.fit(problem, rows, value="time", n_latent=args.n_latent, output_transform="log")
     tasks = full.tasks
@@ -117,7 +132,8 @@ def cmd_loto(args: argparse.Namespace) -> dict:
         print(f"held out {task}: refit + predictions {time.perf_counter() - t0:.0f} s (load {loadavg()})",
               file=sys.stderr)
     print(f"## Leave-one-task-out, refit per held-out size (n_latent={args.n_latent}, "
-          f"{'linear' if args.linear_sizes else 'log'} sizes)\n")
+          f"{'linear' if args.linear_sizes else 'log'} sizes, "
+          f"{'GP over tasks' if args.no_features else 'joint route with the features'})\n")
     print(table(report, tasks))
     return summary_row("refit", report)
 
@@ -194,6 +210,35 @@ def cmd_options(args: argparse.Namespace) -> dict:
     return {"variants": out}
 
 
+def cmd_noise(args: argparse.Namespace) -> dict:
+    """How well any predictor of single launches can do: the launch-to-launch spread of the data
+    (log units) and the MAPE of a perfect predictor of the median under it, E|exp(s Z) - 1|."""
+    import csv
+
+    def groups(path: Path) -> list[np.ndarray]:
+        by: dict[tuple, list[float]] = {}
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                by.setdefault(tuple(r[k] for k in ("m", "n", "mb", "nb", "nproc", "p", "nth")), []).append(
+                    float(r["time"]))
+        return [np.log(v) for v in by.values() if len(v) > 1]
+
+    z = np.random.default_rng(0).standard_normal(1_000_000)
+    floor = lambda s: float(np.mean(np.abs(np.expm1(s * z))))  # noqa: E731
+    rep = groups(DATA.parent / "repeats.csv")
+    s_rep = float(np.sqrt(np.mean([np.var(g, ddof=1) for g in rep])))
+    pairs = np.array([g[0] - g[1] for g in groups(DATA) if len(g) == 2])
+    s_pair = float(np.std(pairs) / np.sqrt(2))
+    s_pair_robust = float(1.4826 * np.median(np.abs(pairs - np.median(pairs))) / np.sqrt(2))
+    out = {"repeats_sd": s_rep, "repeats_floor": floor(s_rep), "pairs": int(len(pairs)), "pairs_sd": s_pair,
+           "pairs_floor": floor(s_pair), "pairs_sd_robust": s_pair_robust, "pairs_floor_robust": floor(s_pair_robust)}
+    print("| launches | configurations | sd of log time per launch | MAPE of a perfect median |\n|---|---|---|---|")
+    print(f"| repeats.csv (8 round-robin launches each) | {len(rep)} | {s_rep:.3f} | {floor(s_rep):.1%} |")
+    print(f"| runs.csv (the campaign's two launches of the reference configurations) | {len(pairs)} | "
+          f"{s_pair:.3f} (robust {s_pair_robust:.3f}) | {floor(s_pair):.1%} (robust {floor(s_pair_robust):.1%}) |")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -202,14 +247,17 @@ def main(argv: list[str] | None = None) -> int:
     lo = sub.add_parser("loto")
     lo.add_argument("--n-latent", type=int, default=1)
     lo.add_argument("--linear-sizes", action="store_true")
+    lo.add_argument("--no-features", action="store_true", help="predict new sizes over tasks (no features)")
     sub.add_parser("options")
     sub.add_parser("costmodel")
-    for p in (t, lo, sub.choices["options"], sub.choices["costmodel"]):
+    sub.add_parser("noise")
+    for p in (t, lo, *(sub.choices[c] for c in ("options", "costmodel", "noise"))):
         p.add_argument("--json", default=None, help="write the numbers here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     print(f"machine: {describe_machine()}; load {loadavg()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
-    out = {"timing": cmd_timing, "loto": cmd_loto, "options": cmd_options, "costmodel": cmd_costmodel}[args.cmd](args)
+    out = {"timing": cmd_timing, "loto": cmd_loto, "options": cmd_options, "costmodel": cmd_costmodel,
+           "noise": cmd_noise}[args.cmd](args)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0
