@@ -37,8 +37,9 @@ JOINT_RESTARTS = 2
 #: mapped onto [0, 1], so a new task's features may lie that far outside the tuned ones unclipped
 #: (1.0: the tuned range is the middle third)
 JOINT_FEATURE_MARGIN = 1.0
-#: the joint GP is fitted on at most this many observations (evenly spaced over the tuned tasks)
-JOINT_MAX_POINTS = 2000
+#: the joint GP is fitted on at most this many observations (evenly spaced over the tuned tasks):
+#: its fit grows as the cube of the points, and leave-one-task-out checks refit it per task
+JOINT_MAX_POINTS = 1000
 
 
 class JointModel:
