@@ -195,8 +195,9 @@ def leave_one_task_out(result: TuningResult, max_points: int | None = None,
     (module docstring); needs 3 or more tasks with complete trials. Returns a :class:`CVReport`.
 
     max_points: score at most this many complete trials per held-out task, evenly spaced in trial
-    order (None: all; each prediction of a new task fits a small GP over the tasks, so large data
-    sets are scored on a sample). tasks: hold out only these task indices (None: every task).
+    order (None: all; each held-out task refits the new-task model, the GP over the tasks or the
+    joint GP of a problem with features, so large data sets are scored on a sample). tasks: hold
+    out only these task indices (None: every task).
     """
     model, tr = result.model, result.transform
     if model is None or tr is None:
