@@ -127,55 +127,53 @@ class Problem:
         """True when the problem declares ``features`` or a ``cost_model``."""
         return self.features is not None or self.cost_model is not None
 
+    def _outputs(self, label: str, fn: Callable[[dict], Any], tasks: Sequence[Mapping[str, Any]],
+                 params: Sequence[Mapping[str, Any]]) -> list[tuple[dict, Any]]:
+        """``(point, fn(point))`` for each configuration ``(tasks[k], params[k])``; a raise of ``fn``
+        becomes a ValueError naming ``label`` and the point."""
+        if len(tasks) != len(params):
+            raise ValueError(f"{label}: {len(tasks)} tasks for {len(params)} configurations")
+        out = []
+        for task, par in zip(tasks, params):
+            point = self.merged(task, par)
+            try:
+                out.append((point, fn(dict(point))))
+            except Exception as exc:  # noqa: BLE001 - re-raised with the point that failed
+                raise ValueError(f"problem {self.name!r}: {label} raised {type(exc).__name__}: {exc} "
+                                 f"on {point}") from exc
+        return out
+
     def feature_matrix(self, tasks: Sequence[Mapping[str, Any]],
                        params: Sequence[Mapping[str, Any]]) -> tuple[list[str], np.ndarray]:
         """The declared features of the configurations ``(tasks[k], params[k])``: their names and an
         ``(n, n_features)`` array (no features: ``([], (n, 0))``). Raises ValueError naming the
         point when the function raises, returns other names or a value that is not a finite number."""
-        if len(tasks) != len(params):
-            raise ValueError(f"feature_matrix: {len(tasks)} tasks for {len(params)} configurations")
         if self.features is None:
             return [], np.empty((len(params), 0))
-        names: list[str] | None = None
-        out = np.empty((len(params), 0))
-        for k, (task, par) in enumerate(zip(tasks, params)):
-            point = self.merged(task, par)
-            try:
-                raw = self.features(dict(point))
-                row = {str(n): float(v) for n, v in dict(raw).items()}
-            except Exception as exc:  # noqa: BLE001 - re-raised with the point that failed
-                raise ValueError(f"problem {self.name!r}: features raised {type(exc).__name__}: {exc} "
-                                 f"on {point}") from exc
-            if names is None:
-                names = list(row)
-                out = np.empty((len(params), len(names)))
+        to_floats = lambda raw: {str(n): float(v) for n, v in dict(raw).items()}  # noqa: E731
+        rows = self._outputs("features", lambda pt: to_floats(self.features(pt)), tasks, params)
+        names = list(rows[0][1]) if rows else []
+        out = np.empty((len(rows), len(names)))
+        for k, (point, row) in enumerate(rows):
             if list(row) != names:
                 raise ValueError(f"problem {self.name!r}: features returned {list(row)} on {point}, "
                                  f"{names} before: the names must be the same for every point")
             out[k] = [row[n] for n in names]
             if not np.all(np.isfinite(out[k])):
                 raise ValueError(f"problem {self.name!r}: features returned a non-finite value on {point}: {row}")
-        return names or [], out
+        return names, out
 
     def cost_estimates(self, tasks: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """``(n,)`` cost model values of the configurations ``(tasks[k], params[k])`` (all ones without
         a cost model). Raises ValueError naming the point when one is not a positive finite number."""
-        if len(tasks) != len(params):
-            raise ValueError(f"cost_estimates: {len(tasks)} tasks for {len(params)} configurations")
-        out = np.ones(len(params))
         if self.cost_model is None:
-            return out
-        for k, (task, par) in enumerate(zip(tasks, params)):
-            point = self.merged(task, par)
-            try:
-                out[k] = float(self.cost_model(dict(point)))
-            except Exception as exc:  # noqa: BLE001 - re-raised with the point that failed
-                raise ValueError(f"problem {self.name!r}: cost_model raised {type(exc).__name__}: {exc} "
-                                 f"on {point}") from exc
-            if not (np.isfinite(out[k]) and out[k] > 0.0):
+            return np.ones(len(params))
+        rows = self._outputs("cost_model", lambda pt: float(self.cost_model(pt)), tasks, params)
+        for point, v in rows:
+            if not (np.isfinite(v) and v > 0.0):
                 raise ValueError(f"problem {self.name!r}: cost_model must return a positive finite number, "
-                                 f"got {out[k]!r} on {point}")
-        return out
+                                 f"got {v!r} on {point}")
+        return np.array([v for _, v in rows], dtype=float)
 
     def violated(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
         """Indices of the constraints that ``(task, params)`` violates (empty when feasible).

@@ -35,7 +35,7 @@ from .joint import JointModel
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "GP_RESTARTS", "GP_MAXITER",
+__all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "point_description", "GP_RESTARTS", "GP_MAXITER",
            "OVER_TASKS_KERNEL", "OVER_TASKS_TREND", "OVER_TASKS_STARTS",
            "OVER_TASKS_FIT_POINTS"]
 
@@ -210,9 +210,7 @@ class TransferModel:
             return None
         tasks = [self.tasks[j] for j in tuned for _ in range(len(ys[j]))]
         param_X = np.vstack([Xs[j] for j in tuned])
-        params = self.param_space.decode(param_X)
-        names, F = problem.feature_matrix(tasks, params)
-        log_cost = np.log(problem.cost_estimates(tasks, params)) if problem.cost_model is not None else None
+        names, F, log_cost = point_description(problem, tasks, self.param_space.decode(param_X))
         self._joint = JointModel.fit(names, self.task_space.encode(tasks), param_X, F, log_cost, np.log(values))
         return self._joint
 
@@ -239,6 +237,15 @@ class TransferModel:
     def __repr__(self) -> str:
         return (f"TransferModel(problem={self.signature.get('name')!r}, tasks={len(self.tasks)}, "
                 f"params={self.param_space.names})")
+
+
+def point_description(problem: Problem, tasks: list[dict], params: list[dict]
+                      ) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """What the joint model sees of the configurations ``(tasks[k], params[k])``: the problem's
+    feature names, its (n, k) features and its (n,) log cost estimates (None without a cost model)."""
+    names, F = problem.feature_matrix(tasks, params)
+    log_cost = np.log(problem.cost_estimates(tasks, params)) if problem.cost_model is not None else None
+    return names, F, log_cost
 
 
 #: the fields a tuning result must have to be transferred from (see TransferModel.from_result)
