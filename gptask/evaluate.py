@@ -31,7 +31,6 @@ decision (``{"noise": reason, "n_samples": k}``) into the trial record.
 from __future__ import annotations
 
 import logging
-import numbers
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import check_int, check_seconds
 from .child import ChildDied, ChildTimeout, run_in_process_group
 from .noise import AGGREGATES, RunCensored, Session, accepts_deadline, check_aggregate, evaluate_with_state
 from .trials import Status, check_value, point_key
@@ -276,11 +276,9 @@ class Evaluator:
     ) -> None:
         if not callable(objective):
             raise TypeError(f"objective must be callable, got {objective!r}")
-        if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
-            raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+        repeats = check_int("repeats", repeats, 1)
         check_aggregate(aggregate, "Evaluator")
-        if timeout is not None and (not isinstance(timeout, numbers.Real) or not timeout > 0):
-            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        timeout = check_seconds("timeout", timeout)
         if noise is not None and not hasattr(noise, "evaluate"):
             raise TypeError(f"noise must be a gptask.noise policy (StaticResampling, SEDR, Adaptive), got {noise!r}")
         if noise is not None and repeats != 1:
@@ -288,9 +286,9 @@ class Evaluator:
         if pruner is not None and noise is None:
             raise ValueError("a pruner needs a noise policy (e.g. gptask.noise.StaticResampling(k=1))")
         self.objective = objective
-        self.repeats = int(repeats)
+        self.repeats = repeats
         self.aggregate = aggregate
-        self.timeout = None if timeout is None else float(timeout)
+        self.timeout = timeout
         self.noise = noise
         self.pruner = pruner
         self._sessions: dict[tuple, Any] = {}

@@ -51,9 +51,10 @@ def test_timeout_path_reports_errors_and_crashes():
     assert "died" in Evaluator(lambda t, p: os._exit(3), timeout=5)({}, {}).reason
 
 
-@pytest.mark.parametrize("kw", [{"repeats": 0}, {"aggregate": "max"}, {"timeout": -1}, {"repeats": 1.5}])
-def test_bad_settings(kw):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("kw, error", [({"repeats": 0}, ValueError), ({"aggregate": "max"}, ValueError),
+                                       ({"timeout": -1}, ValueError), ({"repeats": 1.5}, TypeError)])
+def test_bad_settings(kw, error):
+    with pytest.raises(error, match=next(iter(kw))):
         Evaluator(lambda t, p: 1.0, **kw)
 
 

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import check_seconds
+from ..checks import check_int, check_seconds
 from ..evaluate import Evaluator
 from ..models import LCM
 from ..result import TuningResult
@@ -169,11 +169,8 @@ class NewTaskTuner(Tuner):
         if n_initial is None and isinstance(budget, numbers.Integral) and not isinstance(budget, bool) and budget >= 1:
             n_initial = max(1, min(int(budget), int(round(0.3 * budget))))
         self.refit_mode = _check_refit(refit)
-        if isinstance(extend_restarts, bool) or not isinstance(extend_restarts, numbers.Integral) \
-                or extend_restarts < 1:
-            raise ValueError(f"extend_restarts must be an integer >= 1, got {extend_restarts!r}")
+        self.extend_restarts = check_int("extend_restarts", extend_restarts, 1)
         self.source, self.transfer, self.task_index = source, tm, len(tm.tasks)
-        self.extend_restarts = int(extend_restarts)
         every, drift = {"never": (None, False), "auto": (None, True)}.get(self.refit_mode, (self.refit_mode, False))
         super().__init__(tm.problem, tm.tasks + [task], budget, n_initial, seed, history,
                          n_latent=tm.model.n_latent, kernel=tm.model.kernel, refit_restarts=refit_restarts,
