@@ -14,6 +14,14 @@ Subcommands (run from the repository root; each prints markdown tables, --json w
         over tasks (the route before the joint one).
     python bench/run_free.py noise
         the launch-to-launch spread of the data and the MAPE of a perfect predictor under it.
+    python bench/run_free.py ceiling
+        what the joint GP gets on a size it was trained on (5-fold within size, folds grouped by
+        configuration), next to leave-one-size-out with the same fit on the same launches; and both
+        against the medians of repeats.csv's 8-launch configurations instead of single launches.
+    python bench/run_free.py pick
+        leave-one-size-out of gt.predict_optimum: the joint model's pick for the held-out size against
+        TLA1's configuration and the hand default, each valued by the joint GP fitted on all 8 sizes
+        (the held-out one included) and by the measured time of the nearest measured configuration.
     python bench/run_free.py options
         the shipped model's checks (gptask.crossval: hyperparameters fitted on all sizes, the model
         re-conditioned per fold) for the model options a card may choose: sizes on a linear or a
@@ -46,6 +54,8 @@ import gptask as gt  # noqa: E402
 from apps.scalapack_qr import problem as pdgeqrf  # noqa: E402
 from gptask.crossval import Z95, CVReport, HeldOut, interval95, leave_one_task_out, within_task_cv  # noqa: E402
 from gptask.importing import read_rows  # noqa: E402
+from gptask.transfer.joint import JointModel  # noqa: E402
+from gptask.transfer.model import point_description  # noqa: E402
 
 from machine import describe_machine  # noqa: E402
 
@@ -239,6 +249,110 @@ def cmd_noise(args: argparse.Namespace) -> dict:
     return out
 
 
+def joint_fit_predict(problem: gt.Problem, train: list[dict], test: list[dict]) -> np.ndarray:
+    """Fit the joint GP (gptask.transfer.joint, as gt.predict fits it) on the launches ``train`` and
+    predict the log time of the rows ``test``: (len(test),) medians in log seconds."""
+    ts, ps = problem.task_space, problem.param_space
+
+    def parts(rows: list[dict]) -> tuple:
+        tasks = [{k: r[k] for k in ts.names} for r in rows]
+        params = [{k: r[k] for k in ps.names} for r in rows]
+        names, F, log_cost = point_description(problem, tasks, params)
+        return names, ts.encode(tasks), ps.encode(params), F, log_cost
+
+    names, task_X, param_X, F, log_cost = parts(train)
+    model = JointModel.fit(names, task_X, param_X, F, log_cost, np.log([r["time"] for r in train]))
+    return model.predict(*parts(test)[1:])[0]
+
+
+def cmd_ceiling(args: argparse.Namespace) -> dict:
+    """How far a prediction of a new size can be expected to go: the joint GP's MAPE on sizes whose
+    own launches it was trained on (80 % of them, 5-fold, folds grouped by configuration so that no
+    repeat of a held-out configuration is seen), next to leave-one-size-out with the same fit on the
+    same launches; then both against the medians of repeats.csv (16 configurations x 8 launches)."""
+    import csv
+
+    problem = make_problem()
+    rows = rows_as_dicts(problem)
+    keys = ("m", "n", "mb", "nb", "nproc", "p", "nth")
+    config = [tuple(r[k] for k in keys) for r in rows]
+    size = [(r["m"], r["n"]) for r in rows]
+    log_t = np.log([r["time"] for r in rows])
+    with open(DATA.parent / "repeats.csv", newline="") as fh:
+        rep_rows = [{k: int(r[k]) for k in keys} | {"time": float(r["time"])} for r in csv.DictReader(fh)]
+    rep_cfg = sorted({tuple(r[k] for k in keys) for r in rep_rows})
+    rep = [dict(zip(keys, c)) for c in rep_cfg]
+    rep_log_median = np.log([np.median([r["time"] for r in rep_rows if tuple(r[k] for k in keys) == c]) for c in rep_cfg])
+    rep_launches = np.array([[rep_cfg.index(tuple(r[k] for k in keys)), np.log(r["time"])] for r in rep_rows])
+    every = sorted(set(config) | set(rep_cfg))
+    fold_of = {every[i]: j % 5 for j, i in enumerate(np.random.default_rng(0).permutation(len(every)))}
+    groups_of = {"within size, 5-fold": lambda c: fold_of[c], "leave one size out": lambda c: c[:2]}
+
+    def mape(pred: np.ndarray, truth: np.ndarray) -> float:
+        return float(np.mean(np.abs(np.expm1(pred - truth))))
+
+    out: dict = {}
+    for scheme, group in groups_of.items():
+        t0 = time.perf_counter()
+        pred = np.empty(len(rows))
+        rep_pred = np.empty(len(rep))
+        for g in sorted({group(c) for c in config}):
+            held = np.array([group(c) == g for c in config])
+            train = [r for r, h in zip(rows, held) if not h]
+            # a repeated configuration is predicted with its fold (its runs.csv launches unseen)
+            mine = [j for j, c in enumerate(rep_cfg) if group(c) == g]
+            test = [r for r, h in zip(rows, held) if h] + [rep[j] for j in mine]
+            p = joint_fit_predict(problem, train, test)
+            pred[held] = p[:held.sum()]
+            rep_pred[mine] = p[held.sum():]
+        per_size = {s: mape(pred[[x == s for x in size]], log_t[[x == s for x in size]]) for s in sorted(set(size))}
+        rep_single = mape(rep_pred[rep_launches[:, 0].astype(int)], rep_launches[:, 1])
+        out[scheme] = {"mape": mape(pred, log_t), "per_size": {f"{m}x{n}": v for (m, n), v in per_size.items()},
+                       "repeats_vs_median": mape(rep_pred, rep_log_median), "repeats_vs_launches": rep_single,
+                       "seconds": time.perf_counter() - t0}
+    print("| scheme | launches | MAPE | per size | repeats.csv: vs medians | vs single launches |\n|---|---|---|---|---|---|")
+    for scheme, o in out.items():
+        sizes = ", ".join(f"{k} {v:.1%}" for k, v in o["per_size"].items())
+        print(f"| {scheme} | {len(rows)} | {o['mape']:.1%} | {sizes} | {o['repeats_vs_median']:.1%} | "
+              f"{o['repeats_vs_launches']:.1%} |")
+    return out
+
+
+def cmd_pick(args: argparse.Namespace) -> dict:
+    """How good gt.predict_optimum's configuration for a new size is. No configuration it picks was
+    measured, so each is valued two ways, both relative to the held-out size's best measured time:
+    by the joint GP fitted on all 8 sizes (the held-out size's launches included; 14.5 % MAPE on
+    configurations it did not see, `ceiling`) and by the measured time of the nearest measured
+    configuration (encoded space)."""
+    problem, plain = make_problem(), make_problem(features=False)
+    rows = rows_as_dicts(problem)
+    names = problem.param_space.names
+    encode = problem.param_space.encode
+    out = []
+    print("| held-out size | joint model's pick | TLA1 configuration | oracle: pick / TLA1 / default | "
+          "nearest measured: pick / TLA1 / default |\n|---|---|---|---|---|")
+    for task in sorted({(r["m"], r["n"]) for r in rows}):
+        task = {"m": task[0], "n": task[1]}
+        others = [r for r in rows if (r["m"], r["n"]) != (task["m"], task["n"])]
+        mine = [r for r in rows if (r["m"], r["n"]) == (task["m"], task["n"])]
+        pick = gt.predict_optimum(gt.fit(problem, others, value="time"), task)
+        tla1 = gt.predict_optimum(gt.fit(plain, others, value="time"), task)
+        chosen = [pick.params, tla1.params, problem.default_for(task)]
+        best = min(r["time"] for r in mine)
+        oracle = np.exp(joint_fit_predict(problem, rows, [{**task, **c} for c in chosen])) / best
+        measured = encode([{k: r[k] for k in names} for r in mine])
+        nearest = [mine[int(np.argmin(np.linalg.norm(measured - encode([c])[0], axis=1)))]["time"] / best
+                   for c in chosen]
+        out.append({"task": task, "route": pick.route, "pick": pick.params, "tla1": tla1.params,
+                    "oracle": oracle.tolist(), "nearest": nearest})
+        text = lambda c: ", ".join(f"{k}={v}" for k, v in c.items())  # noqa: E731
+        print(f"| {task['m']} x {task['n']} | {text(pick.params)} | {text(tla1.params)} | "
+              f"{' / '.join(f'{v:.3f}' for v in oracle)} | {' / '.join(f'{v:.3f}' for v in nearest)} |")
+    o, n = np.mean([r["oracle"] for r in out], axis=0), np.mean([r["nearest"] for r in out], axis=0)
+    print(f"| **mean** | | | **{' / '.join(f'{v:.3f}' for v in o)}** | **{' / '.join(f'{v:.3f}' for v in n)}** |")
+    return {"sizes": out, "oracle_mean": o.tolist(), "nearest_mean": n.tolist()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -251,13 +365,16 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("options")
     sub.add_parser("costmodel")
     sub.add_parser("noise")
-    for p in (t, lo, *(sub.choices[c] for c in ("options", "costmodel", "noise"))):
+    sub.add_parser("ceiling")
+    sub.add_parser("pick")
+    for p in (t, lo, *(sub.choices[c] for c in ("options", "costmodel", "noise", "ceiling", "pick"))):
         p.add_argument("--json", default=None, help="write the numbers here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     print(f"machine: {describe_machine()}; load {loadavg()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
     out = {"timing": cmd_timing, "loto": cmd_loto, "options": cmd_options, "costmodel": cmd_costmodel,
-           "noise": cmd_noise}[args.cmd](args)
+           "noise": cmd_noise, "ceiling": cmd_ceiling,
+           "pick": cmd_pick}[args.cmd](args)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

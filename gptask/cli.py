@@ -509,7 +509,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     pred = predict_optimum(model, task)
     out: dict[str, Any] = {"task": pred.task, "params": pred.params, "std_encoded": pred.std,
                            "value": pred.value, "value_std": pred.value_std, "feasible": pred.feasible,
-                           "projected": pred.projected, "tuned_task": model.task_index(pred.task) is not None}
+                           "projected": pred.projected, "route": pred.route,
+                           "tuned_task": model.task_index(pred.task) is not None}
     if args.params:
         mean, std = predict(model, task, parse_assignments(args.params))
         out["at_params"] = {"params": parse_assignments(args.params), "value": mean, "value_std": std}
@@ -521,6 +522,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     rows = [{"parameter": k, "predicted": v, "std (encoded units)": pred.std[k]} for k, v in pred.params.items()]
     print(format_table(rows))
     print(f"predicted objective there: {pred.value:.6g} +- {pred.value_std:.3g}")
+    print("chosen by: " + ("the joint model (least predicted value among feasible candidates)" if pred.route == "joint"
+                           else "TLA1 (one GP per parameter over the tuned tasks' best configurations)"))
     if pred.feasible is None:
         built = read_metadata(args.model).get("problem")
         hint = ""

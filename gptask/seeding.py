@@ -12,12 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["rng", "int_seed", "STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_CENTRED",
-           "STAGE_EXTEND", "STAGE_REFIT", "STAGE_PROJECT"]
+           "STAGE_EXTEND", "STAGE_REFIT", "STAGE_PROJECT", "STAGE_JOINT_SEARCH"]
 
 #: MLA: the task Latin hypercube, each task's initial design, each acquisition search, each model fit
 STAGE_TASKS, STAGE_INITIAL, STAGE_SEARCH, STAGE_FIT = 0, 1, 2, 3
-#: transfer: TLA2's centred design, its LCM extension and full refits, TLA1's projection candidates
-STAGE_CENTRED, STAGE_EXTEND, STAGE_REFIT, STAGE_PROJECT = 20, 22, 23, 24
+#: transfer: TLA2's centred design, its LCM extension and full refits, TLA1's projection candidates,
+#: the joint model's candidates for a new task's optimum
+STAGE_CENTRED, STAGE_EXTEND, STAGE_REFIT, STAGE_PROJECT, STAGE_JOINT_SEARCH = 20, 22, 23, 24, 25
 
 
 def rng(seed: int, *keys: int) -> np.random.Generator:

@@ -123,6 +123,22 @@ def test_joint_route_predicts_a_new_size_from_the_known_function(known_fits):
     assert as_transfer_model(plain).joint() is None
 
 
+def test_new_task_optimum_is_the_joint_models_pick(known_fits):
+    """predict_optimum of a new size picks, with the joint model, a configuration within 3 % of the
+    brute-force optimum of the known function (16 panels, 8 threads), inside and beyond the tuned
+    sizes; without features it stays TLA1's configuration."""
+    joint, plain = known_fits
+    grid = [{"nb": nb, "threads": t} for nb in range(1, 257) for t in range(1, 9)]
+    for n in (512, 3000):
+        best = min(blocked_time({"n": n}, p) for p in grid)
+        pred = gt.predict_optimum(joint, {"n": n})
+        assert pred.route == "joint" and pred.feasible is True
+        assert blocked_time({"n": n}, pred.params) <= 1.03 * best, (n, pred.params)
+        assert pred.value == pytest.approx(gt.predict(joint, {"n": n}, pred.params)[0])
+        assert gt.predict_optimum(plain, {"n": n}).route == "optima"
+    assert gt.predict_optimum(joint, {"n": 256}).route == "optima"  # a tuned task
+
+
 def test_tuned_tasks_still_use_the_lcm(known_fits):
     joint, plain = known_fits
     params = [{"nb": 8, "threads": 4}, {"nb": 64, "threads": 1}]
