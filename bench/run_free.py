@@ -22,6 +22,10 @@ Subcommands (run from the repository root; each prints markdown tables, --json w
         leave-one-size-out of gt.predict_optimum: the joint model's pick for the held-out size against
         TLA1's configuration and the hand default, each valued by the joint GP fitted on all 8 sizes
         (the held-out one included) and by the measured time of the nearest measured configuration.
+    python bench/run_free.py device
+        the shipped model models/pdgeqrf_xeon16.json on 7 sizes it never saw, measured on other
+        nodes of the same kind (apps/scalapack_qr/data/xeon16_device), and the configurations it
+        recommends for 6 of them launched 10 times each against TLA1's and the hand default.
     python bench/run_free.py options
         the shipped model's checks (gptask.crossval: hyperparameters fitted on all sizes, the model
         re-conditioned per fold) for the model options a card may choose: sizes on a linear or a
@@ -60,6 +64,8 @@ from gptask.transfer.model import point_description  # noqa: E402
 from machine import describe_machine  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "apps" / "scalapack_qr" / "data" / "xeon16" / "runs.csv"
+DEVICE_DATA = DATA.parents[1] / "xeon16_device"
+SHIPPED_MODEL = Path(__file__).resolve().parents[1] / "models" / "pdgeqrf_xeon16.json"
 
 
 def make_problem(log_sizes: bool = True, features: bool = True) -> gt.Problem:
@@ -353,6 +359,58 @@ def cmd_pick(args: argparse.Namespace) -> dict:
     return {"sizes": out, "oracle_mean": o.tolist(), "nearest_mean": n.tolist()}
 
 
+def cmd_device(args: argparse.Namespace) -> dict:
+    """The shipped 16-core model on sizes it never saw, measured on other nodes of the same kind
+    (apps/scalapack_qr/data/xeon16_device/README.md): the leave-one-task-out figures of `loto` for
+    each new size, the measured / predicted ratio (median over the size's launches) and the MAPE
+    once it is divided out; then the medians of 10 launches of the configuration the model
+    recommends, TLA1's and the hand default, relative to the default."""
+    import csv
+
+    from gptask.model_io import read_metadata
+
+    problem = pdgeqrf(**read_metadata(SHIPPED_MODEL)["problem"]["options"])
+    model = gt.load_model(SHIPPED_MODEL, problem=problem)
+    rows = [r for r in read_rows(problem, DEVICE_DATA / "campaign_a.csv", value="time")
+            if r.task == {"m": 3000, "n": 3000}] + read_rows(problem, DEVICE_DATA / "new_sizes_b.csv", value="time")
+    tasks = [{"m": m, "n": n} for m, n in sorted({(r.task["m"], r.task["n"]) for r in rows})]
+    defaults, scale = [], []
+    report = CVReport("leave-one-task-out", defaults=defaults)
+    for i, task in enumerate(tasks):
+        mine = [r for r in rows if r.task == task]
+        default = problem.default_for(task)
+        defaults.append(next(r.value for r in mine if r.params == default))
+        pred, sd = gt.predict(model, task, [r.params for r in mine])
+        lo, hi = interval95(True, pred, sd)
+        measured = np.array([r.value for r in mine])
+        ratio = float(np.exp(np.median(np.log(measured / pred))))
+        scale.append({"task": task, "measured_over_predicted": ratio,
+                      "mape_scaled": float(np.mean(np.abs(ratio * pred - measured) / measured))})
+        report.points += [HeldOut(i, r.params, r.value, float(p), float(a), float(b), i)
+                          for r, p, a, b in zip(mine, pred, lo, hi)]
+    print("## The shipped model on new sizes, measured on other nodes of the same kind\n")
+    print(table(report, tasks).replace("held-out size", "new size"))
+    print("\n| new size | measured / predicted (median) | MAPE with that ratio divided out |\n|---|---|---|")
+    for row in scale:
+        print(f"| {row['task']['m']} x {row['task']['n']} | {row['measured_over_predicted']:.3f} | {row['mape_scaled']:.1%} |")
+    by: dict[tuple, list[float]] = {}
+    with open(DEVICE_DATA / "picks_c.csv", newline="") as fh:
+        for r in csv.DictReader(fh):
+            by.setdefault((int(r["m"]), int(r["n"]), r["label"]), []).append(float(r["time"]))
+    labels = ("joint", "tla1", "default", "sample_best")
+    print("\n## Recommended configurations, 10 launches each (node C): median / the default's median\n")
+    print("| size | " + " | ".join(labels) + " |\n|---|---|---|---|---|")
+    picks = []
+    for m, n in sorted({k[:2] for k in by}):
+        d = np.median(by[(m, n, "default")])
+        rel = {lab: float(np.median(by[(m, n, lab)]) / d) for lab in labels if (m, n, lab) in by}
+        picks.append({"task": {"m": m, "n": n}, **rel})
+        print(f"| {m} x {n} | " + " | ".join(f"{rel[lab]:.3f}" if lab in rel else "-" for lab in labels) + " |")
+    mean = {lab: float(np.mean([p[lab] for p in picks])) for lab in labels[:3]}
+    print("| **mean** | " + " | ".join(f"**{mean[lab]:.3f}**" for lab in labels[:3]) + " | |")
+    return {"new_sizes": summary_row("device", report), "scale": scale, "picks": picks, "picks_mean": mean}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -367,14 +425,15 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("noise")
     sub.add_parser("ceiling")
     sub.add_parser("pick")
-    for p in (t, lo, *(sub.choices[c] for c in ("options", "costmodel", "noise", "ceiling", "pick"))):
+    sub.add_parser("device")
+    for p in (t, lo, *(sub.choices[c] for c in ("options", "costmodel", "noise", "ceiling", "pick", "device"))):
         p.add_argument("--json", default=None, help="write the numbers here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     print(f"machine: {describe_machine()}; load {loadavg()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
     out = {"timing": cmd_timing, "loto": cmd_loto, "options": cmd_options, "costmodel": cmd_costmodel,
            "noise": cmd_noise, "ceiling": cmd_ceiling,
-           "pick": cmd_pick}[args.cmd](args)
+           "pick": cmd_pick, "device": cmd_device}[args.cmd](args)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

@@ -17,7 +17,10 @@ feasible ones of ``JOINT_SEARCH_DRAWS`` Latin hypercube draws (``Prediction.rout
 one GP per parameter cannot see how the parameters act together. On the measured 16-core PDGEQRF
 timings, each size left out in turn and the configurations valued by the joint GP fitted on all
 sizes, TLA1's configuration was 1.37x the size's best on average, worse than the hand default
-(1.26x), and the joint model's pick 1.20x (``bench/run_free.py pick``).
+(1.26x), and the joint model's pick 1.20x (``bench/run_free.py pick``). Launched 10 times each on
+another node of the same kind for 6 sizes the shipped model never saw, both were about 4 % faster
+than the hand default (medians 0.963 and 0.960 of its median; ``bench/run_free.py device``): real
+launches do not separate them.
 
 ``Prediction.std`` is the GP predictive std of each parameter *in encoded units* (fractions of the
 unit interval the parameter is mapped to; log scale for log dimensions), including the GP's noise
