@@ -65,6 +65,8 @@ from machine import describe_machine  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "apps" / "scalapack_qr" / "data" / "xeon16" / "runs.csv"
 DEVICE_DATA = DATA.parents[1] / "xeon16_device"
+#: the columns of a launch that name its size and configuration
+CONFIG_COLUMNS = ("m", "n", "mb", "nb", "nproc", "p", "nth")
 SHIPPED_MODEL = Path(__file__).resolve().parents[1] / "models" / "pdgeqrf_xeon16.json"
 
 
@@ -235,7 +237,7 @@ def cmd_noise(args: argparse.Namespace) -> dict:
         by: dict[tuple, list[float]] = {}
         with open(path, newline="") as fh:
             for r in csv.DictReader(fh):
-                by.setdefault(tuple(r[k] for k in ("m", "n", "mb", "nb", "nproc", "p", "nth")), []).append(
+                by.setdefault(tuple(r[k] for k in CONFIG_COLUMNS), []).append(
                     float(r["time"]))
         return [np.log(v) for v in by.values() if len(v) > 1]
 
@@ -280,7 +282,7 @@ def cmd_ceiling(args: argparse.Namespace) -> dict:
 
     problem = make_problem()
     rows = rows_as_dicts(problem)
-    keys = ("m", "n", "mb", "nb", "nproc", "p", "nth")
+    keys = CONFIG_COLUMNS
     config = [tuple(r[k] for k in keys) for r in rows]
     size = [(r["m"], r["n"]) for r in rows]
     log_t = np.log([r["time"] for r in rows])
@@ -393,10 +395,13 @@ def cmd_device(args: argparse.Namespace) -> dict:
     print("\n| new size | measured / predicted (median) | MAPE with that ratio divided out |\n|---|---|---|")
     for row in scale:
         print(f"| {row['task']['m']} x {row['task']['n']} | {row['measured_over_predicted']:.3f} | {row['mape_scaled']:.1%} |")
-    by: dict[tuple, list[float]] = {}
     with open(DEVICE_DATA / "picks_c.csv", newline="") as fh:
-        for r in csv.DictReader(fh):
-            by.setdefault((int(r["m"]), int(r["n"]), r["label"]), []).append(float(r["time"]))
+        launches = list(csv.DictReader(fh))
+    by: dict[tuple, list[float]] = {}
+    configs: dict[tuple, list[float]] = {}
+    for r in launches:
+        by.setdefault((int(r["m"]), int(r["n"]), r["label"]), []).append(float(r["time"]))
+        configs.setdefault(tuple(int(r[k]) for k in CONFIG_COLUMNS), []).append(float(r["time"]))
     labels = ("joint", "tla1", "default", "sample_best")
     print("\n## Recommended configurations, 10 launches each (node C): median / the default's median\n")
     print("| size | " + " | ".join(labels) + " |\n|---|---|---|---|---|")
@@ -408,7 +413,18 @@ def cmd_device(args: argparse.Namespace) -> dict:
         print(f"| {m} x {n} | " + " | ".join(f"{rel[lab]:.3f}" if lab in rel else "-" for lab in labels) + " |")
     mean = {lab: float(np.mean([p[lab] for p in picks])) for lab in labels[:3]}
     print("| **mean** | " + " | ".join(f"**{mean[lab]:.3f}**" for lab in labels[:3]) + " | |")
-    return {"new_sizes": summary_row("device", report), "scale": scale, "picks": picks, "picks_mean": mean}
+    # the same launches as a check of the predicted times: each configuration's median of 10
+    ape_median, ape_single = [], []
+    for (m, n, *values), times in configs.items():
+        pred = gt.predict(model, {"m": m, "n": n}, dict(zip(problem.param_space.names, values)))[0]
+        ape_median.append(abs(pred - np.median(times)) / np.median(times))
+        ape_single += list(np.abs(pred - np.array(times)) / np.array(times))
+    medians = {"configurations": len(configs), "mape_vs_median": float(np.mean(ape_median)),
+               "mape_vs_launches": float(np.mean(ape_single))}
+    print(f"\nPredicted times of these {len(configs)} configurations against their median of 10 launches: "
+          f"MAPE {medians['mape_vs_median']:.1%} (against each launch: {medians['mape_vs_launches']:.1%}).")
+    return {"new_sizes": summary_row("device", report), "scale": scale, "picks": picks, "picks_mean": mean,
+            "medians": medians}
 
 
 def main(argv: list[str] | None = None) -> int:
