@@ -25,7 +25,8 @@ Subcommands (run from the repository root; each prints markdown tables, --json w
     python bench/run_free.py device
         the shipped model models/pdgeqrf_xeon16.json on 7 sizes it never saw, measured on other
         nodes of the same kind (apps/scalapack_qr/data/xeon16_device), and the configurations it
-        recommends for 6 of them launched 10 times each against TLA1's and the hand default.
+        recommends for 6 of them launched 10 times each against TLA1's and the hand default, and
+        random configurations of 2 more launched 5 times each against their medians.
     python bench/run_free.py options
         the shipped model's checks (gptask.crossval: hyperparameters fitted on all sizes, the model
         re-conditioned per fold) for the model options a card may choose: sizes on a linear or a
@@ -366,7 +367,8 @@ def cmd_device(args: argparse.Namespace) -> dict:
     (apps/scalapack_qr/data/xeon16_device/README.md): the leave-one-task-out figures of `loto` for
     each new size, the measured / predicted ratio (median over the size's launches) and the MAPE
     once it is divided out; then the medians of 10 launches of the configuration the model
-    recommends, TLA1's and the hand default, relative to the default."""
+    recommends, TLA1's and the hand default, relative to the default; then the predicted times of
+    random configurations of 2 more new sizes against the medians of 5 launches each."""
     import csv
 
     from gptask.model_io import read_metadata
@@ -413,18 +415,42 @@ def cmd_device(args: argparse.Namespace) -> dict:
         print(f"| {m} x {n} | " + " | ".join(f"{rel[lab]:.3f}" if lab in rel else "-" for lab in labels) + " |")
     mean = {lab: float(np.mean([p[lab] for p in picks])) for lab in labels[:3]}
     print("| **mean** | " + " | ".join(f"**{mean[lab]:.3f}**" for lab in labels[:3]) + " | |")
-    # the same launches as a check of the predicted times: each configuration's median of 10
-    ape_median, ape_single = [], []
-    for (m, n, *values), times in configs.items():
-        pred = gt.predict(model, {"m": m, "n": n}, dict(zip(problem.param_space.names, values)))[0]
-        ape_median.append(abs(pred - np.median(times)) / np.median(times))
-        ape_single += list(np.abs(pred - np.array(times)) / np.array(times))
-    medians = {"configurations": len(configs), "mape_vs_median": float(np.mean(ape_median)),
-               "mape_vs_launches": float(np.mean(ape_single))}
-    print(f"\nPredicted times of these {len(configs)} configurations against their median of 10 launches: "
-          f"MAPE {medians['mape_vs_median']:.1%} (against each launch: {medians['mape_vs_launches']:.1%}).")
+    medians = against_medians(model, problem, configs)
+    print(f"\nPredicted times of these {medians['configurations']} configurations against their median of 10 "
+          f"launches: MAPE {medians['mape_vs_median']:.1%} (against each launch: {medians['mape_vs_launches']:.1%}).")
+    with open(DEVICE_DATA / "random_d.csv", newline="") as fh:
+        random_launches = list(csv.DictReader(fh))
+    print("\n## Random configurations of new sizes, 5 launches each (node D): predicted times against their medians\n")
+    print("| new size | configurations | MAPE vs medians | vs single launches | Spearman | measured / predicted |\n"
+          "|---|---|---|---|---|---|")
+    rand = []
+    for m, n in sorted({(int(r["m"]), int(r["n"])) for r in random_launches}):
+        mine: dict[tuple, list[float]] = {}
+        for r in random_launches:
+            if (int(r["m"]), int(r["n"])) == (m, n):
+                mine.setdefault(tuple(int(r[k]) for k in CONFIG_COLUMNS), []).append(float(r["time"]))
+        row = {"task": {"m": m, "n": n}, **against_medians(model, problem, mine)}
+        rand.append(row)
+        print(f"| {m} x {n} | {row['configurations']} | {row['mape_vs_median']:.1%} | {row['mape_vs_launches']:.1%} | "
+              f"{row['spearman']:.3f} | {row['measured_over_predicted']:.3f} |")
     return {"new_sizes": summary_row("device", report), "scale": scale, "picks": picks, "picks_mean": mean,
-            "medians": medians}
+            "medians": medians, "random": rand}
+
+
+def against_medians(model, problem: gt.Problem, launches: dict[tuple, list[float]]) -> dict:
+    """The model's predicted times of configurations launched several times (``{(m, n, mb, nb, nproc,
+    p, nth): [seconds, ...]}``) against each one's median and each launch: MAPE, Spearman of the
+    predictions and medians, and the median ratio measured / predicted."""
+    from scipy.stats import spearmanr
+
+    keys = list(launches)
+    pred = np.array([gt.predict(model, {"m": k[0], "n": k[1]}, dict(zip(problem.param_space.names, k[2:])))[0]
+                     for k in keys])
+    med = np.array([np.median(launches[k]) for k in keys])
+    single = np.concatenate([np.abs(p - np.array(launches[k])) / np.array(launches[k]) for p, k in zip(pred, keys)])
+    return {"configurations": len(keys), "mape_vs_median": float(np.mean(np.abs(pred - med) / med)),
+            "mape_vs_launches": float(np.mean(single)), "spearman": float(spearmanr(pred, med)[0]),
+            "measured_over_predicted": float(np.exp(np.median(np.log(med / pred))))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,8 @@ with OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = nth; a launch that fails or runs p
         per size the 4 reference configurations and 36 random feasible ones, all launched once in
         a random order (stops after BUDGET_S seconds);
     python measure.py confirm picks_c.csv picks_list.csv 10
-        the configurations of picks_list.csv launched round robin, 10 rounds.
+        the configurations of picks_list.csv launched round robin, 10 rounds (random_d.csv:
+        random_list.csv, 5 rounds; random_list.csv drawn with random_config, seed 2).
 """
 import csv
 import json
