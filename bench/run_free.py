@@ -60,7 +60,7 @@ from apps.scalapack_qr import problem as pdgeqrf  # noqa: E402
 from gptask.crossval import Z95, CVReport, HeldOut, interval95, leave_one_task_out, within_task_cv  # noqa: E402
 from gptask.importing import read_rows  # noqa: E402
 from gptask.transfer.joint import JointModel  # noqa: E402
-from gptask.transfer.model import point_description  # noqa: E402
+from gptask.transfer.model import joint_inputs  # noqa: E402
 
 from machine import describe_machine  # noqa: E402
 
@@ -261,17 +261,14 @@ def cmd_noise(args: argparse.Namespace) -> dict:
 def joint_fit_predict(problem: gt.Problem, train: list[dict], test: list[dict]) -> np.ndarray:
     """Fit the joint GP (gptask.transfer.joint, as gt.predict fits it) on the launches ``train`` and
     predict the log time of the rows ``test``: (len(test),) medians in log seconds."""
-    ts, ps = problem.task_space, problem.param_space
 
-    def parts(rows: list[dict]) -> tuple:
-        tasks = [{k: r[k] for k in ts.names} for r in rows]
-        params = [{k: r[k] for k in ps.names} for r in rows]
-        names, F, log_cost = point_description(problem, tasks, params)
-        return names, ts.encode(tasks), ps.encode(params), F, log_cost
+    def inputs(rows: list[dict]) -> tuple:
+        tasks = [{k: r[k] for k in problem.task_space.names} for r in rows]
+        return joint_inputs(problem, tasks, problem.param_space.encode([{k: r[k] for k in problem.param_space.names}
+                                                                          for r in rows]))
 
-    names, task_X, param_X, F, log_cost = parts(train)
-    model = JointModel.fit(names, task_X, param_X, F, log_cost, np.log([r["time"] for r in train]))
-    return model.predict(*parts(test)[1:])[0]
+    model = JointModel.fit(*inputs(train), np.log([r["time"] for r in train]))
+    return model.predict(*inputs(test)[1:])[0]
 
 
 def cmd_ceiling(args: argparse.Namespace) -> dict:
@@ -378,8 +375,7 @@ def cmd_device(args: argparse.Namespace) -> dict:
     rows = [r for r in read_rows(problem, DEVICE_DATA / "campaign_a.csv", value="time")
             if r.task == {"m": 3000, "n": 3000}] + read_rows(problem, DEVICE_DATA / "new_sizes_b.csv", value="time")
     tasks = [{"m": m, "n": n} for m, n in sorted({(r.task["m"], r.task["n"]) for r in rows})]
-    defaults, scale = [], []
-    report = CVReport("leave-one-task-out", defaults=defaults)
+    defaults, scale, points = [], [], []
     for i, task in enumerate(tasks):
         mine = [r for r in rows if r.task == task]
         default = problem.default_for(task)
@@ -390,8 +386,8 @@ def cmd_device(args: argparse.Namespace) -> dict:
         ratio = float(np.exp(np.median(np.log(measured / pred))))
         scale.append({"task": task, "measured_over_predicted": ratio,
                       "mape_scaled": float(np.mean(np.abs(ratio * pred - measured) / measured))})
-        report.points += [HeldOut(i, r.params, r.value, float(p), float(a), float(b), i)
-                          for r, p, a, b in zip(mine, pred, lo, hi)]
+        points += [HeldOut(i, r.params, r.value, float(p), float(a), float(b), i) for r, p, a, b in zip(mine, pred, lo, hi)]
+    report = CVReport("leave-one-task-out", points=points, defaults=defaults)
     print("## The shipped model on new sizes, measured on other nodes of the same kind\n")
     print(table(report, tasks).replace("held-out size", "new size"))
     print("\n| new size | measured / predicted (median) | MAPE with that ratio divided out |\n|---|---|---|")

@@ -91,7 +91,7 @@ class JointModel:
                 log_cost: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Log objective of n configurations: mean and std of a new measurement, (n,) each."""
         if self.use_cost and log_cost is None:
-            raise ValueError("this joint model was fitted relative to a cost model: pass its log values")
+            raise ValueError("the joint model was fitted relative to a cost model, and the problem declares none")
         m, v = self.gp.predict(0, self.inputs(task_X, param_X, F), include_noise=True)
         mean = self.mu + self.sd * m + (log_cost if self.use_cost else 0.0)
         return mean, self.sd * np.sqrt(np.maximum(v, 0.0))

@@ -35,7 +35,7 @@ from .joint import JointModel
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "point_description", "GP_RESTARTS", "GP_MAXITER",
+__all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "joint_inputs", "GP_RESTARTS", "GP_MAXITER",
            "OVER_TASKS_KERNEL", "OVER_TASKS_TREND", "OVER_TASKS_STARTS",
            "OVER_TASKS_FIT_POINTS"]
 
@@ -209,9 +209,7 @@ class TransferModel:
         if not np.all(values > 0.0):
             return None
         tasks = [self.tasks[j] for j in tuned for _ in range(len(ys[j]))]
-        param_X = np.vstack([Xs[j] for j in tuned])
-        names, F, log_cost = point_description(problem, tasks, self.param_space.decode(param_X))
-        self._joint = JointModel.fit(names, self.task_space.encode(tasks), param_X, F, log_cost, np.log(values))
+        self._joint = JointModel.fit(*joint_inputs(problem, tasks, np.vstack([Xs[j] for j in tuned])), np.log(values))
         return self._joint
 
     def task_index(self, task: Mapping[str, Any]) -> int | None:
@@ -239,13 +237,16 @@ class TransferModel:
                 f"params={self.param_space.names})")
 
 
-def point_description(problem: Problem, tasks: list[dict], params: list[dict]
-                      ) -> tuple[list[str], np.ndarray, np.ndarray | None]:
-    """What the joint model sees of the configurations ``(tasks[k], params[k])``: the problem's
-    feature names, its (n, k) features and its (n,) log cost estimates (None without a cost model)."""
+def joint_inputs(problem: Problem, tasks: list[dict], param_X: np.ndarray
+                 ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """What the joint model (:class:`~gptask.transfer.joint.JointModel`, its ``fit`` and ``predict``
+    in this order) sees of the configurations ``(tasks[k], param_X[k])``, param_X (n, D) encoded:
+    the problem's feature names, the (n, d_task) encoded tasks, param_X, the (n, k) features and the
+    (n,) log cost estimates (None without a cost model)."""
+    params = problem.param_space.decode(param_X)
     names, F = problem.feature_matrix(tasks, params)
     log_cost = np.log(problem.cost_estimates(tasks, params)) if problem.cost_model is not None else None
-    return names, F, log_cost
+    return names, problem.task_space.encode(tasks), param_X, F, log_cost
 
 
 #: the fields a tuning result must have to be transferred from (see TransferModel.from_result)

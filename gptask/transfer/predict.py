@@ -42,7 +42,7 @@ from ..models.linalg import solve_lower
 from ..transforms import OutputTransform
 from .joint import JointModel
 from .model import (GP_MAXITER, OVER_TASKS_FIT_POINTS, OVER_TASKS_KERNEL, OVER_TASKS_STARTS, OVER_TASKS_TREND,
-                    TransferModel, as_transfer_model, point_description)
+                    TransferModel, as_transfer_model, joint_inputs)
 
 __all__ = ["predict", "predict_encoded"]
 
@@ -208,13 +208,10 @@ def _positive_objective(tm: TransferModel, tuned: Sequence[int]) -> bool:
 def _predict_joint(tm: TransferModel, joint: JointModel, task: dict, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The joint route (:mod:`gptask.transfer.joint`) for the encoded configurations X (n, D) of a
     new task: median and log-normal std in user units."""
-    tasks = [task] * len(X)
-    names, F, log_cost = point_description(tm.problem, tasks, tm.param_space.decode(X))
+    names, *inputs = joint_inputs(tm.problem, [task] * len(X), X)
     if names != joint.names:
         raise ValueError(f"the problem's features {names} are not those the model was fitted with {joint.names}")
-    if joint.use_cost and log_cost is None:
-        raise ValueError("the model was fitted relative to a cost model, and the problem declares none")
-    w, s = joint.predict(tm.task_space.encode(tasks), X, F, log_cost)
+    w, s = joint.predict(*inputs)  # a ValueError too when it was fitted relative to a cost model the problem lacks
     return _to_user(True, w, s)
 
 
