@@ -24,7 +24,9 @@ VENV=.bench-venv
 PEERS=(
     "opentuner==0.8.8" "SQLAlchemy<2"
     "hpbandster==0.7.4" "ConfigSpace>=1,<2" "Pyro4" "serpent" "netifaces" "statsmodels"
-    "optuna>=3"  # bench/quality.py's TPE
+    "optuna>=3"  # bench/quality.py's TPE; bench/suite.py's GPSampler (with torch, below)
+    "kernel-tuner==1.5.0"  # bench/suite.py: Kernel Tuner's strategies replaying recorded campaigns (simulation mode)
+    "ioh==0.4.2"  # bench/suite.py: COCO's bbob functions with instances as tasks
 )
 # Installed in a second step, torch first: the exact version is the CPU wheel in pip's find-links.
 TORCH="torch==2.13.0"
@@ -55,7 +57,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "peers_setup: pip install failed (full log: $log)" >&2
         exit 1
     fi
-    "$VENV/bin/python" -c "import gptask, apps, opentuner, hpbandster, ConfigSpace, skopt, optuna, botorch, torch
+    "$VENV/bin/python" -c "import gptask, apps, opentuner, hpbandster, ConfigSpace, skopt, optuna, botorch, torch, kernel_tuner, ioh
 assert torch.__version__.startswith('2.13.0') and not torch.cuda.is_available(), torch.__version__"
     echo "$want" > "$stamp"
 fi

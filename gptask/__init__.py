@@ -1,6 +1,7 @@
 """gptask: multitask and transfer-learning Gaussian-process autotuning for HPC applications.
 
-Public API (see shared design): spaces (``Real``, ``Integer``, ``Categorical``, ``Space``),
+Public API (see shared design): spaces (``Real``, ``Integer``, ``Categorical``, ``Ordinal``,
+``Boolean``, ``Space``),
 ``Problem``, ``tune`` (MLA, batch tuning of a task set), ``Tuner`` (ask/tell), ``Trial`` and
 ``Status`` (what ask returns and the history holds), ``Evaluator``;
 transfer to new tasks: ``predict_optimum`` (TLA1), ``predict``, ``transfer_accuracy``,
@@ -12,12 +13,12 @@ existing measurements: ``fit`` (a result and its model from a CSV file or a list
 from .evaluate import EvaluationFailed, Evaluator, Outcome
 from .problem import Problem
 from .result import TuningResult
-from .space import Categorical, Integer, Real, Space
+from .space import Boolean, Categorical, Integer, Ordinal, Real, Space
 from .trials import Proposal, Status, Trial
 
 __version__ = "0.1.0"
 
-__all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "tune", "Tuner", "Proposal", "Trial", "Status",
+__all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "Ordinal", "Boolean", "tune", "Tuner", "Proposal", "Trial", "Status",
            "TuningResult", "Evaluator", "Outcome", "EvaluationFailed", "predict_optimum", "predict",
            "tune_new_task", "transfer_accuracy", "Prediction", "load_model", "fit", "import_runs"]
 

@@ -16,6 +16,11 @@
   (``variant``) and a real (``frac``) parameter; the best variant switches with the task. Optimum by
   brute force over every tile and variant and a fine grid of ``frac`` refined by bounded search.
 
+* ``switch``: 5 reals, 2 log-scale integers and a 4-way choice; choice "c" is best only for the
+  tasks with ``t > 0.7``, "a" for the others (one ranking of the choices cannot serve every task).
+* ``valley``: 2 reals, a log-scale integer and a 3-way choice, with a narrow curved valley across
+  one real and a flat direction along the other.
+
 ``with_noise(problem, rel_sd, seed)`` wraps any of them with multiplicative, heavy-tailed run-time
 noise (for the noise-robust recommendation benchmarks).
 
@@ -37,7 +42,8 @@ from .space import Categorical, Integer, Real, Space
 
 __all__ = ["demo_f", "demo_problem", "demo_optimum", "branin_problem", "branin_optimum",
            "sphere_problem", "sphere_optimum", "branin_drift_problem", "branin_drift_optimum",
-           "hartmann6_problem", "hartmann6_optimum", "mixed_problem", "mixed_optimum",
+           "hartmann6_problem", "hartmann6_optimum", "mixed_problem", "mixed_optimum", "switch_problem",
+           "switch_optimum", "valley_problem", "valley_optimum",
            "with_noise", "FAMILIES"]
 
 
@@ -241,6 +247,95 @@ def mixed_optimum(task: dict[str, Any]) -> tuple[dict[str, Any], float]:
     return {"tile": tile, "variant": variant, "frac": frac_best}, f_best
 
 
+# ---- a categorical choice that is best for some tasks only ------------------------------------------
+SWITCH_CHOICES = ("a", "b", "c", "d")
+
+
+def _switch_centre(t: float) -> np.ndarray:
+    """The bowl's centre (5,) for task ``t``: inside [0.15, 0.85], each coordinate on its own path."""
+    return 0.5 + 0.35 * np.sin(2.0 * np.pi * (np.array([0.5, -0.3, 0.4, 0.15, -0.45]) * t
+                                              + np.array([0.0, 0.2, 0.4, 0.6, 0.8])))
+
+
+def _switch(task: dict[str, Any], x: np.ndarray, n1: np.ndarray, n2: np.ndarray, choice: str) -> np.ndarray:
+    """A run time (> 0) over 5 reals ``x`` (..., 5), two log-scale integers and a 4-way choice: a
+    bowl whose centre moves with the task ``t`` in [0, 1], preferred integer sizes that grow with
+    ``t``, and a choice whose penalty is lowest for "a" on most tasks but for "c" when ``t > 0.7``
+    (about a quarter of a Latin hypercube of tasks): one ranking of the choices cannot serve all."""
+    t = float(task["t"])
+    centre = _switch_centre(t)
+    bowl = np.sum((x - centre) ** 2 * np.array([1.0, 0.8, 0.6, 0.5, 0.4]), axis=-1)
+    sizes = 0.08 * (np.log2(n1) - (2.0 + 4.0 * t)) ** 2 + 0.05 * (np.log2(n2) - (6.0 - 3.0 * t)) ** 2
+    step = 1.0 / (1.0 + np.exp(-(t - 0.7) * 40.0))  # 0 below t = 0.7, 1 above
+    penalty = {"a": 0.10 + 0.35 * step, "b": 0.30, "c": 0.45 - 0.40 * step, "d": 0.50}[choice]
+    return (1.0 + 0.3 * t) * (1.0 + bowl + sizes + penalty)
+
+
+def switch_problem() -> Problem:
+    tasks = Space([Real("t", 0.0, 1.0)])
+    params = Space([*(Real(f"x{k}", 0.0, 1.0) for k in range(5)), Integer("n1", 1, 256, log=True),
+                    Integer("n2", 1, 256, log=True), Categorical("choice", list(SWITCH_CHOICES))])
+
+    def f(t: dict, p: dict) -> float:
+        x = np.array([p[f"x{k}"] for k in range(5)])
+        return float(_switch(t, x, np.float64(p["n1"]), np.float64(p["n2"]), p["choice"]))
+
+    return Problem(tasks, params, f, name="switch")
+
+
+def switch_optimum(task: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    t = float(task["t"])
+    centre = _switch_centre(t)
+    ints = np.arange(1, 257, dtype=float)
+    n1 = ints[np.argmin(0.08 * (np.log2(ints) - (2.0 + 4.0 * t)) ** 2)]
+    n2 = ints[np.argmin(0.05 * (np.log2(ints) - (6.0 - 3.0 * t)) ** 2)]
+    best = min(SWITCH_CHOICES, key=lambda c: float(_switch(task, centre, n1, n2, c)))
+    params = {**{f"x{k}": float(centre[k]) for k in range(5)}, "n1": int(n1), "n2": int(n2), "choice": best}
+    return params, float(_switch(task, centre, n1, n2, best))
+
+
+# ---- two reals, a log integer and a choice, with a narrow valley ---------------------------------------
+def _valley(task: dict[str, Any], x1: np.ndarray, x2: np.ndarray, n: np.ndarray, kind: str) -> np.ndarray:
+    """A run time (> 0): a curved valley in (x1, x2) whose floor moves with the task ``s`` in
+    [0, 1], a preferred size ``n`` and a choice whose best switches from "p" to "q" halfway; the
+    valley is narrow across ``x2`` (a steep input) and wide along ``x1`` (a flat one), the kind of
+    landscape where a fit can put all its weight on one input."""
+    s = float(task["s"])
+    floor = 0.3 + 0.4 * s + 0.15 * np.sin(3.0 * x1)
+    across = 12.0 * (x2 - floor) ** 2
+    along = 0.6 * (x1 - (0.7 - 0.4 * s)) ** 2
+    size = 0.06 * (np.log2(n) - (3.0 + 3.0 * s)) ** 2
+    penalty = {"p": 0.25 * s, "q": 0.25 * (1.0 - s), "r": 0.2}[kind]
+    return (1.0 + 0.5 * s) * (1.0 + across + along + size + penalty)
+
+
+def valley_problem() -> Problem:
+    tasks = Space([Real("s", 0.0, 1.0)])
+    params = Space([Real("x1", 0.0, 1.0), Real("x2", 0.0, 1.0), Integer("n", 1, 128, log=True),
+                    Categorical("kind", ["p", "q", "r"])])
+    return Problem(tasks, params, lambda t, p: float(_valley(t, np.float64(p["x1"]), np.float64(p["x2"]),
+                                                              np.float64(p["n"]), p["kind"])), name="valley")
+
+
+def valley_optimum(task: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    x1 = np.linspace(0.0, 1.0, 2001)
+    sizes = np.arange(1, 129, dtype=float)
+    best: tuple[Any, ...] = (None, np.inf)
+    for kind in ("p", "q", "r"):
+        # along the valley floor x2 = floor(x1) the "across" term vanishes
+        s = float(task["s"])
+        x2 = np.clip(0.3 + 0.4 * s + 0.15 * np.sin(3.0 * x1), 0.0, 1.0)
+        y = _valley(task, x1[:, None], x2[:, None], sizes[None, :], kind)
+        i, j = np.unravel_index(np.argmin(y), y.shape)
+        if y[i, j] < best[1]:
+            best = ({"x1": float(x1[i]), "x2": float(x2[i]), "n": int(sizes[j]), "kind": kind}, float(y[i, j]))
+    params, _ = best
+    r = minimize(lambda v: float(_valley(task, v[0], v[1], np.float64(params["n"]), params["kind"])),
+                 [params["x1"], params["x2"]], bounds=[(0.0, 1.0), (0.0, 1.0)], method="L-BFGS-B")
+    params = {**params, "x1": float(r.x[0]), "x2": float(r.x[1])}
+    return params, min(float(r.fun), best[1])
+
+
 # ---- noise ----------------------------------------------------------------------------------------
 def with_noise(problem: Problem, rel_sd: float = 0.1, seed: int = 0) -> Problem:
     """``problem`` with multiplicative run-time noise on a positive objective: each call returns
@@ -266,4 +361,6 @@ FAMILIES = {
     "branin_drift": (branin_drift_problem, branin_drift_optimum),
     "hartmann6": (hartmann6_problem, hartmann6_optimum),
     "mixed": (mixed_problem, mixed_optimum),
+    "switch": (switch_problem, switch_optimum),
+    "valley": (valley_problem, valley_optimum),
 }

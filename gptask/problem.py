@@ -6,11 +6,15 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .expressions import Restriction, parse_restriction
 from .space import Space
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .domain import Domain
 
 __all__ = ["Problem", "Features", "CostModel"]
 
@@ -24,6 +28,13 @@ Default = Mapping[str, Any] | Callable[[dict], Mapping[str, Any]]
 Features = Callable[[dict], Mapping[str, float]]
 #: a rough estimate of the objective: the dict the constraints see -> a positive float
 CostModel = Callable[[dict], float]
+#: the only configurations to propose: a list of parameter dicts, or a function of the task returning one
+Candidates = Sequence[Mapping[str, Any]] | Callable[[dict], Sequence[Mapping[str, Any]]]
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value a user's constraint expects."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 class Problem:
@@ -35,8 +46,14 @@ class Problem:
     param_space: the tuning parameters; a :class:`Space`.
     objective: ``f(task: dict, params: dict) -> float``, minimised (e.g. a run time in seconds).
     constraints: callables on one dict holding the task values, the parameter values and the
-        ``constants``; each returns truthy when the configuration is allowed. No strings are
-        evaluated, ever.
+        ``constants``, each returning truthy when the configuration is allowed; or texts written
+        as tuning scripts write them (``"block_size_x * block_size_y <= 1024"``), parsed by
+        :func:`gptask.expressions.parse_restriction` into a whitelist of arithmetic, comparisons
+        and boolean logic over those names (never ``eval``-ed) and judged vectorised over an
+        enumerated space.
+    candidates: the only configurations the tuner may propose, when they are a known finite list
+        (e.g. those a recorded campaign measured): a list of parameter dicts, or a function
+        ``task -> list`` when they depend on the task. The constraints still apply to them.
     constants: fixed values visible to the constraints and passed to nobody else (e.g. the number
         of cores of the machine).
     name: a label stored in histories and model files.
@@ -67,6 +84,7 @@ class Problem:
         default: Default | None = None,
         features: Features | None = None,
         cost_model: CostModel | None = None,
+        candidates: Candidates | None = None,
     ) -> None:
         for label, space in (("task_space", task_space), ("param_space", param_space)):
             if not isinstance(space, Space):
@@ -76,16 +94,27 @@ class Problem:
             raise ValueError(f"Problem: names used in both task_space and param_space: {clash}")
         if not callable(objective):
             raise TypeError(f"Problem: objective must be callable f(task, params), got {objective!r}")
-        if callable(constraints):
+        if callable(constraints) or isinstance(constraints, str):
             constraints = [constraints]
         constraints = list(constraints)
-        for c in constraints:
-            if not callable(c):
-                raise TypeError(f"Problem: every constraint must be callable on a dict, got {c!r}")
         constants = dict(constants or {})
         clash = sorted(set(constants) & (set(task_space.names) | set(param_space.names)))
         if clash:
             raise ValueError(f"Problem: constants shadow dimension names: {clash}")
+        known = [*constants, *task_space.names, *param_space.names]
+        for k, c in enumerate(constraints):
+            if isinstance(c, str):
+                constraints[k] = parse_restriction(c, known)
+            elif not callable(c):
+                raise TypeError(f"Problem: every constraint must be a callable on a dict or a text, got {c!r}")
+        if candidates is not None and not callable(candidates):
+            if isinstance(candidates, (str, Mapping)) or not isinstance(candidates, Sequence):
+                raise TypeError(f"Problem: candidates must be a list of parameter dicts or a function task -> list, "
+                                f"got {type(candidates).__name__}")
+            candidates = [param_space.validate(c, what=f"Problem: candidates[{k}]") for k, c in enumerate(candidates)]
+            if not candidates:
+                raise ValueError("Problem: candidates must not be empty")
+
         self.task_space = task_space
         self.param_space = param_space
         self.objective = objective
@@ -102,7 +131,9 @@ class Problem:
             if fn is not None and not callable(fn):
                 raise TypeError(f"Problem: {label} must be a function of the dict the constraints see, got {fn!r}")
         self.features, self.cost_model = features, cost_model
+        self.candidates = candidates
         self._raised: dict[int, tuple[int, str]] = {}  # constraint index -> (times raised, first error)
+        self._domains: dict[str, Any] = {}  # task -> its listed configurations (see domain())
 
     def default_for(self, task: Mapping[str, Any]) -> dict[str, Any] | None:
         """The default configuration for ``task`` (a validated dict of parameters), or None when the
@@ -192,7 +223,15 @@ class Problem:
                 self._record_error(k, exc, c)
             if not ok:
                 bad.append(k)
+        if self.candidates is not None and not self._listed(task, params):
+            bad.append(len(self.constraints))  # named "not among the candidates" by constraint_names
         return bad
+
+    def _listed(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+        """Whether ``params`` is one of the task's candidates (the problem has ``candidates``)."""
+        domain = self.domain(task)
+        assert domain is not None  # a problem with candidates always has a domain
+        return len(domain.rows_of(self.param_space.encode([params]))) == 1
 
     def _record_error(self, k: int, exc: Exception, point: Mapping[str, Any]) -> None:
         count, first = self._raised.get(k, (0, ""))
@@ -211,24 +250,78 @@ class Problem:
     def is_feasible(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
         return not self.violated(task, params)
 
+    def feasible_mask(self, task: Mapping[str, Any], columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        """Which of ``n`` configurations of ``task`` satisfy every constraint: ``columns`` maps each
+        parameter name to its (n,) values; returns an (n,) bool array. Text restrictions are judged
+        on the whole columns at once; a callable constraint is called per configuration (an
+        exception counts as a violation, as in :meth:`violated`)."""
+        env = {**{k: np.asarray(v) for k, v in columns.items()}, **self.constants, **task}
+        ok = np.ones(n, dtype=bool)
+        for k, rule in enumerate(self.constraints):
+            if isinstance(rule, Restriction):
+                ok &= rule.mask(env)
+                continue
+            names = list(columns)
+            for r in np.flatnonzero(ok):
+                point = {**self.constants, **task, **{name: _plain(columns[name][r]) for name in names}}
+                try:
+                    ok[r] = bool(rule(point))
+                except Exception as exc:  # noqa: BLE001 - any failure of a user rule means "not allowed"
+                    ok[r] = False
+                    self._record_error(k, exc, point)
+        return ok
+
+    def domain(self, task: Mapping[str, Any]) -> "Domain | None":
+        """The allowed configurations of ``task`` listed (:mod:`gptask.domain`): from ``candidates``
+        or the whole grid of a discrete space, filtered by the constraints; None for a space that
+        cannot be listed. Built once per task and kept."""
+        from .domain import build_domain
+
+        key = json.dumps(sorted((k, repr(v)) for k, v in task.items()))
+        if key not in self._domains:
+            self._domains[key] = build_domain(self, task)
+        return self._domains[key]
+
+    def candidate_list(self, task: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """The configurations the tuner may propose for ``task`` when the problem lists them
+        (``candidates=``), validated; None otherwise."""
+        if self.candidates is None:
+            return None
+        if not callable(self.candidates):
+            return list(self.candidates)
+        raw = self.candidates(dict(task))
+        if isinstance(raw, (str, Mapping)) or not isinstance(raw, Sequence) or not raw:
+            raise ValueError(f"problem {self.name!r}: candidates({dict(task)}) must return a non-empty list of "
+                             f"parameter dicts, got {raw!r}")
+        return [self.param_space.validate(c, what=f"candidates({dict(task)})[{k}]") for k, c in enumerate(raw)]
+
     def constraint_names(self, indices: Sequence[int] | None = None) -> list[str]:
-        """Readable names of constraints (their ``__name__`` or ``constraint #k``)."""
+        """Readable names of constraints (their ``__name__``, a restriction's text, or ``constraint
+        #k``); index ``len(constraints)`` names the candidate list."""
         idx = range(len(self.constraints)) if indices is None else indices
         out = []
         for k in idx:
+            if k == len(self.constraints):
+                out.append("the list of candidates (the configuration is not one of them)")
+                continue
             n = getattr(self.constraints[k], "__name__", "")
             out.append(f"constraint #{k}" + (f" ({n})" if n and n != "<lambda>" else ""))
         return out
 
     def signature(self) -> dict[str, Any]:
-        """A JSON description identifying the problem (spaces, constants, constraint count)."""
-        return {
+        """A JSON description identifying the problem (spaces, constants, constraint count, and the
+        texts of text restrictions when there are any)."""
+        out = {
             "name": self.name,
             "task_space": self.task_space.to_json(),
             "param_space": self.param_space.to_json(),
             "constants": {k: self.constants[k] for k in sorted(self.constants)},
             "n_constraints": len(self.constraints),
         }
+        texts = [c.text for c in self.constraints if isinstance(c, Restriction)]
+        if texts:
+            out["restrictions"] = texts
+        return out
 
     def signature_hash(self) -> str:
         text = json.dumps(self.signature(), sort_keys=True, default=str)

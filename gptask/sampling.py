@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import qmc
 
-from .space import Categorical, Space
+from .space import Space
 from .trials import point_key
 
 __all__ = ["lhs_unit", "lhs_points", "feasible_lhs", "centred_normal_points", "NoFeasiblePoint", "SpaceExhausted",
@@ -49,17 +49,13 @@ def lhs_unit(n: int, n_dims: int, rng: np.random.Generator) -> np.ndarray:
 def lhs_points(space: Space, n: int, rng: np.random.Generator) -> list[dict[str, Any]]:
     """``n`` points of ``space`` from a Latin hypercube over its *dimensions*.
 
-    One LHS column per dimension (not per encoded column): a categorical dimension takes its choice
-    from the stratum index, so each choice is drawn equally often.
+    One LHS column per dimension (not per encoded column): a categorical or ordinal dimension takes
+    its value from the stratum index, so each value is drawn equally often.
     """
     u = lhs_unit(n, len(space), rng)
     enc = np.empty((n, space.n_columns))
     for j, (dim, sl) in enumerate(zip(space.dimensions, space.column_slices())):
-        if isinstance(dim, Categorical):
-            k = np.minimum((u[:, j] * dim.n_columns).astype(int), dim.n_columns - 1)
-            enc[:, sl] = np.eye(dim.n_columns)[k]
-        else:
-            enc[:, sl] = u[:, j : j + 1]
+        enc[:, sl] = dim.sample_columns(u[:, j])
     return space.decode(enc)
 
 

@@ -1,5 +1,6 @@
 """Acquisition maximisation over a parameter space: particle swarm (pyswarms), a dense candidate
-pass, and a local polish of the best distinct points.
+pass, and a local polish of the best distinct points; or, over a listed discrete domain
+(:mod:`gptask.domain`), every allowed configuration (:func:`maximize_over`).
 
 Everything moves in the encoded unit cube, and every point is *snapped* to a valid configuration
 (integers rounded, one-hot categoricals to their argmax) before the acquisition is evaluated, so the
@@ -41,10 +42,11 @@ from typing import Any
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .sampling import feasible_lhs, lhs_unit, point_key
-from .space import Categorical, Integer, Real, Space
+from .domain import Domain, row_keys
+from .sampling import SpaceExhausted, feasible_lhs, lhs_unit, point_key
+from .space import Boolean, Categorical, Integer, Ordinal, Real, Space
 
-__all__ = ["SearchResult", "maximize", "row_keys"]
+__all__ = ["SearchResult", "maximize", "maximize_over", "row_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,13 @@ INFEASIBLE_STEP_PENALTY = 1e6
 _FLAT_COST = 1e30
 #: SeedSequence key of the candidate stream, apart from the swarm's
 _CANDIDATE_STREAM = 1
+#: a listed domain (gptask.domain) with at most this many available configurations is searched
+#: exhaustively: the acquisition is evaluated on every one of them
+EXHAUSTIVE_LIMIT = 50_000
+#: a larger domain: this many configurations drawn at random, then neighbour moves from the best
+DOMAIN_SAMPLE = 20_000
+#: rows per acquisition call when a domain is evaluated (bounds the memory of one call)
+DOMAIN_CHUNK = 8192
 _backend: Any = None
 
 
@@ -120,12 +129,6 @@ def _global_numpy_seed(seed: int) -> Iterator[None]:
         yield
     finally:
         np.random.set_state(state)
-
-
-def row_keys(x: np.ndarray) -> list[bytes]:
-    """Hashable identities of snapped encoded rows ``(n, D)`` (rounded to 9 decimals)."""
-    r = np.round(np.asarray(x, dtype=float), 9) + 0.0  # + 0.0 turns -0.0 into 0.0
-    return [row.tobytes() for row in r]
 
 
 @dataclass(frozen=True)
@@ -248,6 +251,80 @@ def maximize(
     params = feasible_lhs(space, 1, rng, is_feasible, used)[0]
     enc = space.encode([params])[0]
     return SearchResult(params, enc, float(acquisition(enc[None, :])[0]), evaluate.count + 1, fallback=True)
+
+
+def maximize_over(
+    acquisition: Callable[[np.ndarray], np.ndarray],
+    domain: Domain,
+    seed: int,
+    exclude: np.ndarray | None = None,
+    init: np.ndarray | None = None,
+) -> SearchResult:
+    """Maximise ``acquisition`` over the listed configurations of ``domain`` not in ``exclude``.
+
+    Up to EXHAUSTIVE_LIMIT available configurations are all evaluated (chunks of DOMAIN_CHUNK
+    rows per call): the proposal is the acquisition's exact maximiser. A larger domain is
+    sampled (DOMAIN_SAMPLE configurations, plus ``init`` (k, D), e.g. incumbents, where they are
+    in the domain), and the best POLISH_STARTS are moved to better available neighbours (one
+    discrete step in one dimension) while that improves. Raises SpaceExhausted when every
+    configuration of the domain is excluded."""
+    avail = domain.available(exclude)
+    if not len(avail):
+        raise SpaceExhausted(f"every one of the {len(domain)} allowed configurations has been claimed")
+    rng = np.random.default_rng(seed)
+    sampled = len(avail) > EXHAUSTIVE_LIMIT
+    rows = avail
+    if sampled:
+        rows = rng.choice(avail, size=DOMAIN_SAMPLE, replace=False)
+        if init is not None and len(init):
+            rows = np.union1d(rows, np.intersect1d(domain.rows_of(init), avail))
+    values = np.concatenate([np.asarray(acquisition(domain.encoded[rows[k:k + DOMAIN_CHUNK]]), dtype=float).reshape(-1)
+                             for k in range(0, len(rows), DOMAIN_CHUNK)])
+    count = len(rows)
+    if sampled:
+        rows, values, extra = _climb(acquisition, domain, rows, values, set(avail.tolist()))
+        count += extra
+    finite = np.flatnonzero(np.isfinite(values))
+    if not len(finite):
+        log.info("the acquisition is not finite on any allowed configuration; proposing a random one")
+        pick = int(rng.choice(avail))
+        return SearchResult(domain.params([pick])[0], domain.encoded[pick], float("nan"), count, fallback=True)
+    best = int(rows[finite[np.argmax(values[finite])]])
+    return SearchResult(domain.params([best])[0], domain.encoded[best].copy(), float(np.max(values[finite])), count)
+
+
+def _climb(acquisition: Callable[[np.ndarray], np.ndarray], domain: Domain, rows: np.ndarray, values: np.ndarray,
+           available: set[int]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Move the POLISH_STARTS best of ``rows`` (values ``values``) to their best available
+    neighbour in the domain while that improves (NEIGHBOUR_ROUNDS rounds at most); returns every
+    row and value seen and how many new evaluations were made."""
+    seen = dict(zip(rows.tolist(), values.tolist()))
+    order = np.argsort(-np.where(np.isfinite(values), values, -np.inf))[:POLISH_STARTS]
+    current = [(int(rows[j]), float(values[j])) for j in order]
+    index, count = domain.index(), 0
+    for _ in range(NEIGHBOUR_ROUNDS):
+        moves = []
+        for r, _ in current:
+            keys = row_keys(_neighbours(domain.space, domain.encoded[r]))
+            moves.append([m for m in (index.get(k) for k in keys) if m is not None and m in available])
+        new = sorted({m for ms in moves for m in ms} - set(seen))
+        if new:
+            vals = np.asarray(acquisition(domain.encoded[new]), dtype=float).reshape(-1)
+            count += len(new)
+            seen.update(zip(new, vals.tolist()))
+        improved, nxt = False, []
+        for (r, v), ms in zip(current, moves):
+            best = max(ms, key=lambda m: seen[m] if np.isfinite(seen[m]) else -np.inf, default=None)
+            if best is not None and np.isfinite(seen[best]) and seen[best] > v:
+                nxt.append((best, seen[best]))
+                improved = True
+            else:
+                nxt.append((r, v))
+        current = nxt
+        if not improved:
+            break
+    all_rows = np.fromiter(seen.keys(), dtype=int, count=len(seen))
+    return all_rows, np.fromiter(seen.values(), dtype=float, count=len(seen)), count
 
 
 def _swarm(evaluate: _Evaluations, dim: int, pos0: np.ndarray, iters: int, seed: int) -> None:
@@ -437,7 +514,8 @@ def _direction(h: np.ndarray, g: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 def _neighbours(space: Space, x: np.ndarray) -> np.ndarray:
     """Rows (m, D) that differ from the snapped row ``x`` (D,) in one discrete dimension: an integer
-    one step up or down (within its bounds) or another choice of a categorical."""
+    or an ordinal one step up or down (within its values), another choice of a categorical, a
+    boolean flipped."""
     rows = []
     for d, sl in zip(space.dimensions, space.column_slices()):
         if isinstance(d, Integer):
@@ -453,4 +531,15 @@ def _neighbours(space: Space, x: np.ndarray) -> np.ndarray:
                     y = x.copy()
                     y[sl] = np.eye(d.n_columns)[j]
                     rows.append(y)
+        elif isinstance(d, Ordinal):
+            k = d.index(d.decode(x[sl][None, :])[0])
+            for j in (k - 1, k + 1):
+                if 0 <= j < len(d.ordered):
+                    y = x.copy()
+                    y[sl] = d.positions[j]
+                    rows.append(y)
+        elif isinstance(d, Boolean):
+            y = x.copy()
+            y[sl] = 1.0 - x[sl]
+            rows.append(y)
     return np.array(rows).reshape(-1, len(x))

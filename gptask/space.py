@@ -10,6 +10,18 @@ Every dimension knows its own transform (the scikit-optimize idea):
   With ``log=True`` the same is done on ``log v`` with bounds ``lo - 1/2`` and ``hi + 1/2``.
 * ``Categorical(name, choices)``: one-hot, one column per choice. Unordered choices get no invented
   order; decoding takes the column with the largest value (ties go to the first).
+* ``Ordinal(name, values, log=False)``: an ordered list of allowed values (block sizes in multiples
+  of 16, powers of two, tile counts), one column. Numbers sit at their position on the line from
+  the smallest to the largest value (on ``log v`` with ``log=True``, so powers of two are evenly
+  spaced), so the model sees both their order and their distances; values that are not numbers
+  (``["low", "mid", "high"]``) sit at their rank. Decoding takes the nearest allowed value.
+* ``Boolean(name)``: ``False``/``True`` at 0 and 1 of one column (a one-hot pair would give the
+  model two columns for one bit).
+
+Discrete dimensions (``Integer``, ``Ordinal``, ``Boolean``, ``Categorical``) have a finite list of
+values (:meth:`Dimension.values`); a space made of them alone can be enumerated
+(:meth:`Space.grid_size`, :meth:`Space.enumerate`), which the acquisition search uses to look at
+every allowed configuration of a space of up to a few hundred thousand points.
 
 A ``Space`` is an ordered list of dimensions with unique names. Points are plain ``dict``s
 ``{name: value}``; encoded points are rows of an ``(n, space.n_columns)`` float array in [0, 1].
@@ -24,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Real", "Integer", "Categorical", "Dimension", "Space"]
+__all__ = ["Real", "Integer", "Categorical", "Ordinal", "Boolean", "Dimension", "Space", "choice_text"]
 
 
 def _check_name(name: object) -> str:
@@ -40,6 +52,11 @@ def _check_number(name: str, what: str, value: object) -> float:
     if not math.isfinite(value):
         raise ValueError(f"dimension {name!r}: {what} must be finite, got {value}")
     return value
+
+
+def choice_text(choice: Any) -> str:
+    """How a value is written in text (CSV cells, ``k=v`` arguments): booleans as true/false."""
+    return str(choice).lower() if isinstance(choice, bool) else str(choice)
 
 
 class Dimension:
@@ -67,6 +84,23 @@ class Dimension:
     def grid(self, n: int) -> list[Any]:
         """Up to ``n`` representative values spread over the dimension (for grids and plots)."""
         raise NotImplementedError
+
+    def values(self) -> list[Any] | None:
+        """Every allowed value, in order, for a discrete dimension; None for a continuous one."""
+        return None
+
+    def sample_columns(self, u: np.ndarray) -> np.ndarray:
+        """Encoded columns ``(n, n_columns)`` of ``n`` draws given uniform numbers ``u`` (n,) in
+        [0, 1) (one Latin hypercube column): every allowed value is equally likely."""
+        return np.clip(np.asarray(u, dtype=float), 0.0, 1.0).reshape(-1, 1)
+
+    def from_text(self, text: str) -> Any:
+        """The value written as ``text`` (a CSV cell, a ``k=v`` argument), validated."""
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"{self.name}={text!r} is not a number") from None
+        return self.validate(number)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable description (used in model files and history signatures)."""
@@ -197,6 +231,18 @@ class Integer(_Numeric):
         u = (np.arange(n) + 0.5) / n
         return sorted(set(self.decode(u.reshape(-1, 1))))
 
+    def values(self) -> list[int]:
+        return list(range(self.lo, self.hi + 1))
+
+    def from_text(self, text: str) -> int:
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"{self.name}={text!r} is not a number") from None
+        if math.isfinite(number) and not number.is_integer():
+            raise ValueError(f"{self.name}={text!r} is not an integer")
+        return self.validate(number)
+
 
 class Categorical(Dimension):
     """An unordered choice among ``choices`` (strings, numbers or booleans), one-hot encoded."""
@@ -248,6 +294,27 @@ class Categorical(Dimension):
     def grid(self, n: int) -> list[Any]:
         return list(self.choices)
 
+    def values(self) -> list[Any]:
+        return list(self.choices)
+
+    def sample_columns(self, u: np.ndarray) -> np.ndarray:
+        k = np.minimum((np.asarray(u, dtype=float) * self.n_columns).astype(int), self.n_columns - 1)
+        return np.eye(self.n_columns)[k]
+
+    def from_text(self, text: str) -> Any:
+        for c in self.choices:
+            if choice_text(c) == text or (isinstance(c, bool) and text.lower() == choice_text(c)):
+                return c
+        try:
+            number = float(text)
+        except ValueError:
+            number = None
+        if number is not None:
+            for c in self.choices:
+                if isinstance(c, numbers.Real) and not isinstance(c, bool) and c == number:
+                    return c
+        raise ValueError(f"{self.name}={text!r} is not one of {self.choices!r}")
+
     def to_json(self) -> dict[str, Any]:
         return {"type": "categorical", "name": self.name, "choices": list(self.choices)}
 
@@ -259,6 +326,176 @@ class Categorical(Dimension):
 
     def __hash__(self) -> int:
         return hash(("categorical", self.name, tuple(map(repr, self.choices))))
+
+
+class Ordinal(Dimension):
+    """An ordered list of allowed values, one column (module docstring).
+
+    values: numbers (sorted here, at least one; ``log=True`` needs them all > 0 and places them on
+    the log line) or strings in their given order (placed at their rank; ``log`` must be False).
+    Repeated values are an error. Decoding and snapping take the nearest allowed value.
+    """
+
+    def __init__(self, name: str, values: Sequence[Any], log: bool = False) -> None:
+        self.name = _check_name(name)
+        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+            raise TypeError(f"dimension {name!r}: values must be a list, got {values!r}")
+        vals = list(values)
+        if not vals:
+            raise ValueError(f"dimension {name!r}: the list of allowed values must not be empty")
+        if not isinstance(log, bool):
+            raise TypeError(f"dimension {name!r}: log must be True or False, got {log!r}")
+        numeric = all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in vals)
+        if numeric:
+            for v in vals:
+                if not math.isfinite(float(v)):
+                    raise ValueError(f"dimension {name!r}: values must be finite, got {v!r}")
+            vals = [int(v) if isinstance(v, numbers.Integral) else float(v) for v in vals]
+            ordered = sorted(vals)
+            repeated = sorted({v for v in ordered if ordered.count(v) > 1})
+            if repeated:
+                raise ValueError(f"dimension {name!r}: allowed values must be distinct, repeated: {repeated}")
+            if log and ordered[0] <= 0:
+                raise ValueError(f"dimension {name!r}: log scale needs every value > 0, got {ordered[0]!r}")
+            line = np.log(np.asarray(ordered, float)) if log else np.asarray(ordered, float)
+        else:
+            if not all(isinstance(v, str) for v in vals):
+                raise TypeError(f"dimension {name!r}: values must be all numbers or all strings, got {vals!r}")
+            if log:
+                raise ValueError(f"dimension {name!r}: log=True needs numeric values, got {vals!r}")
+            repeated = sorted({v for v in vals if vals.count(v) > 1})
+            if repeated:
+                raise ValueError(f"dimension {name!r}: allowed values must be distinct, repeated: {repeated}")
+            ordered = vals
+            line = np.arange(len(vals), dtype=float)
+        self.numeric = numeric
+        self.log = log
+        self.ordered: list[Any] = ordered
+        span = float(line[-1] - line[0])
+        #: encoded position of each allowed value, increasing, (k,)
+        self.positions = (line - line[0]) / span if span > 0 else np.full(len(ordered), 0.5)
+        self._midpoints = (self.positions[1:] + self.positions[:-1]) / 2.0
+
+    def index(self, value: Any) -> int:
+        if self.numeric:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{self.name} must be one of {self.ordered!r}, got {value!r}")
+            for k, v in enumerate(self.ordered):
+                if v == value:
+                    return k
+        else:
+            for k, v in enumerate(self.ordered):
+                if v == value:
+                    return k
+        raise ValueError(f"{self.name}={value!r} is not one of the allowed values {self.ordered!r}")
+
+    def validate(self, value: Any) -> Any:
+        return self.ordered[self.index(value)]
+
+    def encode(self, values: Sequence[Any]) -> np.ndarray:
+        return self.positions[[self.index(v) for v in values]].reshape(-1, 1)
+
+    def _indices(self, columns: np.ndarray) -> np.ndarray:
+        u = np.clip(np.asarray(columns, dtype=float).reshape(-1), 0.0, 1.0)
+        return np.searchsorted(self._midpoints, u, side="left")
+
+    def decode(self, columns: np.ndarray) -> list[Any]:
+        return [self.ordered[k] for k in self._indices(columns)]
+
+    def snap_columns(self, columns: np.ndarray) -> np.ndarray:
+        return self.positions[self._indices(columns)].reshape(-1, 1)
+
+    def sample_columns(self, u: np.ndarray) -> np.ndarray:
+        k = np.minimum((np.asarray(u, dtype=float) * len(self.ordered)).astype(int), len(self.ordered) - 1)
+        return self.positions[k].reshape(-1, 1)
+
+    def from_text(self, text: str) -> Any:
+        if not self.numeric:
+            return self.validate(text)
+        return self.validate(_number_text(self.name, text))
+
+    def grid(self, n: int) -> list[Any]:
+        if len(self.ordered) <= n:
+            return list(self.ordered)
+        k = np.unique(np.round(np.linspace(0, len(self.ordered) - 1, max(int(n), 1))).astype(int))
+        return [self.ordered[j] for j in k]
+
+    def values(self) -> list[Any]:
+        return list(self.ordered)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "ordinal", "name": self.name, "values": list(self.ordered), "log": self.log}
+
+    def __repr__(self) -> str:
+        log = ", log=True" if self.log else ""
+        return f"Ordinal({self.name!r}, {self.ordered!r}{log})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dimension) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(("ordinal", self.name, tuple(map(repr, self.ordered)), self.log))
+
+
+def _number_text(name: str, text: str) -> float | int:
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not a number") from None
+    return int(number) if number.is_integer() else number
+
+
+class Boolean(Dimension):
+    """A switch, ``False`` or ``True``, in one column (0 and 1). Accepts ``0``/``1`` for the values
+    (what tuning scripts often use), and ``true``/``false``/``0``/``1`` in text."""
+
+    def __init__(self, name: str) -> None:
+        self.name = _check_name(name)
+
+    def validate(self, value: Any) -> bool:
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        if isinstance(value, numbers.Real) and value in (0, 1):
+            return bool(value)
+        raise ValueError(f"{self.name} must be True or False (or 0 or 1), got {value!r}")
+
+    def encode(self, values: Sequence[Any]) -> np.ndarray:
+        return np.asarray([float(self.validate(v)) for v in values]).reshape(-1, 1)
+
+    def decode(self, columns: np.ndarray) -> list[bool]:
+        return [bool(x) for x in np.asarray(columns, dtype=float).reshape(-1) >= 0.5]
+
+    def snap_columns(self, columns: np.ndarray) -> np.ndarray:
+        return (np.asarray(columns, dtype=float).reshape(-1, 1) >= 0.5).astype(float)
+
+    def sample_columns(self, u: np.ndarray) -> np.ndarray:
+        return (np.asarray(u, dtype=float).reshape(-1, 1) >= 0.5).astype(float)
+
+    def from_text(self, text: str) -> bool:
+        low = text.strip().lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"{self.name}={text!r} is not a boolean (true/false or 1/0)")
+
+    def grid(self, n: int) -> list[bool]:
+        return [False, True]
+
+    def values(self) -> list[bool]:
+        return [False, True]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "boolean", "name": self.name}
+
+    def __repr__(self) -> str:
+        return f"Boolean({self.name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dimension) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(("boolean", self.name))
 
 
 def dimension_from_json(data: Mapping[str, Any]) -> Dimension:
@@ -273,6 +510,10 @@ def dimension_from_json(data: Mapping[str, Any]) -> Dimension:
             return Integer(data["name"], int(data["lo"]), int(data["hi"]), bool(data.get("log", False)))
         if kind == "categorical":
             return Categorical(data["name"], data["choices"])
+        if kind == "ordinal":
+            return Ordinal(data["name"], data["values"], bool(data.get("log", False)))
+        if kind == "boolean":
+            return Boolean(data["name"])
     except KeyError as exc:
         raise ValueError(f"dimension description {dict(data)!r} lacks {exc}") from None
     raise ValueError(f"unknown dimension type {kind!r} in {dict(data)!r}")
@@ -375,6 +616,30 @@ class Space:
         out = np.empty_like(a)
         for d, sl in zip(self.dimensions, self._slices):
             out[:, sl] = d.snap_columns(a[:, sl])
+        return out
+
+    def grid_size(self) -> int | None:
+        """How many configurations the space holds when every dimension is discrete (the product
+        of their numbers of values, constraints not applied), None when one is continuous."""
+        sizes = [d.values() for d in self.dimensions]
+        if any(v is None for v in sizes):
+            return None
+        return math.prod(len(v) for v in sizes)
+
+    def enumerate(self, limit: int) -> np.ndarray:
+        """Every configuration of a discrete space, encoded: ``(grid_size(), n_columns)``, the last
+        dimension varying fastest. Raises ValueError for a continuous space or one larger than
+        ``limit`` configurations (the array would take ``8 * n_columns`` bytes per configuration)."""
+        size = self.grid_size()
+        if size is None:
+            raise ValueError("only a space of discrete dimensions can be enumerated")
+        if size > limit:
+            raise ValueError(f"the space holds {size} configurations, more than the limit of {limit}")
+        out = np.empty((size, self.n_columns))
+        shape = [len(d.values()) for d in self.dimensions]
+        index = np.indices(shape).reshape(len(shape), -1)
+        for j, (d, sl) in enumerate(zip(self.dimensions, self._slices)):
+            out[:, sl] = d.encode(d.values())[index[j]]
         return out
 
     def to_json(self) -> list[dict[str, Any]]:

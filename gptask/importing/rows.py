@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..problem import Problem
-from ..space import Categorical, Dimension, Integer
+from ..space import Dimension, choice_text
 from ..trials import Status, point_key
 
 __all__ = ["DataError", "Row", "Run", "read_rows", "group_runs", "check_problem", "AGGREGATES", "MAX_REPORTED"]
@@ -86,36 +86,13 @@ class Run:
     lines: tuple[int, ...]
 
 
-def _choice_text(choice: Any) -> str:
-    return str(choice).lower() if isinstance(choice, bool) else str(choice)
-
-
 def _convert(dim: Dimension, raw: Any) -> Any:
     """A user value of ``dim`` from a cell (text from a CSV file, or a value from a dict)."""
     if isinstance(raw, str):
         text = raw.strip()
         if not text:
             raise ValueError(f"{dim.name} is empty")
-        if isinstance(dim, Categorical):
-            for c in dim.choices:
-                if _choice_text(c) == text or (isinstance(c, bool) and text.lower() == _choice_text(c)):
-                    return c
-            try:
-                number = float(text)
-            except ValueError:
-                number = None
-            if number is not None:
-                for c in dim.choices:
-                    if isinstance(c, numbers.Real) and not isinstance(c, bool) and c == number:
-                        return c
-            raise ValueError(f"{dim.name}={text!r} is not one of {dim.choices!r}")
-        try:
-            number = float(text)
-        except ValueError:
-            raise ValueError(f"{dim.name}={text!r} is not a number") from None
-        raw = number
-        if isinstance(dim, Integer) and math.isfinite(number) and not number.is_integer():
-            raise ValueError(f"{dim.name}={text!r} is not an integer")
+        return dim.from_text(text)
     return dim.validate(raw)
 
 
@@ -152,7 +129,7 @@ def _status(raw: Any, column: str) -> Status:
 def _same_constant(expected: Any, raw: Any) -> bool:
     if isinstance(raw, str):
         text = raw.strip()
-        if _choice_text(expected) == text:
+        if choice_text(expected) == text:
             return True
         try:
             return not isinstance(expected, (bool, str)) and float(text) == float(expected)

@@ -1,4 +1,5 @@
-"""Proposals: each task's initial design, and log-EI maximised with PSO on a fitted model.
+"""Proposals: each task's initial design, and log-EI maximised on a fitted model: over every
+allowed configuration of a listed discrete domain (:mod:`gptask.domain`), or with PSO otherwise.
 
 The searches of several tasks are spread over MPI ranks (task ``active[k]`` on rank
 ``k % size``) and gathered on every rank as numpy rows. A task whose feasible configurations have
@@ -16,7 +17,7 @@ from ..acquisition import log_ei
 from ..parallel import allgather_rows, collective, my_items
 from ..problem import Problem
 from ..sampling import NoFeasiblePoint, SpaceExhausted, feasible_lhs
-from ..search import maximize
+from ..search import maximize, maximize_over
 
 __all__ = ["initial_design", "search_task", "search_tasks"]
 
@@ -31,6 +32,13 @@ def initial_design(problem: Problem, task: Mapping[str, Any], n: int, rng: np.ra
     """``n`` distinct feasible configurations of ``task`` from Latin hypercubes (fewer when the
     feasible set is smaller). Raises NoFeasiblePoint naming the constraints, and what any of them
     raised, when none is feasible."""
+    if problem.candidates is not None:  # a listed domain: draw from it (a Latin hypercube would miss it)
+        domain = problem.domain(task)
+        assert domain is not None
+        if not len(domain):
+            raise _with_constraint_errors(problem, NoFeasiblePoint(f"none of the candidates satisfies {describe}"))
+        rows = rng.choice(len(domain), size=min(n, len(domain)), replace=False)
+        return domain.params(rows)
     try:
         return feasible_lhs(problem.param_space, n, rng, lambda p: problem.is_feasible(task, p), describe=describe)
     except NoFeasiblePoint as exc:
@@ -54,9 +62,13 @@ def search_task(model: Any, i: int, problem: Problem, task: Mapping[str, Any], b
         mean, var = model.predict(i, x)
         return log_ei(mean, np.sqrt(np.maximum(var, 0.0)), best_z)
 
+    domain = problem.domain(task)
     try:
-        res = maximize(acquisition, space, seed=seed, is_feasible=lambda p: problem.is_feasible(task, p),
-                       exclude=claimed, init=incumbents, n_particles=particles, iters=iters)
+        if domain is not None:
+            res = maximize_over(acquisition, domain, seed=seed, exclude=claimed, init=incumbents)
+        else:
+            res = maximize(acquisition, space, seed=seed, is_feasible=lambda p: problem.is_feasible(task, p),
+                           exclude=claimed, init=incumbents, n_particles=particles, iters=iters)
     except SpaceExhausted:
         return None
     return res.encoded

@@ -1,0 +1,226 @@
+"""The families of the benchmark suite (bench/suite.py): every change to the model or the search is
+judged on all of them.
+
+A family is a multitask problem with known per-task optima: the tasks, each task's optimum
+``f_opt`` and reference value ``f_ref`` (the median of the objective over the allowed space: a
+method that ends at the median of the space has normalised regret 1), the budgets (runs per task)
+at which it is scored, and what the peers need to run on it.
+
+* ``convolution``: the recorded 2-D convolution campaign of the FAIR benchmark hub on 6 GPUs
+  (``data/hub_convolution``, the project's compact copy), 4,362 allowed configurations of 7 parameters per GPU,
+  replayed through :mod:`gptask.replay` with the kernel's own 4 restrictions.
+* ``pdgeqrf16``: the 16-core PDGEQRF timings (``apps/scalapack_qr/data/xeon16/runs.csv``), 8
+  matrix sizes with about 74 measured configurations each, replayed as a partial landscape (the
+  tuner may propose only measured configurations).
+* ``bbob-fF-dD``: COCO's bbob function F in dimension D (through the ``ioh`` package), instances
+  1-4 as tasks (each instance shifts and rotates the function and moves its optimum value).
+* the project's own analytic families of :mod:`gptask.functions` (demo, branin, sphere,
+  branin_drift, hartmann6, mixed, switch, valley), tasks drawn by a Latin hypercube of the task
+  space with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import gptask as gt
+from gptask.functions import FAMILIES
+from gptask.replay import read_recording, replay_problem
+from gptask.tuning import resolve_tasks
+
+ROOT = Path(__file__).resolve().parents[1]
+CONVOLUTION_DIR = ROOT / "data" / "hub_convolution"  # the compact copy the project ships
+PDGEQRF16_RUNS = ROOT / "apps" / "scalapack_qr" / "data" / "xeon16" / "runs.csv"
+CONVOLUTION_GPUS = ("A100", "A4000", "A6000", "MI250X", "W6600", "W7800")
+#: the kernel's restrictions, as its tuning script (convolution_milo.py) writes them
+CONVOLUTION_RESTRICTIONS = (
+    "use_padding==0 or block_size_x % 32 != 0",
+    "block_size_x*block_size_y<=1024",
+    "use_padding==0 or use_shmem != 0",
+    "use_shmem == 0 or (((block_size_x*tile_size_x+(filter_width-1)))*((block_size_y*tile_size_y"
+    "+(filter_height-1)))) < 12*1024",
+)
+#: bbob functions of the suite (ids), one or two per group of the bbob suite: separable (1, 3),
+#: moderate conditioning (6, 8), ill-conditioned (10, 12), multimodal with structure (15) and
+#: weak structure (21)
+BBOB_FUNCTIONS = (1, 3, 6, 8, 10, 12, 15, 21)
+BBOB_DIMENSIONS = (2, 5, 10)
+BBOB_INSTANCES = (1, 2, 3, 4)
+#: tasks of the analytic families (a Latin hypercube of the task space drawn with TASK_SEED)
+OWN_TASKS = {"switch": 8, "valley": 4}
+OWN_DEFAULT_TASKS = 6
+TASK_SEED = 12345
+REFERENCE_SAMPLES = 20_000
+DEFAULT_BUDGETS = (20, 40)
+
+
+@dataclass
+class Family:
+    """name; problem (a gptask Problem); tasks; f_opt, f_ref: per task, the optimum and the median
+    of the objective over the allowed space; budgets: runs per task scored; positive: the objective
+    is a positive time (the fraction of the optimum, f_opt / best, is reported too);
+    kernel_tuner: per task (cache file, restrictions) when Kernel Tuner can replay it."""
+
+    name: str
+    problem: gt.Problem
+    tasks: list[dict]
+    f_opt: list[float]
+    f_ref: list[float]
+    budgets: tuple[int, ...] = DEFAULT_BUDGETS
+    positive: bool = False
+    kernel_tuner: list[tuple[Path, tuple[str, ...]]] | None = None
+    group: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- recorded campaigns -------------------------------------------------------------------------------
+def convolution() -> Family:
+    recs = [read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in CONVOLUTION_GPUS]
+    problem = replay_problem(recs, CONVOLUTION_RESTRICTIONS, task_name="gpu", name="convolution")
+    tasks = [{"gpu": r.label} for r in recs]
+    ok = [[v for v in r.results.values() if not isinstance(v, str)] for r in recs]
+    return Family("convolution", problem, tasks, [min(v) for v in ok], [float(np.median(v)) for v in ok],
+                  positive=True, group="recorded",
+                  kernel_tuner=[(CONVOLUTION_DIR / f"{g}.json.gz", CONVOLUTION_RESTRICTIONS) for g in CONVOLUTION_GPUS])
+
+
+class _Lookup:
+    """Objective of a partial landscape: task key -> configuration key -> value."""
+
+    def __init__(self, table: dict[tuple, dict[tuple, float]], task_names: list[str], param_names: list[str]) -> None:
+        self.table, self.task_names, self.param_names = table, task_names, param_names
+
+    def __call__(self, task: dict, params: dict) -> float:
+        got = self.table[tuple(task[n] for n in self.task_names)].get(tuple(params[n] for n in self.param_names))
+        if got is None:
+            raise gt.EvaluationFailed("not measured")
+        return got
+
+
+def pdgeqrf16() -> Family:
+    task_names, param_names = ["m", "n"], ["mb", "nb", "nproc", "p", "nth"]
+    table: dict[tuple, dict[tuple, float]] = {}
+    with open(PDGEQRF16_RUNS, newline="") as fh:
+        for row in csv.DictReader(fh):
+            t = tuple(int(row[n]) for n in task_names)
+            c = tuple(int(row[n]) for n in param_names)
+            v = float(row["time"])
+            table.setdefault(t, {})
+            table[t][c] = min(v, table[t].get(c, np.inf))  # repeated launches: the fastest, as repeats do
+    tasks_space = gt.Space([gt.Integer("m", 1000, 4000), gt.Integer("n", 1000, 4000)])
+    params = gt.Space([gt.Integer("mb", 1, 256, log=True), gt.Integer("nb", 1, 256, log=True),
+                       gt.Integer("nproc", 1, 16), gt.Integer("p", 1, 16), gt.Integer("nth", 1, 16)])
+
+    def candidates(task: dict) -> list[dict]:
+        return [dict(zip(param_names, c)) for c in table[(task["m"], task["n"])]]
+
+    problem = gt.Problem(tasks_space, params, _Lookup(table, task_names, param_names), candidates=candidates,
+                         name="pdgeqrf16")
+    tasks = [dict(zip(task_names, t)) for t in table]
+    vals = [list(table[tuple(t[n] for n in task_names)].values()) for t in tasks]
+    return Family("pdgeqrf16", problem, tasks, [min(v) for v in vals], [float(np.median(v)) for v in vals],
+                  budgets=(15, 30), positive=True, group="recorded")
+
+
+# ---- bbob ---------------------------------------------------------------------------------------------
+class _Bbob:
+    """Objective of a bbob family: instance -> ioh problem (created on first use; not pickled)."""
+
+    def __init__(self, fid: int, dim: int) -> None:
+        self.fid, self.dim = fid, dim
+        self._problems: dict[int, Any] = {}
+
+    def problem(self, instance: int) -> Any:
+        if instance not in self._problems:
+            import ioh
+
+            self._problems[instance] = ioh.get_problem(self.fid, instance=instance, dimension=self.dim,
+                                                       problem_class=ioh.ProblemClass.BBOB)
+        return self._problems[instance]
+
+    def __call__(self, task: dict, params: dict) -> float:
+        return float(self.problem(int(task["instance"]))([params[f"x{k}"] for k in range(self.dim)]))
+
+    def __getstate__(self) -> dict:
+        return {"fid": self.fid, "dim": self.dim, "_problems": {}}
+
+
+def bbob(fid: int, dim: int) -> Family:
+    f = _Bbob(fid, dim)
+    tasks_space = gt.Space([gt.Categorical("instance", list(BBOB_INSTANCES))])
+    params = gt.Space([gt.Real(f"x{k}", -5.0, 5.0) for k in range(dim)])
+    problem = gt.Problem(tasks_space, params, f, name=f"bbob-f{fid}-d{dim}")
+    rng = np.random.default_rng(TASK_SEED)
+    X = rng.uniform(-5.0, 5.0, (REFERENCE_SAMPLES, dim))
+    f_opt, f_ref = [], []
+    for i in BBOB_INSTANCES:
+        p = f.problem(i)
+        f_opt.append(float(p.optimum.y))
+        f_ref.append(float(np.median(np.asarray(p(X), dtype=float))))
+    name = f"bbob-f{fid}-d{dim}"
+    return Family(name, problem, [{"instance": i} for i in BBOB_INSTANCES], f_opt, f_ref, group="bbob")
+
+
+# ---- the project's analytic families --------------------------------------------------------------------
+def own(name: str) -> Family:
+    make_problem, optimum = FAMILIES[name]
+    problem = make_problem()
+    tasks = resolve_tasks(problem, OWN_TASKS.get(name, OWN_DEFAULT_TASKS), TASK_SEED)
+    f_opt = [float(optimum(t)[1]) for t in tasks]
+    rng = np.random.default_rng(TASK_SEED)
+    sample = problem.param_space.decode(rng.random((REFERENCE_SAMPLES // 4, problem.param_space.n_columns)))
+    f_ref = [float(np.median([problem.objective(t, p) for p in sample])) for t in tasks]
+    positive = all(v > 0 for v in f_opt)
+    return Family(name, problem, tasks, f_opt, f_ref, positive=positive, group="own")
+
+
+# ---- the registry ---------------------------------------------------------------------------------------
+def _registry() -> dict[str, Callable[[], Family]]:
+    reg: dict[str, Callable[[], Family]] = {"convolution": convolution, "pdgeqrf16": pdgeqrf16}
+    for fid in BBOB_FUNCTIONS:
+        for dim in BBOB_DIMENSIONS:
+            reg[f"bbob-f{fid}-d{dim}"] = (lambda f=fid, d=dim: bbob(f, d))
+    for name in FAMILIES:
+        reg[name] = (lambda n=name: own(n))
+    return reg
+
+
+REGISTRY = _registry()
+#: named groups of families for --families
+GROUPS = {
+    "all": list(REGISTRY),
+    "recorded": ["convolution", "pdgeqrf16"],
+    "bbob": [n for n in REGISTRY if n.startswith("bbob-")],
+    "own": list(FAMILIES),
+    # a quicker set to iterate on: every kind of family once or twice
+    "quick": ["convolution", "pdgeqrf16", "bbob-f1-d5", "bbob-f8-d5", "bbob-f15-d5", "bbob-f21-d2", "branin_drift",
+              "hartmann6", "mixed", "switch", "valley"],
+}
+
+
+@lru_cache(maxsize=None)
+def family(name: str) -> Family:
+    if name not in REGISTRY:
+        raise SystemExit(f"unknown family {name!r}; known: {', '.join(REGISTRY)}")
+    return REGISTRY[name]()
+
+
+def kernel_tuner_cache(path: Path, workdir: Path) -> Path:
+    """A Kernel Tuner cache file as plain JSON in ``workdir`` (Kernel Tuner reads .json only)."""
+    out = workdir / (path.name.split(".")[0] + ".json")
+    if not out.exists():
+        with gzip.open(path, "rt") as fh:
+            data = json.load(fh)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(out)
+    return out

@@ -1,0 +1,384 @@
+"""Recorded tuning campaigns as objectives: plan budgets and tuner settings offline.
+
+Exhaustively or partly measured landscapes are published for many kernels (Kernel Tuner's cache
+files, the FAIR benchmark hub, the T4 results format) and every campaign a user ran keeps its
+measurements. A :class:`Recording` is one such campaign on one machine: the measured value, or the
+failure, of each configuration it ran. :func:`replay_problem` turns recordings of several machines
+into one :class:`gptask.Problem` whose tasks are the machines (a categorical task ``machine``)
+and whose objective looks each configuration up: a failed configuration raises
+:class:`gptask.EvaluationFailed` with its recorded reason, one the campaign never ran fails with
+"not recorded". The tuner may propose only recorded configurations (``candidates``), so a partly
+measured landscape replays as what it is. :func:`replay` tunes it for several budgets and seeds and
+reports the fraction of the optimum reached (optimum / best found, for a minimised positive
+objective such as a time) against evaluations; ``gptask replay`` prints that and plots it.
+
+Formats read by :func:`read_recording` (the format is recognised from the content):
+
+* **Kernel Tuner cache files** (``.json`` or ``.json.gz``): keys ``device_name``,
+  ``tune_params_keys``, ``tune_params``, ``objective`` and ``cache``, which maps
+  ``"v1,v2,..."`` to a record holding the parameters and the objective (``time`` in ms); a
+  string objective (``"CompilationFailedConfig"``, ``"RuntimeFailedConfig"``, ...) marks a failure.
+* **T4 results files** (``.json``): ``{"results": [{"configuration": {...}, "invalidity":
+  "correct" | "compile" | "runtime" | ..., "measurements": [{"name", "value", "unit"}]}]}``.
+* **CSV**: one row per configuration, a column per parameter, the objective column (``--objective``,
+  default ``time``, else ``value``), optional ``status`` (complete/failed) and ``reason`` columns;
+  the format ``gptask export`` writes (``param.<name>`` columns) reads too.
+
+Parameter spaces are inferred from the recorded values: numbers become :class:`gptask.Ordinal`
+lists (on the log scale when they are spaced geometrically, like powers of two), texts become
+:class:`gptask.Categorical` choices, and a parameter with one value becomes a constant the
+restrictions may read (``filter_width`` in the convolution kernel's restrictions).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import logging
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .evaluate import EvaluationFailed
+from .problem import Problem
+from .space import Categorical, Dimension, Ordinal, Space
+
+__all__ = ["Recording", "read_recording", "replay_problem", "ReplayObjective", "recording_rows",
+           "MAX_RECORDING_BYTES", "NOT_RECORDED"]
+
+log = logging.getLogger(__name__)
+
+#: the largest recording read (bytes after decompression): a guard against decompression bombs
+MAX_RECORDING_BYTES = 512 * 2**20
+#: the reason of a configuration the recording does not hold
+NOT_RECORDED = "not recorded"
+#: CSV columns that are not parameters
+_CSV_META = {"status", "reason", "id", "task_index", "samples", "duration", "source", "attempts", "created",
+             "finished", "extra", "timestamp"}
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One recorded campaign on one machine.
+
+    label: the machine (a Kernel Tuner file's ``device_name``, else the file name); source: where
+    it was read from; parameters: every parameter and its recorded values (sorted, distinct);
+    objective: the name of the measured quantity; results: configuration (a tuple of values in
+    ``parameters`` order) -> the measured value (float) or the failure's reason (str).
+    """
+
+    label: str
+    source: str
+    parameters: dict[str, list]
+    objective: str
+    results: dict[tuple, float | str] = field(repr=False)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.parameters)
+
+    def key(self, params: Mapping[str, Any]) -> tuple:
+        """The results key of a configuration given as a dict (all parameters, or the varying ones
+        with the constants filled in)."""
+        return tuple(params[n] if n in params else self.parameters[n][0] for n in self.parameters)
+
+    def lookup(self, params: Mapping[str, Any]) -> float | str | None:
+        """The recorded value or failure reason of ``params``, None when it was not run."""
+        return self.results.get(self.key(params))
+
+    def best(self) -> tuple[dict[str, Any], float]:
+        """(configuration, value) of the smallest recorded value."""
+        ok = [(k, v) for k, v in self.results.items() if not isinstance(v, str)]
+        if not ok:
+            raise ValueError(f"recording {self.label!r} ({self.source}) holds no successful configuration")
+        k, v = min(ok, key=lambda kv: kv[1])
+        return dict(zip(self.parameters, k)), float(v)
+
+    def configurations(self) -> list[dict[str, Any]]:
+        """Every recorded configuration (failed ones too), as dicts of all parameters."""
+        return [dict(zip(self.parameters, k)) for k in self.results]
+
+    @property
+    def n_failed(self) -> int:
+        return sum(isinstance(v, str) for v in self.results.values())
+
+
+# ---- reading ---------------------------------------------------------------------------------------
+def _read_bytes(path: Path) -> bytes:
+    """The file's content, gunzipped when it is gzip; at most MAX_RECORDING_BYTES."""
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+    opener = gzip.open if head == b"\x1f\x8b" else open
+    with opener(path, "rb") as fh:  # type: ignore[operator]
+        data = fh.read(MAX_RECORDING_BYTES + 1)
+    if len(data) > MAX_RECORDING_BYTES:
+        raise ValueError(f"{path}: more than {MAX_RECORDING_BYTES // 2**20} MiB of data; split the recording")
+    return data
+
+
+def _value(raw: Any) -> Any:
+    """A recorded parameter value as a plain Python number or string."""
+    if isinstance(raw, bool):
+        return int(raw)
+    if isinstance(raw, numbers.Integral):
+        return int(raw)
+    if isinstance(raw, numbers.Real):
+        f = float(raw)
+        return int(f) if f.is_integer() else f
+    if isinstance(raw, str):
+        return raw
+    raise ValueError(f"parameter value {raw!r} is neither a number nor a text")
+
+
+def _objective_value(raw: Any, where: str) -> float | str:
+    """A measurement as a float, or a failure reason (a string, or a value that is not finite)."""
+    if isinstance(raw, str):
+        return raw or "failed"
+    if isinstance(raw, bool) or not isinstance(raw, numbers.Real):
+        raise ValueError(f"{where}: the objective is {raw!r}, neither a number nor a failure text")
+    v = float(raw)
+    return v if math.isfinite(v) else f"non-finite value {v}"
+
+
+def _from_kernel_tuner(data: Mapping[str, Any], path: Path, objective: str | None) -> Recording:
+    keys = data.get("tune_params_keys")
+    lists = data.get("tune_params")
+    cache = data.get("cache")
+    if not isinstance(keys, list) or not isinstance(lists, Mapping) or not isinstance(cache, Mapping):
+        raise ValueError(f"{path}: a Kernel Tuner cache file needs tune_params_keys (a list), tune_params and cache "
+                         f"(mappings)")
+    missing = [k for k in keys if k not in lists]
+    if missing:
+        raise ValueError(f"{path}: tune_params lacks {missing} of tune_params_keys")
+    obj = objective or str(data.get("objective") or "time")
+    parameters = {k: sorted({_value(v) for v in lists[k]}, key=_sort_key) for k in keys}
+    results: dict[tuple, float | str] = {}
+    for text, record in cache.items():
+        where = f"{path}: cache entry {text!r}"
+        if not isinstance(record, Mapping):
+            raise ValueError(f"{where} is not a record")
+        try:
+            config = tuple(_value(record[k]) for k in keys)
+        except KeyError as exc:
+            raise ValueError(f"{where} lacks the parameter {exc}") from None
+        if obj not in record:
+            raise ValueError(f"{where} has no objective {obj!r} (its keys: {sorted(record)[:12]})")
+        results[config] = _objective_value(record[obj], where)
+    label = str(data.get("device_name") or path.name.split(".")[0])
+    return Recording(label, str(path), parameters, obj, results)
+
+
+def _from_t4(data: Mapping[str, Any], path: Path, objective: str | None) -> Recording:
+    rows = data["results"]
+    if not isinstance(rows, list) or not rows:
+        raise ValueError(f"{path}: a T4 results file needs a non-empty 'results' list")
+    names: list[str] | None = None
+    results: dict[tuple, float | str] = {}
+    obj = objective
+    for k, row in enumerate(rows):
+        where = f"{path}: results[{k}]"
+        if not isinstance(row, Mapping) or not isinstance(row.get("configuration"), Mapping):
+            raise ValueError(f"{where} has no configuration mapping")
+        config = row["configuration"]
+        if names is None:
+            names = list(config)
+        elif set(config) != set(names):
+            raise ValueError(f"{where} has parameters {sorted(config)}, the first result {sorted(names)}")
+        if obj is None:
+            objs = row.get("objectives") or ["time"]
+            obj = str(objs[0])
+        key = tuple(_value(config[n]) for n in names)
+        invalid = row.get("invalidity", "correct")
+        if invalid != "correct":
+            results[key] = f"{invalid} failure"
+            continue
+        found = [m.get("value") for m in row.get("measurements", []) if isinstance(m, Mapping) and m.get("name") == obj]
+        if not found:
+            raise ValueError(f"{where} has no measurement named {obj!r}")
+        results[key] = _objective_value(found[0], where)
+    assert names is not None and obj is not None
+    parameters = {n: sorted({k[j] for k in results}, key=_sort_key) for j, n in enumerate(names)}
+    return Recording(path.name.split(".")[0], str(path), parameters, obj, results)
+
+
+def _from_csv(text: str, path: Path, objective: str | None) -> Recording:
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    reader = csv.DictReader(io.StringIO("\n".join(lines)))
+    header = reader.fieldnames or []
+    obj = objective or next((c for c in ("time", "value") if c in header), None)
+    if obj is None or obj not in header:
+        raise ValueError(f"{path}: no objective column {objective or 'time or value'!r} among {header}")
+    params = [c for c in header if c != obj and c not in _CSV_META and not c.startswith("task.")]
+    names = [c[len("param."):] if c.startswith("param.") else c for c in params]
+    results: dict[tuple, float | str] = {}
+    for k, row in enumerate(reader, start=2):
+        where = f"{path} line {k}"
+        key = tuple(_value(_number_or_text(row[c])) for c in params)
+        status = (row.get("status") or "complete").strip().lower()
+        if status == "failed":
+            results[key] = (row.get("reason") or "failed").strip() or "failed"
+            continue
+        try:
+            results[key] = _objective_value(float(row[obj]), where)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: {obj}={row[obj]!r} is not a number") from None
+    if not results:
+        raise ValueError(f"{path}: no rows")
+    parameters = {n: sorted({k[j] for k in results}, key=_sort_key) for j, n in enumerate(names)}
+    return Recording(path.name.split(".")[0], str(path), parameters, obj, results)
+
+
+def _number_or_text(cell: str | None) -> Any:
+    text = (cell or "").strip()
+    try:
+        f = float(text)
+    except ValueError:
+        return text
+    return int(f) if f.is_integer() else f
+
+
+def _sort_key(v: Any) -> tuple:
+    return (0, v, "") if not isinstance(v, str) else (1, 0, v)
+
+
+def read_recording(path: str | Path, objective: str | None = None, label: str | None = None) -> Recording:
+    """Read one recorded campaign (format recognised from the content, see the module docstring).
+
+    objective: the measured quantity to use (default: the file's own, else ``time``); label: the
+    machine's name (default: the file's device name, else the file name). Raises ValueError naming
+    the file (and entry or line) for anything it cannot read; FileNotFoundError for a missing file.
+    """
+    p = Path(path)
+    data = _read_bytes(p)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{p}: not UTF-8 text (byte {exc.start}); is it a recording?") from None
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{p}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        if "cache" in doc and "tune_params" in doc:
+            rec = _from_kernel_tuner(doc, p, objective)
+        elif "results" in doc:
+            rec = _from_t4(doc, p, objective)
+        else:
+            raise ValueError(f"{p}: unknown JSON recording format (a Kernel Tuner cache file has 'cache' and "
+                             f"'tune_params', a T4 results file has 'results'; this one has {sorted(doc)[:8]})")
+    else:
+        rec = _from_csv(text, p, objective)
+    if not rec.results:
+        raise ValueError(f"{p}: the recording holds no configuration")
+    if label is not None:
+        rec = Recording(str(label), rec.source, rec.parameters, rec.objective, rec.results)
+    return rec
+
+
+# ---- as a problem ----------------------------------------------------------------------------------
+def _geometric(values: Sequence[float]) -> bool:
+    """Whether positive ``values`` (sorted, >= 3) are spaced more evenly on the log scale."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < 3 or v[0] <= 0:
+        return False
+    lin, lg = np.diff(v), np.diff(np.log(v))
+    return float(np.std(lg) / np.mean(lg)) < float(np.std(lin) / np.mean(lin))
+
+
+def _dimension(name: str, values: list) -> Dimension:
+    if any(isinstance(v, str) for v in values):
+        return Categorical(name, [str(v) for v in values])
+    return Ordinal(name, values, log=_geometric(values))
+
+
+class ReplayObjective:
+    """Looks configurations up in the recordings, one per machine (picklable: it holds only data).
+
+    ``objective(task, params)`` -> the recorded value of ``params`` on ``task[task_name]``; raises
+    EvaluationFailed with the recorded reason, or "not recorded"."""
+
+    def __init__(self, recordings: Mapping[str, Recording], task_name: str) -> None:
+        self.recordings = dict(recordings)
+        self.task_name = task_name
+
+    def __call__(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> float:
+        rec = self.recordings[task[self.task_name]]
+        got = rec.lookup(params)
+        if got is None:
+            raise EvaluationFailed(f"{NOT_RECORDED} in {rec.source}")
+        if isinstance(got, str):
+            raise EvaluationFailed(f"recorded failure: {got}")
+        return float(got)
+
+
+class _Recorded:
+    """The candidates of a task: the configurations its recording ran (varying parameters only)."""
+
+    def __init__(self, recordings: Mapping[str, Recording], task_name: str, varying: Sequence[str]) -> None:
+        self.recordings, self.task_name, self.varying = dict(recordings), task_name, list(varying)
+
+    def __call__(self, task: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [{n: c[n] for n in self.varying} for c in self.recordings[task[self.task_name]].configurations()]
+
+
+def replay_problem(recordings: Sequence[Recording], restrictions: Sequence[str] = (), task_name: str = "machine",
+                   name: str | None = None, recorded_only: bool = True) -> Problem:
+    """One :class:`Problem` over the machines of ``recordings`` (one task per recording).
+
+    restrictions: the campaign's restrictions as its tuning script writes them (texts over the
+    parameter names; they may read parameters that have a single value). recorded_only: the tuner
+    proposes only configurations the machine's recording ran (``candidates``); False: any
+    configuration of the space that meets the restrictions (those not recorded then fail with
+    "not recorded"). Raises ValueError when the recordings disagree on parameters or objective,
+    or share a label.
+    """
+    recs = list(recordings)
+    if not recs:
+        raise ValueError("replay_problem needs at least one recording")
+    first = recs[0]
+    for r in recs[1:]:
+        if r.names != first.names:
+            raise ValueError(f"recordings {first.source} and {r.source} have different parameters: "
+                             f"{first.names} against {r.names}")
+        if r.objective != first.objective:
+            raise ValueError(f"recordings {first.source} and {r.source} measure different objectives: "
+                             f"{first.objective!r} against {r.objective!r}")
+    labels = [r.label for r in recs]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"two recordings share a machine label: {labels}; give each its own label")
+    values = {n: sorted({v for r in recs for v in r.parameters[n]}, key=_sort_key) for n in first.names}
+    constants = {n: v[0] for n, v in values.items() if len(v) == 1}
+    varying = [n for n in first.names if n not in constants]
+    if not varying:
+        raise ValueError(f"the recordings {labels} have no parameter with more than one value")
+    if task_name in first.names:
+        raise ValueError(f"task_name {task_name!r} is also a parameter name; choose another")
+    params = Space([_dimension(n, values[n]) for n in varying])
+    tasks = Space([Categorical(task_name, labels)])
+    by_label = {r.label: r for r in recs}
+    return Problem(tasks, params, ReplayObjective(by_label, task_name), constraints=list(restrictions),
+                   constants=constants, name=name or f"replay:{first.objective}",
+                   candidates=_Recorded(by_label, task_name, varying) if recorded_only else None)
+
+
+def recording_rows(recording: Recording, task: Mapping[str, Any], value: str = "value",
+                   status: str = "status") -> list[dict[str, Any]]:
+    """The recording as rows for :func:`gptask.import_runs` / :func:`gptask.fit` (``status``
+    column: complete or failed), each with the ``task`` values added."""
+    out = []
+    for key, v in recording.results.items():
+        row = {**task, **dict(zip(recording.parameters, key))}
+        if isinstance(v, str):
+            row.update({value: None, status: "failed"})
+        else:
+            row.update({value: v, status: "complete"})
+        out.append(row)
+    return out

@@ -1,0 +1,145 @@
+"""Recorded campaigns as objectives (gptask.replay), on the shipped convolution campaign and on
+files written here in the Kernel Tuner, T4 and CSV formats."""
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gptask as gt
+import gptask.replay as replay
+from gptask.replay import read_recording, recording_rows, replay_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+CONV = ROOT / "data" / "hub_convolution"
+RESTRICTIONS = [
+    "use_padding==0 or block_size_x % 32 != 0",
+    "block_size_x*block_size_y<=1024",
+    "use_padding==0 or use_shmem != 0",
+    "use_shmem == 0 or (((block_size_x*tile_size_x+(filter_width-1)))*((block_size_y*tile_size_y+(filter_height-1))))"
+    " < 12*1024",
+]
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return [read_recording(CONV / f"{g}.json.gz") for g in ("A100", "MI250X")]
+
+
+def test_shipped_campaign_checksums_match_its_readme():
+    sums = dict(line.split()[::-1] for line in (CONV / "SHA256SUMS").read_text().splitlines())
+    import hashlib
+
+    for name, digest in sums.items():
+        assert hashlib.sha256((CONV / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_kernel_tuner_cache_reads_every_configuration_and_failure(conv):
+    a100, mi = conv
+    raw = json.loads(gzip.open(CONV / "A100.json.gz").read())
+    assert a100.label == raw["device_name"] == "NVIDIA A100-PCIE-40GB" and a100.objective == "time" and len(a100.results) == len(raw["cache"]) == 4362
+    assert a100.n_failed == sum(isinstance(r["time"], str) for r in raw["cache"].values()) == 161
+    key, rec = next(iter(raw["cache"].items()))
+    assert a100.lookup({k: rec[k] for k in raw["tune_params_keys"]}) == rec["time"]
+    best = min(r["time"] for r in raw["cache"].values() if not isinstance(r["time"], str))
+    assert a100.best()[1] == best and mi.n_failed == 0
+
+
+def test_the_kernels_text_restrictions_allow_exactly_the_recorded_configurations(conv):
+    """Kernel Tuner recorded every configuration its restrictions allow: parsed and vectorised
+    here, the same four texts must allow exactly those 4,362 of the 10,240 in the grid."""
+    problem = replay_problem(conv, RESTRICTIONS, task_name="gpu", recorded_only=False)
+    assert problem.param_space.grid_size() == 10240
+    assert problem.constants == {"use_cmem": 1, "filter_height": 15, "filter_width": 15}
+    domain = problem.domain({"gpu": conv[0].label})
+    listed = {tuple(p.values()) for p in domain.params(range(len(domain)))}
+    names = problem.param_space.names
+    recorded = {tuple(c[n] for n in names) for c in conv[0].configurations()}
+    assert listed == recorded
+
+
+def test_replay_objective_returns_values_and_recorded_failures(conv):
+    problem = replay_problem(conv, RESTRICTIONS, task_name="gpu")
+    assert [type(d).__name__ for d in problem.param_space] == ["Ordinal"] * 7
+    assert problem.param_space["block_size_y"].log and not problem.param_space["block_size_x"].log
+    failed = next(c for c, v in zip(conv[0].configurations(), conv[0].results.values()) if isinstance(v, str))
+    params = {n: failed[n] for n in problem.param_space.names}
+    with pytest.raises(gt.EvaluationFailed, match="recorded failure: CompilationFailedConfig|RuntimeFailedConfig"):
+        problem.objective({"gpu": conv[0].label}, params)
+    assert problem.objective({"gpu": conv[1].label}, params) == conv[1].lookup(params)
+    # the tuner proposes recorded configurations only, and a failed one is stored with its reason
+    res = gt.tune(problem, tasks=[{"gpu": r.label} for r in conv], budget=12, seed=0, progress=False)
+    assert all(conv[t.task_index].lookup(t.params) is not None for t in res.history)
+    for t in res.history:
+        if t.status is gt.Status.FAILED:
+            assert "recorded failure" in t.reason
+
+
+def _t4(path, rows):
+    path.write_text(json.dumps({"schema_version": "1.0.0", "results": rows}))
+    return path
+
+
+def test_t4_and_csv_recordings_read_the_same_campaign(tmp_path):
+    configs = [{"bs": b, "alg": a} for b in (32, 64, 128) for a in ("x", "y")]
+    rows = []
+    for k, c in enumerate(configs):
+        row = {"configuration": c, "times": {}, "correctness": 1, "objectives": ["time"],
+               "invalidity": "compile" if k == 3 else "correct"}
+        if k != 3:
+            row["measurements"] = [{"name": "time", "value": 1.0 + k, "unit": "ms"}]
+        rows.append(row)
+    t4 = read_recording(_t4(tmp_path / "gpu1.json", rows))
+    lines = ["bs,alg,time,status,reason"] + [f"{c['bs']},{c['alg']},{'' if k == 3 else 1.0 + k},"
+                                              f"{'failed' if k == 3 else 'complete'},{'compile failure' if k == 3 else ''}"
+                                              for k, c in enumerate(configs)]
+    (tmp_path / "gpu2.csv").write_text("\n".join(lines) + "\n")
+    csv_rec = read_recording(tmp_path / "gpu2.csv")
+    assert t4.results == csv_rec.results and t4.results[(64, "y")] == "compile failure"
+    assert t4.parameters == {"bs": [32, 64, 128], "alg": ["x", "y"]} and t4.best() == ({"bs": 32, "alg": "x"}, 1.0)
+    problem = replay_problem([t4, csv_rec])
+    assert [type(d).__name__ for d in problem.param_space] == ["Ordinal", "Categorical"]
+    # as rows for gt.fit: the same values, failures as failed rows
+    result = gt.fit(problem, recording_rows(t4, {"machine": "gpu1"}) + recording_rows(csv_rec, {"machine": "gpu2"}),
+                    value="value", status="status")
+    assert sorted(t.value for t in result.history if t.task_index == 0 and t.value is not None) == [1, 2, 3, 5, 6]
+    assert sum(t.status is gt.Status.FAILED for t in result.history) == 2
+
+
+def test_bad_recordings_are_refused_naming_the_file_and_entry(tmp_path, conv, monkeypatch):
+    (tmp_path / "x.json").write_text(json.dumps({"something": 1}))
+    with pytest.raises(ValueError, match="x.json: unknown JSON recording format"):
+        read_recording(tmp_path / "x.json")
+    (tmp_path / "broken.json").write_text("{ not json")
+    with pytest.raises(ValueError, match="broken.json: not valid JSON"):
+        read_recording(tmp_path / "broken.json")
+    bad = {"device_name": "g", "tune_params_keys": ["a"], "tune_params": {"a": [1, 2]}, "objective": "time",
+           "cache": {"1": {"a": 1, "time": 2.0}, "2": {"a": 2, "time": [1]}}}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="bad.json: cache entry '2'"):
+        read_recording(tmp_path / "bad.json")
+    (tmp_path / "t.csv").write_text("bs,time\n32,1.0\n64,fast\n")
+    with pytest.raises(ValueError, match="t.csv line 3: time='fast' is not a number"):
+        read_recording(tmp_path / "t.csv")
+    (tmp_path / "latin.csv").write_bytes(b"bs,time\n32,1.0\n\xe9,2\n")
+    with pytest.raises(ValueError, match="latin.csv: not UTF-8"):
+        read_recording(tmp_path / "latin.csv")
+    other = replay.Recording("other", "o.csv", {"bs": [1, 2]}, "time", {(1,): 1.0, (2,): 2.0})
+    with pytest.raises(ValueError, match="different parameters"):
+        replay_problem([conv[0], other])
+    with pytest.raises(ValueError, match="share a machine label"):
+        replay_problem([conv[0], conv[0]])
+    monkeypatch.setattr(replay, "MAX_RECORDING_BYTES", 1000)
+    with pytest.raises(ValueError, match="more than"):
+        read_recording(CONV / "A100.json.gz")  # 45 KB compressed, 580 KB inflated: refused before parsing
+
+
+def test_constants_reach_the_restrictions_and_unknown_names_are_refused(conv):
+    with pytest.raises(ValueError, match="unknown name 'filter_depth'"):
+        replay_problem(conv, ["filter_depth < 3"])
+    problem = replay_problem(conv, ["block_size_x * tile_size_x + filter_width <= 100"])
+    dom = problem.domain({"machine": conv[0].label})
+    assert all(p["block_size_x"] * p["tile_size_x"] + 15 <= 100 for p in dom.params(range(len(dom))))
+    assert 0 < len(dom) < 4362 and np.isfinite(dom.encoded).all()
