@@ -16,7 +16,8 @@ at which it is scored, and what the peers need to run on it.
   1-4 as tasks (each instance shifts and rotates the function and moves its optimum value).
 * the project's own analytic families of :mod:`gptask.functions` (demo, branin, sphere,
   branin_drift, hartmann6, mixed, switch, valley), tasks drawn by a Latin hypercube of the task
-  space with a fixed seed.
+  space with a fixed seed; and ``sphere_listed``, ``mixed_listed``: two of them with every numeric
+  parameter on a list of allowed values (smooth in the values).
 """
 
 from __future__ import annotations
@@ -183,6 +184,37 @@ def own(name: str) -> Family:
     return Family(name, problem, tasks, f_opt, f_ref, positive=positive, group="own")
 
 
+# ---- analytic families on lists of allowed values (smooth in the values) --------------------------------
+STEPS = [round(0.05 * k, 2) for k in range(21)]
+TILES = [4, 8, 16, 32, 64, 128, 256]
+
+
+def listed(name: str) -> Family:
+    """``sphere_listed`` / ``mixed_listed``: the sphere and mixed families with every numeric
+    parameter on a list of allowed values (``gt.Ordinal``: steps of 0.05, tiles in powers of two),
+    smooth in those values; optima by brute force over the whole grid."""
+    base_name = name.replace("_listed", "")
+    make_problem, _ = FAMILIES["sphere" if base_name == "sphere" else "mixed"]
+    base = make_problem()
+    dims = []
+    for d in base.param_space.dimensions:
+        if isinstance(d, gt.Real):
+            dims.append(gt.Ordinal(d.name, STEPS))
+        elif isinstance(d, gt.Integer):
+            dims.append(gt.Ordinal(d.name, TILES, log=True))
+        else:
+            dims.append(d)
+    problem = gt.Problem(base.task_space, gt.Space(dims), base.objective, name=name)
+    tasks = resolve_tasks(problem, OWN_DEFAULT_TASKS, TASK_SEED)
+    grid = problem.param_space.decode(problem.param_space.enumerate(10**6))
+    f_opt, f_ref = [], []
+    for t in tasks:
+        vals = np.array([problem.objective(t, p) for p in grid])
+        f_opt.append(float(vals.min()))
+        f_ref.append(float(np.median(vals)))
+    return Family(name, problem, tasks, f_opt, f_ref, positive=True, group="own")
+
+
 # ---- the registry ---------------------------------------------------------------------------------------
 def _registry() -> dict[str, Callable[[], Family]]:
     reg: dict[str, Callable[[], Family]] = {"convolution": convolution, "pdgeqrf16": pdgeqrf16}
@@ -191,6 +223,8 @@ def _registry() -> dict[str, Callable[[], Family]]:
             reg[f"bbob-f{fid}-d{dim}"] = (lambda f=fid, d=dim: bbob(f, d))
     for name in FAMILIES:
         reg[name] = (lambda n=name: own(n))
+    for name in ("sphere_listed", "mixed_listed"):
+        reg[name] = (lambda n=name: listed(n))
     return reg
 
 
@@ -200,10 +234,10 @@ GROUPS = {
     "all": list(REGISTRY),
     "recorded": ["convolution", "pdgeqrf16"],
     "bbob": [n for n in REGISTRY if n.startswith("bbob-")],
-    "own": list(FAMILIES),
+    "own": [*FAMILIES, "sphere_listed", "mixed_listed"],
     # a quicker set to iterate on: every kind of family once or twice
     "quick": ["convolution", "pdgeqrf16", "bbob-f1-d5", "bbob-f8-d5", "bbob-f15-d5", "bbob-f21-d2", "branin_drift",
-              "hartmann6", "mixed", "switch", "valley"],
+              "hartmann6", "mixed", "switch", "valley", "sphere_listed", "mixed_listed"],
 }
 
 

@@ -536,7 +536,7 @@ def _neighbours(space: Space, x: np.ndarray) -> np.ndarray:
             for j in (k - 1, k + 1):
                 if 0 <= j < len(d.ordered):
                     y = x.copy()
-                    y[sl] = d.positions[j]
+                    y[sl] = d.encode([d.ordered[j]])[0]
                     rows.append(y)
         elif isinstance(d, Boolean):
             y = x.copy()

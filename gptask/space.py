@@ -54,6 +54,13 @@ def _check_number(name: str, what: str, value: object) -> float:
     return value
 
 
+#: an ordinal of this many values or more, and at most ORDINAL_MAX_INDICATED, gets one indicator
+#: column per value besides its position (two values: the position already is an indicator;
+#: longer lists would give the model too many columns)
+ORDINAL_MIN_INDICATED = 3
+ORDINAL_MAX_INDICATED = 32
+
+
 def choice_text(choice: Any) -> str:
     """How a value is written in text (CSV cells, ``k=v`` arguments): booleans as true/false."""
     return str(choice).lower() if isinstance(choice, bool) else str(choice)
@@ -329,11 +336,20 @@ class Categorical(Dimension):
 
 
 class Ordinal(Dimension):
-    """An ordered list of allowed values, one column (module docstring).
+    """An ordered list of allowed values (module docstring).
 
     values: numbers (sorted here, at least one; ``log=True`` needs them all > 0 and places them on
     the log line) or strings in their given order (placed at their rank; ``log`` must be False).
     Repeated values are an error. Decoding and snapping take the nearest allowed value.
+
+    Encoding: the value's position on the line (one column), followed, for a list of
+    ORDINAL_MIN_INDICATED to ORDINAL_MAX_INDICATED values, by one indicator column per value. The
+    position lets the model follow smooth trends in the value; the indicators let it learn what
+    is not smooth in it, such as block sizes that are powers of two being fast among multiples of
+    16 (on the recorded convolution campaign, position alone: held-out rank correlation 0.61, the
+    best of the model's 10 top picks at 0.72 of the optimum, 40 random runs per GPU; with the
+    indicators 0.67 and 0.79). The ARD kernel gives every column its own length scale, so the
+    data decide how much each part counts. Decoding reads the position alone.
     """
 
     def __init__(self, name: str, values: Sequence[Any], log: bool = False) -> None:
@@ -375,6 +391,12 @@ class Ordinal(Dimension):
         #: encoded position of each allowed value, increasing, (k,)
         self.positions = (line - line[0]) / span if span > 0 else np.full(len(ordered), 0.5)
         self._midpoints = (self.positions[1:] + self.positions[:-1]) / 2.0
+        #: whether each value also gets an indicator column (see the class docstring)
+        self.indicators = ORDINAL_MIN_INDICATED <= len(ordered) <= ORDINAL_MAX_INDICATED
+        self.n_columns = 1 + len(ordered) if self.indicators else 1
+        # the encoding of every allowed value, (k, n_columns): its position, then its indicator
+        rows = self.positions.reshape(-1, 1)
+        self._rows = np.hstack([rows, np.eye(len(ordered))]) if self.indicators else rows
 
     def index(self, value: Any) -> int:
         if self.numeric:
@@ -393,21 +415,23 @@ class Ordinal(Dimension):
         return self.ordered[self.index(value)]
 
     def encode(self, values: Sequence[Any]) -> np.ndarray:
-        return self.positions[[self.index(v) for v in values]].reshape(-1, 1)
+        return self._rows[[self.index(v) for v in values]]
 
     def _indices(self, columns: np.ndarray) -> np.ndarray:
-        u = np.clip(np.asarray(columns, dtype=float).reshape(-1), 0.0, 1.0)
+        """The value index (n,) of encoded columns (n, n_columns): the nearest position (the
+        indicator columns are ignored: the search moves in the position alone)."""
+        u = np.clip(np.asarray(columns, dtype=float).reshape(-1, self.n_columns)[:, 0], 0.0, 1.0)
         return np.searchsorted(self._midpoints, u, side="left")
 
     def decode(self, columns: np.ndarray) -> list[Any]:
         return [self.ordered[k] for k in self._indices(columns)]
 
     def snap_columns(self, columns: np.ndarray) -> np.ndarray:
-        return self.positions[self._indices(columns)].reshape(-1, 1)
+        return self._rows[self._indices(columns)]
 
     def sample_columns(self, u: np.ndarray) -> np.ndarray:
         k = np.minimum((np.asarray(u, dtype=float) * len(self.ordered)).astype(int), len(self.ordered) - 1)
-        return self.positions[k].reshape(-1, 1)
+        return self._rows[k]
 
     def from_text(self, text: str) -> Any:
         if not self.numeric:

@@ -20,16 +20,21 @@ POWERS = [1, 2, 4, 8, 16]
 def test_ordinal_places_values_by_value_or_log_and_decodes_to_the_nearest():
     bx = gt.Ordinal("bx", BLOCKS)
     by = gt.Ordinal("by", POWERS, log=True)
-    assert bx.encode([16, 256, 136 - 8]).ravel().tolist() == pytest.approx([0.0, 1.0, 7 / 15])
+    enc = bx.encode([16, 256, 136 - 8])
+    assert enc.shape == (3, 1 + 16) and bx.n_columns == 17  # the position, then an indicator per value
+    assert enc[:, 0].tolist() == pytest.approx([0.0, 1.0, 7 / 15])
+    assert np.array_equal(enc[:, 1:], np.eye(16)[[0, 15, 7]])
     # powers of two evenly spaced on the log line
-    assert np.diff(by.encode(POWERS).ravel()) == pytest.approx([0.25] * 4)
+    assert np.diff(by.encode(POWERS)[:, 0]) == pytest.approx([0.25] * 4)
     u = np.linspace(0.0, 1.0, 1001)
-    decoded = bx.decode(u[:, None])
+    cols = np.hstack([u[:, None], np.random.default_rng(0).random((len(u), 16))])  # indicators ignored
+    decoded = bx.decode(cols)
     nearest = [BLOCKS[int(np.argmin(np.abs(np.asarray(BLOCKS) - (16 + x * 240))))] for x in u]
     assert decoded == nearest
-    assert np.array_equal(bx.snap_columns(u[:, None]).ravel(), bx.encode(decoded).ravel())
+    assert np.array_equal(bx.snap_columns(cols), bx.encode(decoded))
+    assert gt.Ordinal("flag", [0, 1]).n_columns == 1 and gt.Ordinal("n", list(range(40))).n_columns == 1
     assert bx.validate(32.0) == 32 and isinstance(bx.validate(32.0), int)
-    assert gt.Ordinal("s", ["low", "mid", "high"]).encode(["mid"]).item() == 0.5
+    assert gt.Ordinal("s", ["low", "mid", "high"]).encode(["mid"]).tolist() == [[0.5, 0.0, 1.0, 0.0]]
 
 
 def test_ordinal_and_boolean_reject_bad_input_naming_it():
@@ -134,8 +139,10 @@ def test_a_large_domain_is_sampled_then_climbed_to_a_local_maximum(monkeypatch):
     problem = gt.Problem(Space([gt.Categorical("t", ["x"])]), space, lambda t, p: 0.0)
     domain = problem.domain({"t": "x"})
 
-    def acquisition(x):  # one smooth hill: climbing from any sample reaches its top
-        return -np.sum((x - np.array([0.3, 0.7])) ** 2, axis=1)
+    a, b = space.column_slices()
+
+    def acquisition(x):  # one smooth hill in the positions: climbing from any sample reaches its top
+        return -((x[:, a][:, 0] - 0.3) ** 2 + (x[:, b][:, 0] - 0.7) ** 2)
 
     res = maximize_over(acquisition, domain, seed=1)
     assert res.params == {"a": 9, "b": 20}  # 0.3 * 29 = 8.7, 0.7 * 29 = 20.3

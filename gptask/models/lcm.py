@@ -902,6 +902,20 @@ class LCM:
             var = var + self._params["noise"][i]
         return mean, var
 
+    def loo(self) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        """Leave-one-out predictions of every observation, hyperparameters fixed: per task, the
+        observed values (n_i,), and the mean and variance (n_i,) of each one predicted from all
+        the others (noise included), from the closed form ``mean_k = y_k - alpha_k / [K^-1]_kk``,
+        ``var_k = 1 / [K^-1]_kk`` (one inverse of the factor, O(N^3))."""
+        self._require_data()
+        bk = self._bk
+        kinv_diag = np.diagonal(bk.to_numpy(bk.inverse_lower(self._L))).copy()  # diag of (L L^T)^-1
+        var = 1.0 / kinv_diag
+        mean = self._y - bk.to_numpy(self._alpha) * var
+        T = self.n_tasks
+        return ([self._y[self._t == i].copy() for i in range(T)], [mean[self._t == i] for i in range(T)],
+                [var[self._t == i] for i in range(T)])
+
     def predict_cov(self, i: int, X: np.ndarray, include_noise: bool = False):
         """Posterior mean (n,) and full covariance (n, n) of task i's latent output at X."""
         i, X, mean, v = self._posterior_parts(i, X)
