@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "tune", "Tuner", "Proposal", "Trial", "Status",
            "TuningResult", "Evaluator", "Outcome", "EvaluationFailed", "predict_optimum", "predict",
-           "tune_new_task", "transfer_accuracy", "Prediction", "load_model", "fit", "import_runs"]
+           "tune_new_task", "transfer_accuracy", "Prediction", "load_model", "fit", "import_runs", "TuningAborted"]
 
 
 def __getattr__(name: str):
@@ -36,6 +36,10 @@ def __getattr__(name: str):
         from . import importing
 
         return getattr(importing, name)
+    if name == "TuningAborted":
+        from .tuning.failures import TuningAborted
+
+        return TuningAborted
     if name == "tune_new_task":
         from .transfer import tla2
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .labels import check_unit
 from .space import Space
 
 __all__ = ["Problem", "Features", "CostModel"]
@@ -54,6 +55,9 @@ class Problem:
         by the cores used, in any unit): new-task prediction then models the ratio of the
         objective to it, so that what the estimate explains need not be learned. Neither is part
         of the :meth:`signature`; a model file records the feature names it was fitted with.
+    unit: the unit of the objective's values (``"s"`` for run times, ``"GB/s"``, ...; default none):
+        written after every value in progress lines, ``gptask show``, tables and plots. Not part
+        of the :meth:`signature`; histories and model files record it.
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class Problem:
         default: Default | None = None,
         features: Features | None = None,
         cost_model: CostModel | None = None,
+        unit: str = "",
     ) -> None:
         for label, space in (("task_space", task_space), ("param_space", param_space)):
             if not isinstance(space, Space):
@@ -102,6 +107,7 @@ class Problem:
             if fn is not None and not callable(fn):
                 raise TypeError(f"Problem: {label} must be a function of the dict the constraints see, got {fn!r}")
         self.features, self.cost_model = features, cost_model
+        self.unit = check_unit(unit)
         self._raised: dict[int, tuple[int, str]] = {}  # constraint index -> (times raised, first error)
 
     def default_for(self, task: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -129,7 +129,7 @@ def run_async(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_
                     reporter.message("trial %d stopped at max_time (%s): it stays pending", trial.id,
                                      result.interrupted)
                     continue
-                tell_once(tuner, trial, evaluator.record(job, result))
+                tell_once(tuner, trial, evaluator.record(job, result), reporter=reporter)
                 reporter.advance()
                 told += 1
                 if told % per_line == 0:

@@ -95,6 +95,7 @@ def tune(
     target: Any = None,
     executor: Any = None,
     max_in_flight: int | None = None,
+    max_failures: int | str | None = "auto",
     **tuner_options: Any,
 ) -> TuningResult:
     """Tune ``problem`` for a set of tasks with MLA; returns a :class:`TuningResult`.
@@ -125,6 +126,11 @@ def tune(
     ``max(open tasks, max_in_flight)`` results or on drift unless ``refit_every`` says otherwise).
     The objective (with noise and pruner) is sent to the workers: define it at module level.
     No executor: the serial loop above.
+    max_failures: every failed evaluation is logged with its task and reason; when the first
+    evaluations of this call all failed for the same reason, the run stops with
+    :class:`~gptask.tuning.failures.TuningAborted` naming it ("auto": after ``n + min(n, 5)`` such
+    failures for ``n`` tasks, at least 3; a number; None or 0: never stop). The finished trials stay
+    in the history and the same call resumes.
     tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters, refit_every,
     refit_on_drift, output_transform ("auto": log of positive outputs or not, decided once by
     likelihood; "log"; "none") (see :class:`Tuner`).
@@ -136,7 +142,7 @@ def tune(
                           noise=noise, pruner=pruner)
     start = time.monotonic()
     with Tuner(problem, tasks, budget, n_initial, seed, history, n_latent=n_latent, comm=comm, target=target,
-               **tuner_options) as tuner:
+               max_failures=max_failures, **tuner_options) as tuner:
         if max_in_flight is not None and "refit_every" not in tuner_options:
             tuner.policy = RefitPolicy(max(len(tuner.open_tasks()), max_in_flight),
                                        bool(tuner_options.get("refit_on_drift", True)))
@@ -207,7 +213,7 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
         for t in trials:
             if stop_at is not None and time.monotonic() >= stop_at:
                 raise EvaluationInterrupted("max_time reached before this evaluation")
-            tell_once(tuner, t, evaluator(t.task, t.params, stop_at=stop_at))
+            tell_once(tuner, t, evaluator(t.task, t.params, stop_at=stop_at), reporter=reporter)
             reporter.advance()
         return
     if parallel:
@@ -216,7 +222,7 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
             for k in my_items(len(trials), tuner.comm):
                 outcome = evaluator(trials[k].task, trials[k].params)
                 if tuner.rank == 0:
-                    tell_once(tuner, trials[k], outcome, local=True)  # committed now: a dying rank cannot lose it
+                    tell_once(tuner, trials[k], outcome, local=True, reporter=reporter)  # committed now
                 else:
                     out[str(k)] = outcome.to_json()
             return out
@@ -224,11 +230,11 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
         merged: dict[str, Any] = {}
         for part in allgather_json(collective(mine, tuner.comm, "evaluations"), tuner.comm):
             merged.update(part)
-        collective(lambda: [tell_once(tuner, trials[int(k)], Outcome.from_json(d), local=True)
+        collective(lambda: [tell_once(tuner, trials[int(k)], Outcome.from_json(d), local=True, reporter=reporter)
                             for k, d in sorted(merged.items())], tuner.comm, "recording evaluations")
     else:
         # rank 0 evaluates and records each result at once (committed before the next run)
-        collective(lambda: [tell_once(tuner, t, evaluator(t.task, t.params), local=True) for t in trials]
-                   if tuner.rank == 0 else None, tuner.comm, "evaluations")
+        collective(lambda: [tell_once(tuner, t, evaluator(t.task, t.params), local=True, reporter=reporter)
+                            for t in trials] if tuner.rank == 0 else None, tuner.comm, "evaluations")
     tuner.refresh()
     reporter.advance(len(trials))
