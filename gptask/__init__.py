@@ -37,7 +37,7 @@ def __getattr__(name: str):
 
         return getattr(importing, name)
     if name == "TuningAborted":
-        from .tuning.failures import TuningAborted
+        from .failures import TuningAborted
 
         return TuningAborted
     if name == "tune_new_task":

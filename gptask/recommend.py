@@ -314,7 +314,7 @@ def _confirm(result: "TuningResult", i: int, configs: list[dict], k: int, timeou
     is then what the file holds (every task), or what this process measured without a file.
     progress: a bar on a terminal, else a log line per run (``gptask.progress``), naming the task,
     the configuration (``default`` is called so) and the value."""
-    from .tuning.progress import Progress
+    from .progress import Progress
 
     storage = None if result.history_file is None else open_storage(result.history_file,
                                                                     result.problem.signature())

@@ -15,7 +15,7 @@ import pytest
 import gptask as gt
 from gptask.storage import SQLiteStorage
 from gptask.trials import Status
-from gptask.tuning.failures import FailureWatch, failure_limit, reason_key, reasons_by_task
+from gptask.failures import FailureWatch, failure_limit, reason_key, reasons_by_task
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import broken_problem, counting_problem, failing_problem  # noqa: E402

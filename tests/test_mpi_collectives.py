@@ -312,7 +312,7 @@ def test_cli_tune_calls_gptask_tune_per_the_contract(monkeypatch, capsys, tmp_pa
         def best(self, i):
             return {"algorithm": "ring", "kval": 2, "tree_type": "kary", "chunk": 8192}, 1e-4 * (i + 1)
 
-    def fake_tune(problem, tasks, budget, n_initial, seed, history, repeats, aggregate):
+    def fake_tune(problem, tasks, budget, n_initial, seed, history, repeats, aggregate, **progress_and_failures):
         seen.update(problem=problem, tasks=tasks, budget=budget, n_initial=n_initial, seed=seed,
                     history=history, repeats=repeats, aggregate=aggregate)
         return FakeResult()
@@ -329,6 +329,7 @@ def test_cli_tune_calls_gptask_tune_per_the_contract(monkeypatch, capsys, tmp_pa
     lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
     assert [x["task"] for x in lines] == FakeResult.tasks
     assert lines[1]["best"]["algorithm"] == "ring" and lines[1]["time"] == pytest.approx(2e-4)
+    assert lines[1]["best_is_default"] is False
 
 
 @pytest.mark.mpi

@@ -104,7 +104,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     import gptask as gt
     from gptask.outputs import check_output_path
     from gptask.plots import plot_convergence, plot_formats
-    from gptask.recommend import DEFAULT_CANDIDATES
+    from gptask.recommend import (COLUMNS_NOTE, DEFAULT_AGGREGATE, DEFAULT_CANDIDATES, RULE, VALUE_COLUMNS,
+                                  recommendation_row)
+    from gptask.table import format_rows
 
     if args.plot:
         check_output_path(args.plot, "--plot", plot_formats())
@@ -117,57 +119,41 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     defaults = [result.default(i) for i in range(len(result.tasks))]
     if args.plot:
         plot_convergence(result.history, args.plot, tasks=result.tasks,
-                         title="PDGEQRF: best time so far per task (s); dashed: the hand default",
-                         defaults=[None if d is None else d[1] for d in defaults])
+                         title="PDGEQRF: best time so far per task; dashed: the hand default",
+                         defaults=[None if d is None else d[1] for d in defaults], unit=pb.unit)
         print(f"convergence plot: {args.plot}")
     label = " (analytic MODEL values, not measurements)" if args.backend == "model" else ""
-    keys = ("mb", "nb", "nproc", "p", "nth")
     if args.confirm:
         print(f"recommended configuration per task{label}: the {DEFAULT_CANDIDATES} lowest posterior means "
-              f"among the evaluated configurations and the fastest launch's, each re-launched {args.confirm} "
-              f"times, the fastest re-launch kept")
+              f"among the evaluated configurations, the fastest launch's and the hand default, re-launched "
+              f"{args.confirm} times each (round robin), the fastest re-launch kept", flush=True)
     else:
-        print(f"recommended configuration per task{label}: the lowest posterior mean among the evaluated ones")
-    print(f"{'m':>6} {'n':>6} {'mb':>4} {'nb':>4} {'nproc':>5} {'p':>3} {'nth':>3} {'min_s':>9} {'median_s':>9} "
-          f"{'max_s':>9} {'predicted_s':>11} {'best_launch_s':>13} {'default_s':>10} {'gain':>6}")
-    best, recommended = [], []
+        print(f"recommended configuration per task{label}: {RULE.format(aggregate=DEFAULT_AGGREGATE)}", flush=True)
+    best, recommended, rows = [], [], []
     for i, task in enumerate(result.tasks):
         params, value = result.best(i)
         best.append({"task": task, "params": params, "time": value})
-        rec = result.recommend(i, confirm=args.confirm)
+        rec = result.recommend(i, confirm=args.confirm, progress=not args.no_progress)
+        rows.append(recommendation_row(rec))
         pick = rec.pick
         spread = pick.spread
-        cells = [f"{v:.4g}" if v is not None else "-" for v in (spread and spread[0], pick.median, spread and spread[1],
-                                                              rec.predicted)]
-        dflt = defaults[i]
-        # the gain of the recommendation over the hand default, like for like: both values as measured
-        # while tuning (the same repeats and aggregate); a confirmation minimum against a tuning value
-        # would credit the extra launches (and show a gain for the default recommended over itself)
-        rec_time = next((r["value"] for r in result.records(i) if r["params"] == rec.params), None)
-        gain = None if dflt is None or not dflt[1] or rec_time is None else (dflt[1] - rec_time) / dflt[1]
-        d_text = "-" if dflt is None else format(dflt[1], ".4g")
-        g_text = "-" if gain is None else format(gain, ".1%")
-        print(f"{task['m']:>6} {task['n']:>6} " + " ".join(f"{rec.params[k]:>{w}}" for k, w in zip(keys, (4, 4, 5, 3, 3)))
-              + " " + " ".join(f"{c:>{w}}" for c, w in zip(cells, (9, 9, 9, 11))) + f" {value:>13.4g}"
-              + f" {d_text:>10} {g_text:>6}")
         recommended.append({
-            "task": task, "params": rec.params, "basis": rec.basis, "time_min": spread[0] if spread else None,
-            "time_median": pick.median, "time_max": spread[1] if spread else None, "time_iqr": pick.iqr,
-            "runs": len(pick.confirmations), "failures": list(pick.failures),
-            "predicted": rec.predicted, "predicted_std": rec.predicted_std,
-            "default": None if dflt is None else {"params": dflt[0], "time": dflt[1]}, "gain": gain,
+            **rec.to_json(), "time_min": spread[0] if spread else None, "time_median": pick.median,
+            "time_max": spread[1] if spread else None, "time_iqr": pick.iqr, "runs": len(pick.confirmations),
+            "failures": list(pick.failures),
+            "default": None if rec.default is None else {"params": dict(rec.default.params),
+                                                         "time": rec.default_value},
             "candidates": [{"params": c.params, "predicted": c.predicted, "confirmations": list(c.confirmations),
                             "failures": list(c.failures)} for c in rec.candidates],
         })
-    if args.confirm:
-        print("min/median/max_s: the recommended configuration's re-launches; best_launch_s: the single fastest "
-              "launch while tuning (an optimistic figure)")
-    print("default_s: the hand default (mb = nb = 64, all cores on a near-square grid, one thread); gain: the "
-          "recommendation's time relative to it, both as measured while tuning")
+    print(format_rows(rows, "s", VALUE_COLUMNS))
+    print(COLUMNS_NOTE.format(aggregate=DEFAULT_AGGREGATE) + "; raw best: the single fastest launch while tuning "
+          "(an optimistic figure); the default is the hand default (mb = nb = 64, all cores on a near-square grid, "
+          "one thread); pick: 'default' when no tuned configuration beat it")
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump({"backend": args.backend, "confirm": args.confirm, "recommended": recommended, "best": best},
-                      fh, indent=1)
+            json.dump({"backend": args.backend, "confirm": args.confirm, "unit": "s", "recommended": recommended,
+                       "best": best}, fh, indent=1)
     return 0
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from ..evaluate import Evaluator, Job, run_job
 from ..trials import Trial
-from .progress import Progress
+from ..progress import Progress
 from .steps import Waiting, report, tell_once
 from .tuner import Tuner
 

@@ -34,7 +34,7 @@ from ..result import TuningResult
 from ..storage import Storage
 from ..trials import Trial
 from .asynchronous import check_executor, run_async
-from .progress import Progress
+from ..progress import Progress
 from .steps import Waiting, report, tell_once
 from .tuner import Tuner
 from .updates import RefitPolicy
@@ -111,7 +111,7 @@ def tune(
     is stopped at it; unfinished trials stay PENDING for the next call. target: a task stops once
     its best value is <= target (a number, or one number or None per task).
     progress: a bar on a terminal, else one log line per iteration (see
-    :mod:`gptask.tuning.progress`); False for none.
+    :mod:`gptask.progress`); False for none.
     comm: an mpi4py communicator; call ``tune`` on every rank. Model restarts and per-task searches
     are spread over the ranks; evaluations run on rank 0 only, or, with
     ``parallel_evaluations=True`` (the objective is rank-local), round robin over the ranks.
@@ -128,7 +128,7 @@ def tune(
     No executor: the serial loop above.
     max_failures: every failed evaluation is logged with its task and reason; when the first
     evaluations of this call all failed for the same reason, the run stops with
-    :class:`~gptask.tuning.failures.TuningAborted` naming it ("auto": after ``n + min(n, 5)`` such
+    :class:`~gptask.failures.TuningAborted` naming it ("auto": after ``n + min(n, 5)`` such
     failures for ``n`` tasks, at least 3; a number; None or 0: never stop). The finished trials stay
     in the history and the same call resumes.
     tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters, refit_every,

@@ -61,7 +61,7 @@ from ..sampling import lhs_points
 from ..storage import HistoryMismatch, Owner, Storage, open_storage
 from ..trials import Proposal, Status, Trial, params_key, point_key
 from .data import TrainingData, log_possible, training_data, usable, usable_values
-from .failures import AUTO, FailureWatch
+from ..failures import AUTO, FailureWatch
 from .fantasy import believed_best, with_fantasies
 from .propose import initial_design, search_task, search_tasks
 from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH, STAGE_FIT,
@@ -126,9 +126,9 @@ class Tuner:
     (default 1, False: a full warm-started fit whenever results arrived; larger or None: block
     appends in between). ``updates`` lists every model update made (kind "fit", "reuse", "append",
     ..., seconds, n_points, reason). max_failures: when the first evaluations told all failed for
-    the same reason, :meth:`tell` raises :class:`~gptask.tuning.failures.TuningAborted` after
+    the same reason, :meth:`tell` raises :class:`~gptask.failures.TuningAborted` after
     committing the last one ("auto": after ``n_tasks + min(n_tasks, 5)``; a number; None or 0:
-    never; :mod:`gptask.tuning.failures`). The other arguments are those of :func:`gptask.tune`.
+    never; :mod:`gptask.failures`). The other arguments are those of :func:`gptask.tune`.
 
     Tuners of other kinds (TLA2's new-task tuner, :mod:`gptask.transfer.tla2`) subclass this one
     and override its hooks: :meth:`proposes_for`, :meth:`initial_design`, :meth:`incumbents`,

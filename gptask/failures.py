@@ -31,8 +31,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..labels import task_label
-from ..trials import Status, Trial
+from .labels import task_label
+from .trials import Status, Trial
 
 __all__ = ["TuningAborted", "FailureWatch", "failure_limit", "reason_key", "failure_line", "reasons_by_task",
            "AUTO", "AUTO_EXTRA", "AUTO_MIN"]

@@ -7,7 +7,7 @@ one line through the ``gptask.progress`` logger at INFO::
 
 (each best value labelled with its task, in the problem's unit; with failures, the most common
 reasons follow the count: ``(3 failed: KeyError: 'nodes' x3, 1 pending)``). Each failed evaluation
-also gets a line of its own at WARNING, as it is told (:mod:`gptask.tuning.failures`), on a
+also gets a line of its own at WARNING, as it is told (:mod:`gptask.failures`), on a
 terminal above the bar.
 
 If neither that logger nor the root logger has a handler (a plain script), a stderr handler is
@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ..labels import format_value
+from .labels import format_value
 
 __all__ = ["Progress", "LOGGER_NAME", "format_line"]
 
