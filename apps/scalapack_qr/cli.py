@@ -17,9 +17,9 @@ import shlex
 import sys
 from typing import Any
 
-from gptask.cli import parse_assignments
+from gptask.cli import max_failures_arg, parse_assignments
 
-__all__ = ["main", "parse_kv"]
+__all__ = ["main", "parse_kv", "build_parser"]
 
 
 def parse_kv(text: str, what: str = "argument") -> dict[str, Any]:
@@ -34,7 +34,7 @@ def _add_problem_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--backend", choices=("real", "model"), default="real",
                     help="real: run ScaLAPACK; model: the fitted analytic cost MODEL (eq. 18-19)")
     ap.add_argument("--m-max", type=int, default=None, help="upper bound of m and n (default 2000)")
-    ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--nodes", type=int, default=1, help="nodes of the machine (default 1)")
     ap.add_argument("--cores", type=int, default=None, help="cores per node (default: detected)")
     ap.add_argument("--oversubscribe", action="store_true", help="drop nproc*nth <= nodes*cores")
     ap.add_argument("--repeats", type=int, default=2, help="timed factorisations per launch (min kept)")
@@ -115,7 +115,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     pb = _problem(args)
     tasks: Any = [parse_kv(t, "--task") for t in args.task] if args.task else args.tasks
     result = gt.tune(pb, tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed,
-                     history=args.history, progress=not args.no_progress)
+                     history=args.history, progress=not args.no_progress, max_failures=args.max_failures)
     defaults = [result.default(i) for i in range(len(result.tasks))]
     if args.plot:
         plot_convergence(result.history, args.plot, tasks=result.tasks,
@@ -172,7 +172,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (subcommands evaluate, tune, grid, summary, build)."""
     ap = argparse.ArgumentParser(prog="python -m apps.scalapack_qr",
                                  description="Tune ScaLAPACK PDGEQRF (QR factorisation).")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -185,9 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     tu = sub.add_parser("tune", help="multitask tuning with gptask.tune")
     tu.add_argument("--tasks", type=int, default=8, help="number of LHS tasks")
     tu.add_argument("--task", action="append", help="explicit task m=...,n=... (repeatable)")
-    tu.add_argument("--budget", type=int, default=20)
-    tu.add_argument("--n-initial", type=int, default=10)
-    tu.add_argument("--seed", type=int, default=0)
+    tu.add_argument("--budget", type=int, default=20,
+                    help="launches per task while tuning, the hand default included (default 20)")
+    tu.add_argument("--n-initial", type=int, default=10,
+                    help="launches of each task's initial Latin hypercube design (default 10)")
+    tu.add_argument("--seed", type=int, default=0, help="seed of the tasks, designs and model (default 0)")
+    tu.add_argument("--max-failures", type=max_failures_arg, default="auto", metavar="K",
+                    help="stop when the first K launches all failed for the same reason (default auto: tasks + "
+                         "min(tasks, 5); 0: never)")
     tu.add_argument("--history", default=None, help="SQLite history file (resumes if it exists)")
     tu.add_argument("--out", default=None, help="write the best configurations as JSON")
     tu.add_argument("--plot", default=None, help="write the convergence plot (PNG) here")
@@ -205,12 +211,17 @@ def main(argv: list[str] | None = None) -> int:
     _add_problem_args(gr)
 
     su = sub.add_parser("summary", help="best configurations and noise of grid CSV files")
-    su.add_argument("csv", nargs="+")
-    su.add_argument("--top", type=int, default=5)
+    su.add_argument("csv", nargs="+", help="grid CSV files written by the grid command")
+    su.add_argument("--top", type=int, default=5, help="how many of the best configurations to list (default 5)")
 
     bu = sub.add_parser("build", help="compile the driver (if needed) and print its path")
-    bu.add_argument("--force", action="store_true")
+    bu.add_argument("--force", action="store_true", help="rebuild even when the driver is up to date")
 
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     handler = {"evaluate": _cmd_evaluate, "tune": _cmd_tune, "grid": _cmd_grid, "summary": _cmd_summary,
                "build": _cmd_build}
