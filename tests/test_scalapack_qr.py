@@ -472,6 +472,35 @@ def test_cli_tune_confirms_on_the_model_backend_and_resumes_without_rerunning(ca
     assert n_trials == 12 and set(runs.values()) == {2}
 
 
+def test_gptask_show_recommends_what_the_tune_command_printed(capsys, tmp_path):
+    """One rule (issue 27): the app's table, its JSON and `gptask show` on its history name the same
+    configuration per task, with the same gain over the hand default (re-launched with the
+    candidates), in the same format (percent, seconds)."""
+    import gptask.cli as gcli
+    from apps.scalapack_qr import cli
+    from gptask.labels import format_gain
+    from gptask.storage import SQLiteStorage
+
+    hist, out_json = tmp_path / "h.sqlite", tmp_path / "best.json"
+    assert cli.main(["tune", "--tasks", "3", "--budget", "6", "--n-initial", "4", "--m-max", "800", "--history",
+                     str(hist), "--backend", "model", "--confirm", "2", "--out", str(out_json), "--no-progress"]) == 0
+    job = capsys.readouterr().out
+    saved = json.loads(out_json.read_text())
+    with SQLiteStorage(hist, read_only=True) as h:
+        rows = gcli.recommendation_table(gcli.result_from_history(h))
+        confirmations = h.confirmations()
+    assert gcli.main(["show", str(hist)]) == 0
+    shown = capsys.readouterr().out
+    assert "unit: s" in shown and "value (s)" in shown and "value (s)" in job
+    for i, rec in enumerate(saved["recommended"]):
+        assert {k: rows[i][k] for k in rec["params"]} == rec["params"]
+        assert rows[i]["gain"] == pytest.approx(rec["gain"]) and rec["gain_basis"] == "confirmation runs"
+        # the hand default was re-launched as often as the candidates
+        default = rec["default"]["params"]
+        assert sum(r.task_index == i and dict(r.params) == default for r in confirmations) == 2
+        assert format_gain(rec["gain"]) in job and format_gain(rec["gain"]) in shown
+
+
 def test_counts_of_wide_matrices_stay_positive_and_match_lapack():
     # eq. 19 assumes m >= n; for m < n the sums run over k = min(m, n) eliminated columns.
     # Leading flops of an m x n Householder QR with m < n (LAPACK dgeqrf): 2 m^2 n - 2 m^3 / 3;

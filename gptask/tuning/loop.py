@@ -31,6 +31,7 @@ from ..evaluate import EvaluationInterrupted, Evaluator, Outcome
 from ..parallel import allgather_json, bcast_json, blas_threads_per_rank, collective, my_items
 from ..problem import Problem
 from ..result import TuningResult
+from ..smoke import smoke_limits
 from ..storage import Storage
 from ..trials import Trial
 from .asynchronous import check_executor, run_async
@@ -135,6 +136,7 @@ def tune(
     refit_on_drift, output_transform ("auto": log of positive outputs or not, decided once by
     likelihood; "log"; "none") (see :class:`Tuner`).
     """
+    tasks, budget, n_initial = smoke_limits(tasks, budget, n_initial)  # GPTASK_MAX_TASKS / _BUDGET, if set
     max_time = check_seconds("max_time", max_time)
     max_in_flight = check_executor(executor, max_in_flight, comm, parallel_evaluations,
                                    (problem.objective, noise, pruner))
