@@ -29,6 +29,10 @@ per line, ``k=v,...``; ``--json``: a list of objects with ``id``, ``task_index``
 and ``--seed``, later asks default to what the history holds. Without ``--lease`` an asked trial
 is held until it is told or released. Nothing printed means nothing to ask now (a line on stderr
 says whether the run is done or waits for pending trials).
+
+Exit status: 0 done; 2 bad input (the message names it); 3 ``tune`` stopped by its failure rule
+(the first evaluations all failed for the same reason, :mod:`gptask.failures`); 141 when the
+reader of stdout left early (``gptask show H | head``), quietly, as tools killed by SIGPIPE do.
 """
 
 from __future__ import annotations

@@ -135,6 +135,9 @@ class Recommendation:
     posterior mean, then the raw best if it is not among them (the pick is one of these), with
     their confirmation runs. confirm: the confirmation runs asked per candidate. aggregate: how the
     candidates' confirmation runs were compared (a key of :data:`gptask.noise.AGGREGATES`).
+    default: the problem's default configuration as a candidate (its tuning values and confirmation
+    runs; None when the problem has none or it was not measured completely on this task); unit: the
+    objective's unit. :attr:`gain`, :attr:`gain_basis`, :attr:`is_default` compare the two.
     """
 
     task_index: int

@@ -178,3 +178,12 @@ def broken_problem(fixed: str = "", log: str = "", default: bool = False) -> gt.
     params = gt.Space([gt.Real("x", 0.0, 1.0)])
     return gt.Problem(tasks, params, BrokenObjective(fixed, log), name="broken", unit="s",
                       default={"x": 0.5} if default else None)
+
+
+def sized_problem(x_max: float = 1.0, cores: int = 4) -> gt.Problem:
+    """A 1-task-dimension quadratic whose parameter range and constant come from its options (a
+    problem built by a factory with options, as the apps' are)."""
+    tasks = gt.Space([gt.Real("t", 0.0, 1.0)])
+    params = gt.Space([gt.Real("x", 0.0, float(x_max))])
+    return gt.Problem(tasks, params, lambda task, p: 1.0 + (p["x"] - task["t"]) ** 2, constants={"cores": int(cores)},
+                      name="sized")

@@ -101,3 +101,22 @@ def test_an_exported_history_fits_as_it_is(tmp_path):
     back = sorted((t.task_index, t.params["x"], t.status.value, t.value) for t in result.history)
     assert back == sorted((t.task_index, t.params["x"], t.status.value, t.value) for t in trials)
     assert "model file: m.json" in r.stdout
+
+
+def test_predict_with_other_problem_options_names_what_differs(tmp_path):
+    rows = ["t,x,value"] + [f"{t},{x},{1.0 + (x - t) ** 2}" for t in (0.2, 0.5, 0.8) for x in (0.1, 0.4, 0.7, 1.3)]
+    (tmp_path / "runs.csv").write_text("\n".join(rows) + "\n")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gptask", *map(str, a)], env=ENV, cwd=tmp_path,
+                                    capture_output=True, text=True, timeout=600)
+    fit = run("fit", "runs.csv", "--problem", "problems_for_tests:sized_problem", "--problem-options",
+              "x_max=2,cores=8", "--save-model", "m.json", "--quiet")
+    assert fit.returncode == 0, fit.stderr
+    bad = run("predict", "m.json", "--task", "t=0.3", "--problem", "problems_for_tests:sized_problem")
+    assert bad.returncode == 2
+    assert "constant cores: the model's 8, this problem's 4" in bad.stderr
+    assert "parameter dimension x: the model's real in [0.0, 2.0], this problem's real in [0.0, 1.0]" in bad.stderr
+    assert ("saved from --problem problems_for_tests:sized_problem --problem-options cores=8,x_max=2; this command "
+            "gave --problem problems_for_tests:sized_problem without --problem-options") in bad.stderr
+    good = run("predict", "m.json", "--task", "t=0.3", "--problem", "problems_for_tests:sized_problem",
+               "--problem-options", "x_max=2,cores=8")
+    assert good.returncode == 0 and "predicted objective there" in good.stdout and good.stderr == ""
