@@ -74,7 +74,10 @@ def examples() -> list[Example]:
         found = [n for n in (NOTE.fullmatch(x) for x in notes) if n]
         assert len(found) == 1, f"README.md line {line}: a ```{m['lang']} block needs one <!-- example: ID --> above it"
         opts = dict(o.split("=", 1) for o in found[0]["opts"].split())
-        after = text[m.end():].lstrip("\n").split("\n\n", 1)[0]
+        rest = text[m.end():].lstrip("\n")
+        while rest.lstrip().startswith("<!--"):  # a closing marker: the paragraph after it
+            rest = rest.split("\n", 1)[1].lstrip("\n") if "\n" in rest else ""
+        after = rest.split("\n\n", 1)[0]
         out.append(Example(found[0]["id"], m["lang"], textwrap.dedent(m["body"]), line, after, opts))
     return out
 
