@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gptask.cli import parse_assignments
+from gptask.cli import max_failures_arg, parse_assignments
 from gptask.failures import TuningAborted
 from gptask.noise import Pruner, StaticResampling
 
@@ -129,7 +129,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
         tasks = int(a.n_tasks)
     prob = problem(acc, a.backend, a.workdir, seed=a.seed)
     result = gt.tune(prob, tasks=tasks, budget=a.budget, n_initial=a.n_initial, seed=a.seed,
-                     history=a.history, repeats=a.repeats, aggregate=a.aggregate, progress=not a.no_progress)
+                     history=a.history, repeats=a.repeats, aggregate=a.aggregate, progress=not a.no_progress,
+                     max_failures=a.max_failures)
     for i, task in enumerate(result.tasks):
         best, value = result.best(i)
         # one rule (gptask.recommend): the best configurations by the model, the fastest launch's and the
@@ -306,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--confirm", type=int, default=2, metavar="K",
                    help="re-launches of each candidate and of the default for the recommendation (default 2)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar or per-iteration log lines")
+    t.add_argument("--max-failures", type=max_failures_arg, default="auto", metavar="K",
+                   help="stop when the first K runs all failed for the same reason (default auto: tasks + "
+                        "min(tasks, 5); 0: never)")
     t.set_defaults(fn=cmd_tune)
 
     g = sub.add_parser("grid", help="exhaustive sweep of a small grid for one task")
