@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "Ordinal", "Boolean", "tune", "Tuner", "Proposal", "Trial", "Status",
            "TuningResult", "Evaluator", "Outcome", "EvaluationFailed", "predict_optimum", "predict",
-           "tune_new_task", "transfer_accuracy", "Prediction", "load_model", "fit", "import_runs"]
+           "tune_new_task", "transfer_accuracy", "Prediction", "load_model", "fit", "import_runs", "TuningAborted"]
 
 
 def __getattr__(name: str):
@@ -37,6 +37,10 @@ def __getattr__(name: str):
         from . import importing
 
         return getattr(importing, name)
+    if name == "TuningAborted":
+        from .failures import TuningAborted
+
+        return TuningAborted
     if name == "tune_new_task":
         from .transfer import tla2
 

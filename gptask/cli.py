@@ -29,11 +29,16 @@ per line, ``k=v,...``; ``--json``: a list of objects with ``id``, ``task_index``
 and ``--seed``, later asks default to what the history holds. Without ``--lease`` an asked trial
 is held until it is told or released. Nothing printed means nothing to ask now (a line on stderr
 says whether the run is done or waits for pending trials).
+
+Exit status: 0 done; 2 bad input (the message names it); 3 ``tune`` stopped by its failure rule
+(the first evaluations all failed for the same reason, :mod:`gptask.failures`); 141 when the
+reader of stdout left early (``gptask show H | head``), quietly, as tools killed by SIGPIPE do.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib
 import json
 import logging
@@ -94,26 +99,12 @@ def format_assignments(values: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in values.items())
 
 
-def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """A plain text table of dict rows (union of keys, in first-seen order)."""
-    if not rows:
-        return "(no rows)"
-    keys: list[str] = []
-    for r in rows:
-        keys += [k for k in r if k not in keys]
+def format_table(rows: Sequence[dict[str, Any]], unit: str = "", value_columns: Sequence[str] = ()) -> str:
+    """A plain text table of dict rows (union of keys, in first-seen order; gains in percent; the
+    unit in the headers of ``value_columns``): :func:`gptask.table.format_rows`."""
+    from .table import format_rows
 
-    def cell(v: Any) -> str:
-        if v is None:
-            return "-"
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return str(v)
-
-    cells = [[cell(r.get(k)) for k in keys] for r in rows]
-    widths = [max(len(k), *(len(c[j]) for c in cells)) for j, k in enumerate(keys)]
-    line = "  ".join(k.rjust(w) for k, w in zip(keys, widths))
-    body = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
-    return "\n".join([line, "  ".join("-" * w for w in widths), *body])
+    return format_rows(rows, unit, value_columns)
 
 
 def load_problem(spec: str, options: dict[str, Any] | None = None):
@@ -204,9 +195,13 @@ def best_table(history) -> list[dict[str, Any]]:
 def result_from_history(history: Any) -> Any:
     """A :class:`gptask.TuningResult` rebuilt from a history (a Storage) without its problem: the
     spaces from the signature, the finished trials, the confirmation runs, and the model conditioned
-    on every finished trial with the last stored hyperparameters (None before the first fit). Its
-    objective cannot be run (confirmation runs would fail) and its constraints are not known."""
+    on every finished trial with the last stored hyperparameters (None before the first fit), the
+    recorded default configurations and unit. Its objective cannot be run (confirmation runs would
+    fail) and its constraints are not known."""
+    from .baseline import stored_defaults
     from .evaluate import EvaluationFailed
+    from .labels import stored_unit
+    from .trials import point_key
     from .models import LCM
     from .problem import Problem
     from .result import TuningResult
@@ -219,9 +214,12 @@ def result_from_history(history: Any) -> Any:
     def no_objective(task: dict, params: dict) -> float:
         raise EvaluationFailed(f"the problem {name!r} was rebuilt from a history: its objective is not available")
 
-    problem = Problem(Space.from_json(sig["task_space"]), Space.from_json(sig["param_space"]), no_objective,
-                      constants=sig.get("constants") or {}, name=name)
     tasks = history.tasks()
+    stored = stored_defaults(history)
+    defaults = {point_key(t): d for t, d in zip(tasks, stored)}
+    default = (lambda task: defaults[point_key(task)]) if stored and all(d is not None for d in stored) else None
+    problem = Problem(Space.from_json(sig["task_space"]), Space.from_json(sig["param_space"]), no_objective,
+                      constants=sig.get("constants") or {}, name=name, default=default, unit=stored_unit(history))
     finished = [t for t in history.trials() if t.status.finished]
     last, use_log = history.last_model(), history.get_meta("use_log")
     model = transform = None
@@ -236,29 +234,17 @@ def result_from_history(history: Any) -> Any:
 
 
 def recommendation_table(result: Any) -> list[dict[str, Any]]:
-    """One row per task with a complete evaluation: the configuration with the lowest posterior mean
-    among those evaluated (``result.recommend(i)``), its predicted value and std, its confirmation
-    runs if any (fastest, median, count), and the raw best launch for comparison."""
-    rows = []
-    for i in range(len(result.tasks)):
-        if not result.records(i):
-            continue
-        rec = result.recommend(i)
-        pick = rec.pick
-        row: dict[str, Any] = {"task": i, **rec.params, "predicted": rec.predicted, "+-": rec.predicted_std}
-        if pick.confirmations:
-            row["confirmed min"] = min(pick.confirmations)
-            row["median"] = pick.median
-            row["runs"] = len(pick.confirmations)
-        row["raw best"] = rec.raw_best_value
-        row["same as raw"] = "yes" if rec.params == rec.raw_best_params else "no"
-        rows.append(row)
-    return rows
+    """One row per task with a complete evaluation: its recommendation by the one rule of
+    :mod:`gptask.recommend` (``result.recommend(i)``, which reads the confirmation runs already
+    made), as :func:`gptask.recommend.recommendation_row` writes it."""
+    from .recommend import recommendation_table as table
+
+    return table(result, progress=False)
 
 
 def _progress_logging(quiet: bool) -> None:
     """Progress lines (one per iteration when stderr is not a terminal) unless ``quiet``."""
-    from .tuning.progress import LOGGER_NAME
+    from .progress import LOGGER_NAME
 
     logging.getLogger(LOGGER_NAME).setLevel(logging.WARNING if quiet else logging.INFO)
 
@@ -278,7 +264,6 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
     from .noise import accepts_deadline
     from .plots import plot_convergence
-    from .problem import Problem
     from .tuning import tune
 
     options = parse_assignments(args.problem_options)
@@ -293,18 +278,17 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     _progress_logging(quiet)
     kwargs = dict(tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed, history=args.history,
                   repeats=args.repeats, aggregate=args.aggregate, timeout=args.timeout, n_latent=args.n_latent,
-                  progress=not quiet, max_time=args.max_time, target=args.target)
+                  progress=not quiet, max_time=args.max_time, target=args.target, max_failures=args.max_failures)
     if args.workers is None:
         result = tune(problem, **kwargs)
     else:
         named = (NamedObjectiveWithDeadline if accepts_deadline(problem.objective) else NamedObjective)(
             args.problem, options)
-        sent = Problem(problem.task_space, problem.param_space, named, problem.constraints, problem.constants,
-                       problem.name)
+        sent = copy.copy(problem)  # the same problem (default, unit, features) with a picklable objective
+        sent.objective = named
         with ProcessPoolExecutor(args.workers) as pool:
             result = tune(sent, executor=pool, max_in_flight=args.workers, **kwargs)
-    rows = result.table()
-    print(format_table(rows))
+    print(result.table())
     for i, reason in sorted(result.closed.items()):
         print(f"task {i} stopped early: {reason}")
     if result.pending:
@@ -312,18 +296,32 @@ def _cmd_tune(args: argparse.Namespace) -> int:
               "command again to finish them")
     status = 0
     if args.save_model:
-        result.save_model(args.save_model)
-        print(f"model: {args.save_model}")
+        _save_model(result, args.save_model, quiet, args.problem, options)
     if args.plot:
         try:
             defaults = [None if (d := result.default(i)) is None else d[1] for i in range(len(result.tasks))]
             plot_convergence(result.history, args.plot, title=f"{problem.name}: best so far per task",
-                             tasks=result.tasks, defaults=defaults)
+                             tasks=result.tasks, defaults=defaults, unit=problem.unit)
             print(f"convergence plot: {args.plot}")
         except (OSError, ValueError) as exc:
             print(f"gptask: error: the convergence plot failed: {exc}", file=sys.stderr)
             status = 1
     return status
+
+
+def _save_model(result: Any, path: str, quiet: bool, spec: str, options: Mapping[str, Any]) -> None:
+    """``result.save_model(path)``, saying first on stderr that the accuracy report is computed (a
+    leave-one-task-out refit per task: about 2 s each for the 8 tasks of the shipped 16-core data).
+    The file's metadata records ``--problem`` and ``--problem-options`` (``gptask predict`` names
+    them when it is given another problem)."""
+    import time
+
+    if not quiet:
+        print(f"gptask: saving the model to {path} with its leave-one-task-out accuracy (a refit per task, "
+              f"{len(result.tasks)} tasks)", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    result.save_model(path, metadata={"problem": {"factory": spec, "options": dict(options)}})
+    print(f"model file: {path}" + ("" if quiet else f" (written in {time.perf_counter() - t0:.1f} s)"))
 
 
 def _tuner_for_ask(args: argparse.Namespace):
@@ -403,26 +401,38 @@ def _cmd_release(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
+    from .labels import stored_unit, task_label
+    from .recommend import COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS
     from .storage import SQLiteStorage
     from .storage.owner import Owner
     from .trials import Status
+    from .failures import reasons_by_task
 
     with SQLiteStorage(args.history, read_only=True) as h:
         trials = h.trials()
         pending = [t for t in trials if t.status is Status.PENDING]
         result = result_from_history(h)
+        unit = stored_unit(h)
         extra = f"  confirmation runs: {len(result.confirmations)}" if result.confirmations else ""
         print(f"problem: {h.signature.get('name')}  tasks: {len(h.tasks())}  "
-              f"evaluations: {len(trials) - len(pending)}  pending: {len(pending)}{extra}")
-        print("raw best (the single best launch per task):")
-        print(format_table(best_table(h)))
+              f"evaluations: {len(trials) - len(pending)}  pending: {len(pending)}{extra}"
+              + (f"  unit: {unit}" if unit else ""))
+        print("raw best (the single best launch per task; gain: over the default as measured while tuning):")
+        print(format_table(best_table(h), unit, ("best", "default")))
         for i, reason in sorted(h.closed_tasks().items()):
             print(f"task {i}: {reason}")
-    if result.model is None:
+        failures = reasons_by_task(trials)
+        if failures:
+            print("failed evaluations by reason:")
+            for i, counts in failures.items():
+                why = "; ".join(f"{reason} ({n})" for reason, n in counts.most_common())
+                print(f"  task {i} ({task_label(h.tasks()[i])}): {sum(counts.values())} failed: {why}")
+    if result.model is None and not result.confirmations:
         print("recommended: none yet (no model was fitted)")
     else:
-        print("recommended (the evaluated configuration with the lowest posterior mean of the model):")
-        print(format_table(recommendation_table(result)))
+        print(f"recommended ({RULE.format(aggregate=DEFAULT_AGGREGATE)}):")
+        print(format_table(recommendation_table(result), unit, VALUE_COLUMNS))
+        print(COLUMNS_NOTE.format(aggregate=DEFAULT_AGGREGATE))
     for t in pending:
         holder = "released" if t.owner is None else Owner.from_text(t.owner).describe()
         print(f"pending trial {t.id}: task {t.task_index} {format_assignments(t.params)} ({holder}, "
@@ -432,6 +442,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .baseline import default_values, stored_defaults
+    from .labels import stored_unit
     from .outputs import check_output_path
     from .plots import plot_convergence, plot_formats
     from .storage import SQLiteStorage
@@ -441,7 +452,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     with SQLiteStorage(args.history, read_only=True) as h:
         records = [t for t in h.trials() if t.status.finished]
         plot_convergence(records, out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks(),
-                         defaults=default_values(records, stored_defaults(h)))
+                         defaults=default_values(records, stored_defaults(h)), unit=stored_unit(h))
     print(out)
     return 0
 
@@ -463,7 +474,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     from .importing import fit, import_runs
     from .outputs import check_output_path
 
-    problem = load_problem(args.problem, parse_assignments(args.problem_options))
+    options = parse_assignments(args.problem_options)
+    problem = load_problem(args.problem, options)
     if args.save_model:
         check_output_path(args.save_model, "--save-model")
     reading = {"value": args.value, "status": args.status, "aggregate": args.aggregate,
@@ -471,20 +483,22 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     if args.history:
         report = import_runs(problem, args.data, args.history, **reading)
         print(f"history {args.history}: {report.summary()}")
+    _progress_logging(args.quiet)
     result = fit(problem, args.data, n_latent=args.n_latent, output_transform=args.output_transform,
-                 restarts=args.restarts, seed=args.seed, **reading)
-    print(format_table(result.table()))
+                 restarts=args.restarts, seed=args.seed, progress=not args.quiet, **reading)
+    print(result.table())
     print(f"model: {result.model.n_latent} latent process(es), {result.model.kernel} kernel, "
-          f"{'log' if result.transform.use_log else 'no'} output transform, {int(result.model.n_points.sum())} points")
+          f"{'log' if result.transform.use_log else 'no'} output transform, {int(result.model.n_points.sum())} points",
+          flush=True)
     if args.save_model:
-        result.save_model(args.save_model)
-        print(f"model file: {args.save_model}")
+        _save_model(result, args.save_model, args.quiet, args.problem, options)
     return 0
 
 
 def _default_lines(problem: Any, model: Any, task: dict, pred: Any) -> list[str]:
     """What ``gptask predict`` says about the problem's default configuration for ``task``."""
     from .baseline import gain
+    from .labels import format_gain
     from .transfer import predict
 
     try:
@@ -495,16 +509,28 @@ def _default_lines(problem: Any, model: Any, task: dict, pred: Any) -> list[str]
         return []
     mean, std = predict(model, task, default)
     g = gain(mean, pred.value)
-    return [f"default configuration {format_assignments(default)}: predicted {mean:.6g} +- {std:.3g}",
-            "predicted gain of the predicted optimum over it: " + ("-" if g is None else f"{g:.1%}")]
+    unit = f" {problem.unit}" if problem.unit else ""
+    return [f"default configuration {format_assignments(default)}: predicted {mean:.6g} +- {std:.3g}{unit}",
+            "predicted gain of the predicted optimum over it: " + format_gain(g)]
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    from .model_io import load_model, read_metadata
+    from .model_io import ModelFileError, load_model, read_metadata
     from .transfer import predict, predict_optimum
 
     problem = load_problem(args.problem, parse_assignments(args.problem_options)) if args.problem else None
-    model = load_model(args.model, problem=problem)
+    try:
+        model = load_model(args.model, problem=problem)
+    except ModelFileError as exc:
+        built = read_metadata(args.model).get("problem") if problem is not None and "another problem" in str(exc) \
+            else None
+        if isinstance(built, dict) and built.get("factory"):
+            raise ModelFileError(f"{exc}. The model was saved from --problem {built['factory']}" + (
+                f" --problem-options {format_assignments(built['options'])}" if built.get("options") else "")
+                + f"; this command gave --problem {args.problem}"
+                + (f" --problem-options {args.problem_options}" if args.problem_options else
+                   " without --problem-options")) from None
+        raise
     task = parse_assignments(args.task)
     pred = predict_optimum(model, task)
     out: dict[str, Any] = {"task": pred.task, "params": pred.params, "std_encoded": pred.std,
@@ -521,7 +547,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     print(f"task: {pred.task}" + ("  (a tuned task)" if out["tuned_task"] else "  (new task: transferred)"))
     rows = [{"parameter": k, "predicted": v, "std (encoded units)": pred.std[k]} for k, v in pred.params.items()]
     print(format_table(rows))
-    print(f"predicted objective there: {pred.value:.6g} +- {pred.value_std:.3g}")
+    unit = f" {problem.unit}" if problem is not None and problem.unit else ""
+    print(f"predicted objective there: {pred.value:.6g} +- {pred.value_std:.3g}{unit}")
     print("chosen by: " + ("the joint model (least predicted value among feasible candidates)" if pred.route == "joint"
                            else "TLA1 (one GP per parameter over the tuned tasks' best configurations)"))
     if pred.feasible is None:
@@ -550,6 +577,19 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def max_failures_arg(text: str) -> int | str:
+    """``--max-failures``: "auto" or an integer >= 0."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or an integer >= 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gptask", description="Multitask GP autotuning for HPC applications")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
@@ -560,15 +600,27 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--problem-options", default="", help="k=v,... passed to the problem function")
     t.add_argument("--tasks", type=int, default=5, help="number of LHS tasks (ignored with --task)")
     t.add_argument("--task", action="append", help="an explicit task k=v,... (repeatable)")
-    t.add_argument("--budget", type=int, default=20)
-    t.add_argument("--n-initial", type=int, default=None)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--budget", type=int, default=20,
+                   help="evaluations per task, initial design and the problem's default included (default 20)")
+    t.add_argument("--n-initial", type=int, default=None,
+                   help="evaluations of each task's initial Latin hypercube design before the model proposes "
+                        "(default: half the budget)")
+    t.add_argument("--seed", type=int, default=0,
+                   help="seed of the tasks, designs, fits and searches; a history resumes only with its own seed "
+                        "(default 0)")
     t.add_argument("--history", default=None,
                    help="SQLite file (resumes when it exists; several tune commands may share it)")
-    t.add_argument("--repeats", type=int, default=1)
-    t.add_argument("--aggregate", default="min", choices=["min", "median", "mean"])
+    t.add_argument("--repeats", type=int, default=1,
+                   help="runs of the objective per evaluation, combined by --aggregate (default 1)")
+    t.add_argument("--aggregate", default="min", choices=["min", "median", "mean"],
+                   help="how the --repeats runs of one evaluation are combined (default min, for run times)")
     t.add_argument("--timeout", type=float, default=None, help="seconds per run")
-    t.add_argument("--n-latent", type=int, default=None)
+    t.add_argument("--n-latent", type=int, default=None,
+                   help="latent processes of the multitask model (LCM); default 1")
+    t.add_argument("--max-failures", type=max_failures_arg, default="auto", metavar="K",
+                   help="stop with exit status 3 when the first K evaluations all failed for the same reason "
+                        "(the objective looks broken; finished trials stay in the history); 'auto' (default): "
+                        "the number of tasks plus min(tasks, 5), at least 3; 0: never stop")
     t.add_argument("--workers", type=int, default=None,
                    help="run the objective in K worker processes, K trials at a time (asynchronous)")
     t.add_argument("--max-time", type=float, default=None,
@@ -590,15 +642,16 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--tasks", type=int, default=None, help="number of LHS tasks (first ask; default 5)")
     a.add_argument("--task", action="append", help="an explicit task k=v,... (repeatable; first ask)")
     a.add_argument("--budget", type=int, default=None, help="evaluations per task (default: the history's, or 20)")
-    a.add_argument("--n-initial", type=int, default=None)
-    a.add_argument("--seed", type=int, default=None)
+    a.add_argument("--n-initial", type=int, default=None,
+                   help="initial design size per task (first ask; default: the history's, or half the budget)")
+    a.add_argument("--seed", type=int, default=None, help="seed (first ask; default: the history's, or 0)")
     a.add_argument("--target", type=float, default=None, help="a task stops once its best value is <= TARGET")
     a.add_argument("--lease", type=float, default=None,
                    help="seconds after which a trial not told is given to the next ask (default: never)")
     a.set_defaults(func=_cmd_ask)
 
     tl = sub.add_parser("tell", help="record the result of a PENDING trial")
-    tl.add_argument("history")
+    tl.add_argument("history", help="the SQLite history the trial was asked from")
     tl.add_argument("id", type=int, help="the trial id printed by ask")
     tl.add_argument("value", nargs="?", default=None, help="the measured value (a number)")
     tl.add_argument("--failed", metavar="REASON", default=None, help="the run failed, for this reason")
@@ -606,17 +659,17 @@ def build_parser() -> argparse.ArgumentParser:
     tl.set_defaults(func=_cmd_tell)
 
     rl = sub.add_parser("release", help="give PENDING trials back: the next ask proposes them again")
-    rl.add_argument("history")
-    rl.add_argument("ids", type=int, nargs="+")
+    rl.add_argument("history", help="the SQLite history")
+    rl.add_argument("ids", type=int, nargs="+", help="ids of PENDING trials to give back")
     rl.set_defaults(func=_cmd_release)
 
     s = sub.add_parser("show", help="best launch, recommended configuration and pending trials per task of a history")
-    s.add_argument("history")
+    s.add_argument("history", help="the SQLite history (read only)")
     s.set_defaults(func=_cmd_show)
 
     pl = sub.add_parser("plot", help="convergence plot (PNG) of a history")
-    pl.add_argument("history")
-    pl.add_argument("--out", default=None)
+    pl.add_argument("history", help="the SQLite history (read only)")
+    pl.add_argument("--out", default=None, help="image file to write (PNG, PDF, SVG, ...; default: HISTORY.png)")
     pl.set_defaults(func=_cmd_plot)
 
     pr = sub.add_parser("predict", help="predicted optimum of a task from a saved model (no runs)")
@@ -638,19 +691,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="value of repeated rows of one configuration (all kept as samples)")
     f.add_argument("--skip-invalid", action="store_true",
                    help="leave bad rows out (listed) instead of refusing the file")
-    f.add_argument("--n-latent", type=int, default=None)
-    f.add_argument("--output-transform", default="auto", choices=["auto", "log", "none"])
+    f.add_argument("--n-latent", type=int, default=None, help="latent processes of the LCM (default 1)")
+    f.add_argument("--output-transform", default="auto", choices=["auto", "log", "none"],
+                   help="model log(values) or the values; auto: chosen by likelihood (default)")
     f.add_argument("--restarts", type=int, default=3, help="starts of the model fit")
-    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--seed", type=int, default=0, help="seed of the fit's starting points (default 0)")
     f.add_argument("--save-model", default=None, help="write the model (JSON) here, for gptask predict")
     f.add_argument("--history", default=None,
                    help="also import the rows into this history (SQLite) for gptask tune to continue from")
+    f.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     f.set_defaults(func=_cmd_fit)
 
     e = sub.add_parser("export", help="export a history as CSV or JSON")
-    e.add_argument("history")
-    e.add_argument("--format", choices=["csv", "json"], default="csv")
-    e.add_argument("--out", default=None)
+    e.add_argument("history", help="the SQLite history (read only)")
+    e.add_argument("--format", choices=["csv", "json"], default="csv",
+                   help="csv: one row per trial (task.* and param.* columns; gptask fit reads it back); "
+                        "json: everything, models and confirmation runs included (default csv)")
+    e.add_argument("--out", default=None, help="file to write (default: standard output)")
     e.set_defaults(func=_cmd_export)
     return p
 
@@ -660,11 +717,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    from .failures import TuningAborted
+
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # `gptask show H | head -1`: the reader left; stop quietly, as standard tools do
+        return quiet_broken_pipe()
+    except TuningAborted as exc:
+        print(f"gptask: {exc}", file=sys.stderr)
+        return EXIT_ABORTED
     except (ValueError, TypeError, OSError) as exc:
         print(f"gptask: error: {exc}", file=sys.stderr)
         return 2
+
+
+#: exit status of ``gptask tune`` stopped by its failure rule (every first evaluation failed alike)
+EXIT_ABORTED = 3
+#: exit status when stdout's reader went away (128 + SIGPIPE, as a tool killed by SIGPIPE reports)
+EXIT_BROKEN_PIPE = 141
+
+
+def quiet_broken_pipe() -> int:
+    """After a BrokenPipeError on stdout: point stdout at /dev/null so that the interpreter's final
+    flush does not complain, and return :data:`EXIT_BROKEN_PIPE`."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

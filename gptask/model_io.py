@@ -18,6 +18,9 @@ Layout (format tag ``"gptask.model"``, ``"version": 1``)::
                   gptask.transfer.joint; predicting a new task with it needs problem=),
      "metadata":  {...}   (optional: what the writer wants kept with the model, e.g. the machine,
                   the training data and its accuracy for a model card; read by read_metadata),
+     "recommended": [Recommendation.to_json() or null, ...]   (a tuning result's recommendation per
+                  task by gptask.recommend's rule, as gptask show prints it; read_recommendations),
+     "unit":      the objective's unit ("s"; "" for none; with "recommended"),
      "checksum":  "sha256:<hex of the canonical JSON of every other key>"}
 
 Arrays that must be bit-exact (the LCM's data, Cholesky factor and weights) travel as the
@@ -53,7 +56,8 @@ from .transfer.joint import JointModel
 from .transfer.model import OptimaModel, ScalarGP, TransferModel, as_transfer_model
 from .transforms import OutputTransform
 
-__all__ = ["FORMAT", "VERSION", "save_model", "load_model", "read_metadata", "ModelFileError"]
+__all__ = ["FORMAT", "VERSION", "save_model", "load_model", "read_metadata", "read_recommendations",
+           "signature_differences", "ModelFileError"]
 
 FORMAT = "gptask.model"
 VERSION = 1
@@ -148,6 +152,10 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
         "extended_since_fit": tm.extended_since_fit,
         "accuracy": _clean(report),
     }
+    recommended = _recommendations(source)
+    if recommended is not None:  # a tuning result: its recommendations by the one rule (gptask.recommend)
+        body["recommended"] = _clean(recommended)
+        body["unit"] = getattr(getattr(source, "problem", None), "unit", "")
     joint = tm.stored_joint if tm.problem is None else tm.joint()
     if joint is not None:  # only when there is one: files of problems without features stay as they were
         body["joint"] = {"names": joint.names, "lo": joint.lo.tolist(), "hi": joint.hi.tolist(),
@@ -163,6 +171,64 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False))
     os.replace(tmp, path)
     return path
+
+
+def _recommendations(source: Any) -> list[dict[str, Any] | None] | None:
+    """Per task of a TuningResult ``source``, its recommendation (``Recommendation.to_json``: the
+    same rule as ``gptask show`` and the apps' tables, reading the confirmation runs the result
+    holds; None for a task without a complete evaluation); None for other sources."""
+    from .recommend import recommend
+
+    if not (hasattr(source, "recommend") and hasattr(source, "confirmations") and hasattr(source, "records")):
+        return None  # a loaded model or another source: no evaluations to recommend from
+    return [recommend(source, i, progress=False).to_json() if source.records(i) else None
+            for i in range(len(source.tasks))]
+
+
+def _dimension_text(d: Any) -> str:
+    if not isinstance(d, dict):
+        return repr(d)
+    if d.get("type") == "categorical":
+        return f"one of {d.get('choices')}"
+    return f"{d.get('type')} in [{d.get('lo')}, {d.get('hi')}]" + (" (log)" if d.get("log") else "")
+
+
+def signature_differences(stored: dict[str, Any], mine: dict[str, Any]) -> list[str]:
+    """What differs between a model file's problem signature (``stored``) and a problem's
+    (``mine``), one phrase each: ``constant cores: the model's 16, this problem's 2``,
+    ``task dimension m: the model's integer in [128, 4000] (log), this problem's integer in [128,
+    2000]``, the name, the number of constraints. Empty when they agree."""
+    out = []
+    if stored.get("name") != mine.get("name"):
+        out.append(f"name: the model's {stored.get('name')!r}, this problem's {mine.get('name')!r}")
+    sc, mc = stored.get("constants") or {}, mine.get("constants") or {}
+    for k in sorted(set(sc) | set(mc)):
+        if sc.get(k) != mc.get(k):
+            out.append(f"constant {k}: the model's {sc.get(k, '(none)')}, this problem's {mc.get(k, '(none)')}")
+    for space, label in (("task_space", "task"), ("param_space", "parameter")):
+        sd = {d.get("name"): d for d in stored.get(space) or [] if isinstance(d, dict)}
+        md = {d.get("name"): d for d in mine.get(space) or [] if isinstance(d, dict)}
+        for name in list(sd) + [n for n in md if n not in sd]:
+            if sd.get(name) != md.get(name):
+                a = "(none)" if name not in sd else _dimension_text(sd[name])
+                b = "(none)" if name not in md else _dimension_text(md[name])
+                out.append(f"{label} dimension {name}: the model's {a}, this problem's {b}")
+    if stored.get("n_constraints") != mine.get("n_constraints"):
+        out.append(f"constraints: the model's {stored.get('n_constraints')}, this problem's {mine.get('n_constraints')}")
+    if not out:
+        out.append("the signatures differ")
+    return out
+
+
+def read_recommendations(path: str | os.PathLike) -> list[dict[str, Any] | None]:
+    """The per-task recommendations a model file was saved with (``recommended``; [] when the file
+    has none, e.g. a model of imported data saved before this key existed)."""
+    recs = _read_document(path).get("recommended")
+    if recs is None:
+        return []
+    if not isinstance(recs, list):
+        raise ModelFileError(f"{path}: corrupted model file (recommended is {type(recs).__name__}, not a list)")
+    return recs
 
 
 def _version() -> str:
@@ -247,7 +313,6 @@ def load_model(path: str | os.PathLike, problem: Problem | None = None) -> Trans
         mine = json.loads(json.dumps(problem.signature(), sort_keys=True, default=str))
         stored = json.loads(json.dumps(sig, sort_keys=True, default=str))
         if mine != stored:
-            diff = sorted(k for k in set(mine) | set(stored) if mine.get(k) != stored.get(k))
-            raise ModelFileError(f"{p} was saved for another problem: signatures differ in {diff}")
+            raise ModelFileError(f"{p} was saved for another problem: " + "; ".join(signature_differences(stored, mine)))
         tm.problem = problem
     return tm

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["convergence_data", "plot_convergence", "plot_formats"]
+__all__ = ["convergence_data", "plot_convergence", "convergence_figure", "plot_formats", "y_label"]
 
 
 def plot_formats() -> set[str]:
@@ -34,16 +34,32 @@ def convergence_data(records: Sequence[dict[str, Any]]) -> dict[int, dict[str, l
 
 def plot_convergence(records: Sequence[dict[str, Any]], path: str | Path, title: str = "",
                      tasks: Sequence[dict] | None = None, log_scale: bool | None = None,
-                     defaults: Sequence[float | None] | None = None) -> Path:
+                     defaults: Sequence[float | None] | None = None, unit: str = "") -> Path:
     """Best value so far versus evaluation number, one line per task; written as PNG to ``path``.
 
     defaults: per task index, the measured value of the default configuration (None: none), drawn
-    as a dashed line in the task's colour, so the gain over the default is visible.
+    as a dashed line in the task's colour, so the gain over the default is visible. unit: the
+    objective's unit, on the y axis label. The x axis (evaluations) has integer ticks only.
     """
+    import matplotlib.pyplot as plt
+
+    fig = convergence_figure(records, title, tasks, log_scale, defaults, unit)
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def convergence_figure(records: Sequence[dict[str, Any]], title: str = "", tasks: Sequence[dict] | None = None,
+                       log_scale: bool | None = None, defaults: Sequence[float | None] | None = None,
+                       unit: str = "") -> Any:
+    """The matplotlib Figure that :func:`plot_convergence` writes (same arguments, no path); the
+    caller closes it (``matplotlib.pyplot.close(fig)``)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     data = convergence_data(records)
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -65,7 +81,8 @@ def plot_convergence(records: Sequence[dict[str, Any]], path: str | Path, title:
     if (log_scale is None and positive and data) or log_scale:
         ax.set_yscale("log")
     ax.set_xlabel("evaluation of the task")
-    ax.set_ylabel("best value so far")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(y_label(unit))
     ax.set_title(title or "convergence per task (x: failed evaluation)")
     if defaults is not None and any(d is not None for d in defaults):
         ax.plot([], [], "k--", linewidth=0.8, label="default configuration")
@@ -73,10 +90,12 @@ def plot_convergence(records: Sequence[dict[str, Any]], path: str | Path, title:
         ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def y_label(unit: str = "") -> str:
+    """The y axis label of a convergence plot: ``best value so far (s)`` with a unit."""
+    return "best value so far" + (f" ({unit})" if unit else "")
 
 
 def _short(v: Any) -> str:

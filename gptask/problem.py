@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .expressions import Restriction, parse_restriction
+from .labels import check_unit
 from .space import Space
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,6 +72,9 @@ class Problem:
         by the cores used, in any unit): new-task prediction then models the ratio of the
         objective to it, so that what the estimate explains need not be learned. Neither is part
         of the :meth:`signature`; a model file records the feature names it was fitted with.
+    unit: the unit of the objective's values (``"s"`` for run times, ``"GB/s"``, ...; default none):
+        written after every value in progress lines, ``gptask show``, tables and plots. Not part
+        of the :meth:`signature`; histories and model files record it.
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class Problem:
         features: Features | None = None,
         cost_model: CostModel | None = None,
         candidates: Candidates | None = None,
+        unit: str = "",
     ) -> None:
         for label, space in (("task_space", task_space), ("param_space", param_space)):
             if not isinstance(space, Space):
@@ -132,6 +137,7 @@ class Problem:
                 raise TypeError(f"Problem: {label} must be a function of the dict the constraints see, got {fn!r}")
         self.features, self.cost_model = features, cost_model
         self.candidates = candidates
+        self.unit = check_unit(unit)
         self._raised: dict[int, tuple[int, str]] = {}  # constraint index -> (times raised, first error)
         self._domains: dict[str, Any] = {}  # task -> its listed configurations (see domain())
 

@@ -13,6 +13,23 @@ times: a machine only ever slows a launch down, so the fastest of a few launches
 noisy estimate of what a configuration can do; "median" is the choice for noise both ways) is
 recommended. Every candidate's runs are reported (median, min/max, IQR, failures).
 
+**One rule, wherever a recommendation is shown.** :func:`recommend` is the only place that picks:
+``result.recommend(i, confirm=k)`` in the API and the apps' tables (the main job), ``gptask show``
+(which passes ``confirm=0`` and so reads the confirmation runs the history holds), the model file
+(``recommended``) and reports. The rule: when some candidate of the task has complete confirmation
+runs (made now or by an earlier call, another process, the main job), the lowest ``aggregate`` of
+those runs wins; otherwise the lowest posterior mean (the lowest mean observed value without a
+model). Every configuration with confirmation runs of the task is a candidate, so a call with
+``confirm=0`` sees exactly what the confirming call saw.
+
+**The default, like for like.** When the problem has a default configuration (``Problem(default=)``,
+measured first while tuning) it is a candidate too, and with ``confirm=k`` it is re-launched ``k``
+times round robin with the others, so its runs share the machine's state with theirs. The gain
+(:attr:`Recommendation.gain`, ``(default - pick) / default``) compares the pick's and the default's
+confirmation runs by the same ``aggregate`` when both have some, otherwise both values as measured
+while tuning (:attr:`Recommendation.gain_basis` says which). When the default itself wins,
+:attr:`Recommendation.is_default` is True, the gain is 0 and the tables say "default".
+
 Confirmation runs are runs of the objective that are not trials of the run: each is committed
 to the run's history file (``result.history_file``, :meth:`gptask.storage.Storage.add_confirmation`)
 before the next starts, as a Trial record with source :data:`~gptask.trials.CONFIRM_SOURCE` in
@@ -32,7 +49,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .baseline import gain as relative_gain
 from .evaluate import Evaluator, Outcome
+from .labels import format_gain, format_value, task_label
 from .noise import AGGREGATES, check_aggregate
 from .storage import Storage, open_storage
 from .trials import CONFIRM_SOURCE, Status, Trial, point_key
@@ -40,9 +59,11 @@ from .checks import check_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from .result import TuningResult
+    from .table import Table
 
 __all__ = ["DEFAULT_CANDIDATES", "DEFAULT_AGGREGATE", "Candidate", "Recommendation", "recommend",
-           "ranked_candidates"]
+           "ranked_candidates", "GAIN_CONFIRMED", "GAIN_TUNING", "recommendation_row", "recommendation_table",
+           "RULE", "COLUMNS_NOTE", "VALUE_COLUMNS", "default_params"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +77,9 @@ DEFAULT_AGGREGATE = "min"
 #: what a recommendation rests on (or "confirmed <aggregate>")
 BASIS_POSTERIOR = "posterior mean"
 BASIS_OBSERVED = "observed mean (no model)"
+#: what a gain compares (Recommendation.gain_basis)
+GAIN_CONFIRMED = "confirmation runs"
+GAIN_TUNING = "as measured while tuning"
 
 
 @dataclass(frozen=True)
@@ -111,6 +135,9 @@ class Recommendation:
     posterior mean, then the raw best if it is not among them (the pick is one of these), with
     their confirmation runs. confirm: the confirmation runs asked per candidate. aggregate: how the
     candidates' confirmation runs were compared (a key of :data:`gptask.noise.AGGREGATES`).
+    default: the problem's default configuration as a candidate (its tuning values and confirmation
+    runs; None when the problem has none or it was not measured completely on this task); unit: the
+    objective's unit. :attr:`gain`, :attr:`gain_basis`, :attr:`is_default` compare the two.
     """
 
     task_index: int
@@ -124,6 +151,71 @@ class Recommendation:
     candidates: tuple[Candidate, ...]
     confirm: int = 0
     aggregate: str = DEFAULT_AGGREGATE
+    default: Candidate | None = None
+    unit: str = ""
+
+    @property
+    def is_default(self) -> bool:
+        """Whether the recommended configuration is the problem's default."""
+        return self.default is not None and point_key(self.default.params) == point_key(self.params)
+
+    @property
+    def gain_basis(self) -> str:
+        """What :attr:`gain` compares: :data:`GAIN_CONFIRMED` (the confirmation runs of both, by
+        ``aggregate``), :data:`GAIN_TUNING` (both as measured while tuning), or "" (no gain)."""
+        return self._gain()[1]
+
+    @property
+    def gain(self) -> float | None:
+        """``(default - pick) / default``, like for like (:attr:`gain_basis`); 0 when the default
+        is recommended, None without a measured default (or a default value <= 0)."""
+        return self._gain()[0]
+
+    @property
+    def default_value(self) -> float | None:
+        """The default's value that :attr:`gain` compares with (None without one)."""
+        return self._gain()[2]
+
+    @property
+    def value(self) -> float | None:
+        """The pick's value that :attr:`gain` compares (its confirmation runs by ``aggregate``, or
+        its value while tuning), None when neither exists."""
+        return self._gain()[3]
+
+    def _gain(self) -> tuple[float | None, str, float | None, float | None]:
+        how = AGGREGATES[self.aggregate]
+        pick, dflt = self.pick, self.default
+        if pick.confirmations and (dflt is None or dflt.confirmations):
+            mine = pick.confirmed_by(self.aggregate)
+            if dflt is None:
+                return None, "", None, mine
+            ref = dflt.confirmed_by(self.aggregate)
+            return (0.0 if self.is_default else relative_gain(ref, mine)), GAIN_CONFIRMED, ref, mine
+        mine = how(np.asarray(pick.observed)) if pick.observed else None
+        if dflt is None or not dflt.observed:
+            return None, "", None, mine
+        ref = how(np.asarray(dflt.observed))
+        return (0.0 if self.is_default else relative_gain(ref, mine)), GAIN_TUNING, ref, mine
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready summary (model files, the apps' output files): params, is_default, basis,
+        value (what the gain compares), predicted, predicted_std, confirmation runs of the pick,
+        default params and value, gain, gain_basis, unit, raw best."""
+        pick = self.pick
+        return {"task": dict(self.task), "params": dict(self.params), "is_default": self.is_default,
+                "basis": self.basis, "value": self.value, "predicted": self.predicted,
+                "predicted_std": self.predicted_std, "confirmations": list(pick.confirmations),
+                "confirmation_failures": list(pick.failures),
+                "default": None if self.default is None else {"params": dict(self.default.params),
+                                                              "value": self.default_value},
+                "gain": self.gain, "gain_basis": self.gain_basis, "unit": self.unit,
+                "raw_best": {"params": dict(self.raw_best_params), "value": self.raw_best_value}}
+
+    def describe(self) -> str:
+        """One line for people: the pick (or "the default"), its value with the unit, the gain."""
+        what = "the default configuration" if self.is_default else ",".join(f"{k}={v}" for k, v in self.params.items())
+        g = "" if self.gain is None else f", gain over the default {format_gain(self.gain)} ({self.gain_basis})"
+        return f"{what}: {format_value(self.value, self.unit)} ({self.basis}){g}"
 
     @property
     def pick(self) -> Candidate:
@@ -165,20 +257,37 @@ def ranked_candidates(result: "TuningResult", i: int) -> list[Candidate]:
     return [Candidate(params[k], float(predicted[k]), float(std[k]), observed[k]) for k in order]
 
 
+def default_params(result: "TuningResult", i: int) -> dict[str, Any] | None:
+    """Task ``i``'s default configuration (``result.problem.default_for``), None when the problem
+    has none or it is not usable for this task."""
+    try:
+        return result.problem.default_for(result.tasks[i])
+    except (ValueError, TypeError):
+        return None
+
+
 def recommend(result: "TuningResult", i: int, confirm: int = 0, candidates: int | None = None,
-              timeout: float | None = None, aggregate: str | None = None) -> Recommendation:
+              timeout: float | None = None, aggregate: str | None = None, progress: bool = True) -> Recommendation:
     """Task ``i``'s recommended configuration; see the module docstring and
     :meth:`gptask.TuningResult.recommend` (None: DEFAULT_CANDIDATES, DEFAULT_AGGREGATE)."""
     confirm = check_int("confirm", confirm, 0)
     n_cand = check_int("candidates", DEFAULT_CANDIDATES if candidates is None else candidates, 1)
     aggregate = check_aggregate(DEFAULT_AGGREGATE if aggregate is None else aggregate, "recommend")
     ranked = ranked_candidates(result, i)
+    by_key = {point_key(c.params): c for c in ranked}
     raw_params, raw_value = result.best(i)
     top = ranked[:n_cand]
-    if point_key(raw_params) not in {point_key(c.params) for c in top}:  # the incumbent always competes
-        top.append(next(c for c in ranked if point_key(c.params) == point_key(raw_params)))
+    default = default_params(result, i)
+    # the incumbent always competes, the default is re-launched beside the others, and every
+    # configuration already confirmed stays a candidate (so that confirm=0 sees what confirm=k saw)
+    extra = [raw_params] + ([default] if default is not None else []) + [
+        r["params"] for r in result.confirmations if r["task_index"] == i]
+    for params in extra:
+        key = point_key(params)
+        if key in by_key and key not in {point_key(c.params) for c in top}:
+            top.append(by_key[key])
     if confirm:
-        _confirm(result, i, [c.params for c in top], confirm, timeout)
+        _confirm(result, i, [c.params for c in top], confirm, timeout, progress, default)
     runs = {point_key(c.params): [r for r in result.confirmations
                                   if r["task_index"] == i and point_key(r["params"]) == point_key(c.params)]
             for c in top}
@@ -189,39 +298,59 @@ def recommend(result: "TuningResult", i: int, confirm: int = 0, candidates: int 
                               tuple(float(r["value"]) for r in mine if r["status"] == Status.COMPLETE),
                               tuple(str(r["reason"]) for r in mine if r["status"] != Status.COMPLETE)))
     pick, basis = done[0], BASIS_POSTERIOR if done[0].predicted is not None else BASIS_OBSERVED
-    if confirm:
-        measured = [c for c in done if c.confirmations]
-        if measured:
-            pick, basis = min(measured, key=lambda c: c.confirmed_by(aggregate)), f"confirmed {aggregate}"
-        else:
-            log.warning("task %d: every confirmation run failed (%s); recommending by %s", i,
-                        "; ".join(sorted({f for c in done for f in c.failures})), basis)
+    measured = [c for c in done if c.confirmations]
+    if measured:
+        pick, basis = min(measured, key=lambda c: c.confirmed_by(aggregate)), f"confirmed {aggregate}"
+    elif confirm:
+        log.warning("task %d: every confirmation run failed (%s); recommending by %s", i,
+                    "; ".join(sorted({f for c in done for f in c.failures})), basis)
+    dflt = None if default is None else next((c for c in done if point_key(c.params) == point_key(default)), None)
     return Recommendation(i, dict(result.tasks[i]), dict(pick.params), pick.predicted, pick.predicted_std,
-                          basis, raw_params, raw_value, tuple(done), confirm, aggregate)
+                          basis, raw_params, raw_value, tuple(done), confirm, aggregate, dflt,
+                          getattr(result.problem, "unit", ""))
 
 
-def _confirm(result: "TuningResult", i: int, configs: list[dict], k: int, timeout: float | None) -> None:
+def _confirm(result: "TuningResult", i: int, configs: list[dict], k: int, timeout: float | None,
+             progress: bool = True, default: dict | None = None) -> None:
     """Bring each of ``configs`` (task ``i``) to ``k`` confirmation runs, round robin, each committed
     to the result's history file (when it has one) before the next starts; ``result.confirmations``
-    is then what the file holds (every task), or what this process measured without a file."""
+    is then what the file holds (every task), or what this process measured without a file.
+    progress: a bar on a terminal, else a log line per run (``gptask.progress``), naming the task,
+    the configuration (``default`` is called so) and the value."""
+    from .progress import Progress
+
     storage = None if result.history_file is None else open_storage(result.history_file,
                                                                     result.problem.signature())
+    reporter = None
     try:
         if storage is not None:  # the file is the source of truth: another call may have added runs
             result.confirmations[:] = storage.confirmations()
         done = {point_key(p): sum(1 for r in result.confirmations
                                   if r["task_index"] == i and point_key(r["params"]) == point_key(p))
                 for p in configs}
+        todo = sum(max(0, k - n) for n in done.values())
+        if not todo:
+            return
+        reporter = Progress(progress, todo, 0, desc=f"confirm task {i}")
         evaluator = Evaluator(result.problem.objective, timeout=timeout)
         task = dict(result.tasks[i])
+        unit = getattr(result.problem, "unit", "")
+        count = 0
         for round_ in range(k):
             for params in configs:
                 if done[point_key(params)] > round_:
                     continue
-                result.confirmations.append(_confirmation_run(storage, i, task, params, evaluator,
-                                                              len(result.confirmations) + 1))
+                run = _confirmation_run(storage, i, task, params, evaluator, len(result.confirmations) + 1)
+                result.confirmations.append(run)
                 done[point_key(params)] += 1
+                count += 1
+                what = "the default" if default is not None and point_key(params) == point_key(default) else \
+                    task_label(params)
+                shown = format_value(run.value, unit) if run.status is Status.COMPLETE else f"failed: {run.reason}"
+                reporter.step(f"task {i} ({task_label(task)}): confirmation run {count}/{todo}, {what}: {shown}")
     finally:
+        if reporter is not None:
+            reporter.close()
         if storage is not None:
             storage.close()
 
@@ -238,8 +367,43 @@ def _confirmation_run(storage: Storage | None, i: int, task: dict, params: dict,
     if outcome.status is not Status.COMPLETE:  # failed (or censored: not a full measurement)
         status, value = Status.FAILED, None
         reason = outcome.reason if outcome.status is Status.FAILED else f"{outcome.status.value}: {outcome.reason}"
-        log.info("task %d: confirmation run of %s failed: %s", i, params, reason)
     if storage is not None:
         return storage.add_confirmation(i, params, status, value, outcome.samples, reason, outcome.duration)
     return Trial(id=next_id, task_index=i, task=task, params=params, status=status, value=value,
                  samples=outcome.samples, reason=reason, source=CONFIRM_SOURCE, duration=outcome.duration)
+
+
+#: what the recommendation tables say about the rule (module docstring)
+RULE = ("per task, the configuration whose confirmation runs have the lowest {aggregate} when it has confirmed "
+        "ones, else the evaluated configuration with the lowest posterior mean of the model")
+#: what the value and gain columns of those tables mean
+COLUMNS_NOTE = ("value: the pick's {aggregate} over its confirmation runs (runs, median, max), else its value as "
+                "measured while tuning; default: the default configuration's value taken the same way (re-launched "
+                "with the confirmation runs); gain: (default - value) / default; predicted +- std: the model's "
+                "posterior mean there")
+#: columns of a recommendation row that hold objective values (shown with the unit)
+VALUE_COLUMNS = ("value", "median", "max", "predicted", "+-", "raw best", "default")
+
+
+def recommendation_row(rec: Recommendation) -> dict[str, Any]:
+    """One row of a recommendation table (``gptask show``, the apps' tables): the task index and
+    values, the pick's parameters, whether it is the default, what it rests on, the value the gain
+    compares, its confirmation runs (count, median, max), the model's prediction, the raw best
+    launch, the default's value and the gain (a fraction; tables print it in percent)."""
+    pick = rec.pick
+    spread = pick.spread
+    return {"task": rec.task_index, **rec.task, **rec.params, "pick": "default" if rec.is_default else "tuned",
+            "basis": rec.basis, "value": rec.value, "runs": len(pick.confirmations) or None,
+            "median": pick.median, "max": None if spread is None else spread[1], "predicted": rec.predicted,
+            "+-": rec.predicted_std, "raw best": rec.raw_best_value, "default": rec.default_value, "gain": rec.gain}
+
+
+def recommendation_table(result: "TuningResult", confirm: int = 0, timeout: float | None = None,
+                         progress: bool = True) -> "Table":
+    """:func:`recommendation_row` of every task with a complete evaluation (``result.recommend(i,
+    confirm=confirm)``), as a :class:`~gptask.table.Table` with the problem's unit."""
+    from .table import Table
+
+    rows = [recommendation_row(recommend(result, i, confirm=confirm, timeout=timeout, progress=progress))
+            for i in range(len(result.tasks)) if result.records(i)]
+    return Table(rows, getattr(result.problem, "unit", ""), VALUE_COLUMNS)

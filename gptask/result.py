@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .baseline import default_trial, gain
 from .problem import Problem
+from .table import Table
 from .transforms import OutputTransform
 from .trials import Status
 
@@ -71,16 +72,21 @@ class TuningResult:
         return None if d is None or not ok else gain(d[1], min(r["value"] for r in ok))
 
     def recommend(self, i: int, confirm: int = 0, candidates: int | None = None,
-                  timeout: float | None = None, aggregate: str | None = None) -> "Recommendation":
+                  timeout: float | None = None, aggregate: str | None = None,
+                  progress: bool = True) -> "Recommendation":
         """Task ``i``'s recommended configuration, robust to a noisy objective (:mod:`gptask.recommend`).
 
         Picks, among task ``i``'s evaluated configurations, the one with the lowest posterior mean
         of the model (in user units through the output transform), not the single best launch of
-        :meth:`best`. With ``confirm=k`` the ``candidates`` (default 3) best by posterior mean, and
-        the single best launch's configuration if it is not among them, are re-measured ``k`` times
-        each through the problem's objective (round robin; ``timeout`` seconds per run, None: no
-        limit) and the one whose runs have the lowest ``aggregate`` ("min" by default, as for
-        repeats of run times; "median" or "mean") is picked. Confirmation runs are committed to the
+        :meth:`best`. With ``confirm=k`` the ``candidates`` (default 3) best by posterior mean, the
+        single best launch's configuration and the problem's default if they are not among them,
+        and any configuration confirmed before, are re-measured ``k`` times each through the
+        problem's objective (round robin; ``timeout`` seconds per run, None: no limit) and the one
+        whose runs have the lowest ``aggregate`` ("min" by default, as for repeats of run times;
+        "median" or "mean") is picked; with ``confirm=0`` the confirmation runs already made decide
+        the same way when there are any. ``rec.gain`` compares the pick with the default like for
+        like; ``rec.is_default`` says when the default wins. progress: a bar or a log line per
+        confirmation run. Confirmation runs are committed to the
         run's history file (``history_file``) one by one, apart from its trials (never counted
         against the tuning budget, never seen by the model), and reused by later calls; a failed
         run is recorded with its reason and never raises. Returns a frozen
@@ -89,7 +95,8 @@ class TuningResult:
         """
         from .recommend import recommend
 
-        return recommend(self, i, confirm=confirm, candidates=candidates, timeout=timeout, aggregate=aggregate)
+        return recommend(self, i, confirm=confirm, candidates=candidates, timeout=timeout, aggregate=aggregate,
+                         progress=progress)
 
     def best_so_far(self, i: int) -> list[float]:
         """Running minimum of task ``i``'s values, one entry per evaluation (failed ones repeat it)."""
@@ -110,9 +117,11 @@ class TuningResult:
 
         return save_model(self, path, accuracy=accuracy, metadata=metadata)
 
-    def table(self) -> list[dict[str, Any]]:
+    def table(self) -> Table:
         """One row per task: the task, its best parameters and value, evaluations and failures; with a
-        default configuration (``Problem(default=...)``) also its measured value and the gain."""
+        default configuration (``Problem(default=...)``) also its measured value and the gain.
+        A :class:`gptask.table.Table`: a list of dicts that prints as aligned columns (gains in
+        percent, the objective's unit in the value headers)."""
         rows = []
         for i, t in enumerate(self.tasks):
             all_r = self.records(i, status=None)
@@ -130,4 +139,4 @@ class TuningResult:
             row["evaluations"] = len(all_r)
             row["failed"] = sum(r["status"] == Status.FAILED for r in all_r)
             rows.append(row)
-        return rows
+        return Table(rows, getattr(self.problem, "unit", ""), ("best", "default"))

@@ -5,7 +5,9 @@
 # (the 3 best configurations by the model re-launched 3 times each, the lowest median kept, beside
 # the single fastest launch), the same as JSON, the convergence plot and the SQLite history in
 # out/. Running it again resumes from out/main.sqlite (finished evaluations and confirmation
-# launches are not repeated); delete out/ to start afresh.
+# launches are not repeated); delete out/ to start afresh. A failing launcher stops the run after the
+# first launches (all failed for one reason: exit status 3, the reason in the error). For a quick check,
+# GPTASK_MAX_TASKS=2 GPTASK_MAX_BUDGET=4 bash scripts/main.sh runs 2 sizes x 4 launches (gptask/smoke.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -153,3 +153,37 @@ class DyingObjective:
 def dying_problem() -> gt.Problem:
     base = counting_problem()
     return gt.Problem(base.task_space, base.param_space, DyingObjective(), name="counting")
+
+
+class BrokenObjective:
+    """Raises ``KeyError: 'nodes'`` on every call (a launcher reading a missing setting), unless the
+    file ``fixed`` exists; every call appends a line to ``log`` when given."""
+
+    def __init__(self, fixed: str = "", log: str = "") -> None:
+        self.fixed, self.log = fixed, log
+
+    def __call__(self, task, p):
+        if self.log:
+            with open(self.log, "a") as fh:
+                fh.write(f"{task['t']!r} {p['x']!r}\n")
+        if self.fixed and os.path.exists(self.fixed):
+            return 1.0 + (p["x"] - task["t"]) ** 2
+        settings = {"cores": 4}
+        return float(settings["nodes"])
+
+
+def broken_problem(fixed: str = "", log: str = "", default: bool = False) -> gt.Problem:
+    """A 1-parameter problem whose objective is :class:`BrokenObjective`, in seconds."""
+    tasks = gt.Space([gt.Real("t", 0.0, 1.0)])
+    params = gt.Space([gt.Real("x", 0.0, 1.0)])
+    return gt.Problem(tasks, params, BrokenObjective(fixed, log), name="broken", unit="s",
+                      default={"x": 0.5} if default else None)
+
+
+def sized_problem(x_max: float = 1.0, cores: int = 4) -> gt.Problem:
+    """A 1-task-dimension quadratic whose parameter range and constant come from its options (a
+    problem built by a factory with options, as the apps' are)."""
+    tasks = gt.Space([gt.Real("t", 0.0, 1.0)])
+    params = gt.Space([gt.Real("x", 0.0, float(x_max))])
+    return gt.Problem(tasks, params, lambda task, p: 1.0 + (p["x"] - task["t"]) ** 2, constants={"cores": int(cores)},
+                      name="sized")

@@ -398,7 +398,9 @@ def test_cli_tune_runs_mla_on_the_model_backend(capsys):
     assert [x["task_index"] for x in lines] == [0, 1]
     for x in lines:
         assert x["best_params"] in param_space("sbb") and x["backend"] == "model"
-        assert x["gain_over_default"] == pytest.approx((x["default_time"] - x["best_remeasured"]) / x["default_time"])
+        assert x["recommended"] in param_space("sbb") and x["runs"] == 2 and x["gain_basis"] == "confirmation runs"
+        assert x["gain_over_default"] == pytest.approx((x["default_time"] - x["recommended_time"]) / x["default_time"])
+        assert x["is_default"] == (x["recommended"] == DEFAULTS["sbb"])
 
 
 def test_cli_summary_of_a_stored_grid(tmp_path):

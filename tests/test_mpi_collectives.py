@@ -312,7 +312,7 @@ def test_cli_tune_calls_gptask_tune_per_the_contract(monkeypatch, capsys, tmp_pa
         def best(self, i):
             return {"algorithm": "ring", "kval": 2, "tree_type": "kary", "chunk": 8192}, 1e-4 * (i + 1)
 
-    def fake_tune(problem, tasks, budget, n_initial, seed, history, repeats, aggregate):
+    def fake_tune(problem, tasks, budget, n_initial, seed, history, repeats, aggregate, **progress_and_failures):
         seen.update(problem=problem, tasks=tasks, budget=budget, n_initial=n_initial, seed=seed,
                     history=history, repeats=repeats, aggregate=aggregate)
         return FakeResult()
@@ -329,6 +329,47 @@ def test_cli_tune_calls_gptask_tune_per_the_contract(monkeypatch, capsys, tmp_pa
     lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
     assert [x["task"] for x in lines] == FakeResult.tasks
     assert lines[1]["best"]["algorithm"] == "ring" and lines[1]["time"] == pytest.approx(2e-4)
+    assert lines[1]["best_is_default"] is False
+
+
+def test_compare_default_recommends_like_for_like_and_labels_the_default(monkeypatch, capsys, tmp_path):
+    """--compare-default (issue 27): the recommendation and its gain come from re-launches of the
+    candidates and of MPICH's default (algorithm=auto) made round robin; when auto wins it is
+    labelled as the default and the gain is 0 (not a gain of the default over itself). The launches
+    are stood in for by a deterministic time per algorithm: auto is fastest on the small message,
+    every other algorithm twice as fast as auto on the large one."""
+    from apps.mpi_collectives import objective as objective_mod
+    from apps.mpi_collectives.cli import main
+    from gptask.storage import SQLiteStorage
+
+    launches = []
+
+    def fake_evaluate(task, params, config=None, multi_node=False):
+        launches.append((task["size"], params["algorithm"]))
+        slow = 1e-4 * (1 + task["size"] / 65536)
+        if task["size"] == 1024:
+            return {"time": slow / 2 if params["algorithm"] == "auto" else slow}
+        return {"time": slow if params["algorithm"] == "auto" else slow / 2}
+
+    monkeypatch.setattr(objective_mod, "evaluate", fake_evaluate)
+    hist = tmp_path / "h.sqlite"
+    assert main(["tune", "--colls", "allreduce", "--task", "size=1024,nprocs=2", "--task", "size=65536,nprocs=2",
+                 "--budget", "8", "--n-initial", "6", "--history", str(hist), "--compare-default",
+                 "--no-progress"]) == 0
+    small, large = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    with SQLiteStorage(hist, read_only=True) as h:
+        runs = h.confirmations()
+    for i, line in enumerate((small, large)):
+        mine = [r for r in runs if r.task_index == i]
+        auto = [r.value for r in mine if r.params["algorithm"] == "auto" and r.params == line["default"]["params"]]
+        assert len(auto) == 3 and line["default"]["time"] == min(auto) and line["runs"] == 3
+    assert small["is_default"] and small["recommended"]["algorithm"] == "auto"
+    assert small["recommended_label"] == "MPICH's default (algorithm=auto)" and small["gain_over_default"] == 0.0
+    assert not large["is_default"] and large["recommended"]["algorithm"] != "auto"
+    picked = [r.value for r in runs if r.task_index == 1 and r.params == large["recommended"]]
+    assert large["recommended_time"] == min(picked)
+    assert large["gain_over_default"] == pytest.approx((large["default"]["time"] - min(picked)) / large["default"]["time"])
+    assert large["gain_basis"] == "confirmation runs" and large["gain_over_default"] == pytest.approx(0.5)
 
 
 @pytest.mark.mpi

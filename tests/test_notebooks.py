@@ -21,3 +21,15 @@ def test_notebook_runs(path, tmp_path, root, monkeypatch):
     client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
+
+
+def test_notebook_01_explains_why_the_values_found_differ_from_the_optima():
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    assert NOTEBOOKS[0].name == "01_mla_demo.ipynb"
+    table = next(k for k, c in enumerate(nb.cells) if c.cell_type == "code" and "demo_optimum(task)" in c.source)
+    assert '"regret": value - f_opt' in nb.cells[table].source
+    note = nb.cells[table + 1]
+    assert note.cell_type == "markdown"
+    for words in ("budget", "noise", "regret = f found - f optimum", "deterministic", "local minima"):
+        assert words in note.source.lower()

@@ -251,3 +251,104 @@ def test_confirmed_recommendation_beats_the_luckiest_launch_on_a_noisy_family():
             differ += r.params != r.raw_best_params
     assert differ >= 4
     assert np.mean(rec) < np.mean(raw) < np.mean(worst), (np.mean(rec), np.mean(raw), np.mean(worst))
+
+
+# ---- one recommendation everywhere (issue 27) -----------------------------------------------------
+DEFAULT = {"x": 0.5, "k": 4}
+
+
+def staged_problem(calls, state, favour):
+    """The bowl with a default configuration, in seconds; while ``state["confirming"]`` the
+    objective returns 1.0 for ``favour(task, params)`` and 2.0 for anything else (a machine on
+    which the re-launches tell a clear story), recording every call in ``calls``."""
+    tasks = gt.Space([gt.Real("t", 0.0, 1.0)])
+    params = gt.Space([gt.Real("x", 0.0, 1.0), gt.Integer("k", 1, 8)])
+
+    def objective(task, p):
+        calls.append((dict(task), dict(p)))
+        if state.get("confirming"):
+            return 1.0 if favour(task, p) else 2.0
+        return 1.0 + (p["x"] - 0.2 - 0.6 * task["t"]) ** 2 + 0.02 * (p["k"] - 5) ** 2
+
+    return gt.Problem(tasks, params, objective, name="staged", default=DEFAULT, unit="s")
+
+
+def show_rows(path):
+    with SQLiteStorage(path, read_only=True) as h:
+        return cli.recommendation_table(cli.result_from_history(h))
+
+
+def test_show_recommends_what_the_confirmation_runs_chose_with_the_default_relaunched(tmp_path, capsys):
+    calls, state, second = [], {}, {}
+    problem = staged_problem(calls, state, lambda task, p: second.get(task["t"]) == p)
+    path = tmp_path / "runs.sqlite"
+    res = _tune(problem, history=path)
+    n_tuning = len(calls)
+    recs = []
+    for i in range(2):
+        ranked = res.recommend(i, progress=False).candidates
+        second[TASKS[i]["t"]] = dict(ranked[1].params)  # the confirmation runs favour the model's second pick
+        state["confirming"] = True
+        recs.append(res.recommend(i, confirm=3, progress=False))
+        state["confirming"] = False
+        rec = recs[-1]
+        confirm_calls = [p for _, p in calls[n_tuning:]][-3 * len(rec.candidates):]
+        cand = [c.params for c in rec.candidates]
+        assert DEFAULT in cand and confirm_calls == cand * 3  # the default round robin with the others
+        assert rec.params == ranked[1].params != ranked[0].params and rec.basis == "confirmed min"
+        # like for like: the minimum of the default's re-launches against the pick's, from the file
+        runs = [r for r in stored_confirmations(path) if r.task_index == i]
+        d_min = min(r.value for r in runs if r.params == DEFAULT)
+        p_min = min(r.value for r in runs if r.params == rec.params)
+        assert (d_min, p_min) == (2.0, 1.0)
+        assert rec.gain == pytest.approx((d_min - p_min) / d_min) and rec.gain_basis == "confirmation runs"
+        assert not rec.is_default and rec.default_value == d_min and rec.unit == "s"
+    # gptask show, from the file alone, recommends the same configurations with the same gains
+    rows = show_rows(path)
+    for i, rec in enumerate(recs):
+        assert {k: rows[i][k] for k in rec.params} == rec.params and rows[i]["gain"] == pytest.approx(rec.gain)
+        assert rows[i]["pick"] == "tuned" and rows[i]["basis"] == "confirmed min"
+    assert cli.main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "unit: s" in out and "best (s)" in out and "value (s)" in out and "default (s)" in out
+    assert "50.0 %" in out and "0.5\n" not in out  # gains in percent, as the apps print them
+    # the model file carries the same recommendation
+    model = tmp_path / "m.json"
+    res.save_model(model, accuracy=False)
+    from gptask.model_io import read_recommendations
+
+    stored = read_recommendations(model)
+    assert [s["params"] for s in stored] == [r.params for r in recs]
+    assert [s["gain"] for s in stored] == pytest.approx([r.gain for r in recs])
+    assert all(s["unit"] == "s" and s["is_default"] is False for s in stored)
+
+
+def test_a_recommended_default_says_so(tmp_path, capsys):
+    calls, state = [], {}
+    problem = staged_problem(calls, state, lambda task, p: p == DEFAULT)
+    path = tmp_path / "runs.sqlite"
+    res = _tune(problem, history=path)
+    state["confirming"] = True
+    rec = res.recommend(0, confirm=2, progress=False)
+    assert rec.is_default and rec.params == DEFAULT and rec.gain == 0.0
+    assert rec.describe().startswith("the default configuration: 1 s (confirmed min), gain over the default 0.0 %")
+    assert show_rows(path)[0]["pick"] == "default"
+    # without confirmation runs the gain compares both values as measured while tuning
+    plain = res.recommend(1, progress=False)
+    measured = {tuple(sorted(r["params"].items())): r["value"] for r in res.records(1)}
+    d, p = measured[tuple(sorted(DEFAULT.items()))], measured[tuple(sorted(plain.params.items()))]
+    assert plain.gain_basis == "as measured while tuning" and plain.gain == pytest.approx((d - p) / d)
+
+
+def test_confirmation_runs_report_progress(tmp_path, caplog):
+    import logging
+
+    calls, state = [], {}
+    problem = staged_problem(calls, state, lambda task, p: False)
+    res = _tune(problem, history=tmp_path / "runs.sqlite")
+    caplog.set_level(logging.INFO, logger="gptask.progress")
+    rec = res.recommend(0, confirm=2)
+    lines = [r.getMessage() for r in caplog.records if "confirmation run" in r.getMessage()]
+    n = 2 * len(rec.candidates)
+    assert len(lines) == n and lines[0].startswith(f"task 0 (t=0.1): confirmation run 1/{n}, ")
+    assert any(", the default: " in ln for ln in lines) and lines[-1].endswith(" s")

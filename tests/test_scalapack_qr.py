@@ -384,6 +384,7 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
     calls = {"confirm": []}
     raw = {"mb": 32, "nb": 16, "nproc": 2, "p": 1, "nth": 1}
     rec = {"mb": 64, "nb": 8, "nproc": 2, "p": 2, "nth": 1}
+    hand = {"mb": 64, "nb": 64, "nproc": 2, "p": 1, "nth": 1}
 
     class FakeResult:
         def __init__(self, tasks):
@@ -395,11 +396,13 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
         def records(self, i):  # the raw best and the recommendation as measured while tuning
             return [{"params": dict(raw), "value": 0.5 + i}, {"params": dict(rec), "value": 0.6 + i}]
 
-        def recommend(self, i, confirm=0):
+        def recommend(self, i, confirm=0, progress=True):
             calls["confirm"].append(confirm)
             cand = Candidate(dict(rec), 0.9 + i, 0.1, (1.0 + i,), (0.7 + i, 0.8 + i, 0.9 + i), ())
+            # the hand default on task 0 only, re-launched with the candidates
+            dflt = Candidate(dict(hand), 2.1, 0.1, (2.0,), (1.9, 2.0, 2.2), ()) if i == 0 else None
             return Recommendation(i, self.tasks[i], dict(rec), 0.9 + i, 0.1, "confirmed min", dict(raw),
-                                  0.5 + i, (cand,), confirm)
+                                  0.5 + i, (cand,) + ((dflt,) if dflt else ()), confirm, "min", dflt, "s")
 
         def default(self, i):  # the hand default measured on task 0 only
             return ({"mb": 64, "nb": 64, "nproc": 2, "p": 1, "nth": 1}, 2.0) if i == 0 else None
@@ -407,7 +410,7 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
         def gain(self, i):
             return (2.0 - 0.5) / 2.0 if i == 0 else None
 
-    def fake_tune(problem, tasks, budget, n_initial, seed, history, progress):
+    def fake_tune(problem, tasks, budget, n_initial, seed, history, progress, **failure_policy):
         calls.update(problem=problem, tasks=tasks, budget=budget, n_initial=n_initial, seed=seed,
                      history=history)
         return FakeResult([{"m": 500, "n": 400}, {"m": 900, "n": 300}])
@@ -421,15 +424,20 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
     assert calls["history"] == str(tmp_path / "h.sqlite") and "MODEL" in calls["problem"].name
     assert calls["confirm"] == [3, 3]
     text = capsys.readouterr().out
-    assert "analytic MODEL values" in text and "   900    300   64    8" in text and "1.8" in text
+    assert "analytic MODEL values" in text and "1.8" in text
+    row = next(line.split() for line in text.splitlines() if line.split()[:3] == ["1", "900", "300"])
+    assert row[3:8] == ["64", "8", "2", "2", "1"] and row[8] == "tuned"
     saved = json.loads(out_json.read_text())
     assert saved["best"][1]["time"] == 1.5 and saved["backend"] == "model" and saved["confirm"] == 3
     assert saved["recommended"][1]["params"] == rec and saved["recommended"][1]["time_median"] == 1.8
     assert saved["recommended"][1]["runs"] == 3 and saved["recommended"][1]["time_max"] == 1.9
     assert saved["recommended"][1]["time_min"] == 1.7
-    assert "default_s" in text and "gain" in text
-    assert saved["recommended"][0]["default"]["time"] == 2.0 and saved["recommended"][1]["default"] is None
-    assert saved["recommended"][0]["gain"] == (2.0 - 0.6) / 2.0  # like for like: tuning values
+    assert "default (s)" in text and "gain" in text and "value (s)" in text
+    assert saved["recommended"][0]["default"]["time"] == 1.9 and saved["recommended"][1]["default"] is None
+    # like for like: the minimum of the re-launches of both, printed in percent
+    assert saved["recommended"][0]["gain"] == pytest.approx((1.9 - 0.7) / 1.9)
+    assert saved["recommended"][0]["gain_basis"] == "confirmation runs"
+    assert f"{100 * (1.9 - 0.7) / 1.9:.1f} %" in text
 
 
 def test_cli_tune_confirms_on_the_model_backend_and_resumes_without_rerunning(capsys, tmp_path):
@@ -462,6 +470,35 @@ def test_cli_tune_confirms_on_the_model_backend_and_resumes_without_rerunning(ca
     assert cli.main(argv) == 0
     n_trials, runs = stored()
     assert n_trials == 12 and set(runs.values()) == {2}
+
+
+def test_gptask_show_recommends_what_the_tune_command_printed(capsys, tmp_path):
+    """One rule (issue 27): the app's table, its JSON and `gptask show` on its history name the same
+    configuration per task, with the same gain over the hand default (re-launched with the
+    candidates), in the same format (percent, seconds)."""
+    import gptask.cli as gcli
+    from apps.scalapack_qr import cli
+    from gptask.labels import format_gain
+    from gptask.storage import SQLiteStorage
+
+    hist, out_json = tmp_path / "h.sqlite", tmp_path / "best.json"
+    assert cli.main(["tune", "--tasks", "3", "--budget", "6", "--n-initial", "4", "--m-max", "800", "--history",
+                     str(hist), "--backend", "model", "--confirm", "2", "--out", str(out_json), "--no-progress"]) == 0
+    job = capsys.readouterr().out
+    saved = json.loads(out_json.read_text())
+    with SQLiteStorage(hist, read_only=True) as h:
+        rows = gcli.recommendation_table(gcli.result_from_history(h))
+        confirmations = h.confirmations()
+    assert gcli.main(["show", str(hist)]) == 0
+    shown = capsys.readouterr().out
+    assert "unit: s" in shown and "value (s)" in shown and "value (s)" in job
+    for i, rec in enumerate(saved["recommended"]):
+        assert {k: rows[i][k] for k in rec["params"]} == rec["params"]
+        assert rows[i]["gain"] == pytest.approx(rec["gain"]) and rec["gain_basis"] == "confirmation runs"
+        # the hand default was re-launched as often as the candidates
+        default = rec["default"]["params"]
+        assert sum(r.task_index == i and dict(r.params) == default for r in confirmations) == 2
+        assert format_gain(rec["gain"]) in job and format_gain(rec["gain"]) in shown
 
 
 def test_counts_of_wide_matrices_stay_positive_and_match_lapack():

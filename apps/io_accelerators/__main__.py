@@ -2,8 +2,9 @@
 
 evaluate  one configuration on one task; prints one JSON line with "time" (seconds), the samples,
           the default configuration's time and the gain over it (unless --no-reference)
-tune      gt.tune over named or LHS-sampled tasks; prints one JSON line per task with the best
-          configuration found and its gain over the default (measured in the same run)
+tune      gt.tune over named or LHS-sampled tasks; prints one JSON line per task with the
+          recommended configuration (gptask.recommend: re-launched with the default, round robin)
+          and its gain over the default from those runs
 grid      exhaustive sweep of a small discretised parameter grid for one task; writes a CSV (with a
           machine description and the load average in its header comments)
 summary   default, best, gain over default and the spread of repeated samples of stored grids
@@ -29,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gptask.cli import parse_assignments
+from gptask.cli import max_failures_arg, parse_assignments
+from gptask.failures import TuningAborted
 from gptask.noise import Pruner, StaticResampling
 
 from .problem import DEFAULTS, IOObjective, accelerator_of, named_task, problem
@@ -127,17 +129,19 @@ def cmd_tune(a: argparse.Namespace) -> int:
         tasks = int(a.n_tasks)
     prob = problem(acc, a.backend, a.workdir, seed=a.seed)
     result = gt.tune(prob, tasks=tasks, budget=a.budget, n_initial=a.n_initial, seed=a.seed,
-                     history=a.history, repeats=a.repeats, aggregate=a.aggregate, progress=False)
-    obj = prob.objective
+                     history=a.history, repeats=a.repeats, aggregate=a.aggregate, progress=not a.no_progress,
+                     max_failures=a.max_failures)
     for i, task in enumerate(result.tasks):
         best, value = result.best(i)
-        dflt, _, _ = _measure(obj, task, dict(DEFAULTS[acc]), a.repeats, a.aggregate)
-        # re-measure the best next to the default: both under the same machine load
-        again, _, _ = _measure(obj, task, dict(best), a.repeats, a.aggregate)
+        # one rule (gptask.recommend): the best configurations by the model, the fastest launch's and the
+        # default re-launched round robin, --confirm times each; the gain compares those runs like for like
+        rec = result.recommend(i, confirm=a.confirm, progress=not a.no_progress)
         print(json.dumps({"task_index": i, "task": task, "best_params": best, "best_value": value,
-                          "best_remeasured": again, "default_time": dflt,
-                          "gain_over_default": (dflt - again) / dflt, "backend": a.backend,
-                          "machine": machine()}, default=float))
+                          "recommended": rec.params, "is_default": rec.is_default, "basis": rec.basis,
+                          "recommended_time": rec.value, "runs": len(rec.pick.confirmations),
+                          "default_time": rec.default_value, "gain_over_default": rec.gain,
+                          "gain_basis": rec.gain_basis, "backend": a.backend, "machine": machine()},
+                         default=float), flush=True)
     return 0
 
 
@@ -276,11 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--accelerator", choices=["sro", "sbb"], default=None,
                         help="inferred from a named task (SRO.* / SBB.*)")
-        sp.add_argument("--backend", choices=["real", "model"], default="real")
+        sp.add_argument("--backend", choices=["real", "model"], default="real",
+                        help="real: run on files with a cold page cache; model: the cost model (default real)")
         sp.add_argument("--workdir", default=None, help="directory for the data files (default: a temp dir)")
-        sp.add_argument("--seed", type=int, default=0)
-        sp.add_argument("--repeats", type=int, default=1)
-        sp.add_argument("--aggregate", choices=["min", "median", "mean"], default="min")
+        sp.add_argument("--seed", type=int, default=0, help="seed of the generated workloads (default 0)")
+        sp.add_argument("--repeats", type=int, default=1, help="runs per measurement (default 1)")
+        sp.add_argument("--aggregate", choices=["min", "median", "mean"], default="min",
+                        help="how the --repeats runs are combined (default min)")
 
     e = sub.add_parser("evaluate", help="one configuration on one task")
     common(e)
@@ -295,16 +301,22 @@ def build_parser() -> argparse.ArgumentParser:
     common(t)
     t.add_argument("--tasks", default=None, help="named tasks, comma separated (e.g. SRO.1,SRO.2,SRO.3)")
     t.add_argument("--n-tasks", type=int, default=4, help="LHS-sampled tasks when --tasks is absent")
-    t.add_argument("--budget", type=int, default=20)
-    t.add_argument("--n-initial", type=int, default=10)
-    t.add_argument("--history", default=None)
+    t.add_argument("--budget", type=int, default=20, help="evaluations per task, the default included (default 20)")
+    t.add_argument("--n-initial", type=int, default=10, help="initial design size per task (default 10)")
+    t.add_argument("--history", default=None, help="SQLite history file (resumes when it exists)")
+    t.add_argument("--confirm", type=int, default=2, metavar="K",
+                   help="re-launches of each candidate and of the default for the recommendation (default 2)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar or per-iteration log lines")
+    t.add_argument("--max-failures", type=max_failures_arg, default="auto", metavar="K",
+                   help="stop when the first K runs all failed for the same reason (default auto: tasks + "
+                        "min(tasks, 5); 0: never)")
     t.set_defaults(fn=cmd_tune)
 
     g = sub.add_parser("grid", help="exhaustive sweep of a small grid for one task")
     common(g)
-    g.add_argument("--task", required=True)
-    g.add_argument("--out", default=None)
-    g.add_argument("--direct", action="store_true")
+    g.add_argument("--task", required=True, help="name=SRO.1 or feature=value,...")
+    g.add_argument("--out", default=None, help="CSV file (default: apps/io_accelerators/data/grid_TASK_BACKEND.csv)")
+    g.add_argument("--direct", action="store_true", help="O_DIRECT reads (sro)")
     g.add_argument("--quiet", action="store_true", help="per-point lines to stderr")
     g.add_argument("--warmup", type=int, default=1, help="discarded runs of the default before the sweep")
     g.add_argument("--prune-factor", type=float, default=3.0,
@@ -312,12 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(fn=cmd_grid)
 
     s = sub.add_parser("summary", help="default, best, gain and noise of stored grid CSVs")
-    s.add_argument("files", nargs="+")
+    s.add_argument("files", nargs="+", help="grid CSV files")
     s.set_defaults(fn=cmd_summary)
 
     c = sub.add_parser("compare", help="rank agreement of a model grid with a measured grid")
-    c.add_argument("real")
-    c.add_argument("model")
+    c.add_argument("real", help="a grid CSV of measurements")
+    c.add_argument("model", help="a grid CSV of the same grid on the model backend")
     c.set_defaults(fn=cmd_compare)
     return p
 
@@ -330,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
         return a.fn(a)
     except (ValueError, TypeError) as e:
         raise SystemExit(f"error: {e}") from None
+    except TuningAborted as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -215,4 +215,4 @@ def problem(accelerator: str = "sro", backend: str = "real", workdir: str | os.P
         constraints = [_thread_budget]
     return gt.Problem(task_space(accelerator), param_space(accelerator), obj, constraints=constraints,
                       constants=constants, name=f"io_accelerators.{accelerator}.{backend}",
-                      default=DEFAULTS[accelerator])
+                      default=DEFAULTS[accelerator], unit="s")

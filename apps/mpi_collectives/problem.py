@@ -93,4 +93,4 @@ def problem(colls: Sequence[str] = ("allreduce", "bcast", "reduce", "allgather",
         return c["algorithm"] in algorithms_for(c["coll"], multi_node)
 
     return gt.Problem(tasks, params, objective, constraints=[algorithm_valid_for_coll],
-                      constants=constants, name="mpi_collectives", default=DEFAULT)
+                      constants=constants, name="mpi_collectives", default=DEFAULT, unit="s")

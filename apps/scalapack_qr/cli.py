@@ -17,9 +17,9 @@ import shlex
 import sys
 from typing import Any
 
-from gptask.cli import parse_assignments
+from gptask.cli import max_failures_arg, parse_assignments
 
-__all__ = ["main", "parse_kv"]
+__all__ = ["main", "parse_kv", "build_parser"]
 
 
 def parse_kv(text: str, what: str = "argument") -> dict[str, Any]:
@@ -34,7 +34,7 @@ def _add_problem_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--backend", choices=("real", "model"), default="real",
                     help="real: run ScaLAPACK; model: the fitted analytic cost MODEL (eq. 18-19)")
     ap.add_argument("--m-max", type=int, default=None, help="upper bound of m and n (default 2000)")
-    ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--nodes", type=int, default=1, help="nodes of the machine (default 1)")
     ap.add_argument("--cores", type=int, default=None, help="cores per node (default: detected)")
     ap.add_argument("--oversubscribe", action="store_true", help="drop nproc*nth <= nodes*cores")
     ap.add_argument("--repeats", type=int, default=2, help="timed factorisations per launch (min kept)")
@@ -104,7 +104,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     import gptask as gt
     from gptask.outputs import check_output_path
     from gptask.plots import plot_convergence, plot_formats
-    from gptask.recommend import DEFAULT_CANDIDATES
+    from gptask.recommend import (COLUMNS_NOTE, DEFAULT_AGGREGATE, DEFAULT_CANDIDATES, RULE, VALUE_COLUMNS,
+                                  recommendation_row)
+    from gptask.table import format_rows
 
     if args.plot:
         check_output_path(args.plot, "--plot", plot_formats())
@@ -113,61 +115,45 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     pb = _problem(args)
     tasks: Any = [parse_kv(t, "--task") for t in args.task] if args.task else args.tasks
     result = gt.tune(pb, tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed,
-                     history=args.history, progress=not args.no_progress)
+                     history=args.history, progress=not args.no_progress, max_failures=args.max_failures)
     defaults = [result.default(i) for i in range(len(result.tasks))]
     if args.plot:
         plot_convergence(result.history, args.plot, tasks=result.tasks,
-                         title="PDGEQRF: best time so far per task (s); dashed: the hand default",
-                         defaults=[None if d is None else d[1] for d in defaults])
+                         title="PDGEQRF: best time so far per task; dashed: the hand default",
+                         defaults=[None if d is None else d[1] for d in defaults], unit=pb.unit)
         print(f"convergence plot: {args.plot}")
     label = " (analytic MODEL values, not measurements)" if args.backend == "model" else ""
-    keys = ("mb", "nb", "nproc", "p", "nth")
     if args.confirm:
         print(f"recommended configuration per task{label}: the {DEFAULT_CANDIDATES} lowest posterior means "
-              f"among the evaluated configurations and the fastest launch's, each re-launched {args.confirm} "
-              f"times, the fastest re-launch kept")
+              f"among the evaluated configurations, the fastest launch's and the hand default, re-launched "
+              f"{args.confirm} times each (round robin), the fastest re-launch kept", flush=True)
     else:
-        print(f"recommended configuration per task{label}: the lowest posterior mean among the evaluated ones")
-    print(f"{'m':>6} {'n':>6} {'mb':>4} {'nb':>4} {'nproc':>5} {'p':>3} {'nth':>3} {'min_s':>9} {'median_s':>9} "
-          f"{'max_s':>9} {'predicted_s':>11} {'best_launch_s':>13} {'default_s':>10} {'gain':>6}")
-    best, recommended = [], []
+        print(f"recommended configuration per task{label}: {RULE.format(aggregate=DEFAULT_AGGREGATE)}", flush=True)
+    best, recommended, rows = [], [], []
     for i, task in enumerate(result.tasks):
         params, value = result.best(i)
         best.append({"task": task, "params": params, "time": value})
-        rec = result.recommend(i, confirm=args.confirm)
+        rec = result.recommend(i, confirm=args.confirm, progress=not args.no_progress)
+        rows.append(recommendation_row(rec))
         pick = rec.pick
         spread = pick.spread
-        cells = [f"{v:.4g}" if v is not None else "-" for v in (spread and spread[0], pick.median, spread and spread[1],
-                                                              rec.predicted)]
-        dflt = defaults[i]
-        # the gain of the recommendation over the hand default, like for like: both values as measured
-        # while tuning (the same repeats and aggregate); a confirmation minimum against a tuning value
-        # would credit the extra launches (and show a gain for the default recommended over itself)
-        rec_time = next((r["value"] for r in result.records(i) if r["params"] == rec.params), None)
-        gain = None if dflt is None or not dflt[1] or rec_time is None else (dflt[1] - rec_time) / dflt[1]
-        d_text = "-" if dflt is None else format(dflt[1], ".4g")
-        g_text = "-" if gain is None else format(gain, ".1%")
-        print(f"{task['m']:>6} {task['n']:>6} " + " ".join(f"{rec.params[k]:>{w}}" for k, w in zip(keys, (4, 4, 5, 3, 3)))
-              + " " + " ".join(f"{c:>{w}}" for c, w in zip(cells, (9, 9, 9, 11))) + f" {value:>13.4g}"
-              + f" {d_text:>10} {g_text:>6}")
         recommended.append({
-            "task": task, "params": rec.params, "basis": rec.basis, "time_min": spread[0] if spread else None,
-            "time_median": pick.median, "time_max": spread[1] if spread else None, "time_iqr": pick.iqr,
-            "runs": len(pick.confirmations), "failures": list(pick.failures),
-            "predicted": rec.predicted, "predicted_std": rec.predicted_std,
-            "default": None if dflt is None else {"params": dflt[0], "time": dflt[1]}, "gain": gain,
+            **rec.to_json(), "time_min": spread[0] if spread else None, "time_median": pick.median,
+            "time_max": spread[1] if spread else None, "time_iqr": pick.iqr, "runs": len(pick.confirmations),
+            "failures": list(pick.failures),
+            "default": None if rec.default is None else {"params": dict(rec.default.params),
+                                                         "time": rec.default_value},
             "candidates": [{"params": c.params, "predicted": c.predicted, "confirmations": list(c.confirmations),
                             "failures": list(c.failures)} for c in rec.candidates],
         })
-    if args.confirm:
-        print("min/median/max_s: the recommended configuration's re-launches; best_launch_s: the single fastest "
-              "launch while tuning (an optimistic figure)")
-    print("default_s: the hand default (mb = nb = 64, all cores on a near-square grid, one thread); gain: the "
-          "recommendation's time relative to it, both as measured while tuning")
+    print(format_rows(rows, "s", VALUE_COLUMNS))
+    print(COLUMNS_NOTE.format(aggregate=DEFAULT_AGGREGATE) + "; raw best: the single fastest launch while tuning "
+          "(an optimistic figure); the default is the hand default (mb = nb = 64, all cores on a near-square grid, "
+          "one thread); pick: 'default' when no tuned configuration beat it")
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump({"backend": args.backend, "confirm": args.confirm, "recommended": recommended, "best": best},
-                      fh, indent=1)
+            json.dump({"backend": args.backend, "confirm": args.confirm, "unit": "s", "recommended": recommended,
+                       "best": best}, fh, indent=1)
     return 0
 
 
@@ -186,7 +172,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (subcommands evaluate, tune, grid, summary, build)."""
     ap = argparse.ArgumentParser(prog="python -m apps.scalapack_qr",
                                  description="Tune ScaLAPACK PDGEQRF (QR factorisation).")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -199,9 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     tu = sub.add_parser("tune", help="multitask tuning with gptask.tune")
     tu.add_argument("--tasks", type=int, default=8, help="number of LHS tasks")
     tu.add_argument("--task", action="append", help="explicit task m=...,n=... (repeatable)")
-    tu.add_argument("--budget", type=int, default=20)
-    tu.add_argument("--n-initial", type=int, default=10)
-    tu.add_argument("--seed", type=int, default=0)
+    tu.add_argument("--budget", type=int, default=20,
+                    help="launches per task while tuning, the hand default included (default 20)")
+    tu.add_argument("--n-initial", type=int, default=10,
+                    help="launches of each task's initial Latin hypercube design (default 10)")
+    tu.add_argument("--seed", type=int, default=0, help="seed of the tasks, designs and model (default 0)")
+    tu.add_argument("--max-failures", type=max_failures_arg, default="auto", metavar="K",
+                    help="stop when the first K launches all failed for the same reason (default auto: tasks + "
+                         "min(tasks, 5); 0: never)")
     tu.add_argument("--history", default=None, help="SQLite history file (resumes if it exists)")
     tu.add_argument("--out", default=None, help="write the best configurations as JSON")
     tu.add_argument("--plot", default=None, help="write the convergence plot (PNG) here")
@@ -219,12 +211,17 @@ def main(argv: list[str] | None = None) -> int:
     _add_problem_args(gr)
 
     su = sub.add_parser("summary", help="best configurations and noise of grid CSV files")
-    su.add_argument("csv", nargs="+")
-    su.add_argument("--top", type=int, default=5)
+    su.add_argument("csv", nargs="+", help="grid CSV files written by the grid command")
+    su.add_argument("--top", type=int, default=5, help="how many of the best configurations to list (default 5)")
 
     bu = sub.add_parser("build", help="compile the driver (if needed) and print its path")
-    bu.add_argument("--force", action="store_true")
+    bu.add_argument("--force", action="store_true", help="rebuild even when the driver is up to date")
 
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     handler = {"evaluate": _cmd_evaluate, "tune": _cmd_tune, "grid": _cmd_grid, "summary": _cmd_summary,
                "build": _cmd_build}

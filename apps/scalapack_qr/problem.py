@@ -321,4 +321,4 @@ def problem(
     return gt.Problem(task_space, param_space, objective, constraints=rules,
                       constants=constants, name=name,
                       default=lambda task: hand_default(task, nodes, cores),
-                      features=point_features, cost_model=flops_per_core)
+                      features=point_features, cost_model=flops_per_core, unit="s")

@@ -3,7 +3,10 @@
 Every row names a task (one column per task dimension of the problem), a configuration (one column
 per parameter) and the measured value (the ``value`` column, e.g. ``"time"``). The rules:
 
-* **Columns.** Every task and parameter name and the value column must be present. A column named
+* **Columns.** Every task and parameter name and the value column must be present; a task column
+  may also be named ``task.<name>`` and a parameter column ``param.<name>``, as ``gptask export``
+  writes them, so an exported history reads back as it is (its ``status`` column is then used
+  unless another is named, and its PENDING rows, runs that never finished, are left out). A column named
   like one of the problem's constants (``cores``, ``coll``, ...) must hold that constant on every
   row: data measured for another machine or setting is refused. Other columns are ignored (the log
   names them).
@@ -212,6 +215,23 @@ def _row(problem: Problem, cells: Mapping[str, Any], value: str, status: str | N
     return task, params, (None if st is Status.FAILED else v), st
 
 
+#: the status column of a history exported by ``gptask export`` (read when no other is named)
+EXPORT_STATUS = "status"
+#: the prefixes of ``gptask export``'s task and parameter columns
+TASK_PREFIX, PARAM_PREFIX = "task.", "param."
+
+
+def _prefixed_columns(problem: Problem, header: Sequence[str]) -> dict[str, str]:
+    """``{"task.t": "t", "param.x": "x"}`` for the columns of ``header`` named like an export's
+    (``task.<name>``, ``param.<name>``) whose plain name the problem needs and the header lacks."""
+    out = {}
+    for prefix, names in ((TASK_PREFIX, problem.task_space.names), (PARAM_PREFIX, problem.param_space.names)):
+        for name in names:
+            if name not in header and prefix + name in header:
+                out[prefix + name] = name
+    return out
+
+
 def check_problem(problem: Any) -> Problem:
     """``problem`` itself when it is a :class:`Problem`; TypeError otherwise."""
     if not isinstance(problem, Problem):
@@ -237,6 +257,20 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
         if not path.is_file():
             raise FileNotFoundError(f"no data file at {path}")
         header, cells = _read_csv(path)
+        renames = _prefixed_columns(problem, header)
+        if renames:
+            header = [renames.get(h, h) for h in header]
+            cells = [(n, c if isinstance(c, str) else {renames.get(k, k): v for k, v in c.items()}) for n, c in cells]
+            if status is None and EXPORT_STATUS in header:
+                status = EXPORT_STATUS  # an exported history: its failed runs are marked there
+            if status == EXPORT_STATUS:
+                pending = [n for n, c in cells if not isinstance(c, str)
+                           and str(c.get(status, "")).strip().lower() == Status.PENDING.value]
+                if pending:
+                    log.info("%s: %d pending row(s) left out (runs that never finished): lines %s", path,
+                             len(pending), pending[:MAX_REPORTED])
+                skip = set(pending)
+                cells = [(n, c) for n, c in cells if n not in skip]
         _check_columns(problem, header, value, status, str(path))
         source = [(f"{path} line {n}", n, c) for n, c in cells]
     elif isinstance(data, Sequence) and not isinstance(data, (bytes, bytearray)):

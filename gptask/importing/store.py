@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..baseline import record_defaults
+from ..labels import record_unit
 from ..problem import Problem
 from ..storage import Storage, open_storage
 from ..trials import Status, Trial, point_key
@@ -90,6 +91,7 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
                         created=now, finished=now) for r in runs]
         written = storage.import_trials(trials)
         record_defaults(storage, problem)
+        record_unit(storage, problem)
         report = ImportReport(rows=len(rows), runs=len(runs), trials=[t for t in written if t is not None],
                               existing=sum(t is None for t in written), tasks=storage.tasks(), new_tasks=len(new))
     finally:

@@ -8,7 +8,8 @@
 * :mod:`.loop`: :func:`tune` and ``run`` (shared with TLA2), the serial loop, evaluations on ranks, signals
 * :mod:`.asynchronous`: the loop over a ``concurrent.futures`` executor, ``max_in_flight`` trials running
 * :mod:`.steps`: what both loops do alike (tell once, progress lines, waiting for other processes)
-* :mod:`.progress`: a bar on a terminal, a log line per iteration otherwise
+* :mod:`gptask.progress` (outside this package, shared with confirmation runs and fits): a bar on a
+  terminal, a log line per iteration otherwise
 * :mod:`.settings`: the engine's constants and seeding rule
 """
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from ..evaluate import Evaluator, Job, run_job
 from ..trials import Trial
-from .progress import Progress
+from ..progress import Progress
 from .steps import Waiting, report, tell_once
 from .tuner import Tuner
 
@@ -129,7 +129,7 @@ def run_async(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_
                     reporter.message("trial %d stopped at max_time (%s): it stays pending", trial.id,
                                      result.interrupted)
                     continue
-                tell_once(tuner, trial, evaluator.record(job, result))
+                tell_once(tuner, trial, evaluator.record(job, result), reporter=reporter)
                 reporter.advance()
                 told += 1
                 if told % per_line == 0:

@@ -31,10 +31,11 @@ from ..evaluate import EvaluationInterrupted, Evaluator, Outcome
 from ..parallel import allgather_json, bcast_json, blas_threads_per_rank, collective, my_items
 from ..problem import Problem
 from ..result import TuningResult
+from ..smoke import smoke_limits
 from ..storage import Storage
 from ..trials import Trial
 from .asynchronous import check_executor, run_async
-from .progress import Progress
+from ..progress import Progress
 from .steps import Waiting, report, tell_once
 from .tuner import Tuner
 from .updates import RefitPolicy
@@ -95,6 +96,7 @@ def tune(
     target: Any = None,
     executor: Any = None,
     max_in_flight: int | None = None,
+    max_failures: int | str | None = "auto",
     **tuner_options: Any,
 ) -> TuningResult:
     """Tune ``problem`` for a set of tasks with MLA; returns a :class:`TuningResult`.
@@ -110,7 +112,7 @@ def tune(
     is stopped at it; unfinished trials stay PENDING for the next call. target: a task stops once
     its best value is <= target (a number, or one number or None per task).
     progress: a bar on a terminal, else one log line per iteration (see
-    :mod:`gptask.tuning.progress`); False for none.
+    :mod:`gptask.progress`); False for none.
     comm: an mpi4py communicator; call ``tune`` on every rank. Model restarts and per-task searches
     are spread over the ranks; evaluations run on rank 0 only, or, with
     ``parallel_evaluations=True`` (the objective is rank-local), round robin over the ranks.
@@ -125,10 +127,16 @@ def tune(
     ``max(open tasks, max_in_flight)`` results or on drift unless ``refit_every`` says otherwise).
     The objective (with noise and pruner) is sent to the workers: define it at module level.
     No executor: the serial loop above.
+    max_failures: every failed evaluation is logged with its task and reason; when the first
+    evaluations of this call all failed for the same reason, the run stops with
+    :class:`~gptask.failures.TuningAborted` naming it ("auto": after ``n + min(n, 5)`` such
+    failures for ``n`` tasks, at least 3; a number; None or 0: never stop). The finished trials stay
+    in the history and the same call resumes.
     tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters, refit_every,
     refit_on_drift, output_transform ("auto": log of positive outputs or not, decided once by
     likelihood; "log"; "none") (see :class:`Tuner`).
     """
+    tasks, budget, n_initial = smoke_limits(tasks, budget, n_initial)  # GPTASK_MAX_TASKS / _BUDGET, if set
     max_time = check_seconds("max_time", max_time)
     max_in_flight = check_executor(executor, max_in_flight, comm, parallel_evaluations,
                                    (problem.objective, noise, pruner))
@@ -136,7 +144,7 @@ def tune(
                           noise=noise, pruner=pruner)
     start = time.monotonic()
     with Tuner(problem, tasks, budget, n_initial, seed, history, n_latent=n_latent, comm=comm, target=target,
-               **tuner_options) as tuner:
+               max_failures=max_failures, **tuner_options) as tuner:
         if max_in_flight is not None and "refit_every" not in tuner_options:
             tuner.policy = RefitPolicy(max(len(tuner.open_tasks()), max_in_flight),
                                        bool(tuner_options.get("refit_on_drift", True)))
@@ -207,7 +215,7 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
         for t in trials:
             if stop_at is not None and time.monotonic() >= stop_at:
                 raise EvaluationInterrupted("max_time reached before this evaluation")
-            tell_once(tuner, t, evaluator(t.task, t.params, stop_at=stop_at))
+            tell_once(tuner, t, evaluator(t.task, t.params, stop_at=stop_at), reporter=reporter)
             reporter.advance()
         return
     if parallel:
@@ -216,7 +224,7 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
             for k in my_items(len(trials), tuner.comm):
                 outcome = evaluator(trials[k].task, trials[k].params)
                 if tuner.rank == 0:
-                    tell_once(tuner, trials[k], outcome, local=True)  # committed now: a dying rank cannot lose it
+                    tell_once(tuner, trials[k], outcome, local=True, reporter=reporter)  # committed now
                 else:
                     out[str(k)] = outcome.to_json()
             return out
@@ -224,11 +232,11 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
         merged: dict[str, Any] = {}
         for part in allgather_json(collective(mine, tuner.comm, "evaluations"), tuner.comm):
             merged.update(part)
-        collective(lambda: [tell_once(tuner, trials[int(k)], Outcome.from_json(d), local=True)
+        collective(lambda: [tell_once(tuner, trials[int(k)], Outcome.from_json(d), local=True, reporter=reporter)
                             for k, d in sorted(merged.items())], tuner.comm, "recording evaluations")
     else:
         # rank 0 evaluates and records each result at once (committed before the next run)
-        collective(lambda: [tell_once(tuner, t, evaluator(t.task, t.params), local=True) for t in trials]
-                   if tuner.rank == 0 else None, tuner.comm, "evaluations")
+        collective(lambda: [tell_once(tuner, t, evaluator(t.task, t.params), local=True, reporter=reporter)
+                            for t in trials] if tuner.rank == 0 else None, tuner.comm, "evaluations")
     tuner.refresh()
     reporter.advance(len(trials))

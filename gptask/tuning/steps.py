@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 
 from ..evaluate import Outcome
+from ..labels import task_label
 from ..storage import TrialNotPending
 from ..trials import Status, Trial
-from .progress import Progress
+from ..failures import failure_line, reasons_by_task
+from ..progress import Progress
 from .settings import WAIT_LOG_S, WAIT_MAX_S, WAIT_MIN_S
 from .tuner import Tuner
 
@@ -17,28 +20,36 @@ __all__ = ["tell_once", "report", "Waiting"]
 log = logging.getLogger(__name__)
 
 
-def tell_once(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False) -> None:
-    """Tell ``trial``; if someone else told it first (its lease ran out and it was re-proposed,
-    then the first holder reported after all), keep that result and go on. ``local``: rank 0's
-    tell inside a collective step (see ``Tuner.tell_local``)."""
+def tell_once(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False,
+              reporter: Progress | None = None) -> Trial | None:
+    """Tell ``trial`` and return it finished; if someone else told it first (its lease ran out and
+    it was re-proposed, then the first holder reported after all), keep that result, go on and
+    return None. ``local``: rank 0's tell inside a collective step (see ``Tuner.tell_local``).
+    reporter: where a failed evaluation is reported with its task and reason (one line each).
+    Raises :class:`~gptask.failures.TuningAborted` when the tuner's failure watch stops the run (the
+    trial is committed first; its line is part of the error)."""
     try:
-        if local:
-            tuner.tell_local(trial, outcome)
-        else:
-            tuner.tell(trial, outcome)
+        done = tuner.tell_local(trial, outcome) if local else tuner.tell(trial, outcome)
     except TrialNotPending as exc:
         log.warning("%s; this run's result for it is dropped", exc)
+        return None
+    if done is not None and done.status is Status.FAILED and reporter is not None:
+        reporter.warning(failure_line(done))
+    return done
 
 
 def report(tuner: Tuner, reporter: Progress, ask_s: float) -> None:
-    """One progress line: tasks done, evaluations, failures, pending, best values, ask time."""
+    """One progress line: tasks done, evaluations, failures (by reason), pending, best value per
+    task (labelled), ask time."""
     records = tuner.records
     mine = [i for i in range(tuner.n_tasks) if tuner.proposes_for(i)]
     n_done = sum(tuner.closed_reason(i) is not None for i in mine)
+    failed = [t for t in records if t.status is Status.FAILED and tuner.proposes_for(t.task_index)]
+    reasons = Counter(c for counts in reasons_by_task(failed).values() for c in counts.elements())
     reporter.iteration(n_done, len(mine), len([r for r in records if tuner.proposes_for(r.task_index)]),
-                       sum(t.status is Status.FAILED and tuner.proposes_for(t.task_index) for t in records),
-                       sum(tuner.proposes_for(t.task_index) for t in tuner.pending),
-                       [tuner.best_value(i) for i in mine], ask_s)
+                       len(failed), sum(tuner.proposes_for(t.task_index) for t in tuner.pending),
+                       [tuner.best_value(i) for i in mine], ask_s, labels=[task_label(tuner.tasks[i]) for i in mine],
+                       unit=tuner.problem.unit, reasons=reasons)
 
 
 class Waiting:

@@ -49,6 +49,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..baseline import defaults_of, record_defaults
+from ..labels import record_unit
 from ..checks import check_int, check_seconds
 from ..evaluate import Outcome
 from ..models import LCM
@@ -60,6 +61,7 @@ from ..sampling import lhs_points
 from ..storage import HistoryMismatch, Owner, Storage, open_storage
 from ..trials import Proposal, Status, Trial, params_key, point_key
 from .data import TrainingData, log_possible, training_data, usable, usable_values
+from ..failures import AUTO, FailureWatch
 from .fantasy import believed_best, with_fantasies
 from .propose import initial_design, search_task, search_tasks
 from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH, STAGE_FIT,
@@ -123,7 +125,10 @@ class Tuner:
     refit_every, refit_on_drift: the :class:`~gptask.tuning.updates.RefitPolicy` of model updates
     (default 1, False: a full warm-started fit whenever results arrived; larger or None: block
     appends in between). ``updates`` lists every model update made (kind "fit", "reuse", "append",
-    ..., seconds, n_points, reason). The other arguments are those of :func:`gptask.tune`.
+    ..., seconds, n_points, reason). max_failures: when the first evaluations told all failed for
+    the same reason, :meth:`tell` raises :class:`~gptask.failures.TuningAborted` after
+    committing the last one ("auto": after ``n_tasks + min(n_tasks, 5)``; a number; None or 0:
+    never; :mod:`gptask.failures`). The other arguments are those of :func:`gptask.tune`.
 
     Tuners of other kinds (TLA2's new-task tuner, :mod:`gptask.transfer.tla2`) subclass this one
     and override its hooks: :meth:`proposes_for`, :meth:`initial_design`, :meth:`incumbents`,
@@ -158,6 +163,7 @@ class Tuner:
         lease: float | None = None,
         refit_every: int | None = 1,
         refit_on_drift: bool = False,
+        max_failures: int | str | None = AUTO,
     ) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
@@ -185,6 +191,7 @@ class Tuner:
         self.owner = owner if owner is not None else Owner.this_process("tune")
         self.lease = check_seconds("lease", lease)
         self.policy = RefitPolicy(refit_every, bool(refit_on_drift))
+        self.failures = FailureWatch(max_failures)  # stops a run whose first evaluations all fail alike
         # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
         self.storage: Storage | None = None
         state = self._on_root(lambda: self._open_history(history, tasks), "opening the history")
@@ -241,6 +248,7 @@ class Tuner:
                 storage.set_tasks(resolve_tasks(self.problem, tasks, self.seed))
             storage.set_meta("seed", self.seed)
             record_defaults(storage, self.problem)
+            record_unit(storage, self.problem)
             storage.set_meta("settings", {"budget": self.budget, "n_initial": self.n_initial, "kernel": self.kernel})
         except BaseException:
             storage.close()
@@ -700,6 +708,8 @@ class Tuner:
         outcome = Outcome.of(result, reason)
         done = Trial.from_json(self._on_root(lambda: self._finish(trial_id, outcome, expected).to_json(), "telling"))
         self._merge([done])
+        self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
+                              getattr(self.storage, "path", ""))
         return done
 
     def _resolve(self, trial: Any) -> tuple[int, Trial | None]:
@@ -723,6 +733,8 @@ class Tuner:
             return None
         done = self._finish(trial.id, Outcome.of(result), trial)
         self._merge([done])
+        self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
+                              getattr(self.storage, "path", ""))
         return done
 
     # ---- result ------------------------------------------------------------------------------

@@ -1,0 +1,75 @@
+"""How results are written for people: task labels, values with their unit, gains in percent.
+
+One place, so that the progress lines, ``gptask show``, the apps' tables, ``result.table()`` and
+model files all write a task, a value and a gain the same way::
+
+    task_label({"m": 1200, "n": 800})   -> "m=1200,n=800"
+    format_value(0.01167, "s")          -> "0.01167 s"
+    format_gain(0.4854)                 -> "48.5 %"
+
+This module imports nothing from gptask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["task_label", "format_value", "format_gain", "GAIN_COLUMNS", "check_unit", "UNIT_META_KEY",
+           "record_unit", "stored_unit"]
+
+#: the history meta key holding the objective's unit (tools without the Problem read it there)
+UNIT_META_KEY = "unit"
+
+#: columns of a table that hold a gain (a fraction) and are written in percent
+GAIN_COLUMNS = frozenset({"gain"})
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def task_label(task: Mapping[str, Any]) -> str:
+    """``{"m": 1200, "n": 800}`` -> ``"m=1200,n=800"`` (reals to 4 significant digits)."""
+    return ",".join(f"{k}={_short(v)}" for k, v in task.items())
+
+
+def format_value(value: float | None, unit: str = "") -> str:
+    """A value of the objective to 4 significant digits, followed by its unit ("-" for None)."""
+    if value is None:
+        return "-"
+    return f"{value:.4g}" + (f" {unit}" if unit else "")
+
+
+def format_gain(gain: float | None) -> str:
+    """A gain (a fraction: 0.4854 means 48.5 % less than the default) in percent ("-" for None)."""
+    if gain is None:
+        return "-"
+    return f"{100.0 * gain:.1f} %"
+
+
+def check_unit(unit: Any) -> str:
+    """The unit of a problem's objective ("s", "GB/s", "" for none); a TypeError for a non-string
+    and a ValueError for one with a line break or longer than 20 characters."""
+    if unit is None:
+        return ""
+    if not isinstance(unit, str):
+        raise TypeError(f"Problem: unit must be a string such as 's', got {unit!r}")
+    if len(unit) > 20 or any(c in unit for c in "\r\n\t"):
+        raise ValueError(f"Problem: unit must be a short label on one line (at most 20 characters), got {unit!r}")
+    return unit.strip()
+
+
+def record_unit(storage: Any, problem: Any) -> None:
+    """Store the unit of ``problem``'s objective in the history ``storage`` (nothing when it has none)."""
+    unit = getattr(problem, "unit", "")
+    if unit:
+        storage.set_meta(UNIT_META_KEY, unit)
+
+
+def stored_unit(storage: Any) -> str:
+    """The unit a history recorded ("" when none)."""
+    raw = storage.get_meta(UNIT_META_KEY)
+    return raw if isinstance(raw, str) else ""

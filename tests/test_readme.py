@@ -1,0 +1,302 @@
+"""Every command and code block of README.md runs as written (issue 27).
+
+Each fenced ``bash``/``python`` block of the README carries an HTML comment right above it,
+``<!-- example: ID [session=NAME] [file=NAME.py] [tested-by=PATH] -->``; the tests extract the
+blocks from the README's text and run them, unchanged:
+
+* in a clean shell: ``PATH`` holds only the system directories, and the README's own activation
+  block (``source .venv/bin/activate``) is run first, as a new user would after command 1;
+  ``PYTHONPATH`` points at this checkout so that the tree under test is what runs (in a fresh clone
+  the editable install already does that);
+* in a scratch copy of the repository's layout (links to its directories; notebooks copied), so
+  that the examples' output files land there;
+* python blocks of one ``session`` in one script, in README order (the library example defines the
+  ``problem`` the later ones use); a ``file=`` block is written to that file and run with the
+  command its first line names (``# tune.py; run: mpiexec -n 2 python tune.py``);
+* the long examples (the two commands, the applications) with small budgets, through the documented
+  ``GPTASK_MAX_TASKS`` / ``GPTASK_MAX_BUDGET`` (gptask/smoke.py), ``GPTASK_SKIP_SETUP=1`` (the
+  scripts' setup step; this suite runs inside the set-up virtualenv) and ``PYTEST_ADDOPTS`` (which
+  test file command 2 runs here: not the whole suite again).
+
+``tested-by=`` names the test that runs a block elsewhere (the shell ask/tell loop needs a stand-in
+for ``sbatch``). Set ``GPTASK_README_TIMES=file.json`` to record each example's wall time.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)
+NOTE = re.compile(r"<!-- example: (?P<id>[\w-]+)(?P<opts>(?: [\w-]+=\S+)*) -->")
+CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: the caps of the long examples (documented in the README and gptask/smoke.py)
+SMOKE = {"GPTASK_MAX_TASKS": "2", "GPTASK_MAX_BUDGET": "4", "GPTASK_SKIP_SETUP": "1"}
+#: a duration as the README states them ("about 40 s", "2 minutes", "1-2 min")
+DURATION = re.compile(r"\b\d+(\.\d+)?( to \d+|-\d+)? ?(s|ms|min|minutes?|seconds?|hours?)\b")
+
+
+@dataclass
+class Example:
+    id: str
+    lang: str
+    code: str
+    line: int
+    after: str  # the README's paragraph right after the block
+    opts: dict = field(default_factory=dict)
+
+
+def examples() -> list[Example]:
+    """The README's fenced code blocks (``text`` blocks aside), with their annotations."""
+    text = README.read_text()
+    out = []
+    for m in FENCE.finditer(text):
+        if m["lang"] == "text":
+            continue
+        line = text.count("\n", 0, m.start()) + 1
+        above = text[: m.start()].rstrip("\n").splitlines()
+        notes = []
+        while above and above[-1].strip().startswith("<!--"):
+            notes.append(above.pop().strip())
+        found = [n for n in (NOTE.fullmatch(x) for x in notes) if n]
+        assert len(found) == 1, f"README.md line {line}: a ```{m['lang']} block needs one <!-- example: ID --> above it"
+        opts = dict(o.split("=", 1) for o in found[0]["opts"].split())
+        rest = text[m.end():].lstrip("\n")
+        while rest.lstrip().startswith("<!--"):  # a closing marker: the paragraph after it
+            rest = rest.split("\n", 1)[1].lstrip("\n") if "\n" in rest else ""
+        after = rest.split("\n\n", 1)[0]
+        out.append(Example(found[0]["id"], m["lang"], textwrap.dedent(m["body"]), line, after, opts))
+    return out
+
+
+def by_id() -> dict[str, Example]:
+    found = examples()
+    ids = [e.id for e in found]
+    assert len(ids) == len(set(ids)), f"repeated example ids: {ids}"
+    return {e.id: e for e in found}
+
+
+def session(name: str) -> str:
+    return "\n\n".join(e.code for e in examples() if e.opts.get("session") == name)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A scratch copy of the repository's layout: links to its directories and files, the
+    notebooks copied (running one writes next to it)."""
+    for name in ("apps", "gptask", "scripts", "models", "tests", "bench", "pyproject.toml", "README.md", ".venv"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    return tmp_path
+
+
+def clean_env(smoke: bool = False) -> dict[str, str]:
+    env = {"PATH": CLEAN_PATH, "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
+           "PYTHONPATH": str(ROOT), "TMPDIR": os.environ.get("TMPDIR", "/tmp")}
+    if smoke:
+        env.update(SMOKE)
+    return env
+
+
+def activate() -> str:
+    code = by_id()["venv"].code
+    assert code.strip().startswith("source .venv/bin/activate")
+    return code
+
+
+def run_shell(example_id: str, script: str, cwd: Path, smoke: bool = False, timeout: int = 900,
+              env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    """``script`` in a clean bash (errexit, pipefail) after the README's activation block."""
+    env = {**clean_env(smoke), **(env_extra or {})}
+    t0 = time.monotonic()
+    r = subprocess.run(["bash", "-c", "set -eo pipefail\n" + activate() + "\n" + script], cwd=cwd, env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    _record(example_id, time.monotonic() - t0, smoke)
+    assert r.returncode == 0, f"example {example_id} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
+    return r
+
+
+def _record(example_id: str, seconds: float, smoke: bool) -> None:
+    path = os.environ.get("GPTASK_README_TIMES")
+    if not path:
+        return
+    p = Path(path)
+    times = json.loads(p.read_text()) if p.exists() else {}
+    times[example_id] = {"seconds": round(seconds, 1), "smoke": smoke}
+    p.write_text(json.dumps(times, indent=1))
+
+
+# ---- the README itself ---------------------------------------------------------------------------
+RUN_HERE = {"two-commands", "venv", "notebooks", "library", "ask-tell", "transfer", "executor", "measurements",
+            "measurements-cli", "mpi-ranks", "mpi-pool", "lcm-torch", "cli", "app-scalapack", "app-mpi", "app-io"}
+
+
+def test_every_code_block_is_an_example_that_a_test_runs():
+    found = by_id()
+    elsewhere = {i for i, e in found.items() if "tested-by" in e.opts}
+    assert set(found) == RUN_HERE | elsewhere, sorted(set(found) ^ (RUN_HERE | elsewhere))
+    for i in elsewhere:
+        path = ROOT / found[i].opts["tested-by"]
+        assert path.is_file() and f"<!-- {i} -->" in path.read_text(), i  # that test extracts this block
+    assert all(e.lang in ("bash", "python") for e in found.values())
+
+
+def test_every_example_states_how_long_it_runs():
+    for e in examples():
+        if e.id == "venv":
+            continue  # activating the virtualenv runs nothing
+        assert DURATION.search(e.code) or DURATION.search(e.after), f"README line {e.line}: example {e.id} " \
+                                                                    "does not say how long it runs"
+    assert "RT_" not in README.read_text()  # no placeholder left
+
+
+def test_smoke_caps_are_checked_and_logged(monkeypatch, caplog):
+    from gptask.smoke import smoke_limits
+
+    monkeypatch.setenv("GPTASK_MAX_TASKS", "2")
+    monkeypatch.setenv("GPTASK_MAX_BUDGET", "4")
+    assert smoke_limits(8, 20, 10) == (2, 4, 4)
+    assert smoke_limits([{"t": 1}, {"t": 2}, {"t": 3}], 3, None) == ([{"t": 1}, {"t": 2}], 3, None)
+    assert "smoke test" in caplog.text
+    monkeypatch.setenv("GPTASK_MAX_BUDGET", "many")
+    with pytest.raises(ValueError, match="GPTASK_MAX_BUDGET must be a positive integer"):
+        smoke_limits(8, 20, 10)
+
+
+# ---- running the examples --------------------------------------------------------------------------
+@pytest.mark.slow
+def test_the_virtualenv_puts_gptask_python_jupyter_and_mpich_first(repo):
+    r = run_shell("venv", "for c in gptask python jupyter mpiexec; do command -v $c; done; mpiexec --version", repo)
+    lines = r.stdout.splitlines()
+    venv_bin = Path(os.path.realpath(repo / ".venv")) / "bin"  # where the activation script puts PATH
+    assert [Path(x).parent for x in lines[:4]] == [venv_bin] * 4, lines[:4]
+    assert "HYDRA" in r.stdout  # MPICH's launcher, not Open MPI's /usr/bin/mpiexec
+
+
+@pytest.mark.slow
+def test_the_two_commands(repo):
+    code = by_id()["two-commands"].code
+    assert "bash scripts/main.sh" in code and "bash scripts/test.sh" in code
+    r = run_shell("two-commands", code, repo, smoke=True, timeout=1200,
+                  env_extra={"PYTEST_ADDOPTS": "-p no:cacheprovider tests/test_space.py"})
+    assert "setup: skipped (GPTASK_SKIP_SETUP=1)" in r.stdout
+    best = json.loads((repo / "out" / "main_best.json").read_text())
+    assert len(best["recommended"]) == 2 and best["unit"] == "s" and best["confirm"] == 3
+    assert all(r["runs"] == 3 or r["basis"] != "confirmed min" for r in best["recommended"])
+    assert "value (s)" in r.stdout and "gain" in r.stdout and (repo / "out" / "main_convergence.png").exists()
+    assert re.search(r"\d+ passed", r.stdout)
+
+
+@pytest.mark.slow
+def test_the_notebook_command(repo):
+    run_shell("notebooks", by_id()["notebooks"].code, repo, timeout=900)
+    assert (repo / "notebooks" / "mla_demo_convergence.png").exists()
+
+
+@pytest.mark.slow
+def test_the_library_examples_in_one_session(repo):
+    code = session("api")
+    assert [e.id for e in examples() if e.opts.get("session") == "api"] == ["library", "ask-tell", "transfer",
+                                                                             "executor"]
+    (repo / "api.py").write_text(code)
+    r = run_shell("library", "python api.py", repo, timeout=1200)
+    assert "best (s)" in r.stdout and "gain" in r.stdout and "%" in r.stdout  # result.table() and describe()
+    from gptask.storage import SQLiteStorage
+
+    with SQLiteStorage(repo / "asktell.sqlite", read_only=True) as h:
+        assert len(h.trials()) == 4 * 8 and all(t.status.finished for t in h.trials())
+    with SQLiteStorage(repo / "pool_runs.sqlite", read_only=True) as h:
+        assert len(h.trials()) == 4 * 12
+    with SQLiteStorage(repo / "runs.sqlite", read_only=True) as h:
+        assert len(h.confirmations()) >= 3 * 3  # recommend(0, confirm=3): 3+ candidates and the default
+    assert (repo / "qr_model.json").exists()
+
+
+@pytest.mark.slow
+def test_existing_measurements_python_and_command_line_agree(repo):
+    (repo / "measurements.py").write_text(by_id()["measurements"].code)
+    r = run_shell("measurements", "python measurements.py", repo, timeout=1200)
+    m = re.search(r"predicted optimum: (\{[^}]*\})", r.stdout)
+    python_route = ast.literal_eval(m.group(1))  # a dict literal printed by the example
+    from gptask.storage import SQLiteStorage
+
+    with SQLiteStorage(repo / "qr2.sqlite", read_only=True) as h:
+        counts = [sum(t.task_index == i for t in h.trials()) for i in range(len(h.tasks()))]
+    assert counts == [104] * 4  # the imported runs and the new ones, per size
+    cli = run_shell("measurements-cli", by_id()["measurements-cli"].code, repo, timeout=1200)
+    assert "warn" not in cli.stderr.lower()
+    table = cli.stdout.split("std (encoded units)", 1)[1].split("predicted objective there", 1)[0]
+    rows = [line.split() for line in table.splitlines() if line.strip() and not line.startswith("-")]
+    assert {k: int(v) for k, v, _ in rows} == python_route  # the same optimum by both routes
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+@pytest.mark.parametrize("example_id", ["mpi-ranks", "mpi-pool"])
+def test_the_mpi_scripts_under_mpich(repo, example_id):
+    e = by_id()[example_id]
+    first = e.code.splitlines()[0]
+    m = re.fullmatch(r"# (?P<file>\S+); run: (?P<cmd>.+?)  \(.*\)", first)
+    assert m and m["file"] == e.opts["file"], first
+    (repo / m["file"]).write_text(e.code)
+    r = run_shell(example_id, m["cmd"], repo, timeout=900)
+    assert "best" in r.stdout and r.stdout.count("\n") >= 4  # the table, printed once (rank 0)
+
+
+@pytest.mark.slow
+def test_the_torch_lcm_example(repo):
+    pytest.importorskip("torch")
+    (repo / "lcm.py").write_text(by_id()["lcm-torch"].code)
+    run_shell("lcm-torch", "python lcm.py", repo, timeout=600)
+    assert (repo / "m.npz").exists()
+
+
+@pytest.mark.slow
+def test_the_command_line_examples(repo):
+    r = run_shell("cli", by_id()["cli"].code, repo, timeout=1500)
+    assert (repo / "conv.png").exists() and (repo / "demo.json").exists() and (repo / "demo.csv").exists()
+    assert "recommended (" in r.stdout and "predicted objective there" in r.stdout
+
+
+@pytest.mark.slow
+def test_the_scalapack_app_commands(repo):
+    r = run_shell("app-scalapack", by_id()["app-scalapack"].code, repo, smoke=True, timeout=1200)
+    first = json.loads(r.stdout.splitlines()[0])
+    assert first["backend"] == "real" and first["time"] > 0
+    assert "value (s)" in r.stdout and (repo / "qr.sqlite").exists()
+    rows = [x for x in (repo / "grid.csv").read_text().splitlines() if x and not x.startswith("#")]
+    assert len(rows) > 16 and rows[0].startswith("m,n,mb,nb")
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_the_mpi_collectives_app_commands(repo):
+    r = run_shell("app-mpi", by_id()["app-mpi"].code, repo, smoke=True, timeout=1200)
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    assert lines[0]["time"] > 0
+    tuned = [x for x in lines if "recommended" in x]
+    assert len(tuned) == 2 and all("gain_over_default" in x and "is_default" in x for x in tuned)
+    assert "iteration 1:" in r.stderr and "confirmation run" in r.stderr  # not silent any more
+
+
+@pytest.mark.slow
+def test_the_io_app_commands(repo):
+    r = run_shell("app-io", by_id()["app-io"].code, repo, smoke=True, timeout=1200)
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    assert lines[0]["time"] > 0 and "gain_over_default" in lines[0]
+    tuned = [x for x in lines if "recommended" in x]
+    assert len(tuned) == 2 and all(x["gain_basis"] == "confirmation runs" for x in tuned)
+    assert "iteration 1:" in r.stderr  # not silent any more
