@@ -51,7 +51,7 @@ import gptask as gt  # noqa: E402
 from gptask.evaluate import run_job  # noqa: E402
 from gptask.functions import branin_optimum, branin_problem  # noqa: E402
 from gptask.tuning import Tuner, resolve_tasks  # noqa: E402
-from gptask.tuning.fantasy import with_fantasies  # noqa: E402
+from gptask.surrogate.fantasy import with_fantasies  # noqa: E402
 from machine import describe_machine  # noqa: E402
 
 
@@ -143,7 +143,7 @@ def update_bench(args: argparse.Namespace) -> dict:
         for t in batch[1:]:
             tuner.tell(t, problem.objective(t.task, t.params))
         tuner.fit_model()
-    from gptask.tuning.updates import RefitPolicy
+    from gptask.surrogate.updates import RefitPolicy
 
     tuner.policy = RefitPolicy(1)
     t = tuner.ask(1)[0]

@@ -206,7 +206,7 @@ def result_from_history(history: Any) -> Any:
     from .problem import Problem
     from .result import TuningResult
     from .space import Space
-    from .tuning.data import training_data
+    from .surrogate.data import training_data
 
     sig = history.signature
     name = sig.get("name", "problem")

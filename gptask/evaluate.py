@@ -7,7 +7,7 @@ seconds. With ``repeats=k`` the objective runs ``k`` times and the finite sample
 shared/seeds/000); the raw samples are kept in the outcome.
 
 Values: a finite float is the value, stored exactly as given (what the model makes of a huge or
-tiny one is the tuner's rule, :mod:`gptask.tuning.data`); NaN, inf and non-numbers fail the
+tiny one is the tuner's rule, :mod:`gptask.surrogate.data`); NaN, inf and non-numbers fail the
 evaluation with that reason (:func:`gptask.trials.check_value`).
 
 Timeouts: when ``timeout`` is set, each run happens in a forked child process group that sends its

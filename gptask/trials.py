@@ -103,7 +103,7 @@ def params_key(point: Mapping[str, Any]) -> str:
 def check_value(result: Any) -> tuple[float | None, str]:
     """The objective's return value as ``(value, "")`` when it is a finite real number, else
     ``(None, reason)``. Finite floats are kept exactly as given (1e308, -5, 1e-300 included): what
-    the model may use of them is the tuner's rule (:mod:`gptask.tuning.data`), not the record's."""
+    the model may use of them is the tuner's rule (:mod:`gptask.surrogate.data`), not the record's."""
     if isinstance(result, bool) or not isinstance(result, numbers.Real):
         size = getattr(result, "size", None)
         if size == 1 and hasattr(result, "reshape"):  # a one-element numpy array

@@ -9,7 +9,7 @@ from gptask.acquisition import log_ei
 from gptask.models import LCM
 from gptask.trials import Status
 from gptask.tuning import Tuner
-from gptask.tuning.fantasy import with_fantasies
+from gptask.surrogate.fantasy import with_fantasies
 
 GRID = np.linspace(0.0, 1.0, 2001)[:, None]
 

@@ -14,7 +14,7 @@ import gptask as gt
 from gptask.storage import HistoryMismatch, SQLiteStorage, TrialNotPending, UnknownTrial
 from gptask.trials import Proposal, Status
 from gptask.tuning import Tuner
-from gptask.tuning.data import training_data
+from gptask.surrogate.data import training_data
 from gptask.tuning.settings import VALUE_LIMIT
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -44,7 +44,7 @@ model stops predicting the new task, judged by the one-step-ahead standardised e
 leave-future-out check that costs nothing): when the mean of ``e^2`` over the last
 ``DRIFT_WINDOW`` observations exceeds ``DRIFT_E2`` (a calibrated model gives 1) and at least
 ``DRIFT_WINDOW`` evaluations passed since the last refit (the engine's
-:class:`~gptask.tuning.updates.RefitPolicy`). Also in "auto": when the model already holds
+:class:`~gptask.surrogate.updates.RefitPolicy`). Also in "auto": when the model already holds
 ``AUTO_MAX_EXTENDED`` tasks added by extension since its last full fit (chained TLA2 results), the
 new task's initial design triggers a full refit instead of an extension.
 """
@@ -70,9 +70,11 @@ from ..seeding import STAGE_CENTRED, STAGE_EXTEND, STAGE_REFIT, int_seed, rng
 from ..storage import Owner
 from ..transforms import OutputTransform
 from ..trials import Trial, point_key
+from ..surrogate import ModelSettings, Surrogate
+from ..surrogate.updates import RefitPolicy
 from ..tuning import Tuner
 from ..tuning.asynchronous import check_executor
-from ..tuning.data import usable
+from ..surrogate.data import usable
 from ..tuning.loop import run
 from .model import ScalarGP, TransferModel, as_transfer_model
 from .tla1 import Prediction, predict_optimum
@@ -171,6 +173,8 @@ class NewTaskTuner(Tuner):
         self.refit_mode = _check_refit(refit)
         self.extend_restarts = check_int("extend_restarts", extend_restarts, 1)
         self.source, self.transfer, self.task_index = source, tm, len(tm.tasks)
+        self.prediction: Prediction | None = None
+        self.new_transform: OutputTransform | None = None
         every, drift = {"never": (None, False), "auto": (None, True)}.get(self.refit_mode, (self.refit_mode, False))
         super().__init__(tm.problem, tm.tasks + [task], budget, n_initial, seed, history,
                          n_latent=tm.model.n_latent, kernel=tm.model.kernel, refit_restarts=refit_restarts,
@@ -225,59 +229,9 @@ class NewTaskTuner(Tuner):
     def model_trials(self) -> list[Trial]:
         return [t for t in self.trials_of(self.task_index) if t.status.finished]
 
-    def transform_stale(self, new: Sequence[Trial]) -> str | None:
-        return None  # the transform is transferred and fixed (module docstring)
-
-    def full_fit(self) -> str:
-        """Extend the tuned model by the new task (first time), or refit every hyperparameter on the
-        old data and the new task's (warm-started from the current model)."""
-        trials = self.model_trials()
-        X_new = self.problem.param_space.encode([t.params for t in trials])
-        z_new = self._model_values(trials)
-        base = self.transfer.model
-        if self.model is None and not (self.refit_mode == "auto" and self.extended_since_fit >= AUTO_MAX_EXTENDED):
-            model = base.extend(X_new, z_new, restarts=self.extend_restarts, seed=int_seed(self.seed, STAGE_EXTEND))
-            self.extended_since_fit += 1
-            kind = "extend"
-        else:
-            if self.model is None:  # a chain of extensions: fit everything once, from a quick extension
-                init = base.extend(X_new, z_new, restarts=1, seed=int_seed(self.seed, STAGE_EXTEND)).get_params()
-            else:
-                init = self.model.get_params()
-            model = self._refit_all(X_new, z_new, init, int_seed(self.seed, STAGE_REFIT, len(trials)))
-            self.refits += 1
-            self.extended_since_fit = 0
-            kind = "refit"
-            log.info("TLA2: full refit after %d new-task evaluations", len(trials))
-        measured = [np.asarray(y) for y in self.old_data[1]]
-        measured.append(np.array([z for t, z in zip(trials, z_new) if usable(t)]))
-        self.install_model(model, self.new_transform, trials, measured)
-        return kind
-
-    def _model_values(self, trials: Sequence[Trial]) -> np.ndarray:
-        """The new task's results in model units (failed: its worst measured, else any task's worst)."""
-        T, tr = self.task_index, self.new_transform
-        values = [float(t.value) if usable(t) else None for t in trials]
-        pos = [v for v in values if v is not None and v > 0]
-        floor = 0.5 * min(pos) if pos else 1e-300
-        if tr.use_log and any(v is not None and v <= 0 for v in values):
-            log.warning("a non-positive objective value under the log transform was clamped to %g", floor)
-        z = [None if v is None else float(tr.forward(T, np.array([max(v, floor) if tr.use_log else v]))[0])
-             for v in values]
-        known = [v for v in z if v is not None]
-        worst = max(known) if known else max(float(np.max(y)) for y in self.old_data[1] if len(y))
-        return np.array([worst if v is None else v for v in z])
-
-    def _refit_all(self, X_new: np.ndarray, z_new: np.ndarray, init: dict, seed: int) -> LCM:
-        Xs, ys = list(self.old_data[0]) + [X_new], list(self.old_data[1]) + [z_new]
-        base = self.transfer.model
-        try:
-            return LCM(base.n_latent, base.kernel, base.rank).fit(Xs, ys, restarts=self.refit_restarts, seed=seed,
-                                                                  init=init, comm=self.comm)
-        except Exception as exc:  # noqa: BLE001 - a failed warm start: retry cold with more restarts
-            log.warning("warm-started refit failed (%s); refitting from scratch", exc)
-            return LCM(base.n_latent, base.kernel, base.rank).fit(Xs, ys, restarts=max(self.refit_restarts, 3),
-                                                                  seed=seed, comm=self.comm)
+    def make_surrogate(self, settings: ModelSettings, policy: RefitPolicy, use_log: bool | None,
+                       iteration: int) -> Surrogate:
+        return _NewTaskSurrogate(self, settings, policy)
 
     def result(self) -> TransferResult:
         """The tuned tasks and the new one: the model brought up to date with every new result."""
@@ -298,6 +252,87 @@ class NewTaskTuner(Tuner):
                               pending=[t for t in self.pending if t.task_index == T], closed=closed, task_index=T,
                               prediction=self.prediction, updates=list(self.updates), refits=self.refits,
                               known_best=known, extended_since_fit=self.extended_since_fit)
+
+
+class _NewTaskSurrogate(Surrogate):
+    """TLA2's model: the tuned model extended by the new task (first full update), or refitted on
+    the old data and the new task's; the new task's transform is the transferred one, fixed
+    (module docstring). Its fits are not stored: the history's models are those of the run that
+    made the tuned model."""
+
+    def __init__(self, tuner: "NewTaskTuner", settings: ModelSettings, policy: RefitPolicy) -> None:
+        super().__init__(tuner.problem.param_space, tuner.n_tasks, settings, _NoStore(), policy, comm=tuner.comm)
+        self.tuner = tuner
+
+    def transform_stale(self, records: Sequence[Trial], new: Sequence[Trial]) -> str | None:
+        return None  # the transform is transferred and fixed (module docstring)
+
+    def full_fit(self, model_trials: Sequence[Trial], trials: Sequence[Trial]) -> str:
+        """Extend the tuned model by the new task (first time), or refit every hyperparameter on the
+        old data and the new task's (warm-started from the current model)."""
+        tuner = self.tuner
+        X_new = self.space.encode([t.params for t in model_trials])
+        z_new = self._model_values(model_trials)
+        base = tuner.transfer.model
+        if self.model is None and not (tuner.refit_mode == "auto" and tuner.extended_since_fit >= AUTO_MAX_EXTENDED):
+            model = base.extend(X_new, z_new, restarts=tuner.extend_restarts, seed=int_seed(tuner.seed, STAGE_EXTEND))
+            tuner.extended_since_fit += 1
+            kind = "extend"
+        else:
+            if self.model is None:  # a chain of extensions: fit everything once, from a quick extension
+                init = base.extend(X_new, z_new, restarts=1, seed=int_seed(tuner.seed, STAGE_EXTEND)).get_params()
+            else:
+                init = self.model.get_params()
+            model = self._refit_all(X_new, z_new, init, int_seed(tuner.seed, STAGE_REFIT, len(model_trials)))
+            tuner.refits += 1
+            tuner.extended_since_fit = 0
+            kind = "refit"
+            log.info("TLA2: full refit after %d new-task evaluations", len(model_trials))
+        measured = [np.asarray(y) for y in tuner.old_data[1]]
+        measured.append(np.array([z for t, z in zip(model_trials, z_new) if usable(t)]))
+        assert tuner.new_transform is not None
+        self.install(model, tuner.new_transform, model_trials, measured)
+        return kind
+
+    def _model_values(self, trials: Sequence[Trial]) -> np.ndarray:
+        """The new task's results in model units (failed: its worst measured, else any task's worst)."""
+        T, tr = self.tuner.task_index, self.tuner.new_transform
+        assert tr is not None
+        values = [float(t.value) if usable(t) else None for t in trials]
+        pos = [v for v in values if v is not None and v > 0]
+        floor = 0.5 * min(pos) if pos else 1e-300
+        if tr.use_log and any(v is not None and v <= 0 for v in values):
+            log.warning("a non-positive objective value under the log transform was clamped to %g", floor)
+        z = [None if v is None else float(tr.forward(T, np.array([max(v, floor) if tr.use_log else v]))[0])
+             for v in values]
+        known = [v for v in z if v is not None]
+        worst = max(known) if known else max(float(np.max(y)) for y in self.tuner.old_data[1] if len(y))
+        return np.array([worst if v is None else v for v in z])
+
+    def _refit_all(self, X_new: np.ndarray, z_new: np.ndarray, init: dict, seed: int) -> LCM:
+        tuner = self.tuner
+        Xs, ys = list(tuner.old_data[0]) + [X_new], list(tuner.old_data[1]) + [z_new]
+        base = tuner.transfer.model
+        try:
+            return LCM(base.n_latent, base.kernel, base.rank).fit(Xs, ys, restarts=tuner.refit_restarts, seed=seed,
+                                                                  init=init, comm=self.comm)
+        except Exception as exc:  # noqa: BLE001 - a failed warm start: retry cold with more restarts
+            log.warning("warm-started refit failed (%s); refitting from scratch", exc)
+            return LCM(base.n_latent, base.kernel, base.rank).fit(Xs, ys, restarts=max(tuner.refit_restarts, 3),
+                                                                  seed=seed, comm=self.comm)
+
+
+class _NoStore:
+    """A model store that keeps nothing (TLA2's fits belong to no run of the history)."""
+
+    def last_model(self) -> dict | None:
+        return None
+
+    def add_model(self, iteration: int, params: dict, log_likelihood: float, data_key: str) -> None:
+        return None
+
+    def set_use_log(self, use_log: bool) -> None:
+        return None
 
 
 def tune_new_task(

@@ -38,7 +38,7 @@ from .asynchronous import check_executor, run_async
 from ..progress import Progress
 from .steps import Waiting, report, tell_once
 from .tuner import Tuner
-from .updates import RefitPolicy
+from ..surrogate.updates import RefitPolicy
 
 __all__ = ["tune", "run", "run_serial"]
 

@@ -9,6 +9,7 @@ uninterrupted run would have (up to the warm start of the model fit).
 from __future__ import annotations
 
 from ..seeding import STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng
+from ..surrogate.settings import DRIFT_E2, DRIFT_WINDOW, VALUE_LIMIT
 
 __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "VALUE_LIMIT", "CLAIM_ROUNDS",
            "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS",
@@ -19,22 +20,12 @@ __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "VALUE_L
 #: imported from elsewhere (:func:`gptask.import_runs`)
 SOURCE_INITIAL, SOURCE_DEFAULT, SOURCE_SEARCH, SOURCE_IMPORTED = "initial", "default", "search", "imported"
 
-#: the largest |value| the model takes as a measurement. Anything beyond (the 1e308 a user returns
-#: as a "penalty") is shown to the model like a failed run; the trial keeps its value as given.
-#: At 1e150 the squares in a task's mean and variance stay finite in float64, and log(1e150) = 345.
-VALUE_LIMIT = 1e150
-
 #: how many times ``ask`` re-proposes when another process claimed the same configuration first
 CLAIM_ROUNDS = 4
 
 #: ``tune`` with nothing to ask while other processes hold the last trials: poll the history
 #: every WAIT_MIN_S seconds, backing off to WAIT_MAX_S, saying so in the log every WAIT_LOG_S
 WAIT_MIN_S, WAIT_MAX_S, WAIT_LOG_S = 0.2, 5.0, 60.0
-
-#: model updates (:mod:`gptask.tuning.updates`): a full refit is due when the mean squared
-#: one-step-ahead standardised error of the last DRIFT_WINDOW measured points appended since the
-#: last full fit exceeds DRIFT_E2 (a calibrated model gives 1; 4 is a 2-sigma miss on average)
-DRIFT_WINDOW, DRIFT_E2 = 3, 4.0
 
 #: BLAS threads while a search round runs (model updates, fantasies, the acquisition's predictions):
 #: its triangular solves are small (N x 40 for N up to a few hundred), and OpenBLAS threads only

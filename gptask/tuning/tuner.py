@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import numbers
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,21 +51,21 @@ from ..baseline import defaults_of, record_defaults
 from ..labels import record_unit
 from ..checks import check_int, check_seconds
 from ..evaluate import Outcome
+from ..failures import AUTO, FailureWatch
 from ..models import LCM
 from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
+from ..surrogate import ModelSettings, SearchView, Surrogate
+from ..surrogate.data import usable
+from ..surrogate.updates import RefitPolicy
 from ..parallel import bcast_json, collective, rank_size
 from ..problem import Problem
 from ..result import TuningResult
 from ..sampling import lhs_points
 from ..storage import HistoryMismatch, Owner, Storage, open_storage
 from ..trials import Proposal, Status, Trial, params_key, point_key
-from .data import TrainingData, log_possible, training_data, usable, usable_values
-from ..failures import AUTO, FailureWatch
-from .fantasy import believed_best, with_fantasies
 from .propose import initial_design, search_task, search_tasks
-from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH, STAGE_FIT,
+from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH,
                        STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng)
-from .updates import ModelState, RefitPolicy
 
 __all__ = ["Tuner", "resolve_tasks", "check_int", "check_seconds"]
 
@@ -122,7 +121,7 @@ class Tuner:
     task). owner: who holds the asked trials (default: this process, alive while it runs;
     ``Owner.detached(...)`` for a shell that exits after asking). lease: seconds after which an
     asked trial that was not told is given to the next ``ask`` (None: never, while the owner lives).
-    refit_every, refit_on_drift: the :class:`~gptask.tuning.updates.RefitPolicy` of model updates
+    refit_every, refit_on_drift: the :class:`~gptask.surrogate.updates.RefitPolicy` of model updates
     (default 1, False: a full warm-started fit whenever results arrived; larger or None: block
     appends in between). ``updates`` lists every model update made (kind "fit", "reuse", "append",
     ..., seconds, n_points, reason). max_failures: when the first evaluations told all failed for
@@ -190,7 +189,7 @@ class Tuner:
         self.rank, self.size = rank_size(comm)
         self.owner = owner if owner is not None else Owner.this_process("tune")
         self.lease = check_seconds("lease", lease)
-        self.policy = RefitPolicy(refit_every, bool(refit_on_drift))
+        policy = RefitPolicy(refit_every, bool(refit_on_drift))
         self.failures = FailureWatch(max_failures)  # stops a run whose first evaluations all fail alike
         # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
         self.storage: Storage | None = None
@@ -206,13 +205,9 @@ class Tuner:
             if self.storage is not None:
                 self.storage.close()
             raise
-        self._use_log: bool | None = {"log": True, "none": False}.get(output_transform, state["use_log"])
-        self.iteration = int(state["iteration"])
-        self.model: LCM | None = None
-        self.transform = None
-        self.updates: list[dict] = []
-        self._data: TrainingData | None = None
-        self._state: ModelState | None = None
+        settings = ModelSettings(self.n_latent, kernel, self.restarts, self.refit_restarts, output_transform, self.seed)
+        self.surrogate = self.make_surrogate(settings, policy, state["use_log"], int(state["iteration"]))
+        self._search_view: SearchView | None = None
         self._initial: dict[int, list[dict]] = {}
         self._trials: list[Trial] = []
         self._closed: dict[int, str] = {}
@@ -323,11 +318,6 @@ class Tuner:
     @property
     def pending(self) -> list[Trial]:
         return [t for t in self._trials if t.status is Status.PENDING]
-
-    @property
-    def use_log(self) -> bool | None:
-        """Whether the model sees log(values) (None: not decided yet)."""
-        return self._use_log
 
     def trials_of(self, i: int) -> list[Trial]:
         """Task ``i``'s trials in any state, in id order."""
@@ -509,18 +499,15 @@ class Tuner:
         self._closed[i] = reason
 
     def _believe_pending(self) -> None:
-        """The search model: the model with every PENDING trial as a fantasy (:mod:`.fantasy`), and
-        each task's incumbent counting its believed values."""
-        assert self.model is not None and self._state is not None
-        space, state = self.problem.param_space, self._state
+        """The search view: the model with every PENDING trial not in it as a fantasy, and each
+        task's incumbent counting its believed values (:meth:`Surrogate.search_view`)."""
+        state = self.surrogate.state
+        assert state is not None
+        space = self.problem.param_space
         pending = [[t.params for t in self.pending if t.task_index == i and t.id not in state.ids]
                    for i in range(self.n_tasks)]
-        X = [space.encode(p) if p else np.empty((0, space.n_columns)) for p in pending]
-        self._search_model, believed = with_fantasies(self.model, X)
-        noise_sd = np.sqrt(self.model.get_params()["noise"])
-        self._search_best = [state.best_z(i) if not believed[i].size else
-                             believed_best(state.best_z(i), believed[i], float(noise_sd[i]))
-                             for i in range(self.n_tasks)]
+        self._search_view = self.surrogate.search_view(
+            [space.encode(p) if p else np.empty((0, space.n_columns)) for p in pending])
 
     def _search(self, i: int) -> np.ndarray | None:
         """Task ``i``'s next configuration, encoded (D,), or None when none is left. Runs on the
@@ -528,7 +515,9 @@ class Tuner:
         space = self.problem.param_space
         mine = self.trials_of(i)
         claimed = space.encode([t.params for t in mine])
-        return search_task(self._search_model, i, self.problem, self.tasks[i], self._search_best[i], claimed,
+        view = self._search_view
+        assert view is not None
+        return search_task(view.model, i, self.problem, self.tasks[i], view.best[i], claimed,
                            self.incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
                            self.pso_particles, self.pso_iters)
 
@@ -542,25 +531,42 @@ class Tuner:
                 best.append(min(ok, key=lambda t: t.value).params)
         return self.problem.param_space.encode(best[: max(1, self.pso_particles // 4)]) if best else None
 
-    # ---- the model ---------------------------------------------------------------------------
-    def _settle_log(self) -> bool | None:
-        """The transform for the next fit: True/False, or None when "auto" must still decide."""
-        values = usable_values(self.records, self.n_tasks)
-        if not any(v.size for v in values):
-            return bool(self._use_log)  # nothing measured yet: decide later
-        if not log_possible(values) and self._use_log is not False:
-            if self._use_log:
-                log.warning("the log output transform needs positive values; a value <= 0 was observed, "
-                            "so the outputs are modelled without the log from now on")
-            self._set_use_log(False)
-        return self._use_log
+    # ---- the model (gptask.surrogate) ----------------------------------------------------------
+    def make_surrogate(self, settings: ModelSettings, policy: RefitPolicy, use_log: bool | None,
+                       iteration: int) -> Surrogate:
+        """The model of the objective this tuner searches on (a hook: TLA2's tuner returns its
+        new-task surrogate). use_log, iteration: what the history says of earlier fits."""
+        return Surrogate(self.problem.param_space, self.n_tasks, settings, _HistoryModels(self), policy,
+                         use_log=use_log, iteration=iteration, comm=self.comm)
 
-    def _set_use_log(self, use_log: bool) -> None:
-        self._use_log = bool(use_log)
-        self._on_root(lambda: self.storage.set_meta("use_log", self._use_log), "storing the output transform")
+    @property
+    def model(self) -> LCM | None:
+        """The model searched on (None before the first fit)."""
+        return self.surrogate.model
 
-    def _settings(self) -> list:
-        return [self.n_latent, self.kernel]
+    @property
+    def transform(self) -> Any:
+        """The output transform the model was fitted under."""
+        return self.surrogate.transform
+
+    @property
+    def updates(self) -> list[dict]:
+        """Every model update made: {"kind", "seconds", "n_points", "reason"}."""
+        return self.surrogate.updates
+
+    @property
+    def policy(self) -> RefitPolicy:
+        """When block appends give way to a full fit (:class:`gptask.surrogate.updates.RefitPolicy`)."""
+        return self.surrogate.policy
+
+    @policy.setter
+    def policy(self, value: RefitPolicy) -> None:
+        self.surrogate.policy = value
+
+    @property
+    def use_log(self) -> bool | None:
+        """Whether the model sees log(values) (None: not decided yet)."""
+        return self.surrogate.use_log
 
     def model_ready(self) -> bool:
         """Whether the model can be fitted: every task has a finished trial (the LCM needs data for
@@ -571,128 +577,11 @@ class Tuner:
         """The finished trials the model is built on (every one here)."""
         return self.records
 
-    def transform_stale(self, new: Sequence[Trial]) -> str | None:
-        """Why the output transform frozen at the last full fit cannot take the finished trials
-        ``new`` (a full fit is then due), or None. Here: the log transform was switched off, or a
-        task gets its first measured value (its frozen mean and std were placeholders)."""
-        assert self._state is not None
-        use_log = self._settle_log()
-        if use_log is None or use_log != self._state.transform.use_log:
-            return "the output transform changed"
-        for t in new:
-            if usable(t) and self._state.measured[t.task_index].size == 0:
-                return f"task {t.task_index} has its first measured value"
-        return None
-
     def fit_model(self) -> LCM:
-        """The model brought up to date with every finished trial, and returned.
-
-        Nothing happens when no trial finished since the last update, by this tuner or by another
-        process sharing the history. Otherwise the new trials are appended (block update under the
-        frozen transform, :mod:`.updates`), unless the refit policy or :meth:`transform_stale` make
-        a full fit due (:meth:`full_fit`). Each update is listed in ``updates``."""
+        """The model brought up to date with every finished trial (:meth:`Surrogate.update`)."""
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task: there is nothing to fit a model on yet")
-        state = self._state
-        if state is None or state.model is not self.model:
-            return self._refit("first fit" if self.model is None else "the model was replaced")
-        new = [t for t in self.model_trials() if t.id not in state.ids]
-        if not new:
-            return self.model
-        t0 = time.perf_counter()
-        reason = self.transform_stale(new) or state.absorb(new, self.policy, self.problem.param_space)
-        if reason is not None:
-            return self._refit(reason)
-        self.model = state.model
-        self._log_update("append", t0, f"{len(new)} new result(s)")
-        return self.model
-
-    def _refit(self, reason: str) -> LCM:
-        t0 = time.perf_counter()
-        kind = self.full_fit()
-        self._log_update(kind, t0, reason)
-        assert self.model is not None
-        return self.model
-
-    def _log_update(self, kind: str, t0: float, reason: str) -> None:
-        assert self.model is not None
-        self.updates.append({"kind": kind, "seconds": time.perf_counter() - t0,
-                             "n_points": int(self.model.n_points.sum()), "reason": reason})
-        log.debug("model update: %s (%s), %d points", kind, reason, self.updates[-1]["n_points"])
-
-    def install_model(self, model: LCM, transform: Any, trials: Sequence[Trial],
-                      measured: Sequence[np.ndarray]) -> None:
-        """Make ``model`` the tuner's model (what :meth:`full_fit` does with a new fit): it holds the
-        finished ``trials`` under ``transform``; measured: per task, the model values (k_i,) of its
-        measured points (the incumbents and the imputation of later appends)."""
-        self.model, self.transform = model, transform
-        self._state = ModelState(model, transform, trials, measured)
-
-    def full_fit(self) -> str:
-        """Fit the LCM from scratch on every finished trial (warm-started from the last
-        hyperparameters), or reuse the hyperparameters another process stored for exactly these
-        data; a new fit is stored in the history. Returns the kind of update, "fit" or "reuse"."""
-        use_log = self._settle_log()
-        if use_log is None:
-            model, data = self._choose_transform()
-        else:
-            data = training_data(self._trials, self.n_tasks, self.problem.param_space, use_log, self._settings())
-            last = self._on_root(lambda: self.storage.last_model(), "reading the last model")
-            if last is not None and last.get("data_key") == data.key:
-                model = LCM(n_latent=self.n_latent, kernel=self.kernel).condition(data.X, data.y, params=last["params"])
-                self._install(model, data)
-                return "reuse"
-            model = self._fit(data)
-        self._install(model, data)
-        self.iteration += 1
-        params = {k: np.asarray(v).tolist() for k, v in model.get_params().items()}
-        ll = float(model.log_likelihood())
-        self._on_root(lambda: self.storage.add_model(self.iteration, params, ll, data.key), "storing the model")
-        log.info("iteration %d: LCM fitted on %d points, log-likelihood %.4g", self.iteration, data.n_points, ll)
-        return "fit"
-
-    def _install(self, model: LCM, data: TrainingData) -> None:
-        self._data = data
-        self.install_model(model, data.transform, self.records,
-                           [y[m] for y, m in zip(data.y, data.measured)])
-
-    def _fit(self, data: TrainingData, cold: bool = False) -> LCM:
-        init: Any = None
-        if not cold and self.model is not None:
-            init = self.model
-        elif not cold:
-            last = self._on_root(lambda: self.storage.last_model(), "reading the last model")
-            init = None if last is None else last["params"]
-        seed = int_seed(self.seed, STAGE_FIT, self.iteration)
-        try:
-            return LCM(n_latent=self.n_latent, kernel=self.kernel).fit(
-                data.X, data.y, restarts=self.refit_restarts if init is not None else self.restarts, seed=seed,
-                init=init, comm=self.comm)
-        except (np.linalg.LinAlgError, ValueError) as exc:  # a warm start that no longer fits: start cold
-            if init is None:
-                raise
-            log.warning("warm-started fit failed (%s); refitting from scratch", exc)
-            return LCM(n_latent=self.n_latent, kernel=self.kernel).fit(
-                data.X, data.y, restarts=self.restarts, seed=seed, comm=self.comm)
-
-    def _choose_transform(self) -> tuple[LCM, TrainingData]:
-        """output_transform="auto", first fit: model the outputs with and without the log and keep
-        the one whose likelihood *of the observed values* is higher. Each fit's log-likelihood is of
-        the standardised outputs z; the change of variables adds -sum(log sigma_i) per measured
-        point, and -sum(log y) under the log, which puts both on the scale of y."""
-        best = None
-        for use_log in (True, False):
-            data = training_data(self._trials, self.n_tasks, self.problem.param_space, use_log, self._settings())
-            model = self._fit(data, cold=True)
-            jacobian = sum(len(v) * np.log(data.transform.sigma[i]) + (np.sum(np.log(v)) if use_log else 0.0)
-                           for i, v in enumerate(data.values))
-            ll_y = float(model.log_likelihood() - jacobian)
-            log.info("output transform %s: log-likelihood of the observed values %.6g", "log" if use_log else "none", ll_y)
-            if best is None or ll_y > best[0]:
-                best = (ll_y, use_log, model, data)
-        assert best is not None
-        self._set_use_log(best[1])
-        return best[2], best[3]
+        return self.surrogate.update(self.model_trials(), self._trials)
 
     # ---- tell --------------------------------------------------------------------------------
     def tell(self, trial: Trial | int, result: Outcome | float | None, reason: str = "") -> Trial:
@@ -760,19 +649,30 @@ class Tuner:
                             history_file=None if stored["path"] is None else Path(stored["path"]))
 
     def _current_model(self) -> tuple[LCM, Any]:
-        use_log = self._settle_log()
-        if self.model is None or use_log is None:
-            model = self.fit_model()
-            return model, self.transform
-        data = training_data(self._trials, self.n_tasks, self.problem.param_space, use_log, self._settings())
-        if self._data is not None and data.key == self._data.key and self._state is not None \
-                and self._state.since_fit == 0:
-            return self.model, self.transform
-        try:
-            model = LCM(n_latent=self.n_latent, kernel=self.kernel).condition(data.X, data.y,
-                                                                              params=self.model.get_params())
-        except (ValueError, np.linalg.LinAlgError) as exc:
-            log.warning("conditioning on the last evaluations failed (%s); refitting", exc)
-            model = self._fit(data)
-        self._install(model, data)
-        return model, data.transform
+        if not self.model_ready():
+            raise ValueError("the model needs a finished trial of every task")
+        return self.surrogate.current(self.model_trials(), self._trials)
+
+
+class _HistoryModels:
+    """The :class:`~gptask.surrogate.ModelStore` of a tuner: its history, read and written on
+    rank 0 alone (the result broadcast to every rank). A tuner that does not record its run
+    (``records_run`` False) stores no fits and no transform."""
+
+    def __init__(self, tuner: Tuner) -> None:
+        self.tuner = tuner
+
+    def last_model(self) -> dict | None:
+        if not self.tuner.records_run:
+            return None
+        return self.tuner._on_root(lambda: self.tuner.storage.last_model(), "reading the last model")
+
+    def add_model(self, iteration: int, params: dict, log_likelihood: float, data_key: str) -> None:
+        if self.tuner.records_run:
+            self.tuner._on_root(lambda: self.tuner.storage.add_model(iteration, params, log_likelihood, data_key),
+                                "storing the model")
+
+    def set_use_log(self, use_log: bool) -> None:
+        if self.tuner.records_run:
+            self.tuner._on_root(lambda: self.tuner.storage.set_meta("use_log", use_log),
+                                "storing the output transform")

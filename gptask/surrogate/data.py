@@ -4,7 +4,7 @@ The rule, one place for every fit, refit and final model update:
 
 1. *Usable values.* A trial's value is a measurement for the model when the trial is COMPLETE or
    CENSORED (a censored value is where the run was stopped, already worse than the pruning bound)
-   and ``|value| <= VALUE_LIMIT`` (1e150, :mod:`gptask.tuning.settings`). The stored value is never
+   and ``|value| <= VALUE_LIMIT`` (1e150, :mod:`gptask.surrogate.settings`). The stored value is never
    changed: 1e308 stays 1e308 in the history and in ``result.history``.
 2. *Transform.* ``w = log(y)`` under the log transform, else ``w = y``; then per task
    ``z = (w - mu_i) / sigma_i`` with the mean and std of the task's usable ``w``

@@ -20,7 +20,7 @@ value (with a warning); the MLA tuner refits without the log before it gets here
   last full fit.
 
 The tuner adds reasons of its own (a task's first measured value, the log transform switched
-off): see ``Tuner.transform_stale``.
+off): see ``Surrogate.transform_stale``.
 """
 
 from __future__ import annotations
