@@ -8,7 +8,9 @@ at which it is scored, and what the peers need to run on it.
 
 * ``convolution``: the recorded 2-D convolution campaign of the FAIR benchmark hub on 6 GPUs
   (``data/hub_convolution``, the project's compact copy), 4,362 allowed configurations of 7 parameters per GPU,
-  replayed through :mod:`gptask.replay` with the kernel's own 4 restrictions.
+  replayed through :mod:`gptask.replay` with the kernel's own 4 restrictions; and
+  ``convolution_unlike``: its two least alike GPUs (A100, MI250X) alone, where a joint model risks
+  doing worse than tuning each GPU on its own.
 * ``pdgeqrf16``: the 16-core PDGEQRF timings (``apps/scalapack_qr/data/xeon16/runs.csv``), 8
   matrix sizes with about 74 measured configurations each, replayed as a partial landscape (the
   tuner may propose only measured configurations).
@@ -84,14 +86,20 @@ class Family:
 
 
 # ---- recorded campaigns -------------------------------------------------------------------------------
-def convolution() -> Family:
-    recs = [read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in CONVOLUTION_GPUS]
-    problem = replay_problem(recs, CONVOLUTION_RESTRICTIONS, task_name="gpu", name="convolution")
+def convolution(gpus: tuple[str, ...] = CONVOLUTION_GPUS, name: str = "convolution") -> Family:
+    recs = [read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in gpus]
+    problem = replay_problem(recs, CONVOLUTION_RESTRICTIONS, task_name="gpu", name=name)
     tasks = [{"gpu": r.label} for r in recs]
     ok = [[v for v in r.results.values() if not isinstance(v, str)] for r in recs]
-    return Family("convolution", problem, tasks, [min(v) for v in ok], [float(np.median(v)) for v in ok],
+    return Family(name, problem, tasks, [min(v) for v in ok], [float(np.median(v)) for v in ok],
                   positive=True, group="recorded",
-                  kernel_tuner=[(CONVOLUTION_DIR / f"{g}.json.gz", CONVOLUTION_RESTRICTIONS) for g in CONVOLUTION_GPUS])
+                  kernel_tuner=[(CONVOLUTION_DIR / f"{g}.json.gz", CONVOLUTION_RESTRICTIONS) for g in gpus])
+
+
+def convolution_unlike() -> Family:
+    """Two GPUs whose landscapes are least alike (A100 and MI250X: rank correlation of log times 0.44),
+    tuned together: where a joint model can do worse than tuning each alone."""
+    return convolution(("A100", "MI250X"), "convolution_unlike")
 
 
 class _Lookup:
@@ -217,7 +225,8 @@ def listed(name: str) -> Family:
 
 # ---- the registry ---------------------------------------------------------------------------------------
 def _registry() -> dict[str, Callable[[], Family]]:
-    reg: dict[str, Callable[[], Family]] = {"convolution": convolution, "pdgeqrf16": pdgeqrf16}
+    reg: dict[str, Callable[[], Family]] = {"convolution": convolution, "convolution_unlike": convolution_unlike,
+                                             "pdgeqrf16": pdgeqrf16}
     for fid in BBOB_FUNCTIONS:
         for dim in BBOB_DIMENSIONS:
             reg[f"bbob-f{fid}-d{dim}"] = (lambda f=fid, d=dim: bbob(f, d))
@@ -232,11 +241,11 @@ REGISTRY = _registry()
 #: named groups of families for --families
 GROUPS = {
     "all": list(REGISTRY),
-    "recorded": ["convolution", "pdgeqrf16"],
+    "recorded": ["convolution", "convolution_unlike", "pdgeqrf16"],
     "bbob": [n for n in REGISTRY if n.startswith("bbob-")],
     "own": [*FAMILIES, "sphere_listed", "mixed_listed"],
     # a quicker set to iterate on: every kind of family once or twice
-    "quick": ["convolution", "pdgeqrf16", "bbob-f1-d5", "bbob-f8-d5", "bbob-f15-d5", "bbob-f21-d2", "branin_drift",
+    "quick": ["convolution", "convolution_unlike", "pdgeqrf16", "bbob-f1-d5", "bbob-f8-d5", "bbob-f15-d5", "bbob-f21-d2", "branin_drift",
               "hartmann6", "mixed", "switch", "valley", "sphere_listed", "mixed_listed"],
 }
 

@@ -709,6 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "json: everything, models and confirmation runs included (default csv)")
     e.add_argument("--out", default=None, help="file to write (default: standard output)")
     e.set_defaults(func=_cmd_export)
+    from .cli_replay import register as register_replay
+
+    register_replay(sub)
     return p
 
 

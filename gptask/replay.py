@@ -50,7 +50,8 @@ from .evaluate import EvaluationFailed
 from .problem import Problem
 from .space import Categorical, Dimension, Ordinal, Space
 
-__all__ = ["Recording", "read_recording", "replay_problem", "ReplayObjective", "recording_rows",
+__all__ = ["Recording", "read_recording", "replay_problem", "ReplayObjective", "recording_rows", "replay", "ReplayReport",
+           "ReplayRun",
            "MAX_RECORDING_BYTES", "NOT_RECORDED"]
 
 log = logging.getLogger(__name__)
@@ -382,3 +383,123 @@ def recording_rows(recording: Recording, task: Mapping[str, Any], value: str = "
             row.update({value: v, status: "complete"})
         out.append(row)
     return out
+
+
+# ---- replaying a campaign ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReplayRun:
+    """One tuning run of a replay: budget (runs per machine), seed, alone (each machine tuned on its
+    own), and per machine the fraction of the optimum reached after each evaluation
+    (``fractions[i][k]``: optimum / best value after k + 1 runs; 0 before the first success)."""
+
+    budget: int
+    seed: int
+    alone: bool
+    fractions: list[list[float]]
+
+    def final(self) -> list[float]:
+        """Per machine, the fraction of the optimum at the end of the run."""
+        return [f[-1] if f else 0.0 for f in self.fractions]
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """Every run of :func:`replay`: labels (the machines), optima (their best recorded values),
+    runs (:class:`ReplayRun`)."""
+
+    labels: list[str]
+    optima: list[float]
+    runs: list[ReplayRun]
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per (budget, alone): the mean fraction of the optimum over machines and seeds, the worst
+        seed's mean, and each machine's mean over seeds."""
+        out = []
+        for budget, alone in sorted({(r.budget, r.alone) for r in self.runs}):
+            runs = [r for r in self.runs if r.budget == budget and r.alone == alone]
+            per_seed = np.array([np.mean(r.final()) for r in runs])
+            per_machine = np.mean([r.final() for r in runs], axis=0)
+            out.append({"budget": budget, "alone": alone, "seeds": len(runs), "mean": float(per_seed.mean()),
+                        "worst_seed": float(per_seed.min()), "per_machine": dict(zip(self.labels, per_machine.tolist()))})
+        return out
+
+    def text(self) -> str:
+        """The summary as an aligned table (what ``gptask replay`` prints)."""
+        short = [label if len(label) <= 14 else label[:13] + "~" for label in self.labels]
+        head = f"{'runs':>5} {'tuning':<8} {'seeds':>5} {'mean':>6} {'worst':>6}  " + "  ".join(f"{s:>14}" for s in short)
+        rows = [head]
+        for s in self.summary():
+            rows.append(f"{s['budget']:>5} {'alone' if s['alone'] else 'joint':<8} {s['seeds']:>5} {s['mean']:>6.3f} "
+                        f"{s['worst_seed']:>6.3f}  " + "  ".join(f"{v:>14.3f}" for v in s["per_machine"].values()))
+        return "fraction of the optimum reached (optimum / best found), per machine\n" + "\n".join(rows)
+
+    def plot(self, path: str | Path) -> Path:
+        """Mean fraction of the optimum against runs per machine, one line per (budget, tuning),
+        the worst seed shaded; written to ``path`` (any matplotlib format)."""
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for budget, alone in sorted({(r.budget, r.alone) for r in self.runs}):
+            runs = [r for r in self.runs if r.budget == budget and r.alone == alone]
+            curves = np.array([np.mean(r.fractions, axis=0) for r in runs])  # (seeds, budget)
+            x = np.arange(1, curves.shape[1] + 1)
+            line, = ax.plot(x, curves.mean(axis=0), label=f"{budget} runs, {'alone' if alone else 'joint'}")
+            ax.fill_between(x, curves.min(axis=0), curves.mean(axis=0), color=line.get_color(), alpha=0.15)
+        ax.set_xlabel("runs per machine")
+        ax.set_ylabel("fraction of the optimum (mean over machines)")
+        ax.set_ylim(0.0, 1.02)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
+        fig.tight_layout()
+        out = Path(path)
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        return out
+
+
+def _fractions(values: Sequence[float | None], optimum: float) -> list[float]:
+    out, best = [], None
+    for v in values:
+        if v is not None and (best is None or v < best):
+            best = v
+        out.append(0.0 if best is None or best <= 0 else min(1.0, optimum / best))
+    return out
+
+
+def replay(recordings: Sequence[Recording], restrictions: Sequence[str] = (), budgets: Sequence[int] = (20, 40),
+           seeds: Sequence[int] = range(5), alone: bool = False, recorded_only: bool = True,
+           **tune_options: Any) -> ReplayReport:
+    """Tune the replayed campaign (:func:`replay_problem`) for every budget and seed and report the
+    fraction of each machine's optimum reached against runs. alone: also tune each machine on its
+    own (to see what the joint model gains). tune_options: passed to :func:`gptask.tune`
+    (``n_initial``, ``n_latent``, ...; ``progress`` is off). The objective must be minimised and
+    positive (a time): the fraction is optimum / best found."""
+    from .tuning import tune
+
+    problem = replay_problem(recordings, restrictions, recorded_only=recorded_only)
+    labels = [r.label for r in recordings]
+    optima = [r.best()[1] for r in recordings]
+    if min(optima) <= 0:
+        raise ValueError("replay reports the fraction of the optimum of a positive objective (a time); "
+                         f"the recordings' best values are {optima}")
+    tasks = [{"machine": label} for label in labels]
+    runs = []
+    for budget in budgets:
+        for seed in seeds:
+            for one in ([False, True] if alone else [False]):
+                groups = [[t] for t in tasks] if one else [tasks]
+                fractions: list[list[float]] = []
+                for group in groups:
+                    res = tune(problem, tasks=group, budget=int(budget), seed=int(seed), progress=False, **tune_options)
+                    for i, task in enumerate(group):
+                        trials = sorted((t for t in res.history if t.task_index == i), key=lambda t: t.id)
+                        values = [t.value if t.ok else None for t in trials]
+                        fractions.append(_fractions(values, optima[labels.index(task["machine"])]))
+                runs.append(ReplayRun(int(budget), int(seed), one, fractions))
+                log.info("replay: budget %d, seed %d, %s: mean fraction of the optimum %.3f", budget, seed,
+                         "alone" if one else "joint", float(np.mean(runs[-1].final())))
+    return ReplayReport(labels, optima, runs)

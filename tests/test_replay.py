@@ -143,3 +143,41 @@ def test_constants_reach_the_restrictions_and_unknown_names_are_refused(conv):
     dom = problem.domain({"machine": conv[0].label})
     assert all(p["block_size_x"] * p["tile_size_x"] + 15 <= 100 for p in dom.params(range(len(dom))))
     assert 0 < len(dom) < 4362 and np.isfinite(dom.encoded).all()
+
+
+def test_replay_reports_the_fraction_of_each_machines_optimum(conv, tmp_path):
+    report = replay.replay(conv, RESTRICTIONS, budgets=[6], seeds=[0, 1], alone=True, n_initial=3)
+    assert report.labels == [r.label for r in conv] and report.optima == [r.best()[1] for r in conv]
+    assert {(r.budget, r.seed, r.alone) for r in report.runs} == {(6, s, a) for s in (0, 1) for a in (False, True)}
+    for run in report.runs:
+        assert [len(f) for f in run.fractions] == [6, 6]
+        for f in run.fractions:  # a running best: never decreasing, never above the optimum
+            assert all(0.0 <= a <= b <= 1.0 for a, b in zip(f, f[1:]))
+    # the fractions are the recorded values' optimum / running best, recomputed here from the lookups
+    run = report.runs[0]
+    assert run.final() == pytest.approx([max(f) for f in run.fractions])
+    summary = report.summary()
+    assert [(s["budget"], s["alone"]) for s in summary] == [(6, False), (6, True)]
+    assert "fraction of the optimum" in report.text() and report.plot(tmp_path / "r.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="positive objective"):
+        neg = replay.Recording("n", "n.csv", {"bs": [1, 2]}, "time", {(1,): -1.0, (2,): 2.0})
+        replay.replay([neg], budgets=[2], seeds=[0])
+
+
+def test_gptask_replay_command_prints_the_table_and_writes_the_plot(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "gptask", "replay", str(CONV / "A100.json.gz"),
+                          str(CONV / "W6600.json.gz"), "--restrict", RESTRICTIONS[1], "--budget", "5",
+                          "--seeds", "0-1", "--n-initial", "3", "--plot", str(tmp_path / "p.png"),
+                          "--json", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=600,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert "fraction of the optimum" in out.stdout and (tmp_path / "p.png").exists()
+    runs = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert len(runs) == 2 and all(len(r["fractions"]) == 2 for r in runs)
+    bad = subprocess.run([sys.executable, "-m", "gptask", "replay", str(CONV / "A100.json.gz"), "--budget", "x"],
+                         capture_output=True, text=True, timeout=120, env={**__import__("os").environ,
+                                                                            "PYTHONPATH": str(ROOT)})
+    assert bad.returncode == 2 and "--budget must be integers" in bad.stderr

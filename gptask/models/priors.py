@@ -78,17 +78,26 @@ class LCMPrior:
     kappa_loc: float = PRIOR_KAPPA_LOC
     kappa_scale: float = PRIOR_KAPPA_SCALE
     w_scale: float = PRIOR_W_SCALE
+    #: the dimension the length-scale centre grows with (None: the number of input columns). A
+    #: tuner passes its number of parameters: a categorical of k choices, or an ordinal with
+    #: indicator columns, spans several columns but is one parameter, and counting its columns
+    #: would make every length scale's prior longer (smoother) the more choices there are
+    dimension: float | None = None
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
+            if name == "dimension" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"LCMPrior.{name} must be a finite number, got {value!r}")
             if name.endswith("scale") and value <= 0.0:
                 raise ValueError(f"LCMPrior.{name} must be > 0, got {value!r}")
+            if name == "dimension" and value < 1.0:
+                raise ValueError(f"LCMPrior.dimension must be >= 1 (or None), got {value!r}")
 
     def lengthscale_centre(self, d: int) -> float:
-        """Prior mode of log l for a d-dimensional input."""
-        return self.lengthscale_loc + 0.5 * math.log(d)
+        """Prior mode of log l for a d-column input (``dimension`` in place of d when set)."""
+        return self.lengthscale_loc + 0.5 * math.log(self.dimension if self.dimension is not None else d)
 
     def log_density(self, params: Mapping[str, np.ndarray], s2: float) -> tuple[float, dict[str, np.ndarray]]:
         """Log prior density at ``params`` (lengthscale (Q, d), W (Q, T, r), kappa (Q, T), noise (T,))
@@ -113,7 +122,7 @@ class LCMPrior:
         v_w, g_w = _normal(W, 0.0, self.w_scale * math.sqrt(s2 / (Q * r)))
         return v_w + v_k + v_n, {"W": g_w, "kappa": g_k / kappa, "noise": g_n / noise}
 
-    def to_json(self) -> dict[str, float]:
+    def to_json(self) -> dict[str, float | None]:
         return asdict(self)
 
     @classmethod
@@ -122,7 +131,7 @@ class LCMPrior:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown LCMPrior fields {unknown}; known: {sorted(known)}")
-        return cls(**{k: float(v) for k, v in data.items()})
+        return cls(**{k: None if v is None else float(v) for k, v in data.items()})
 
 
 def resolve_prior(prior: Any) -> LCMPrior | None:

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..models import LCM
+from ..models.priors import LCMPrior
 from ..seeding import STAGE_FIT, int_seed
 from ..space import Space
 from ..transforms import OutputTransform
@@ -208,6 +209,12 @@ class Surrogate:
     def _new_model(self) -> LCM:
         return LCM(n_latent=self.settings.n_latent, kernel=self.settings.kernel)
 
+    @property
+    def prior(self) -> LCMPrior:
+        """The fit's prior: the default one, with the length-scale centre scaled by the number of
+        parameters rather than of encoded columns (:class:`gptask.models.priors.LCMPrior`)."""
+        return LCMPrior(dimension=float(len(self.space)))
+
     def _install_data(self, model: LCM, data: TrainingData, model_trials: Sequence[Trial]) -> None:
         self.data = data
         self.install(model, data.transform, model_trials, [y[m] for y, m in zip(data.y, data.measured)])
@@ -223,12 +230,13 @@ class Surrogate:
         seed = int_seed(s.seed, STAGE_FIT, self.iteration)
         try:
             return self._new_model().fit(data.X, data.y, restarts=s.refit_restarts if init is not None else s.restarts,
-                                         seed=seed, init=init, comm=self.comm)
+                                         seed=seed, init=init, comm=self.comm, prior=self.prior)
         except (np.linalg.LinAlgError, ValueError) as exc:  # a warm start that no longer fits: start cold
             if init is None:
                 raise
             log.warning("warm-started fit failed (%s); refitting from scratch", exc)
-            return self._new_model().fit(data.X, data.y, restarts=s.restarts, seed=seed, comm=self.comm)
+            return self._new_model().fit(data.X, data.y, restarts=s.restarts, seed=seed, comm=self.comm,
+                                         prior=self.prior)
 
     def _choose_transform(self, trials: Sequence[Trial]) -> tuple[LCM, TrainingData]:
         """output_transform="auto", first fit: model the outputs with and without the log and keep

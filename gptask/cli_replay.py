@@ -1,0 +1,81 @@
+"""``gptask replay``: tune a recorded campaign offline and print the fraction of the optimum reached.
+
+    gptask replay data/hub_convolution/*.json.gz --restrict "block_size_x*block_size_y<=1024" \\
+        --budget 20,40 --seeds 0-4 --plot replay.png
+
+Every file is one machine's recording (a Kernel Tuner cache file, a T4 results file or a CSV; see
+:mod:`gptask.replay`); all are tuned together as the tasks of one problem (``--alone`` also tunes
+each on its own). A user plans budgets and tuner settings this way before spending real runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    out: list[int] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            if "-" in part:
+                a, b = part.split("-", 1)
+                lo, hi = int(a), int(b)
+                if hi < lo:
+                    raise ValueError
+                out += list(range(lo, hi + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise ValueError(f"{what} must be integers or ranges such as 20,40 or 0-4, got {text!r}") from None
+    if not out or min(out) < (1 if what == "--budget" else 0):
+        raise ValueError(f"{what} must list at least one {'positive ' if what == '--budget' else ''}integer, got {text!r}")
+    return out
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .replay import read_recording, replay
+
+    restrictions = list(args.restrict or [])
+    if args.restrictions_file:
+        lines = Path(args.restrictions_file).read_text().splitlines()
+        restrictions += [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    recordings = [read_recording(p, objective=args.objective) for p in args.files]
+    options: dict[str, Any] = {}
+    if args.n_initial is not None:
+        options["n_initial"] = args.n_initial
+    report = replay(recordings, restrictions, budgets=_int_list(args.budget, "--budget"),
+                    seeds=_int_list(args.seeds, "--seeds"), alone=args.alone, **options)
+    print(report.text())
+    if args.plot:
+        print(f"plot: {report.plot(args.plot)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"labels": report.labels, "optima": report.optima,
+                                               "summary": report.summary(),
+                                               "runs": [r.__dict__ for r in report.runs]}, indent=1))
+        print(f"runs: {args.json}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add the ``replay`` subcommand to the subparsers ``sub`` of ``gptask``."""
+    r = sub.add_parser("replay", help="tune recorded campaigns offline: fraction of the optimum against runs")
+    r.add_argument("files", nargs="+", help="one recording per machine: Kernel Tuner cache (.json, .json.gz), "
+                                            "T4 results (.json) or CSV")
+    r.add_argument("--restrict", action="append", metavar="EXPR",
+                   help="a restriction as the tuning script writes it, e.g. 'block_size_x*block_size_y<=1024' "
+                        "(repeatable; parsed, never evaluated as code)")
+    r.add_argument("--restrictions-file", default=None, help="a file of restrictions, one per line (# comments)")
+    r.add_argument("--objective", default=None, help="the measured quantity to minimise (default: the file's, "
+                                                      "else time)")
+    r.add_argument("--budget", default="20,40", help="runs per machine, one run of the tuner each (default 20,40)")
+    r.add_argument("--seeds", default="0-4", help="seeds of the tuner, e.g. 0-9 or 0,3,7 (default 0-4)")
+    r.add_argument("--n-initial", type=int, default=None, help="initial design per machine (default: half the budget)")
+    r.add_argument("--alone", action="store_true", help="also tune each machine on its own, for comparison")
+    r.add_argument("--plot", default=None, help="write the fraction of the optimum against runs here (PNG, ...)")
+    r.add_argument("--json", default=None, help="write every run's curve here")
+    r.set_defaults(func=_cmd_replay)
