@@ -85,6 +85,24 @@ def _task_dict(text: str, source: Any) -> dict:
     return out
 
 
+def _cmd_report(args: argparse.Namespace, load_problem: ProblemLoader) -> int:
+    import time
+
+    from ..outputs import check_output_path
+    from .report import ReportOptions, write_report
+
+    if not _is_history(args.history):
+        raise ValueError(f"{args.history} is not a history (SQLite) file; gptask report reads the history of a run")
+    check_output_path(args.out, "--out", {"html", "htm"})
+    problem = _problem(args, load_problem)
+    t0 = time.perf_counter()
+    opts = ReportOptions(grid=args.grid, sensitivity_base=args.base, problem_given=problem is not None,
+                         tasks=tuple(args.task or ()))
+    path = write_report(args.history, args.out, problem=problem, options=opts)
+    print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, written in {time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
 def _cmd_export_table(args: argparse.Namespace, load_problem: ProblemLoader) -> int:
     from ..model_io import load_model, read_recommendations
     from .export import to_c_header, to_csv, to_json
@@ -142,6 +160,19 @@ def add_parsers(sub: Any, load_problem: ProblemLoader) -> None:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     problem_options(s, "to count the configurations the constraints forbid")
     s.set_defaults(func=bind(_cmd_sensitivity))
+
+    r = sub.add_parser("report", help="one self-contained HTML page about a history (no server, no network)")
+    r.add_argument("history", help="the SQLite history (read only)")
+    r.add_argument("--out", required=True, help="the HTML file to write")
+    r.add_argument("--grid", default=None,
+                   help="the task grid of the task-space map, as for export-table (default: 7 values per varying "
+                        "task dimension over the tuned range)")
+    r.add_argument("--base", type=int, default=1024, help="Saltelli base sample N of the sensitivity (default 1024)")
+    r.add_argument("--task", action="append", default=None,
+                   help="a task to answer on the page, k=v,... (repeatable): what to run there and how sure, or "
+                        "that it lies outside the tuned range")
+    problem_options(r, "for its constraints, features and default")
+    r.set_defaults(func=bind(_cmd_report))
 
     e = sub.add_parser("export-table", help="the recommended configuration at every point of a task grid, run-free "
                                             "from a model file (JSON, CSV or a C header)")
