@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
-import math
 import os
 import platform
 import shutil

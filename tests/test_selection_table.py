@@ -5,7 +5,6 @@ import csv
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np

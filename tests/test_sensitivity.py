@@ -232,3 +232,34 @@ def test_pdgeqrf_16_core_model_agrees_with_the_measured_data():
     assert "mb" in report.fixable() and "nb" not in report.fixable()
     # most of the box breaks a constraint (nproc * nth <= 16, p divides nproc): said, not hidden
     assert all(f is not None and f > 0.9 for f in report.infeasible_fraction)
+
+
+def test_sensitivity_command_on_a_history_and_its_bad_input(tmp_path, capsys):
+    import json
+
+    from gptask.cli import main
+    from gptask.functions import demo_problem, sphere_problem
+
+    h = tmp_path / "sphere.sqlite"
+    gt.tune(sphere_problem(), tasks=2, budget=8, n_initial=5, seed=0, history=h, progress=False)
+    assert main(["sensitivity", str(h), "--base", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "Sobol indices of the model's mean in model units" in out and "ST task 1" in out
+    assert main(["sensitivity", str(h), "--base", "256", "--task", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [t["task_index"] for t in doc["tasks"]] == [1] and set(doc["mean"]) == {"x1", "x2", "x3"}
+
+    def error(*args):
+        assert main(["sensitivity", *map(str, args)]) == 2
+        return capsys.readouterr().err
+
+    assert "base must be a power of 2" in error(h, "--base", "1000")
+    assert "index in 0..1, got 5" in error(h, "--task", "5")
+    assert "over the task dimensions ['s']" in error(h, "--task", "q=1")
+    imported = tmp_path / "imported.sqlite"  # measurements without a model fit
+    gt.import_runs(sphere_problem(), [{"s": 0.5, "x1": 0.1, "x2": 0.2, "x3": 0.3, "value": 1.0}], imported)
+    assert "needs a fitted model: this result has none yet" in error(imported)
+    demo = tmp_path / "demo.sqlite"
+    gt.tune(demo_problem(), tasks=2, budget=6, n_initial=4, seed=0, history=demo, progress=False)
+    assert "a space of one parameter (x) has nothing to apportion" in error(demo)
+    assert "no such file" in error(tmp_path / "none.sqlite")

@@ -22,7 +22,7 @@ import math
 import re
 from typing import Any
 
-from ..space import Boolean, Categorical, Integer, Ordinal, Real
+from ..space import Boolean, Integer, Ordinal, Real
 from .selection import SelectionTable, is_log_scale, is_numeric
 
 __all__ = ["to_json", "to_csv", "to_c_header", "FORMATS", "DEFAULT_PREFIX"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..labels import format_value, task_label
+from ..labels import task_label
 from ..trials import Status
 from . import figures
 from .html import esc, figure_html, list_html, note_html, table_html
@@ -373,7 +373,3 @@ SECTIONS: tuple[Section, ...] = (
     Section("task-space", "Best configuration across the task space", task_space_section),
     Section("provenance", "Provenance", provenance),
 )
-
-
-def value_text(v: float | None, unit: str) -> str:
-    return format_value(v, unit)

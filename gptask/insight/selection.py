@@ -40,7 +40,7 @@ from ..crossval import interval95
 from ..labels import task_label
 from ..progress import Progress
 from ..recommend import recommend
-from ..space import Categorical, Dimension, Integer, Ordinal, Real, Space
+from ..space import Dimension, Integer, Ordinal, Real, Space
 from ..transfer import TransferModel, as_transfer_model, predict_optimum
 from ..trials import point_key
 from .grid import grid_points, parse_grid

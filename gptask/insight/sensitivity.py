@@ -38,7 +38,7 @@ the half-width of the mean is ``sqrt(sum conf_i^2) / T``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 

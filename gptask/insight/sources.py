@@ -11,7 +11,6 @@ with them: :func:`stored_recommendations`).
 
 from __future__ import annotations
 
-from typing import Any
 
 from ..evaluate import EvaluationFailed
 from ..problem import Problem
