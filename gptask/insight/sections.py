@@ -229,21 +229,6 @@ def accuracy(data: ReportData, opts: ReportOptions) -> str:
     return out
 
 
-class _Once(logging.Filter):
-    """Lets each distinct message through once (run-free predictions over a grid repeat warnings)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        msg = record.getMessage()
-        if msg in self.seen:
-            return False
-        self.seen.add(msg)
-        return True
-
-
 def _default_axes(data: ReportData, dims: list[Any], rng: dict[str, Any]) -> dict[str, list[Any]]:
     from ..space import Integer
 
@@ -282,26 +267,16 @@ def task_space_section(data: ReportData, opts: ReportOptions) -> str:
     axes = parse_grid(opts.grid, space) if opts.grid else _default_axes(data, dims, rng)
     if opts.grid:
         dims = [d for d in space.dimensions if len(axes[d.name]) > 1 and is_numeric(d)][:2]
-    once = _Once()
-    tla1 = logging.getLogger("gptask.transfer.tla1")
-    tla1.addFilter(once)
-    try:
-        table = selection_table(result, axes)
-    finally:
-        tla1.removeFilter(once)
+    table = selection_table(result, axes)
     entries = table.entries
     pnames = result.problem.param_space.names
     asked = ""
     if opts.tasks:
-        tla1.addFilter(once)
-        try:
-            rows = []
-            for t in opts.tasks:
-                e = selection_table(result, {k: [v] for k, v in t.items()}).entries[0]
-                rows.append({**e.task, **e.params, "value": e.value, "+- std": e.value_std, "95 % low": e.lower,
-                             "95 % high": e.upper, "from": e.source, "note": e.note})
-        finally:
-            tla1.removeFilter(once)
+        rows = []
+        for t in opts.tasks:
+            e = selection_table(result, {k: [v] for k, v in t.items()}).entries[0]
+            rows.append({**e.task, **e.params, "value": e.value, "+- std": e.value_std, "95 % low": e.lower,
+                         "95 % high": e.upper, "from": e.source, "note": e.note})
         asked = "<h3>The tasks asked about (--task)</h3>" + table_html(
             rows, data.unit, ("value", "+- std", "95 % low", "95 % high"),
             row_class=lambda r: "fallback" if r["from"] == "fallback" else "")

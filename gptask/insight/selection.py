@@ -191,6 +191,22 @@ def _outside(space: Space, task: Mapping[str, Any], rng: Mapping[str, Any]) -> l
     return why
 
 
+class _Once(logging.Filter):
+    """Lets each distinct message through once: run-free predictions over a grid repeat the same
+    warning (e.g. constraints unknown) at every point."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if msg in self.seen:
+            return False
+        self.seen.add(msg)
+        return True
+
+
 def _interval(median: float, sd: float, use_log: bool) -> tuple[float, float]:
     lo, hi = interval95(use_log and median > 0, np.array([median]), np.array([sd]))
     return float(lo[0]), float(hi[0])
@@ -240,7 +256,8 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
         raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     tm = as_transfer_model(source)
     axes = parse_grid(grid, tm.task_space) if isinstance(grid, str) else _check_axes(grid, tm.task_space)
-    tuned = [i for i in range(len(tm.tasks)) if tm.model.n_points[i] > 0]
+    tuned = [i for i in range(len(tm.tasks)) if tm.model.n_points[i] > 0
+             and (not hasattr(source, "records") or source.records(i))]  # a result: something to recommend from
     if len(tuned) < 2:
         raise ValueError(f"a selection table needs a model with at least 2 tuned tasks, got {len(tuned)}")
     rng = _tuned_range(tm, tuned)
@@ -255,6 +272,8 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
     use_log = bool(tm.transform.use_log)
     reporter = Progress(progress, len(points), 0, desc="selection table")
     entries = []
+    once, tla1 = _Once(), logging.getLogger("gptask.transfer.tla1")
+    tla1.addFilter(once)
     try:
         for point in points:
             i = keys.get(point_key(point))
@@ -273,6 +292,7 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
                 entries.append(_fallback_entry(tm, point, why, fallback, tuned, tuned_X, recs, axes))
             reporter.step(f"selection table: {task_label(point)} ({entries[-1].source})")
     finally:
+        tla1.removeFilter(once)
         reporter.close()
     return SelectionTable(axes, entries, tm.task_space, tm.param_space,
                           unit=getattr(problem, "unit", "") if problem is not None else "",
