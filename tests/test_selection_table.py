@@ -272,7 +272,12 @@ def test_export_table_bad_input_is_named(tmp_path, capsys):
     assert "--grid must give every task dimension; missing ['n']" in error(TWO_CORE, "--grid", "m=300")
     assert "no such file" in error(tmp_path / "none.json", "--grid", "m=300,n=500")
     (tmp_path / "other.json").write_text('{"format": "something else"}')
-    assert "other.json" in error(tmp_path / "other.json", "--grid", "m=300,n=500")
+    assert "is not a gptask model file (format tag 'something else'" in error(tmp_path / "other.json", "--grid",
+                                                                               "m=300,n=500")
+    doc = json.loads(TWO_CORE.read_text())
+    del doc["lcm"]  # a model file without its model
+    (tmp_path / "nolcm.json").write_text(json.dumps(doc))
+    assert "nolcm.json: corrupted model file" in error(tmp_path / "nolcm.json", "--grid", "m=300,n=500")
     gt.import_runs(_two_core_problem(), [{"m": 500, "n": 500, "mb": 8, "nb": 8, "nproc": 2, "p": 1, "nth": 1,
                                           "value": 1.0}], tmp_path / "h.sqlite")
     assert "is a history; export-table reads a model file" in error(tmp_path / "h.sqlite", "--grid", "m=300,n=500")

@@ -98,7 +98,7 @@ def _cmd_report(args: argparse.Namespace, load_problem: ProblemLoader) -> int:
     t0 = time.perf_counter()
     opts = ReportOptions(grid=args.grid, sensitivity_base=args.base, problem_given=problem is not None,
                          tasks=tuple(args.task or ()))
-    path = write_report(args.history, args.out, problem=problem, options=opts)
+    path = write_report(args.history, args.out, problem=problem, options=opts, progress=not args.quiet)
     print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, written in {time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -171,6 +171,7 @@ def add_parsers(sub: Any, load_problem: ProblemLoader) -> None:
     r.add_argument("--task", action="append", default=None,
                    help="a task to answer on the page, k=v,... (repeatable): what to run there and how sure, or "
                         "that it lies outside the tuned range")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress bar or per-section log lines")
     problem_options(r, "for its constraints, features and default")
     r.set_defaults(func=bind(_cmd_report))
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..progress import Progress
 from .html import note_html, page_html
 from .report_data import ReportData, load_report_data
 from .sections import SECTIONS, ReportOptions
@@ -85,19 +86,23 @@ def _number(text: str, task: str) -> float | int:
     return int(v) if v.is_integer() else v
 
 
-def build_report(data: ReportData, options: ReportOptions | None = None) -> str:
-    """The HTML text of the report of ``data``."""
+def build_report(data: ReportData, options: ReportOptions | None = None, progress: bool = False) -> str:
+    """The HTML text of the report of ``data``; progress: a bar or a line per section."""
     opts = options or ReportOptions()
     parts = []
-    for section in SECTIONS:
-        t0 = time.perf_counter()
-        try:
-            body = section.build(data, opts)
-        except Exception as exc:  # noqa: BLE001 - one section's failure must not lose the page
-            log.exception("report: the section %r failed", section.title)
-            body = note_html(f"This section could not be made: {type(exc).__name__}: {exc}", "error")
-        log.info("report: section %r in %.1f s", section.title, time.perf_counter() - t0)
-        parts.append((section.anchor, section.title, body))
+    reporter = Progress(progress, len(SECTIONS), 0, desc="report")
+    try:
+        for section in SECTIONS:
+            t0 = time.perf_counter()
+            try:
+                body = section.build(data, opts)
+            except Exception as exc:  # noqa: BLE001 - one section's failure must not lose the page
+                log.exception("report: the section %r failed", section.title)
+                body = note_html(f"This section could not be made: {type(exc).__name__}: {exc}", "error")
+            reporter.step(f"report: section {section.title!r} in {time.perf_counter() - t0:.1f} s")
+            parts.append((section.anchor, section.title, body))
+    finally:
+        reporter.close()
     created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     subtitle = (f"History {data.path.name}: {len(data.tasks)} task(s), {len(data.finished)} finished evaluation(s). "
                 f"Written by gptask report on {created}.")
@@ -105,12 +110,13 @@ def build_report(data: ReportData, options: ReportOptions | None = None) -> str:
 
 
 def write_report(history: str | os.PathLike, out: str | os.PathLike, problem: Any = None,
-                 options: ReportOptions | None = None) -> Path:
+                 options: ReportOptions | None = None, progress: bool = False) -> Path:
     """Write the report of the history file ``history`` to ``out`` (HTML); returns ``out``.
 
     problem: the history's :class:`gptask.Problem`, to give the report its constraints, features
     and default (checked against the history's signature); None: the problem rebuilt from the
-    history. options: :class:`ReportOptions`. Raises ValueError for a missing or foreign file; the
+    history. options: :class:`ReportOptions`. progress: a bar (a terminal) or a log line per section.
+    Raises ValueError for a missing or foreign file; the
     file is written whole or not at all (a temporary file renamed).
     """
     data = load_report_data(history)
@@ -118,7 +124,7 @@ def write_report(history: str | os.PathLike, out: str | os.PathLike, problem: An
     opts = options or ReportOptions(problem_given=problem is not None)
     if opts.tasks:
         opts = replace(opts, tasks=tuple(_asked_task(data, t) for t in opts.tasks))
-    text = build_report(data, opts)
+    text = build_report(data, opts, progress=progress)
     out = Path(out)
     fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent if str(out.parent) else ".")
     try:
