@@ -1,4 +1,5 @@
-"""The ``gptask`` command line: tune, ask, tell, release, show, plot, export, fit, predict.
+"""The ``gptask`` command line: tune, ask, tell, release, show, plot, export, fit, predict, and the
+insight commands sensitivity, report, export-table (:mod:`gptask.insight.commands`).
 
     gptask tune --problem demo --tasks 5 --budget 20 --history runs.sqlite
     gptask tune --problem mypkg.mymod:make_problem --tasks 8 --budget 20 --history runs.sqlite
@@ -12,6 +13,9 @@
     gptask tune --problem demo --tasks 8 --budget 20 --save-model demo.json
     gptask predict demo.json --task t=4.2            # TLA1: predicted optimum, no run
     gptask fit --problem mymod:make_problem runs.csv --value time --save-model M.json   # no run
+    gptask sensitivity runs.sqlite                   # which parameters matter (Sobol indices)
+    gptask report runs.sqlite --out report.html      # one self-contained page for people
+    gptask export-table M.json --grid m=1000:4000:8,n=1000:4000:8 --format c-header --out table.h
 
 ``--problem module:function`` imports ``module`` and calls ``function()`` (it must return a
 ``gptask.Problem``); the current directory is searched first, as ``python -m`` does, so a
@@ -49,6 +53,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from .rebuild import result_from_history
 
 __all__ = ["main", "parse_assignments", "format_assignments", "format_table", "best_table", "result_from_history",
            "recommendation_table", "NamedObjective", "NamedObjectiveWithDeadline"]
@@ -190,47 +196,6 @@ def best_table(history) -> list[dict[str, Any]]:
         row["failed"] = sum(r["status"] == Status.FAILED for r in mine)
         rows.append(row)
     return rows
-
-
-def result_from_history(history: Any) -> Any:
-    """A :class:`gptask.TuningResult` rebuilt from a history (a Storage) without its problem: the
-    spaces from the signature, the finished trials, the confirmation runs, and the model conditioned
-    on every finished trial with the last stored hyperparameters (None before the first fit), the
-    recorded default configurations and unit. Its objective cannot be run (confirmation runs would
-    fail) and its constraints are not known."""
-    from .baseline import stored_defaults
-    from .evaluate import EvaluationFailed
-    from .labels import stored_unit
-    from .trials import point_key
-    from .models import LCM
-    from .problem import Problem
-    from .result import TuningResult
-    from .space import Space
-    from .surrogate.data import training_data
-
-    sig = history.signature
-    name = sig.get("name", "problem")
-
-    def no_objective(task: dict, params: dict) -> float:
-        raise EvaluationFailed(f"the problem {name!r} was rebuilt from a history: its objective is not available")
-
-    tasks = history.tasks()
-    stored = stored_defaults(history)
-    defaults = {point_key(t): d for t, d in zip(tasks, stored)}
-    default = (lambda task: defaults[point_key(task)]) if stored and all(d is not None for d in stored) else None
-    problem = Problem(Space.from_json(sig["task_space"]), Space.from_json(sig["param_space"]), no_objective,
-                      constants=sig.get("constants") or {}, name=name, default=default, unit=stored_unit(history))
-    finished = [t for t in history.trials() if t.status.finished]
-    last, use_log = history.last_model(), history.get_meta("use_log")
-    model = transform = None
-    if last is not None and use_log is not None and finished:
-        data = training_data(finished, len(tasks), problem.param_space, bool(use_log))
-        W = last["params"]["W"]  # nested lists (Q, T, rank)
-        kernel = (history.get_meta("settings") or {}).get("kernel", "rbf")
-        model = LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y,
-                                                                                  params=last["params"])
-        transform = data.transform
-    return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations())
 
 
 def recommendation_table(result: Any) -> list[dict[str, Any]]:
@@ -710,8 +675,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default=None, help="file to write (default: standard output)")
     e.set_defaults(func=_cmd_export)
     from .cli_replay import register as register_replay
+    from .insight.commands import add_parsers as add_insight_parsers
 
     register_replay(sub)
+    add_insight_parsers(sub, lambda spec, options: load_problem(spec, parse_assignments(options)))
     return p
 
 

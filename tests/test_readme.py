@@ -141,7 +141,8 @@ def _record(example_id: str, seconds: float, smoke: bool) -> None:
 
 # ---- the README itself ---------------------------------------------------------------------------
 RUN_HERE = {"two-commands", "venv", "notebooks", "library", "ask-tell", "transfer", "executor", "measurements",
-            "measurements-cli", "mpi-ranks", "mpi-pool", "lcm-torch", "cli", "app-scalapack", "app-mpi", "app-io"}
+            "measurements-cli", "mpi-ranks", "mpi-pool", "lcm-torch", "cli", "app-scalapack", "app-mpi", "app-io",
+            "insight"}
 
 
 def test_every_code_block_is_an_example_that_a_test_runs():
@@ -269,6 +270,15 @@ def test_the_command_line_examples(repo):
     r = run_shell("cli", by_id()["cli"].code, repo, timeout=1500)
     assert (repo / "conv.png").exists() and (repo / "demo.json").exists() and (repo / "demo.csv").exists()
     assert "recommended (" in r.stdout and "predicted objective there" in r.stdout
+
+
+@pytest.mark.slow
+def test_the_insight_commands(repo):
+    r = run_shell("insight", by_id()["insight"].code, repo, timeout=900)
+    assert "Sobol indices" in r.stdout and "report: report.html" in r.stdout
+    text = (repo / "report.html").read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<script" not in text and "data:image/png;base64," in text
+    assert "gptask_table_lookup" in (repo / "pdgeqrf_table.h").read_text()
 
 
 @pytest.mark.slow
