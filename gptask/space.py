@@ -92,9 +92,32 @@ class Dimension:
         """Up to ``n`` representative values spread over the dimension (for grids and plots)."""
         raise NotImplementedError
 
+    #: whether the values are ordered (a neighbour is one value up or down) or not (any other value)
+    ordered_values: bool = True
+
     def values(self) -> list[Any] | None:
         """Every allowed value, in order, for a discrete dimension; None for a continuous one."""
         return None
+
+    def n_values(self) -> int | None:
+        """How many values a discrete dimension has (None: continuous), without listing them."""
+        v = self.values()
+        return None if v is None else len(v)
+
+    def value_at(self, k: int) -> Any:
+        """The k-th allowed value of a discrete dimension (``values()[k]``)."""
+        v = self.values()
+        if v is None:
+            raise TypeError(f"dimension {self.name!r} is continuous: it has no list of values")
+        return v[k]
+
+    def value_index(self, columns: np.ndarray) -> np.ndarray:
+        """The position (n,) in ``values()`` of the value each encoded row (n, n_columns) decodes to."""
+        vals = self.values()
+        if vals is None:
+            raise TypeError(f"dimension {self.name!r} is continuous: it has no list of values")
+        position = {repr(v): k for k, v in enumerate(vals)}
+        return np.array([position[repr(v)] for v in self.decode(columns)], dtype=np.int64)
 
     def sample_columns(self, u: np.ndarray) -> np.ndarray:
         """Encoded columns ``(n, n_columns)`` of ``n`` draws given uniform numbers ``u`` (n,) in
@@ -241,6 +264,15 @@ class Integer(_Numeric):
     def values(self) -> list[int]:
         return list(range(self.lo, self.hi + 1))
 
+    def n_values(self) -> int:
+        return self.hi - self.lo + 1
+
+    def value_at(self, k: int) -> int:
+        return self.lo + int(k)
+
+    def value_index(self, columns: np.ndarray) -> np.ndarray:
+        return (self._integers(columns) - self.lo).astype(np.int64)
+
     def from_text(self, text: str) -> int:
         try:
             number = float(text)
@@ -301,8 +333,13 @@ class Categorical(Dimension):
     def grid(self, n: int) -> list[Any]:
         return list(self.choices)
 
+    ordered_values = False
+
     def values(self) -> list[Any]:
         return list(self.choices)
+
+    def value_index(self, columns: np.ndarray) -> np.ndarray:
+        return np.argmax(np.asarray(columns, dtype=float).reshape(-1, self.n_columns), axis=1).astype(np.int64)
 
     def sample_columns(self, u: np.ndarray) -> np.ndarray:
         k = np.minimum((np.asarray(u, dtype=float) * self.n_columns).astype(int), self.n_columns - 1)
@@ -426,6 +463,9 @@ class Ordinal(Dimension):
     def decode(self, columns: np.ndarray) -> list[Any]:
         return [self.ordered[k] for k in self._indices(columns)]
 
+    def value_index(self, columns: np.ndarray) -> np.ndarray:
+        return self._indices(columns).astype(np.int64)
+
     def snap_columns(self, columns: np.ndarray) -> np.ndarray:
         return self._rows[self._indices(columns)]
 
@@ -488,6 +528,9 @@ class Boolean(Dimension):
 
     def decode(self, columns: np.ndarray) -> list[bool]:
         return [bool(x) for x in np.asarray(columns, dtype=float).reshape(-1) >= 0.5]
+
+    def value_index(self, columns: np.ndarray) -> np.ndarray:
+        return (np.asarray(columns, dtype=float).reshape(-1) >= 0.5).astype(np.int64)
 
     def snap_columns(self, columns: np.ndarray) -> np.ndarray:
         return (np.asarray(columns, dtype=float).reshape(-1, 1) >= 0.5).astype(float)
@@ -645,10 +688,10 @@ class Space:
     def grid_size(self) -> int | None:
         """How many configurations the space holds when every dimension is discrete (the product
         of their numbers of values, constraints not applied), None when one is continuous."""
-        sizes = [d.values() for d in self.dimensions]
+        sizes = [d.n_values() for d in self.dimensions]
         if any(v is None for v in sizes):
             return None
-        return math.prod(len(v) for v in sizes)
+        return math.prod(sizes)
 
     def enumerate(self, limit: int) -> np.ndarray:
         """Every configuration of a discrete space, encoded: ``(grid_size(), n_columns)``, the last
