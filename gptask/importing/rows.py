@@ -232,6 +232,28 @@ def _prefixed_columns(problem: Problem, header: Sequence[str]) -> dict[str, str]
     return out
 
 
+def _is_recording(path: Path) -> bool:
+    """Whether ``path`` is a recorded campaign in a JSON format (Kernel Tuner cache, T4), by name."""
+    return path.name.endswith((".json", ".json.gz"))
+
+
+def _recording_rows(problem: Problem, path: Path, value: str,
+                    status: str | None) -> tuple[list[dict[str, Any]], str, str]:
+    """A Kernel Tuner cache or T4 file as rows (with a status column): one machine's campaign, the
+    task being the problem's one categorical task dimension set to the recording's machine label."""
+    from ..replay import read_recording, recording_rows
+    from ..space import Categorical
+
+    rec = read_recording(path, objective=None if value == "value" else value)
+    dims = problem.task_space.dimensions
+    if len(dims) != 1 or not isinstance(dims[0], Categorical) or rec.label not in dims[0].choices:
+        raise DataError(f"{path} is one machine's recorded campaign ({rec.label!r}): the problem's task space must "
+                        f"be one categorical whose choices include that label (gptask.replay.replay_problem makes "
+                        f"one), or convert it with gptask.replay.recording_rows(read_recording(path), task={{...}})")
+    col = status or "status"
+    return recording_rows(rec, {dims[0].name: rec.label}, value="value", status=col), "value", col
+
+
 def check_problem(problem: Any) -> Problem:
     """``problem`` itself when it is a :class:`Problem`; TypeError otherwise."""
     if not isinstance(problem, Problem):
@@ -241,7 +263,10 @@ def check_problem(problem: Any) -> Problem:
 
 def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]], value: str = "value",
               status: str | None = None, skip_invalid: bool = False) -> list[Row]:
-    """The validated rows of ``data`` (module docstring): a CSV path or a list of dicts.
+    """The validated rows of ``data`` (module docstring): a CSV path, a list of dicts, or one
+    machine's recorded campaign (a Kernel Tuner cache or T4 file, ``.json``/``.json.gz``; its
+    failed configurations become failed runs; the problem's task is that machine, see
+    :mod:`gptask.replay`).
 
     value: the column holding the measurement; status: the column holding each row's status (None:
     every row is complete). Raises :class:`DataError` listing every bad row (or, with
@@ -252,6 +277,8 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
     for name, col in (("value", value), ("status", status)):
         if col is not None and (not isinstance(col, str) or not col):
             raise TypeError(f"{name} must be a column name, got {col!r}")
+    if isinstance(data, (str, os.PathLike)) and _is_recording(Path(data)):
+        data, value, status = _recording_rows(problem, Path(data), value, status)
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         if not path.is_file():
