@@ -40,6 +40,7 @@ import logging
 import math
 import os
 import re
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -163,6 +164,13 @@ class NamedObjective:
 
     def __call__(self, task: dict, params: dict) -> Any:
         return self.objective()(task, params)
+
+
+def _pool_worker_start(spec: str, options: Mapping[str, Any]) -> None:
+    """Start of a ``--workers`` pool process: Ctrl-C is the tuner's to handle (it stops the runs and
+    releases their trials), and the problem is loaded once here, before the runs are forked from it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    NamedObjective(spec, options).objective()
 
 
 class NamedObjectiveWithDeadline(NamedObjective):
@@ -301,7 +309,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             args.problem, options)
         sent = Problem(problem.task_space, problem.param_space, named, problem.constraints, problem.constants,
                        problem.name)
-        with ProcessPoolExecutor(args.workers) as pool:
+        with ProcessPoolExecutor(args.workers, initializer=_pool_worker_start, initargs=(args.problem, options)) as pool:
             result = tune(sent, executor=pool, max_in_flight=args.workers, **kwargs)
     rows = result.table()
     print(format_table(rows))
@@ -665,6 +673,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, OSError) as exc:
         print(f"gptask: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return _interrupted(args, "interrupted (Ctrl-C)", 128 + signal.SIGINT)
+    except SystemExit as exc:
+        if exc.code == 128 + signal.SIGTERM:  # raised by the tuning loop's SIGTERM handler
+            return _interrupted(args, "stopped by SIGTERM", exc.code)
+        raise
+
+
+def _interrupted(args: argparse.Namespace, what: str, code: int) -> int:
+    """One line instead of a traceback when a signal stops a command; its exit code 128 + signal."""
+    tail = ("; the runs in progress were stopped and their trials stay pending: the same command resumes"
+            if args.command == "tune" else "")
+    print(f"gptask: {what}{tail}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover
