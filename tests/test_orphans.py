@@ -148,14 +148,18 @@ def test_kill_9_of_gptask_tune_workers_leaves_nothing_running(tmp_path):
     _run_then_kill(tmp_path, cli_run(Path("{record}"), Path("{hist}")))
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_stops_gptask_tune_workers_at_once_and_releases_its_trials(tmp_path, sig, code):
+@pytest.mark.parametrize("sig, code, workers", [(signal.SIGTERM, 143, True), (signal.SIGINT, 130, True),
+                                                (signal.SIGINT, 130, False)])
+def test_a_signal_stops_gptask_tune_at_once_and_releases_its_trials(tmp_path, sig, code, workers):
     record, hist = tmp_path / "runs", tmp_path / "h.sqlite"
     record.mkdir()
-    proc = start(cli_run(record, hist))
+    cmd = cli_run(record, hist)
+    if not workers:
+        cmd = cmd[:cmd.index("--workers")] + cmd[cmd.index("--workers") + 2:]
+    proc = start(cmd)
     below: set[int] = set()
     try:
-        wait_for(lambda: len(records(record)) >= 2, proc=proc)
+        wait_for(lambda: len(records(record)) >= (2 if workers else 1), proc=proc)
         below = descendants(proc.pid)
         if sig == signal.SIGINT:  # Ctrl-C on a terminal: to the whole foreground group, pool workers included
             os.killpg(proc.pid, sig)
@@ -169,7 +173,8 @@ def test_a_signal_stops_gptask_tune_workers_at_once_and_releases_its_trials(tmp_
     finally:
         kill_all(proc, below)
     left = SQLiteStorage(hist, read_only=True).trials()
-    assert len(left) >= 2 and all(t.status is Status.PENDING and t.owner is None for t in left)
+    assert left and all(t.status is Status.PENDING and t.owner is None for t in left)
+    assert f"gptask: {'stopped by SIGTERM' if sig == signal.SIGTERM else 'interrupted (Ctrl-C)'}" in err.decode()
 
 
 HUNG_LAUNCH = """
