@@ -17,6 +17,9 @@ per parameter) and the measured value (the ``value`` column, e.g. ``"time"``). T
 * **Status.** An optional status column holds ``complete``, ``failed`` or ``censored`` (a run
   stopped early: its value is a lower bound). A failed row needs no value; any other row needs a
   finite number.
+* **Size.** At most :data:`gptask.models.defaults.IMPORT_MAX_ROWS` rows (a file is counted before any
+  row is parsed) forming at most :data:`~gptask.models.defaults.EXACT_FIT_MAX_POINTS` configurations:
+  more is refused with the counts and what to do, before anything big is built.
 * **Repeats.** Rows of the same task and configuration are one run (:class:`Run`) whose
   ``samples`` are their values in row order and whose value is their ``aggregate`` (``min`` by
   default, as ``gt.tune`` aggregates repeated run times). Complete rows take precedence over
@@ -36,11 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..models import defaults
 from ..problem import Problem
 from ..space import Categorical, Dimension, Integer
 from ..trials import Status, point_key
 
-__all__ = ["DataError", "Row", "Run", "read_rows", "group_runs", "check_problem", "AGGREGATES", "MAX_REPORTED"]
+__all__ = ["DataError", "Row", "Run", "read_rows", "group_runs", "check_problem", "check_row_count", "check_point_count",
+           "AGGREGATES", "MAX_REPORTED"]
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +195,39 @@ def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str] | s
     return header, out
 
 
+def _data_lines(path: Path) -> int:
+    """How many rows a CSV file holds at most (its lines that are neither blank nor comments, less the
+    header; a quoted cell spanning lines counts more than once), counted without parsing them."""
+    n = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            text = line.lstrip()
+            if text and not text.startswith(b"#"):
+                n += 1
+    return max(0, n - 1)
+
+
+def check_row_count(n_rows: int, where: str) -> None:
+    """DataError when ``n_rows`` rows are more than gptask reads (:data:`gptask.models.defaults.IMPORT_MAX_ROWS`)."""
+    limit = defaults.IMPORT_MAX_ROWS
+    if n_rows > limit:
+        raise DataError(f"{where} holds {n_rows:,} rows; gptask reads at most {limit:,} (the exact model fits at most "
+                        f"{defaults.EXACT_FIT_MAX_POINTS:,} configurations, its memory grows as N^2 and its time as "
+                        "N^3): keep one row per configuration (e.g. the median of its repeats) or a sample of the "
+                        "configurations, and import that")
+
+
+def check_point_count(n_points: int, where: str) -> None:
+    """DataError when ``n_points`` configurations are more than the exact model fits
+    (:data:`gptask.models.defaults.EXACT_FIT_MAX_POINTS`)."""
+    limit = defaults.EXACT_FIT_MAX_POINTS
+    if n_points > limit:
+        raise DataError(f"{where} holds {n_points:,} configurations (rows grouped by task and configuration); the "
+                        f"exact model fits at most {limit:,} (its memory grows as N^2 and its time as N^3: one "
+                        f"likelihood evaluation at 5,000 points takes about 14 s on 2 cores): import a sample of "
+                        "the configurations, or raise gptask.models.defaults.EXACT_FIT_MAX_POINTS if you can wait")
+
+
 def _check_columns(problem: Problem, columns: Sequence[str], value: str, status: str | None, where: str) -> None:
     needed = [*problem.task_space.names, *problem.param_space.names, value] + ([status] if status else [])
     missing = [c for c in needed if c not in columns]
@@ -259,10 +297,12 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
         path = Path(data)
         if not path.is_file():
             raise FileNotFoundError(f"no data file at {path}")
+        check_row_count(_data_lines(path), str(path))
         header, cells = _read_csv(path)
         _check_columns(problem, header, value, status, str(path))
         source = [(f"{path} line {n}", n, c) for n, c in cells]
     elif isinstance(data, Sequence) and not isinstance(data, (bytes, bytearray)):
+        check_row_count(len(data), "data")
         for k, item in enumerate(data):
             if not isinstance(item, Mapping):
                 raise TypeError(f"data[{k}] must be a dict of task, parameter and value columns, got {item!r}")
