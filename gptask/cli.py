@@ -663,12 +663,47 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: the largest value a count argument takes (--tasks, --budget, --repeats, -n, ...): far beyond what the
+#: exact model fits (gptask.models.defaults.EXACT_FIT_MAX_POINTS), small enough that nothing overflows
+MAX_COUNT = 100_000
+#: the most processes --workers starts
+MAX_WORKERS = 1024
+#: trial ids and seeds are SQLite / numpy 64-bit integers
+MAX_ID = 2**63 - 1
+#: integer arguments (their attribute) -> (the option as typed, smallest, largest value); the library
+#: checks the meaning (budget >= n_initial, ...), these keep numbers where nothing overflows
+_INT_ARGS = {"id": ("trial id", 1, MAX_ID), "ids": ("trial id", 1, MAX_ID), "seed": ("--seed", 0, MAX_ID),
+             "tasks": ("--tasks", None, MAX_COUNT), "budget": ("--budget", None, MAX_COUNT),
+             "n_initial": ("--n-initial", None, MAX_COUNT), "repeats": ("--repeats", None, MAX_COUNT),
+             "n_latent": ("--n-latent", None, MAX_COUNT), "n": ("-n", None, MAX_COUNT),
+             "restarts": ("--restarts", None, MAX_COUNT), "workers": ("--workers", None, MAX_WORKERS)}
+#: float arguments that must be finite numbers (NaN and infinity mean nothing there)
+_FLOAT_ARGS = {"timeout": "--timeout", "max_time": "--max-time", "target": "--target", "lease": "--lease",
+               "duration": "--duration"}
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """ValueError naming the argument when a number given on the command line is out of range
+    (:data:`_INT_ARGS`) or not finite (:data:`_FLOAT_ARGS`), before anything is read or written."""
+    for attr, (name, lo, hi) in _INT_ARGS.items():
+        value = getattr(args, attr, None)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, int) and ((lo is not None and v < lo) or v > hi):
+                low = "" if lo is None else f"{lo} <= "
+                raise ValueError(f"{name} must be {low}{name.lstrip('-')} <= {hi:,}, got {v}")
+    for attr, name in _FLOAT_ARGS.items():
+        v = getattr(args, attr, None)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{name} must be a finite number, got {v}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     try:
+        check_numbers(args)
         return int(args.func(args) or 0)
     except (ValueError, TypeError, OSError) as exc:
         print(f"gptask: error: {exc}", file=sys.stderr)
