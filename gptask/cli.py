@@ -275,10 +275,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
     from .outputs import check_output_path
     from .plots import plot_formats
 
+    inputs = {"the history": args.history}
     if args.plot:
-        check_output_path(args.plot, "--plot", plot_formats())
+        check_output_path(args.plot, "--plot", plot_formats(), inputs)
     if args.save_model:
-        check_output_path(args.save_model, "--save-model")
+        check_output_path(args.save_model, "--save-model", inputs=inputs)
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
@@ -445,7 +446,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from .storage import SQLiteStorage
 
     out = args.out or str(Path(args.history).with_suffix(".png"))
-    check_output_path(out, "--out", plot_formats())
+    check_output_path(out, "--out", plot_formats(), {"the history": args.history})
     with SQLiteStorage(args.history, read_only=True) as h:
         records = [t for t in h.trials() if t.status.finished]
         plot_convergence(records, out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks(),
@@ -455,9 +456,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from .outputs import check_output_path
     from .storage import SQLiteStorage
     from .storage.export import to_csv, to_json
 
+    if args.out:
+        check_output_path(args.out, "--out", inputs={"the history": args.history})
     with SQLiteStorage(args.history, read_only=True) as h:
         text = to_csv(h) if args.format == "csv" else to_json(h)
     if args.out:
@@ -469,11 +473,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     from .importing import fit, import_runs
-    from .outputs import check_output_path
+    from .outputs import check_output_path, same_file
 
     problem = load_problem(args.problem, parse_assignments(args.problem_options))
     if args.save_model:
-        check_output_path(args.save_model, "--save-model")
+        check_output_path(args.save_model, "--save-model", inputs={"the data": args.data, "the history": args.history})
+    if args.history and same_file(args.history, args.data):
+        raise ValueError(f"--history {args.history} is the data ({args.data}): importing would destroy it; give "
+                         "another file name")
     reading = {"value": args.value, "status": args.status, "aggregate": args.aggregate,
                "skip_invalid": args.skip_invalid}
     if args.history:

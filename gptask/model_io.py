@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from .models import LCM
+from .outputs import refuse_overwriting_a_history
 from .problem import Problem
 from .space import Space
 from .transfer.accuracy import transfer_accuracy
@@ -208,6 +209,7 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
     ``gptask predict``; skipped (stored as null) when fewer than 3 tasks are tuned. metadata: a
     JSON-ready dict kept in the file under the checksum (:func:`read_metadata`). Returns the path.
     """
+    refuse_overwriting_a_history(path, "the model file")
     tm = as_transfer_model(source)
     report = tm.accuracy
     if accuracy and report is None:

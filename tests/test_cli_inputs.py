@@ -58,3 +58,56 @@ def test_out_of_range_numbers_are_one_clear_line(history, capsys, args, argument
 def test_numbers_in_range_still_work(history, capsys):
     assert run(["tell", history, "1", "0.25", "--duration", "3"], capsys)[0] == 0
     assert run(["release", history, "2"], capsys)[0] == 0
+
+
+# ---- outputs never overwrite inputs (issue 27, audit item 7) ---------------------------------------------
+
+
+def is_history(path: Path) -> bool:
+    return len(SQLiteStorage(path, read_only=True).trials()) >= 1
+
+
+@pytest.fixture
+def data_csv(tmp_path) -> Path:
+    path = tmp_path / "d.csv"
+    path.write_text("t,x,k,value\n" + "".join(f"{t},{x},{k},{1 + x + t}\n" for t in (0.1, 0.6)
+                                              for x, k in ((0.1, 2), (0.4, 3), (0.7, 5), (0.9, 7))))
+    return path
+
+
+@pytest.mark.parametrize("args, said", [
+    (["export", "{h}", "--out", "{h}"], "is the history"),
+    (["export", "{h}", "--format", "json", "--out", "{link}"], "is the history"),
+    (["export", "{h}", "--out", "{other}"], "is a gptask history"),
+    (["tune", *PROBLEM, "--tasks", "2", "--budget", "4", "--history", "{h}", "--save-model", "{h}"], "is the history"),
+    (["tune", *PROBLEM, "--tasks", "2", "--budget", "4", "--history", "{new}", "--save-model", "{new}"],
+     "is the history"),
+    (["tune", *PROBLEM, "--tasks", "2", "--budget", "4", "--save-model", "{other}"], "is a gptask history"),
+    (["fit", "{d}", *PROBLEM, "--save-model", "{d}"], "is the data"),
+    (["fit", "{d}", *PROBLEM, "--history", "{h}", "--save-model", "{h}"], "is the history"),
+    (["fit", "{d}", *PROBLEM, "--save-model", "{other}"], "is a gptask history"),
+    (["fit", "{d}", *PROBLEM, "--history", "{d}"], "is the data"),
+])
+def test_an_output_that_is_an_input_or_a_history_is_refused(history, data_csv, tmp_path, capsys, args, said):
+    other = tmp_path / "other.sqlite"
+    assert main(["ask", str(other), *PROBLEM, "--tasks", "2", "--budget", "4", "-n", "1"]) == 0
+    link = tmp_path / "link.json"
+    link.symlink_to(history)
+    paths = dict(h=history, link=link, other=other, new=tmp_path / "new.sqlite", d=data_csv)
+    before = {p: p.read_bytes() for p in (history, other, data_csv)}
+    code, err = run([a.format(**paths) for a in args], capsys)
+    assert code == 2 and said in err and len(err.splitlines()) == 1, err
+    assert {p: p.read_bytes() for p in before} == before
+    assert is_history(history) and is_history(other) and not (tmp_path / "new.sqlite").exists()
+
+
+def test_save_model_through_the_api_does_not_overwrite_a_history(history, tmp_path):
+    import gptask as gt
+
+    res = gt.tune(counting_problem(), tasks=2, budget=4, n_initial=3, progress=False, pso_particles=8, pso_iters=3,
+                  restarts=1)
+    before = history.read_bytes()
+    with pytest.raises(ValueError, match="is a gptask history"):
+        res.save_model(history)
+    assert history.read_bytes() == before
+    assert res.save_model(tmp_path / "m.json").exists()
