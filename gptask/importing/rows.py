@@ -7,7 +7,8 @@ per parameter) and the measured value (the ``value`` column, e.g. ``"time"``). T
   like one of the problem's constants (``cores``, ``coll``, ...) must hold that constant on every
   row: data measured for another machine or setting is refused. Other columns are ignored (the log
   names them).
-* **CSV files.** Lines starting with ``#`` are comments; the first other non-blank line is the
+* **CSV files.** UTF-8 text (a byte order mark is skipped; another encoding is refused naming the
+  line). Lines starting with ``#`` are comments; the first other non-blank line is the
   header. Text is converted per dimension: integers (``64`` or ``64.0``), reals, and categorical
   choices by their text (``ring``, ``1``, ``true``).
 * **Validation.** Each row is checked against the task space, the parameter space and the
@@ -169,8 +170,27 @@ def _same_constant(expected: Any, raw: Any) -> bool:
 def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str] | str]]]:
     """The header and ``(line, {column: text})`` pairs of a CSV file with ``#`` comment lines
     (``(line, message)`` for a line with another number of fields than the header)."""
+    try:
+        return _read_csv_text(path)
+    except UnicodeDecodeError:
+        raise DataError(_undecodable(path)) from None
+
+
+def _undecodable(path: Path) -> str:
+    """Where ``path`` stops being UTF-8 text: its line, column and byte."""
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            try:
+                line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                return (f"{path} line {number}: not UTF-8 text (byte 0x{line[exc.start]:02x} at column {exc.start + 1}); "
+                        "save the file as UTF-8")
+    return f"{path}: not UTF-8 text; save the file as UTF-8"
+
+
+def _read_csv_text(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str] | str]]]:
     current = [0]
-    with open(path, newline="", encoding="utf-8") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: a byte order mark (Excel) is not text
         def lines() -> Iterator[str]:
             for number, line in enumerate(fh, start=1):
                 if line.lstrip().startswith("#") or not line.strip():
@@ -326,7 +346,8 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
         shown = "\n  ".join(bad[:MAX_REPORTED])
         more = f"\n  ... and {len(bad) - MAX_REPORTED} more" if len(bad) > MAX_REPORTED else ""
         if not skip_invalid:
-            raise DataError(f"{len(bad)} bad row(s), nothing imported (skip_invalid=True leaves them out):"
+            raise DataError(f"{len(bad)} bad row(s), nothing imported (skip_invalid=True, or --skip-invalid on the "
+                            "command line, leaves them out):"
                             f"\n  {shown}{more}")
         log.warning("%d bad row(s) left out:\n  %s%s", len(bad), shown, more)
     if not rows:
