@@ -73,26 +73,67 @@ def _scalar(text: str) -> Any:
 def parse_assignments(text: str, what: str = "argument") -> dict[str, Any]:
     """Parse ``"m=5000,n=3000,alg=ring"`` into ``{"m": 5000, "n": 3000, "alg": "ring"}``.
 
-    Keys are identifiers; values are ints, finite floats, true/false or strings. An empty text
-    gives ``{}``; a malformed item or a repeated key raises ``ValueError`` naming ``what``.
+    Keys are identifiers; values are ints, finite floats, true/false or strings; a value in double
+    quotes is a JSON string, taken as it is (``alg="a,b"``, ``flag="true"``): what
+    :func:`format_assignments` writes for text with a comma, a quote, an equals sign, padding or
+    that would read as a number. An empty text gives ``{}``; a malformed item or a repeated key
+    raises ``ValueError`` naming ``what``.
     """
     out: dict[str, Any] = {}
     if not text or not text.strip():
         return out
-    for item in text.split(","):
+    decoder = json.JSONDecoder()
+    pos = 0
+    while True:
+        end = text.find(",", pos)
+        item = text[pos:] if end < 0 else text[pos:end]
         key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not _KEY.fullmatch(key) or not value:
+        key = key.strip()
+        if sep and value.lstrip().startswith('"'):  # a quoted value: up to its closing quote
+            start = pos + len(item) - len(value.lstrip())
+            try:
+                parsed, stop = decoder.raw_decode(text, start)
+            except json.JSONDecodeError:
+                raise ValueError(f"{what}: expected comma-separated key=value pairs, got an unterminated quoted value "
+                                 f"in {text!r}") from None
+            rest = text[stop:]
+            if rest.strip() and not rest.lstrip().startswith(","):
+                raise ValueError(f"{what}: expected comma-separated key=value pairs, got {rest.strip()!r} after a "
+                                 f"quoted value in {text!r}")
+            end = -1 if not rest.strip() else stop + rest.index(",")
+            value_out: Any = parsed
+        else:
+            value = value.strip()
+            if not sep or not value:
+                raise ValueError(f"{what}: expected comma-separated key=value pairs, got {item!r} in {text!r}")
+            value_out = _scalar(value)
+        if not _KEY.fullmatch(key):
             raise ValueError(f"{what}: expected comma-separated key=value pairs, got {item!r} in {text!r}")
         if key in out:
             raise ValueError(f"{what}: key {key!r} given twice in {text!r}")
-        out[key] = _scalar(value)
-    return out
+        out[key] = value_out
+        if end < 0:
+            return out
+        pos = end + 1
+
+
+def _needs_quotes(value: str) -> bool:
+    return (value != value.strip() or not value or any(c in value for c in ',="\\') or not value.isprintable()
+            or not isinstance(_scalar(value), str))
 
 
 def format_assignments(values: Mapping[str, Any]) -> str:
-    """``{"m": 5000, "alg": "ring"}`` -> ``"m=5000,alg=ring"`` (what :func:`parse_assignments` reads back)."""
-    return ",".join(f"{k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in values.items())
+    """``{"m": 5000, "alg": "ring"}`` -> ``"m=5000,alg=ring"``, what :func:`parse_assignments` reads back to
+    the same values: text that holds a comma, a quote, an equals sign, a backslash, padding or a
+    control character, or that would read as a number or a boolean, is written as a JSON string."""
+    def text(v: Any) -> str:
+        if isinstance(v, bool):
+            return json.dumps(v)
+        if isinstance(v, str) and _needs_quotes(v):
+            return json.dumps(v)
+        return str(v)
+
+    return ",".join(f"{k}={text(v)}" for k, v in values.items())
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:

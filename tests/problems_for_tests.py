@@ -207,3 +207,15 @@ def spawning_pool_problem(record: str = ".", sleep: float = 300.0) -> gt.Problem
     tasks = gt.Space([gt.Real("t", 0.0, 1.0)])
     params = gt.Space([gt.Real("x", 0.0, 1.0)])
     return gt.Problem(tasks, params, SpawningObjective(record, sleep), name="spawning")
+
+
+#: categorical choices that need quoting in ``k=v`` text: a comma, an equals sign, quotes, padding,
+#: a tab, text that reads as a number or a boolean
+AWKWARD_CHOICES = ["a,b", "x=y", 'say "hi"', " pad ", "tab\there", "12", "true", "-O3", "plain"]
+
+
+def awkward_choices_problem() -> gt.Problem:
+    """One categorical parameter with :data:`AWKWARD_CHOICES` and a task of the same kind."""
+    tasks = gt.Space([gt.Categorical("machine", ["node,07", "plain"])])
+    params = gt.Space([gt.Categorical("alg", AWKWARD_CHOICES), gt.Integer("n", 1, 4)])
+    return gt.Problem(tasks, params, lambda task, p: 1.0 + AWKWARD_CHOICES.index(p["alg"]) + p["n"], name="awkward")

@@ -111,3 +111,46 @@ def test_save_model_through_the_api_does_not_overwrite_a_history(history, tmp_pa
         res.save_model(history)
     assert history.read_bytes() == before
     assert res.save_model(tmp_path / "m.json").exists()
+
+
+# ---- k=v text round trips every value (issue 27, weak item) ----------------------------------------------
+
+
+def test_assignments_round_trip_awkward_text():
+    from gptask.cli import format_assignments, parse_assignments
+    from problems_for_tests import AWKWARD_CHOICES
+
+    for choice in AWKWARD_CHOICES:
+        values = {"alg": choice, "n": 3, "x": 0.25, "flag": True}
+        text = format_assignments(values)
+        assert "\t" not in text and "\n" not in text
+        assert parse_assignments(text) == values and type(parse_assignments(text)["alg"]) is str
+    assert parse_assignments('a="x,y" , b=2') == {"a": "x,y", "b": 2}
+    for bad in ['a="x', 'a="x"y', 'a="x",,b=1']:
+        with pytest.raises(ValueError, match="key=value"):
+            parse_assignments(bad)
+
+
+def test_ask_prints_what_tell_and_the_job_read_back(tmp_path, capsys):
+    from gptask.cli import parse_assignments
+    from problems_for_tests import AWKWARD_CHOICES
+
+    h = tmp_path / "a.sqlite"
+    problem = ["--problem", "problems_for_tests:awkward_choices_problem"]
+    seen, told = set(), 0
+    for _ in range(6):  # the initial design, then search rounds, each asked and told through the text
+        assert main(["ask", str(h), *problem, "--task", 'machine="node,07"', "--budget", "12", "-n", "12"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        for line in lines:
+            trial_id, task, params = line.split("\t")
+            assert parse_assignments(task) == {"machine": "node,07"}
+            p = parse_assignments(params)
+            assert p["alg"] in AWKWARD_CHOICES and 1 <= p["n"] <= 4
+            seen.add(p["alg"])
+            assert main(["tell", str(h), trial_id, str(1.0 + AWKWARD_CHOICES.index(p["alg"]) + p["n"])]) == 0
+            told += 1
+        capsys.readouterr()  # the tells' lines
+        if told >= 12:
+            break
+    stored = {(t.params["alg"], t.params["n"]) for t in SQLiteStorage(h, read_only=True).trials()}
+    assert told == 12 and {a for a, _ in stored} == seen and len(stored) == 12 and len(seen) >= 4
