@@ -154,3 +154,23 @@ def test_ask_prints_what_tell_and_the_job_read_back(tmp_path, capsys):
             break
     stored = {(t.params["alg"], t.params["n"]) for t in SQLiteStorage(h, read_only=True).trials()}
     assert told == 12 and {a for a, _ in stored} == seen and len(stored) == 12 and len(seen) >= 4
+
+
+@pytest.mark.parametrize("reason", ['=HYPERLINK("http://evil.example","click")', "+cmd|' /C calc'!A0", "-2+3",
+                                    "@SUM(1+1)", "\t=1+1", "\r=1+1"])
+def test_exported_failure_reasons_cannot_be_spreadsheet_formulas(tmp_path, capsys, reason):
+    import csv
+    import io
+
+    from gptask.storage import Owner
+    from gptask.trials import Proposal, Status
+
+    h = tmp_path / "h.sqlite"
+    with SQLiteStorage(h, counting_problem().signature()) as s:
+        s.set_tasks([{"t": 0.5}])
+        t, = s.add_trials([Proposal(0, {"t": 0.5}, {"x": 0.5, "k": 3})], Owner.detached("test"))
+        s.finish(t.id, Status.FAILED, reason=reason)
+    assert main(["export", str(h)]) == 0
+    row = next(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert row["reason"] == "'" + reason  # shown as text by a spreadsheet, never evaluated
+    assert row["param.x"] == "0.5" and row["status"] == "failed"
