@@ -168,7 +168,9 @@ def load_problem(spec: str, options: dict[str, Any] | None = None):
             raise ValueError(f"--problem must be one of {sorted(FAMILIES)} or module:function, got {spec!r}")
         mod_name, fn_name = spec.split(":", 1)
         if os.getcwd() not in sys.path and "" not in sys.path:
-            sys.path.insert(0, os.getcwd())  # as `python -m` does: a module next to the user is found
+            # last, not first as `python -m` does: a module next to the user is found, but a file there
+            # named like an installed package (pyswarms.py, numpy.py) never replaces it
+            sys.path.append(os.getcwd())
         try:
             module = importlib.import_module(mod_name)
         except ModuleNotFoundError as exc:

@@ -174,3 +174,15 @@ def test_exported_failure_reasons_cannot_be_spreadsheet_formulas(tmp_path, capsy
     row = next(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert row["reason"] == "'" + reason  # shown as text by a spreadsheet, never evaluated
     assert row["param.x"] == "0.5" and row["status"] == "failed"
+
+
+def test_asking_with_another_budget_says_that_it_changes_the_historys(history, capsys, caplog):
+    # the audit's case: ask --budget 100 rewrote a budget-4 history without a word
+    with caplog.at_level("WARNING", logger="gptask"):
+        assert main(["ask", str(history), *PROBLEM, "-n", "1"]) == 0
+        assert not [r for r in caplog.records if "budget" in r.getMessage()]
+        assert main(["ask", str(history), *PROBLEM, "--budget", "100", "-n", "1"]) == 0
+    said = [r.getMessage() for r in caplog.records if "budget" in r.getMessage()]
+    assert len(said) == 1 and "budget of 4 runs per task" in said[0] and "changes it to 100" in said[0], said
+    with SQLiteStorage(history, read_only=True) as h:
+        assert h.get_meta("settings")["budget"] == 100

@@ -157,6 +157,20 @@ def test_problem_modules_are_found_in_the_current_directory(tmp_path):
     assert r.returncode == 2 and "cannot import 'nomod'" in r.stderr and "PYTHONPATH" in r.stderr
 
 
+def test_a_file_in_the_current_directory_named_like_a_package_is_not_imported_in_its_place(tmp_path):
+    # the audit's case: a pyswarms.py next to the user was executed by gptask tune --problem mod:fn
+    (tmp_path / "localmod.py").write_text("from problems_for_tests import counting_problem as problem\n")
+    (tmp_path / "pyswarms.py").write_text("open('shadowed', 'w').close()\nraise SystemExit('wrong pyswarms')\n")
+    (tmp_path / "numpy.py").write_text("open('shadowed', 'w').close()\nraise SystemExit('wrong numpy')\n")
+    # the installed command (python -m puts the current directory first by Python's own rule)
+    r = subprocess.run([str(BIN / "gptask"), "tune", "--problem", "localmod:problem", "--tasks", "2", "--budget", "6",
+                        "--n-initial", "3", "--quiet", "--history", str(tmp_path / "h.sqlite")], env=ENV, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "shadowed").exists()
+    assert len(SQLiteStorage(tmp_path / "h.sqlite", read_only=True).trials()) == 12  # searched runs used PSO
+
+
 def test_tune_with_workers_runs_the_objective_in_other_processes(tmp_path):
     log, hist = tmp_path / "calls.jsonl", tmp_path / "w.sqlite"
     r = gptask("tune", "--problem", "problems_for_tests:sleepy_problem", "--problem-options", f"log={log}",

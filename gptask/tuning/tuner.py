@@ -244,6 +244,10 @@ class Tuner:
             storage.set_meta("seed", self.seed)
             record_defaults(storage, self.problem)
             record_unit(storage, self.problem)
+            before = storage.get_meta("settings") or {}
+            if before.get("budget") not in (None, self.budget):
+                log.warning("history %s was tuned with a budget of %s runs per task; this run changes it to %d",
+                            path, before["budget"], self.budget)
             storage.set_meta("settings", {"budget": self.budget, "n_initial": self.n_initial, "kernel": self.kernel})
         except BaseException:
             storage.close()
