@@ -99,7 +99,7 @@ def repo(tmp_path):
     notebooks copied (running one writes next to it)."""
     for name in ("apps", "gptask", "scripts", "models", "tests", "bench", "data", "pyproject.toml", "README.md", ".venv"):
         (tmp_path / name).symlink_to(ROOT / name)
-    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns("*.png"))
     return tmp_path
 
 
@@ -203,8 +203,9 @@ def test_the_two_commands(repo):
 
 @pytest.mark.slow
 def test_the_notebook_command(repo):
-    run_shell("notebooks", by_id()["notebooks"].code, repo, timeout=900)
-    assert (repo / "notebooks" / "mla_demo_convergence.png").exists()
+    r = run_shell("notebooks", by_id()["notebooks"].code, repo, timeout=900)
+    # the notebook's own asserts fail the command; its inline figures are checked by test_notebooks
+    assert "Executing notebooks/01_mla_demo.ipynb" in r.stderr
 
 
 @pytest.mark.slow

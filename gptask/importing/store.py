@@ -32,7 +32,7 @@ from ..problem import Problem
 from ..storage import Storage, open_storage
 from ..trials import Status, Trial, point_key
 from ..tuning.settings import SOURCE_IMPORTED
-from .rows import group_runs, read_rows
+from .rows import check_point_count, group_runs, read_rows
 
 __all__ = ["ImportReport", "import_runs"]
 
@@ -79,6 +79,7 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
     default_machine = None if machine is None else check_record(machine, "import_runs: machine")
     machines = [r.machine if r.machine is not None else default_machine for r in runs]
     origin = str(data) if isinstance(data, (str, os.PathLike)) else "data"
+    check_point_count(len(runs), origin)
     own = not isinstance(history, Storage)
     storage = open_storage(history, problem.signature())
     try:
@@ -88,6 +89,10 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
             if not any(same_machine(record, r) for r in known.values()):
                 known[-1 - len(known)] = record  # a second new machine of the same import is a mix too
         stored = storage.tasks()
+        held = {(point_key(stored[t.task_index]), point_key(t.params)) for t in storage.trials()}
+        if held:
+            fresh = sum((point_key(r.task), point_key(r.params)) not in held for r in runs)
+            check_point_count(len(held) + fresh, f"{origin} with the {len(held):,} trials the history holds")
         index = {point_key(t): i for i, t in enumerate(stored)}
         new = []
         for r in runs:

@@ -8,16 +8,28 @@ import json
 
 from .base import Storage
 
-__all__ = ["to_csv", "to_json"]
+__all__ = ["to_csv", "to_json", "text_cell"]
 
 #: the CSV columns after the task and parameter columns
 TRIAL_COLUMNS = ("value", "status", "reason", "samples", "duration", "source", "attempts", "created", "finished",
                  "extra")
 
 
+#: a text cell starting with one of these may be evaluated as a formula by a spreadsheet
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def text_cell(text: str) -> str:
+    """``text`` for a CSV cell a spreadsheet shows as text: a leading ``'`` when it starts like a
+    formula (OWASP's rule for CSV injection). For free text that may come from outside, such as a
+    failure reason holding an application's output."""
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
+
 def to_csv(storage: Storage) -> str:
     """Every trial, one row each: id, task_index, ``task.<key>`` and ``param.<key>`` columns, then
-    :data:`TRIAL_COLUMNS` (values written with ``repr`` so they read back exactly), then the
+    :data:`TRIAL_COLUMNS` (values written with ``repr`` so they read back exactly; a reason that
+    starts like a spreadsheet formula gets a leading ``'``, :func:`text_cell`), then the
     ``machine.<key>`` columns of the machine each trial was measured on (:func:`gptask.provenance.flatten`;
     only when the history records machines; empty cells for a trial without a record)."""
     from ..provenance import flatten
@@ -34,7 +46,7 @@ def to_csv(storage: Storage) -> str:
     for t in trials:
         cells = machines.get(t.machine, {}) if t.machine is not None else {}
         w.writerow([t.id, t.task_index, *[t.task.get(k, "") for k in tkeys], *[t.params.get(k, "") for k in pkeys],
-                    "" if t.value is None else repr(t.value), t.status.value, t.reason, json.dumps(list(t.samples)),
+                    "" if t.value is None else repr(t.value), t.status.value, text_cell(t.reason), json.dumps(list(t.samples)),
                     "" if t.duration is None else f"{t.duration:.6g}", t.source, t.attempts, repr(t.created),
                     "" if t.finished is None else repr(t.finished), json.dumps(dict(t.extra), sort_keys=True),
                     *[cells.get(k, "") for k in mkeys]])
