@@ -27,8 +27,8 @@ Layout (format tag ``"gptask.model"``, ``"version": 2``)::
      "checksum":  "sha256:<hex of the canonical JSON of every other key>"}
 
 Versions: 2 added ``provenance``. Version-1 files (written before it) still load, with
-``provenance`` None: their data's machines are unknown, which :mod:`gptask.sources` refuses unless
-the user names the machine.
+``provenance`` None: their data's machines are unknown. (A model file is not a source of
+:mod:`gptask.sources`: it holds no raw measurements.)
 
 Arrays that must be bit-exact (the LCM's data, Cholesky factor and weights) travel as the
 ``.npz`` bytes that :meth:`LCM.save` writes (read back with ``allow_pickle=False``), base64-encoded;
