@@ -231,7 +231,8 @@ class Tuner:
     def _open_history(self, path: Any, tasks: Any) -> dict[str, Any]:
         storage = open_storage(path, self.problem.signature())
         try:
-            check_history(storage.machines(), self.machine, self.mix_machines, f"history {path}")
+            check_history(storage.machines(), self.machine, self.mix_machines,
+                          f"history {getattr(storage, 'path', None) or path}")
         except BaseException:
             storage.close()
             raise
