@@ -282,3 +282,25 @@ def test_an_old_history_without_machine_tables_reads_as_before(tmp_path, capsys)
     assert "machines" not in _tables(h2)
     r = _tune(h2, budget=5)
     assert [t.machine is None for t in r.history].count(False) == 2 and len(r.machines) == 1
+
+
+def test_gptask_fit_names_the_machine_of_rows_without_one(tmp_path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    data = tmp_path / "runs.csv"
+    data.write_text("t,x,k,value\n" + "".join(f"0.5,{i / 10},4,{1 + (i / 10 - 0.5) ** 2}\n" for i in range(8)))
+    h = tmp_path / "h.sqlite"
+    base = ["fit", "--problem", "problems_for_tests:counting_problem", str(data), "--history", str(h), "-q",
+            "--restarts", "1"]
+    assert main([*base, "--machine", "node16"]) == 0
+    with SQLiteStorage(h, create=False) as s:
+        assert list(s.machines().values()) == [{"label": "node16"}] and all(t.machine for t in s.trials())
+    more = tmp_path / "more.csv"
+    more.write_text("t,x,k,value\n0.5,0.95,4,1.2\n")
+    capsys.readouterr()
+    assert main([*base[:3], str(more), *base[4:], "--machine", "laptop"]) == 2
+    assert "pass mix_machines=True (gptask fit --mix-machines)" in capsys.readouterr().err
+    assert main([*base[:3], str(more), *base[4:], "--machine", "laptop", "--mix-machines"]) == 0
+    with SQLiteStorage(h, create=False) as s:
+        assert sorted(m["label"] for m in s.machines().values()) == ["laptop", "node16"]
+    assert main([*base, "--machine", str(tmp_path / "node.json")]) == 2  # a .json that is not there
+    assert "no such file" in capsys.readouterr().err

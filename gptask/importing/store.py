@@ -85,7 +85,8 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
     try:
         known = dict(storage.machines())
         for record in (m for m in machines if m is not None):
-            check_history(known, record, mix_machines, f"history {history}", "mix_machines=True")
+            check_history(known, record, mix_machines, f"history {storage.path or '(in memory)'}",
+                          "mix_machines=True (gptask fit --mix-machines)")
             if not any(same_machine(record, r) for r in known.values()):
                 known[-1 - len(known)] = record  # a second new machine of the same import is a mix too
         stored = storage.tasks()
