@@ -8,7 +8,8 @@ transfer to new tasks: ``predict_optimum`` (TLA1), ``predict``, ``transfer_accur
 ``tune_new_task`` (TLA2), ``load_model`` (model files written by ``result.save_model``);
 insight: ``sensitivity`` (Sobol indices of every parameter on the model's mean);
 existing measurements: ``fit`` (a result and its model from a CSV file or a list of dicts, no run),
-``import_runs`` (into a history that ``tune`` then continues).
+``import_runs`` (into a history that ``tune`` then continues); other machines' measurements:
+``tune(..., sources=[...])``, ``predict_optimum(..., sources=[...])``, ``Source`` (:mod:`gptask.sources`).
 """
 
 from .evaluate import EvaluationFailed, Evaluator, Outcome
@@ -21,17 +22,21 @@ __version__ = "0.1.0"
 
 __all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "Ordinal", "Boolean", "tune", "Tuner", "Proposal", "Trial", "Status",
            "TuningResult", "Evaluator", "Outcome", "EvaluationFailed", "predict_optimum", "predict",
-           "tune_new_task", "transfer_accuracy", "Prediction", "load_model", "fit", "import_runs", "TuningAborted",
+           "tune_new_task", "transfer_accuracy", "Prediction", "load_model", "fit", "import_runs", "TuningAborted", "Source",
            "sensitivity"]
 
 
 def __getattr__(name: str):
     # the tuner pulls in the model layer (scipy, pyswarms); import it on first use
-    if name in ("tune", "Tuner"):
+    if name in ("tune", "predict_optimum", "Source"):  # with sources= (gptask.sources), else the plain ones
+        from . import sources
+
+        return getattr(sources, name)
+    if name == "Tuner":
         from . import tuning
 
         return getattr(tuning, name)
-    if name in ("predict_optimum", "predict", "transfer_accuracy", "Prediction"):
+    if name in ("predict", "transfer_accuracy", "Prediction"):
         from . import transfer
 
         return getattr(transfer, name)

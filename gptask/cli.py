@@ -249,6 +249,21 @@ def best_table(history) -> list[dict[str, Any]]:
     return rows
 
 
+def machine_lines(machines: Mapping[int, dict], trials: Sequence[Any]) -> list[str]:
+    """What ``gptask show`` says of the machines a history's trials ran on: one line per machine
+    record (its trials, its description, Python and packages), and a warning line when the trials
+    come from more than one machine."""
+    from .provenance import history_rows, machine_groups
+
+    if not machines:
+        return ["machine: not recorded (trials told before gptask recorded machines, or with provenance=None)"]
+    out = [f"{label}: {text}" for label, text in history_rows(machines, trials)]
+    kinds = machine_groups(machines)
+    if len(kinds) > 1:
+        out.append(f"warning: the trials come from {len(kinds)} different machines (mixed on request)")
+    return out
+
+
 def recommendation_table(result: Any) -> list[dict[str, Any]]:
     """One row per task with a complete evaluation: its recommendation by the one rule of
     :mod:`gptask.recommend` (``result.recommend(i)``, which reads the confirmation runs already
@@ -295,7 +310,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     _progress_logging(quiet)
     kwargs = dict(tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed, history=args.history,
                   repeats=args.repeats, aggregate=args.aggregate, timeout=args.timeout, n_latent=args.n_latent,
-                  progress=not quiet, max_time=args.max_time, target=args.target, max_failures=args.max_failures)
+                  progress=not quiet, max_time=args.max_time, target=args.target, max_failures=args.max_failures,
+                  mix_machines=args.mix_machines)
     if args.workers is None:
         result = tune(problem, **kwargs)
     else:
@@ -356,8 +372,9 @@ def _tuner_for_ask(args: argparse.Namespace):
     budget = args.budget if args.budget is not None else stored.get("budget", 20)
     n_initial = args.n_initial if args.n_initial is not None else stored.get("n_initial")
     seed = args.seed if args.seed is not None else (stored.get("seed") or 0)
+    # an ask runs nothing: the machine is the one that tells (gptask tell --machine)
     return Tuner(problem, tasks, budget, n_initial, seed, args.history, target=args.target,
-                 owner=Owner.detached("gptask ask"), lease=args.lease)
+                 owner=Owner.detached("gptask ask"), lease=args.lease, provenance=None)
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
@@ -400,9 +417,14 @@ def _cmd_tell(args: argparse.Namespace) -> int:
         outcome = Outcome.of(number)
     if args.duration is not None and not args.duration >= 0:
         raise ValueError(f"--duration must be >= 0 seconds, got {args.duration}")
+    from .cli_machines import tell_record
+    from .provenance import check_history
+
+    machine = tell_record(args.machine)
     with SQLiteStorage(args.history, create=False) as h:
+        check_history(h.machines(), machine, args.mix_machines, f"history {args.history}", "--mix-machines")
         t = h.finish(args.id, outcome.status, outcome.value, outcome.samples, outcome.reason, outcome.extra,
-                     args.duration)
+                     args.duration, machine=machine)
     shown = f"value {t.value!r}" if t.value is not None else f"reason {t.reason!r}"
     print(f"trial {t.id}: {t.status.value}, {shown}")
     return 0
@@ -434,6 +456,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         print(f"problem: {h.signature.get('name')}  tasks: {len(h.tasks())}  "
               f"evaluations: {len(trials) - len(pending)}  pending: {len(pending)}{extra}"
               + (f"  unit: {unit}" if unit else ""))
+        for line in machine_lines(h.machines(), trials):
+            print(line)
         print("raw best (the single best launch per task; gain: over the default as measured while tuning):")
         print(format_table(best_table(h), unit, ("best", "default")))
         for i, reason in sorted(h.closed_tasks().items()):
@@ -501,8 +525,11 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     if args.history and same_file(args.history, args.data):
         raise ValueError(f"--history {args.history} is the data ({args.data}): importing would destroy it; give "
                          "another file name")
+    from .cli_machines import tell_record
+
     reading = {"value": args.value, "status": args.status, "aggregate": args.aggregate,
-               "skip_invalid": args.skip_invalid}
+               "skip_invalid": args.skip_invalid, "mix_machines": args.mix_machines,
+               "machine": None if args.machine is None else tell_record(args.machine, label_ok=True)}
     if args.history:
         report = import_runs(problem, args.data, args.history, **reading)
         print(f"history {args.history}: {report.summary()}")
@@ -651,6 +678,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--target", type=float, default=None, help="a task stops once its best value is <= TARGET")
     t.add_argument("--plot", default=None, help="write the convergence plot (PNG, PDF, SVG, ...) here")
     t.add_argument("--save-model", default=None, help="write the model (JSON) here")
+    t.add_argument("--mix-machines", action="store_true",
+                   help="accept this machine's trials in a history holding another machine's (refused otherwise)")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar or per-iteration log lines")
     t.add_argument("--no-progress", action="store_true", help="same as --quiet")
     t.set_defaults(func=_cmd_tune)
@@ -679,6 +708,11 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("value", nargs="?", default=None, help="the measured value (a number)")
     tl.add_argument("--failed", metavar="REASON", default=None, help="the run failed, for this reason")
     tl.add_argument("--duration", type=float, default=None, help="seconds the run took (stored)")
+    tl.add_argument("--machine", default="auto",
+                    help="the machine the run ran on: auto (this one, default), none, or a JSON file written by "
+                         "`gptask machine --out` on the node that ran it")
+    tl.add_argument("--mix-machines", action="store_true",
+                    help="accept a result of a machine the history has not seen next to other machines' results")
     tl.set_defaults(func=_cmd_tell)
 
     rl = sub.add_parser("release", help="give PENDING trials back: the next ask proposes them again")
@@ -722,6 +756,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--save-model", default=None, help="write the model (JSON) here, for gptask predict")
     f.add_argument("--history", default=None,
                    help="also import the rows into this history (SQLite) for gptask tune to continue from")
+    f.add_argument("--machine", default=None,
+                   help="the machine of rows without machine.* columns: a JSON file written by `gptask machine "
+                        "--out`, or a label naming it (default: none recorded)")
+    f.add_argument("--mix-machines", action="store_true",
+                   help="accept rows of several machines in one fit or history (refused otherwise)")
     f.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     f.set_defaults(func=_cmd_fit)
 
@@ -732,9 +771,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "json: everything, models and confirmation runs included (default csv)")
     e.add_argument("--out", default=None, help="file to write (default: standard output)")
     e.set_defaults(func=_cmd_export)
+    from .cli_machines import register as register_machine
     from .cli_replay import register as register_replay
     from .insight.commands import add_parsers as add_insight_parsers
 
+    register_machine(sub)
     register_replay(sub)
     add_insight_parsers(sub, lambda spec, options: load_problem(spec, parse_assignments(options)))
     return p

@@ -1,8 +1,8 @@
 """Saved model files: everything needed for run-free prediction, in one JSON file, no pickle.
 
-Layout (format tag ``"gptask.model"``, ``"version": 1``)::
+Layout (format tag ``"gptask.model"``, ``"version": 2``)::
 
-    {"format": "gptask.model", "version": 1, "gptask_version": ..., "created": <ISO 8601 UTC>,
+    {"format": "gptask.model", "version": 2, "gptask_version": ..., "created": <ISO 8601 UTC>,
      "problem":   problem signature (name, task_space, param_space, constants, n_constraints),
      "tasks":     [task dict, ...],
      "best":      [{"params": {...}, "value": float} or null, ...]   (one per task),
@@ -21,7 +21,14 @@ Layout (format tag ``"gptask.model"``, ``"version": 1``)::
      "recommended": [Recommendation.to_json() or null, ...]   (a tuning result's recommendation per
                   task by gptask.recommend's rule, as gptask show prints it; read_recommendations),
      "unit":      the objective's unit ("s"; "" for none; with "recommended"),
+     "provenance": {"machines": {"<id>": machine record}, "tasks": [{"<id>" | "unknown": trials}, ...]}
+                  the machines the model's data were measured on (gptask.provenance.data_provenance),
+                  or null when they are unknown (a model of a model file written before them),
      "checksum":  "sha256:<hex of the canonical JSON of every other key>"}
+
+Versions: 2 added ``provenance``. Version-1 files (written before it) still load, with
+``provenance`` None: their data's machines are unknown. (A model file is not a source of
+:mod:`gptask.sources`: it holds no raw measurements.)
 
 Arrays that must be bit-exact (the LCM's data, Cholesky factor and weights) travel as the
 ``.npz`` bytes that :meth:`LCM.save` writes (read back with ``allow_pickle=False``), base64-encoded;
@@ -67,11 +74,12 @@ from .transfer.joint import JointModel
 from .transfer.model import OptimaModel, ScalarGP, TransferModel, as_transfer_model
 from .transforms import OutputTransform
 
-__all__ = ["FORMAT", "VERSION", "save_model", "load_model", "read_metadata", "read_recommendations",
+__all__ = ["FORMAT", "VERSION", "save_model", "load_model", "read_metadata", "read_recommendations", "read_provenance",
+           "file_version",
            "signature_differences", "ModelFileError"]
 
 FORMAT = "gptask.model"
-VERSION = 1
+VERSION = 2
 #: model files larger than this are refused unread (a model at 20,000 points, far beyond what the
 #: exact fit is built for, takes about 4.3 GB of base64; the shipped ones take 0.3-0.6 MB)
 MODEL_FILE_MAX_BYTES = 8 << 30
@@ -244,6 +252,7 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
         },
         "extended_since_fit": tm.extended_since_fit,
         "accuracy": _clean(report),
+        "provenance": tm.provenance,
     }
     recommended = _recommendations(source)
     if recommended is not None:  # a tuning result: its recommendations by the one rule (gptask.recommend)
@@ -371,6 +380,38 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
+def _provenance(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``provenance`` of a model file document (None for version 1 or null); ValueError when
+    it is not the layout of :func:`gptask.provenance.data_provenance`."""
+    from .provenance import check_record
+
+    raw = doc.get("provenance")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("machines"), dict) or not isinstance(raw.get("tasks"), list):
+        raise ValueError(f"provenance is not {{machines, tasks}}: {str(raw)[:120]}")
+    for k, record in raw["machines"].items():
+        check_record(record, f"provenance machine {k}")
+    return raw
+
+
+def read_provenance(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The machines a model file's data were measured on (``provenance``; None when the file does
+    not record them: version 1, or a model whose data's machines were unknown)."""
+    p = Path(path)
+    try:
+        return _provenance(_read_document(p))
+    except ValueError as exc:
+        if isinstance(exc, ModelFileError):
+            raise
+        raise ModelFileError(f"{p}: corrupted model file ({exc})") from None
+
+
+def file_version(path: str | os.PathLike) -> int:
+    """The format version a model file was written with (after the checks of :func:`load_model`)."""
+    return int(_read_document(path)["version"])
+
+
 def load_model(path: str | os.PathLike, problem: Problem | None = None) -> TransferModel:
     """Read a model file written by :func:`save_model` (or ``result.save_model``).
 
@@ -405,7 +446,8 @@ def load_model(path: str | os.PathLike, problem: Problem | None = None) -> Trans
                                                   float(j["sd"]), _lcm_from_json(j["lcm"]))
         tm = TransferModel(task_space, param_space, sig, tasks, best, model, transform, problem=None,
                            optima=optima, accuracy=doc.get("accuracy"), joint=joint,
-                           extended_since_fit=int(doc.get("extended_since_fit", 0)))
+                           extended_since_fit=int(doc.get("extended_since_fit", 0)),
+                           provenance=_provenance(doc))
     except (KeyError, TypeError, ValueError, IndexError, binascii.Error, zipfile.BadZipFile, OSError) as exc:
         raise ModelFileError(f"{p}: corrupted model file ({type(exc).__name__}: {exc})") from None
     if problem is not None:

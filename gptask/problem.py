@@ -75,6 +75,10 @@ class Problem:
     unit: the unit of the objective's values (``"s"`` for run times, ``"GB/s"``, ...; default none):
         written after every value in progress lines, ``gptask show``, tables and plots. Not part
         of the :meth:`signature`; histories and model files record it.
+    provenance: a function of no argument returning the application's own versions as
+        ``{name: version}`` (e.g. ``{"mpich": "4.0.2", "scalapack": "2.2.1", "openblas": "0.3.21"}``),
+        stored with the machine record of every trial (:mod:`gptask.provenance`). Called once per
+        process. Not part of the :meth:`signature`.
     """
 
     def __init__(
@@ -90,6 +94,7 @@ class Problem:
         cost_model: CostModel | None = None,
         candidates: Candidates | None = None,
         unit: str = "",
+        provenance: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         for label, space in (("task_space", task_space), ("param_space", param_space)):
             if not isinstance(space, Space):
@@ -138,6 +143,9 @@ class Problem:
         self.features, self.cost_model = features, cost_model
         self.candidates = candidates
         self.unit = check_unit(unit)
+        if provenance is not None and not callable(provenance):
+            raise TypeError(f"Problem: provenance must be a function returning {{name: version}}, got {provenance!r}")
+        self.provenance = provenance
         self._raised: dict[int, tuple[int, str]] = {}  # constraint index -> (times raised, first error)
         self._domains: dict[str, Any] = {}  # task -> its listed configurations (see domain())
 

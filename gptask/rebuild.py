@@ -46,4 +46,5 @@ def result_from_history(history: Any) -> Any:
         model = LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y,
                                                                                   params=last["params"])
         transform = data.transform
-    return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations())
+    return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations(),
+                        machines=history.machines())

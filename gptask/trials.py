@@ -148,7 +148,8 @@ class Trial(Mapping):
     source: "initial" | "search" | ...; created, finished: UNIX times of ask and tell (finished
     None while PENDING); duration: seconds the evaluation took (None while PENDING); attempts: how
     many times it was handed out (> 1 after a dead owner's trial was re-proposed); owner: who holds
-    it while PENDING (a text naming a process, or None once released).
+    it while PENDING (a text naming a process, or None once released); machine: the id of the
+    machine record it was measured on in its history (``Storage.machines()``), None when not recorded.
     """
 
     id: int
@@ -166,6 +167,7 @@ class Trial(Mapping):
     duration: float | None = None
     attempts: int = 1
     owner: str | None = None
+    machine: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status.parse(self.status))

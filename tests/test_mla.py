@@ -186,10 +186,10 @@ def test_cli_show_plot_export(tmp_path, root):
     run = lambda *a: subprocess.run([sys.executable, "-m", "gptask", *a], env=env, capture_output=True,
                                     text=True, timeout=120)
     r = run("show", str(hist))
-    # the header, the raw best table (title, 2 + 2 lines), the recommendation table (title, 2 + 2 lines,
-    # the note on its columns)
+    # the header, the machine the trials ran on (gptask.provenance), the raw best table (title, 2 + 2
+    # lines), the recommendation table (title, 2 + 2 lines, the note on its columns)
     assert r.returncode == 0 and "best" in r.stdout and "recommended" in r.stdout
-    assert len(r.stdout.splitlines()) == 12
+    assert len(r.stdout.splitlines()) == 13 and r.stdout.splitlines()[1].startswith("machine 1: 8 trial(s) on ")
     r = run("plot", str(hist), "--out", str(tmp_path / "c.png"))
     assert r.returncode == 0 and (tmp_path / "c.png").stat().st_size > 1000
     r = run("export", str(hist), "--format", "csv")

@@ -54,7 +54,7 @@ def test_save_load_identical_predictions(saved):
 def test_file_is_plain_json_with_format_tag(saved):
     _, path = saved
     doc = json.loads(path.read_text())
-    assert doc["format"] == FORMAT and doc["version"] == 1
+    assert doc["format"] == FORMAT and doc["version"] == 2
     assert doc["problem"]["name"] == "mixed" and doc["checksum"].startswith("sha256:")
     assert len(doc["tla1"]["gps"]) == mixed_problem().param_space.n_columns
 

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 def fit(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]], value: str = "value", *,
         status: str | None = None, aggregate: str = "min", skip_invalid: bool = False, n_latent: int | None = None,
         kernel: str = SURROGATE_KERNEL, output_transform: str = "auto", restarts: int = 3,
-        seed: int = 0, progress: bool = True) -> TuningResult:
+        seed: int = 0, progress: bool = True, machine: Any = None, mix_machines: bool = False) -> TuningResult:
     """Fit the tuner's model to existing measurements; returns a :class:`TuningResult`.
 
     data: a CSV file path or a list of dicts, one row per measurement, with a column per task and
@@ -46,6 +46,8 @@ def fit(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]],
     the trial's ``samples``. n_latent, kernel, output_transform, restarts, seed: the model, as in
     :func:`gptask.tune` (restarts: starts of the cold fit). The tasks are those of the data, in order
     of first appearance; ``result.history`` holds one trial per configuration, source "imported".
+    machine, mix_machines: the machine of rows without ``machine.*`` columns and whether rows of
+    several machines may be fitted together (refused otherwise), as in :func:`import_runs`.
     progress: a line (``gptask.progress``) when the data is read and when the fit starts and ends
     (the fit takes seconds to a minute: 8 s for the 558 runs of 8 tasks of the shipped 16-core data).
     """
@@ -55,7 +57,7 @@ def fit(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]],
     try:
         try:
             report = import_runs(problem, data, storage, value=value, status=status, aggregate=aggregate,
-                                 skip_invalid=skip_invalid)
+                                 skip_invalid=skip_invalid, machine=machine, mix_machines=mix_machines)
             budget = max(sum(t.task_index == i for t in report.trials) for i in range(len(report.tasks)))
         except BaseException:
             storage.close()
@@ -63,7 +65,7 @@ def fit(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]],
         reporter.step(f"fit: {report.summary()}; fitting the model on them ({restarts} start(s)"
                       + (", both output transforms" if output_transform == "auto" else "") + ")")
         with Tuner(problem, report.tasks, budget=max(1, budget), seed=seed, history=storage, n_latent=n_latent,
-                   kernel=kernel, restarts=restarts, output_transform=output_transform) as tuner:
+                   kernel=kernel, restarts=restarts, output_transform=output_transform, provenance=None) as tuner:
             result = tuner.result()
         reporter.step(f"fit: model fitted in {time.perf_counter() - t0:.1f} s")
     finally:

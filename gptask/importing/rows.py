@@ -21,6 +21,10 @@ per parameter) and the measured value (the ``value`` column, e.g. ``"time"``). T
 * **Status.** An optional status column holds ``complete``, ``failed`` or ``censored`` (a run
   stopped early: its value is a lower bound). A failed row needs no value; any other row needs a
   finite number.
+* **Machines.** ``machine.<key>`` columns (``machine.cpu``, ``machine.cores``, ``machine.label``, ...,
+  as ``gptask export`` writes them) give the machine record each row was measured on
+  (:func:`gptask.provenance.unflatten`); rows without them have none. Rows of one configuration
+  measured on different machines are refused: they are not repeats of one run.
 * **Size.** At most :data:`gptask.models.defaults.IMPORT_MAX_ROWS` rows (a file is counted before any
   row is parsed) forming at most :data:`~gptask.models.defaults.EXACT_FIT_MAX_POINTS` configurations:
   more is refused with the counts and what to do, before anything big is built.
@@ -33,6 +37,7 @@ per parameter) and the measured value (the ``value`` column, e.g. ``"time"``). T
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import math
 import numbers
@@ -45,6 +50,7 @@ from typing import Any
 
 from ..models import defaults
 from ..problem import Problem
+from ..provenance import unflatten
 from ..space import Dimension, choice_text
 from ..trials import Status, point_key
 
@@ -79,6 +85,7 @@ class Row:
     params: dict
     value: float | None
     status: Status
+    machine: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,7 @@ class Run:
     value: float | None
     samples: tuple[float, ...]
     lines: tuple[int, ...]
+    machine: dict | None = None
 
 
 def _convert(dim: Dimension, raw: Any) -> Any:
@@ -235,7 +243,7 @@ def _check_columns(problem: Problem, columns: Sequence[str], value: str, status:
         raise DataError(f"{where}: missing columns {missing}; the problem {problem.name!r} needs its task names "
                         f"{problem.task_space.names}, its parameter names {problem.param_space.names} and the "
                         f"value column {value!r}" + (f" and the status column {status!r}" if status else ""))
-    extra = [c for c in columns if c not in needed and c not in problem.constants]
+    extra = [c for c in columns if c not in needed and c not in problem.constants and not c.startswith("machine.")]
     if extra:
         log.info("%s: columns %s are not used", where, extra)
 
@@ -376,10 +384,11 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
             if isinstance(cells, str):
                 raise ValueError(cells)
             task, params, v, st = _row(problem, cells, value, status)
+            machine = unflatten(cells, where)
         except ValueError as exc:
             bad.append(f"{where}: {exc}")
             continue
-        rows.append(Row(where, line, task, params, v, st))
+        rows.append(Row(where, line, task, params, v, st, machine))
     if bad:
         shown = "\n  ".join(bad[:MAX_REPORTED])
         more = f"\n  ... and {len(bad) - MAX_REPORTED} more" if len(bad) > MAX_REPORTED else ""
@@ -409,5 +418,10 @@ def group_runs(rows: Sequence[Row], aggregate: str = "min") -> list[Run]:
                 break
         samples = tuple(r.value for r in used if r.value is not None)
         value = float(AGGREGATES[aggregate](samples)) if samples else None
-        out.append(Run(first.task, first.params, st, value, samples, tuple(r.line for r in members)))
+        machines = {json.dumps(r.machine, sort_keys=True) for r in members}
+        if len(machines) > 1:
+            raise DataError(f"{first.where} and the other rows of task {first.task} {first.params} were measured on "
+                            f"different machines ({len(machines)} records): they are not repeats of one run; "
+                            "import each machine's rows into its own history")
+        out.append(Run(first.task, first.params, st, value, samples, tuple(r.line for r in members), first.machine))
     return out

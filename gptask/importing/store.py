@@ -60,21 +60,35 @@ class ImportReport:
 
 def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]],
                 history: str | os.PathLike | Storage | None, value: str = "value", *, status: str | None = None,
-                aggregate: str = "min", skip_invalid: bool = False) -> ImportReport:
+                aggregate: str = "min", skip_invalid: bool = False, machine: Any = None,
+                mix_machines: bool = False) -> ImportReport:
     """Import measurements into ``history`` as finished trials (module docstring).
 
     data, value, status, skip_invalid: see :func:`gptask.importing.rows.read_rows`; aggregate:
     how repeated rows of one configuration become its value ("min", "median" or "mean").
     history: a history file (created when missing; one of another problem is refused), an open
     :class:`~gptask.storage.Storage` (left open), or None (in memory, for a look at the report).
+    machine: the machine record (or a label) of rows that carry no ``machine.*`` columns
+    (:mod:`gptask.provenance`); None: such rows are stored without one. mix_machines: accept rows
+    of a machine the history has not seen next to another machine's trials (refused otherwise).
     """
+    from ..provenance import check_history, check_record, same_machine
+
     rows = read_rows(problem, data, value=value, status=status, skip_invalid=skip_invalid)
     runs = group_runs(rows, aggregate)
+    default_machine = None if machine is None else check_record(machine, "import_runs: machine")
+    machines = [r.machine if r.machine is not None else default_machine for r in runs]
     origin = str(data) if isinstance(data, (str, os.PathLike)) else "data"
     check_point_count(len(runs), origin)
     own = not isinstance(history, Storage)
     storage = open_storage(history, problem.signature())
     try:
+        known = dict(storage.machines())
+        for record in (m for m in machines if m is not None):
+            check_history(known, record, mix_machines, f"history {storage.path or '(in memory)'}",
+                          "mix_machines=True (gptask fit --mix-machines)")
+            if not any(same_machine(record, r) for r in known.values()):
+                known[-1 - len(known)] = record  # a second new machine of the same import is a mix too
         stored = storage.tasks()
         held = {(point_key(stored[t.task_index]), point_key(t.params)) for t in storage.trials()}
         if held:
@@ -94,7 +108,7 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
                         value=r.value, samples=r.samples, reason=_reason(r.status, origin, r.lines),
                         extra={"imported_from": origin, "lines": list(r.lines)}, source=SOURCE_IMPORTED,
                         created=now, finished=now) for r in runs]
-        written = storage.import_trials(trials)
+        written = storage.import_trials(trials, machines)
         record_defaults(storage, problem)
         record_unit(storage, problem)
         report = ImportReport(rows=len(rows), runs=len(runs), trials=[t for t in written if t is not None],

@@ -64,6 +64,22 @@ class ReportData:
         return f"task {i} ({task_label(self.tasks[i])})"
 
 
+def _provenance(meta: Any, machines: dict[int, dict], trials: list[Trial]) -> Any:
+    """What the provenance section shows: the history's machine records (one line each with the
+    number of finished trials measured on it, :mod:`gptask.provenance`) and any ``provenance``
+    meta record; None when neither is there."""
+    from ..provenance import history_rows
+
+    if not machines:
+        return meta
+    out: dict[str, Any] = dict(history_rows(machines, trials))
+    if isinstance(meta, dict):
+        out.update(meta)
+    elif meta is not None:
+        out["recorded"] = meta
+    return out
+
+
 def _missing(data: ReportData) -> list[str]:
     out = []
     if not data.tasks:
@@ -111,6 +127,6 @@ def load_report_data(path: str | Path) -> ReportData:
                           confirmations=h.confirmations(), result=result, unit=stored_unit(h),
                           budget=settings.get("budget"), n_initial=settings.get("n_initial"),
                           closed=h.closed_tasks(), n_models=len(h.models()),
-                          provenance=h.get_meta(PROVENANCE_META_KEY))
+                          provenance=_provenance(h.get_meta(PROVENANCE_META_KEY), h.machines(), trials))
     data.missing = _missing(data)
     return data

@@ -125,7 +125,8 @@ class Storage(abc.ABC):
         """
 
     @abc.abstractmethod
-    def import_trials(self, trials: Sequence[Trial]) -> list[Trial | None]:
+    def import_trials(self, trials: Sequence[Trial],
+                      machines: Sequence[Mapping[str, Any] | None] | None = None) -> list[Trial | None]:
         """Write trials that finished elsewhere (measurements imported from a file or another tool)
         directly in their final state, in one transaction; one entry per trial.
 
@@ -133,7 +134,8 @@ class Storage(abc.ABC):
         and name a task of the history; its ``id``, ``owner`` and ``attempts`` are not used (the
         history numbers it). The entry is the stored trial, or None when its task already holds
         the same configuration (the history keeps what it has: importing a file twice adds
-        nothing). Imported trials count in a task's budget like any other.
+        nothing). Imported trials count in a task's budget like any other. machines: one machine
+        record (:mod:`gptask.provenance`) or None per trial, stored with it.
         """
 
     @abc.abstractmethod
@@ -145,8 +147,11 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def finish(self, trial_id: int, status: Status, value: float | None = None, samples: Sequence[float] = (),
                reason: str = "", extra: Mapping[str, Any] | None = None, duration: float | None = None,
-               expected: Trial | None = None) -> Trial:
+               expected: Trial | None = None, machine: Mapping[str, Any] | None = None) -> Trial:
         """Record the result of PENDING trial ``trial_id`` and return the finished trial.
+
+        machine: the record of the machine it ran on (:mod:`gptask.provenance`), stored once per
+        history and referenced by the trial, in the same transaction; None records none.
 
         Raises UnknownTrial for an id the history does not hold, TrialNotPending when it was
         already told, HistoryMismatch when ``expected`` (the trial as the caller knows it) names
@@ -157,6 +162,15 @@ class Storage(abc.ABC):
     def release(self, owner: Owner | None = None, ids: Sequence[int] | None = None) -> list[int]:
         """Give PENDING trials back (those of ``owner`` and/or with ``ids``): they stay PENDING and
         are re-proposed by the next ask. Returns the ids released."""
+
+    # ---- machines (gptask.provenance) ----------------------------------------------------------
+    def machines(self) -> dict[int, dict[str, Any]]:
+        """The machine records the history's trials were measured on, by id (``Trial.machine``)."""
+        return {}
+
+    def add_machine(self, record: Mapping[str, Any]) -> int:
+        """Store a machine record once (an equal record gets the same id) and return its id."""
+        raise NotImplementedError(f"{type(self).__name__} does not store machine records")
 
     # ---- confirmation runs (not trials) ------------------------------------------------------
     def add_confirmation(self, task_index: int, params: Mapping[str, Any], status: Status,

@@ -18,6 +18,11 @@ Schema 2
     confirmations(id, task_index, params, status, value, samples, reason, created, duration)
                               re-measurements by ``result.recommend(i, confirm=k)``, not trials;
                               created with the first one (an optional table: no version change)
+    machines(id, key, record, created)      machine records (gptask.provenance), each stored once
+    trial_machines(trial_id, machine_id)    which machine a trial was measured on
+                              both created with the first trial told with a record (optional tables,
+                              as confirmations: no version change; a gptask without them reads the
+                              file as before and simply does not see the machines)
 
 Errors: a damaged file (malformed pages, truncated, not SQLite) raises :class:`HistoryDamaged` or
 :class:`NotAHistory`, a failed write (a full disk, an I/O error, a lock held past
@@ -111,6 +116,11 @@ _CONFIRMATION_COLUMNS = "id, task_index, params, status, value, samples, reason,
 
 _TRIAL_COLUMNS = ("id, task_index, params, status, value, samples, reason, extra, source, created, finished, "
                   "duration, attempts, owner")
+
+#: machine records (gptask.provenance) and the machine of each trial: optional tables, created on first use
+_MACHINE_TABLES = ("CREATE TABLE IF NOT EXISTS machines (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL "
+                   "UNIQUE, record TEXT NOT NULL, created REAL NOT NULL)",
+                   "CREATE TABLE IF NOT EXISTS trial_machines (trial_id INTEGER PRIMARY KEY, machine_id INTEGER NOT NULL)")
 
 
 def _history_error(exc: sqlite3.DatabaseError, where: str) -> Exception:
@@ -476,11 +486,19 @@ class SQLiteStorage(Storage):
     # ---- trials ------------------------------------------------------------------------------
     def _trial(self, row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
         (id_, ti, params, status, value, samples, reason, extra, source, created, finished, duration,
-         attempts, owner) = row
+         attempts, owner, machine) = row
         return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
                      params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
                      reason=reason, extra=json.loads(extra), source=source, created=created, finished=finished,
-                     duration=duration, attempts=int(attempts), owner=owner)
+                     duration=duration, attempts=int(attempts), owner=owner,
+                     machine=None if machine is None else int(machine))
+
+    def _select(self, db: _Checked) -> str:
+        """The SELECT of a trial's columns and its machine id (NULL without the machine tables)."""
+        cols = ", ".join("t." + c.strip() for c in _TRIAL_COLUMNS.split(","))
+        if "trial_machines" in _tables(db):
+            return f"SELECT {cols}, m.machine_id FROM trials t LEFT JOIN trial_machines m ON m.trial_id = t.id"
+        return f"SELECT {cols}, NULL FROM trials t"
 
     def trials(self, task_index: int | None = None, status: Status | None = None) -> list[Trial]:
         where, args = [], []
@@ -490,13 +508,37 @@ class SQLiteStorage(Storage):
         if status is not None:
             where.append("status = ?")
             args.append(Status.parse(status).value)
-        sql = f"SELECT {_TRIAL_COLUMNS} FROM trials" + (" WHERE " + " AND ".join(where) if where else "")
+        sql = self._select(self.db) + (" WHERE " + " AND ".join("t." + w for w in where) if where else "")
         tasks = self.tasks()
-        return [self._trial(r, tasks) for r in self.db.execute(sql + " ORDER BY id", args).fetchall()]
+        return [self._trial(r, tasks) for r in self.db.execute(sql + " ORDER BY t.id", args).fetchall()]
 
     def _fetch(self, db: _Checked, trial_id: int) -> Trial:
-        return self._trial(db.execute(f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE id = ?", (trial_id,)).fetchone(),
-                           self.tasks())
+        return self._trial(db.execute(self._select(db) + " WHERE t.id = ?", (trial_id,)).fetchone(), self.tasks())
+
+    # ---- machines ----------------------------------------------------------------------------
+    def _machine_id(self, db: _Checked, record: Mapping[str, Any]) -> int:
+        """The id of ``record`` (stored first if new), inside the caller's write transaction."""
+        from ..provenance import check_record, record_key
+
+        record = check_record(record)
+        for statement in _MACHINE_TABLES:
+            db.execute(statement)
+        key = record_key(record)
+        row = db.execute("SELECT id FROM machines WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        cur = db.execute("INSERT INTO machines (key, record, created) VALUES (?, ?, ?)",
+                         (key, json_text(record), time.time()))
+        return int(cur.lastrowid)
+
+    def add_machine(self, record: Mapping[str, Any]) -> int:
+        with self._write() as db:
+            return self._machine_id(db, record)
+
+    def machines(self) -> dict[int, dict[str, Any]]:
+        if "machines" not in _tables(self.db):
+            return {}
+        return {int(i): json.loads(r) for i, r in self.db.execute("SELECT id, record FROM machines ORDER BY id")}
 
     def _hand_over(self, db: _Checked, trial_id: int, owner: Owner, lease: float | None) -> Trial:
         db.execute("UPDATE trials SET owner = ?, lease_expires = ?, attempts = attempts + 1 WHERE id = ?",
@@ -539,7 +581,10 @@ class SQLiteStorage(Storage):
                 out.append(self._fetch(db, int(cur.lastrowid)))
         return out
 
-    def import_trials(self, trials: Sequence[Trial]) -> list[Trial | None]:
+    def import_trials(self, trials: Sequence[Trial],
+                      machines: Sequence[Mapping[str, Any] | None] | None = None) -> list[Trial | None]:
+        if machines is not None and len(machines) != len(trials):
+            raise ValueError(f"import_trials: {len(machines)} machine records for {len(trials)} trials")
         for t in trials:
             if not isinstance(t, Trial):
                 raise TypeError(f"import_trials takes Trials, got {t!r}")
@@ -553,7 +598,7 @@ class SQLiteStorage(Storage):
         with self._write() as db:
             now = time.time()
             n_tasks = int(db.execute("SELECT count(*) FROM tasks").fetchone()[0])
-            for t in trials:
+            for k, t in enumerate(trials):
                 i = int(t.task_index)
                 if not 0 <= i < n_tasks:
                     raise ValueError(f"task index {i} is outside 0..{n_tasks - 1} of history {self.path}")
@@ -569,6 +614,9 @@ class SQLiteStorage(Storage):
                      str(t.reason), json_text(dict(t.extra)), str(t.source), t.created or now, t.finished or now,
                      None if t.duration is None else float(t.duration)),
                 )
+                if machines is not None and machines[k] is not None:
+                    db.execute("INSERT INTO trial_machines (trial_id, machine_id) VALUES (?, ?)",
+                               (int(cur.lastrowid), self._machine_id(db, machines[k])))
                 out.append(self._fetch(db, int(cur.lastrowid)))
         return out
 
@@ -595,7 +643,7 @@ class SQLiteStorage(Storage):
 
     def finish(self, trial_id: int, status: Status, value: float | None = None, samples: Sequence[float] = (),
                reason: str = "", extra: Mapping[str, Any] | None = None, duration: float | None = None,
-               expected: Trial | None = None) -> Trial:
+               expected: Trial | None = None, machine: Mapping[str, Any] | None = None) -> Trial:
         status = Status.parse(status)
         if not status.finished:
             raise ValueError(f"a trial is told with a finished status (complete, failed, censored), got {status.value!r}")
@@ -631,6 +679,9 @@ class SQLiteStorage(Storage):
                 (status.value, value, json_text([float(s) for s in samples]), str(reason), json_text(dict(extra or {})),
                  time.time(), None if duration is None else float(duration), trial_id),
             )
+            if machine is not None:
+                db.execute("INSERT OR REPLACE INTO trial_machines (trial_id, machine_id) VALUES (?, ?)",
+                           (trial_id, self._machine_id(db, machine)))
             return self._fetch(db, trial_id)
 
     def release(self, owner: Owner | None = None, ids: Sequence[int] | None = None) -> list[int]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..models import LCM
 from ..problem import Problem
+from ..provenance import data_provenance
 from ..seeding import int_seed
 from ..space import Space
 from ..transforms import OutputTransform
@@ -130,13 +131,16 @@ class TransferModel:
     transform: its output transform; problem: the :class:`Problem` when known (a loaded model
     without ``problem=`` has no constraints and no objective); optima: the TLA1 GPs when already
     fitted (else fitted on first use of :attr:`optima`); accuracy: a stored held-out report summary
-    (dict) or None; extended_since_fit: tasks added by ``LCM.extend`` since the model's last full fit.
+    (dict) or None; extended_since_fit: tasks added by ``LCM.extend`` since the model's last full fit;
+    provenance: the machines its data were measured on (:func:`gptask.provenance.data_provenance`), or
+    None when unknown (a model file written before machines were recorded).
     """
 
     def __init__(self, task_space: Space, param_space: Space, signature: dict, tasks: list[dict],
                  best: list[tuple[dict, float] | None], model: LCM, transform: OutputTransform,
                  problem: Problem | None = None, optima: OptimaModel | None = None,
-                 accuracy: dict | None = None, extended_since_fit: int = 0, joint: JointModel | None = None) -> None:
+                 accuracy: dict | None = None, extended_since_fit: int = 0, joint: JointModel | None = None,
+                 provenance: dict | None = None) -> None:
         if not isinstance(model, LCM):
             raise ValueError("the result has no fitted model (no evaluation completed?)")
         if model.n_tasks != len(tasks):
@@ -151,6 +155,7 @@ class TransferModel:
         self._warned_joint = False
         self.accuracy = accuracy
         self.extended_since_fit = int(extended_since_fit)
+        self.provenance = provenance
         self._keys = {point_key(t): i for i, t in enumerate(tasks)}
 
     @classmethod
@@ -166,7 +171,9 @@ class TransferModel:
                 best.append(known[i] if i < len(known) else None)
         return cls(result.problem.task_space, result.problem.param_space, result.problem.signature(),
                    [dict(t) for t in result.tasks], best, result.model, result.transform, result.problem,
-                   extended_since_fit=getattr(result, "extended_since_fit", 0))
+                   extended_since_fit=getattr(result, "extended_since_fit", 0),
+                   provenance=data_provenance(result.history, getattr(result, "machines", None) or {},
+                                              len(result.tasks)))
 
     @property
     def optima(self) -> OptimaModel:

@@ -59,6 +59,7 @@ from ..surrogate.data import usable
 from ..surrogate.updates import RefitPolicy
 from ..parallel import bcast_json, collective, rank_size
 from ..problem import Problem
+from ..provenance import check_history, resolve_record
 from ..result import TuningResult
 from ..sampling import lhs_points
 from ..storage import HistoryMismatch, Owner, Storage, open_storage
@@ -127,7 +128,11 @@ class Tuner:
     ..., seconds, n_points, reason). max_failures: when the first evaluations told all failed for
     the same reason, :meth:`tell` raises :class:`~gptask.failures.TuningAborted` after
     committing the last one ("auto": after ``n_tasks + min(n_tasks, 5)``; a number; None or 0:
-    never; :mod:`gptask.failures`). The other arguments are those of :func:`gptask.tune`.
+    never; :mod:`gptask.failures`). provenance: the machine record stored with every trial told
+    ("auto": this process's, with the problem's application versions; a record or label from
+    :mod:`gptask.provenance`; None: none). mix_machines: allow trials of a machine the history has
+    not seen next to those of another (:func:`gptask.provenance.check_history`; refused otherwise).
+    The other arguments are those of :func:`gptask.tune`.
 
     Tuners of other kinds (TLA2's new-task tuner, :mod:`gptask.transfer.tla2`) subclass this one
     and override its hooks: :meth:`proposes_for`, :meth:`initial_design`, :meth:`incumbents`,
@@ -163,10 +168,14 @@ class Tuner:
         refit_every: int | None = 1,
         refit_on_drift: bool = False,
         max_failures: int | str | None = AUTO,
+        provenance: Any = "auto",
+        mix_machines: bool = False,
     ) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
         self.problem = problem
+        self.machine = resolve_record(provenance, problem)  # stored with every trial told
+        self.mix_machines = bool(mix_machines)
         self.budget = check_int("budget", budget, 1)
         self.n_initial = min(self.budget, max(2, self.budget // 2)) if n_initial is None else check_int(
             "n_initial", n_initial, 1)
@@ -221,6 +230,12 @@ class Tuner:
 
     def _open_history(self, path: Any, tasks: Any) -> dict[str, Any]:
         storage = open_storage(path, self.problem.signature())
+        try:
+            check_history(storage.machines(), self.machine, self.mix_machines,
+                          f"history {getattr(storage, 'path', None) or path}")
+        except BaseException:
+            storage.close()
+            raise
         if not self.records_run:
             try:
                 storage.set_tasks(resolve_tasks(self.problem, tasks, self.seed))
@@ -617,7 +632,7 @@ class Tuner:
     def _finish(self, trial_id: int, outcome: Outcome, expected: Trial | None) -> Trial:
         assert self.storage is not None
         return self.storage.finish(trial_id, outcome.status, outcome.value, outcome.samples, outcome.reason,
-                                   outcome.extra, outcome.duration, expected)
+                                   outcome.extra, outcome.duration, expected, machine=self.machine)
 
     def tell_local(self, trial: Trial, result: Outcome) -> Trial | None:
         """Rank 0's tell inside a collective step (no communication); other ranks do nothing and
@@ -645,12 +660,14 @@ class Tuner:
                 log.error("the final model could not be brought up to date (%s): the result has no model", exc)
         # confirmation runs (result.recommend) are kept apart from the trials; they go to the same file
         stored = self._on_root(lambda: {"confirmations": [t.to_json() for t in self.storage.confirmations()],
-                                        "path": None if self.storage.path is None else str(self.storage.path)},
+                                        "path": None if self.storage.path is None else str(self.storage.path),
+                                        "machines": {str(k): v for k, v in self.storage.machines().items()}},
                                "reading the confirmation runs")
         return TuningResult(self.problem, list(self.tasks), self.records, model, transform, pending=self.pending,
                             closed={i: r for i in range(self.n_tasks) if (r := self.stopped_early(i))},
                             confirmations=[Trial.from_json(d) for d in stored["confirmations"]],
-                            history_file=None if stored["path"] is None else Path(stored["path"]))
+                            history_file=None if stored["path"] is None else Path(stored["path"]),
+                            machines={int(k): v for k, v in stored["machines"].items()})
 
     def _current_model(self) -> tuple[LCM, Any]:
         if not self.model_ready():

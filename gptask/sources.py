@@ -1,0 +1,387 @@
+"""Several sources: measurements of the same problem made on other machines, in one model.
+
+``gt.tune(problem, tasks, ..., sources=[...])`` and ``gt.predict_optimum(result, task, sources=[...])``
+take histories, tuning or fit results, and measurement files (CSV, or a list of dicts, with
+``machine.*`` columns) of the *same* problem measured elsewhere. Each machine becomes a value of
+one more task dimension, the categorical :data:`MACHINE_DIM` ("machine"), so that every
+(task, machine) pair is a task of the one multitask model (LCM): the sources' trials are tasks
+the model learns from and that take no new run, this machine's tasks are tuned (the machine-as-a-
+category design of issue 24; machines described by features and a per-source weight learned by
+cross-validation are not built).
+
+* **Machines.** Every measurement carries its machine record (:mod:`gptask.provenance`); records
+  of the same machine (:func:`~gptask.provenance.same_machine`) share one category, labelled by the
+  record's ``label``, else its first accelerator model, else its CPU model (``#2``, ``#3`` appended
+  when two machines would share a text). The machine that runs ``gt.tune`` is the record of its
+  ``provenance`` ("auto": this process's); ``predict_optimum`` predicts for ``machine=`` (a label of
+  a source, or a record/label of a machine with no run: a category the model has no data for).
+* **Bad sources** are refused with :class:`SourceError` naming the source: another problem
+  (the signatures differ: parameters, tasks, constants, constraints; each difference named), another
+  unit of the objective, trials without a machine record (unless ``Source(data, machine=...)`` names
+  their machine: the explicit mapping), a model file (its raw measurements are not in it: give the
+  history or data it was fitted on), a problem that already has a ``machine`` task dimension.
+* **Histories.** With sources, ``history=`` holds the combined problem (the task space plus
+  ``machine``): the sources' trials are imported into it once (an import of the same trials again
+  adds nothing), so a killed run resumes as any other. A history of the problem itself is refused
+  by signature.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .problem import Problem
+from .provenance import ProvenanceError, check_record, flatten, resolve_record, same_machine, this_machine
+from .result import TuningResult
+from .space import Categorical, Space
+from .trials import Status, Trial
+
+__all__ = ["Source", "SourceError", "MACHINE_DIM", "read_source", "machine_labels", "combined_problem",
+           "tune", "predict_optimum", "target_tasks"]
+
+log = logging.getLogger(__name__)
+
+#: the task dimension that holds the machine, with sources
+MACHINE_DIM = "machine"
+#: the source tag of the trials a source brought into a combined history
+SOURCE_TAG = "source"
+
+
+class SourceError(ValueError):
+    """A source that cannot join the model: another problem, no machine record, a model file, ..."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One source with what the user says about it. data: a history file (SQLite), a
+    :class:`~gptask.TuningResult` (of ``gt.tune`` or ``gt.fit``), a CSV file or a list of dicts
+    (rules of :mod:`gptask.importing.rows`, ``machine.*`` columns read); machine: the record or label
+    of the machine its measurements without a record were made on; value, status: the columns of a
+    CSV file or list of dicts."""
+
+    data: Any
+    machine: Any = None
+    value: str = "value"
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A finished trial of a source: its task (of the problem), params, status, value, samples and
+    machine record."""
+
+    task: dict
+    params: dict
+    status: Status
+    value: float | None
+    samples: tuple
+    machine: dict
+
+
+# ---- reading sources -------------------------------------------------------------------------------------
+def _check_signature(problem: Problem, stored: Mapping[str, Any], where: str) -> None:
+    import json
+
+    from .model_io import signature_differences
+
+    mine = json.loads(json.dumps(problem.signature(), sort_keys=True, default=str))
+    theirs = json.loads(json.dumps(dict(stored), sort_keys=True, default=str))
+    if mine != theirs:
+        diffs = signature_differences(theirs, mine) or ["the stored signature differs"]
+        raise SourceError(f"source {where} is of another problem than {problem.name!r}: "
+                          + "; ".join(d.replace("the model's", "the source's") for d in diffs))
+
+
+def _from_trials(trials: Sequence[Trial], machines: Mapping[int, Mapping[str, Any]], default: dict | None,
+                 where: str) -> list[Measurement]:
+    finished = [t for t in trials if t.status.finished]
+    if not finished:
+        raise SourceError(f"source {where} holds no finished trial")
+    missing = [t for t in finished if t.machine is None or t.machine not in machines]
+    if missing and default is None:
+        raise SourceError(f"source {where}: {len(missing)} of its {len(finished)} finished trials carry no machine "
+                          "record (measured before gptask recorded machines, or with provenance=None): give "
+                          "gt.Source(data, machine='label' or a record) to say which machine measured them")
+    return [Measurement(dict(t.task), dict(t.params), t.status, t.value, tuple(t.samples),
+                        dict(machines[t.machine]) if t.machine in machines else dict(default)) for t in finished]
+
+
+def read_source(problem: Problem, item: Any, where: str = "") -> list[Measurement]:
+    """The finished measurements of one source (module docstring), each with its machine record;
+    SourceError naming the source when it cannot join ``problem``'s model."""
+    src = item if isinstance(item, Source) else Source(item)
+    data = src.data
+    where = where or (str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__)
+    try:
+        default = None if src.machine is None else check_record(src.machine, f"source {where}: machine")
+    except ProvenanceError as exc:
+        raise SourceError(str(exc)) from None
+    if isinstance(data, TuningResult):
+        _check_signature(problem, data.problem.signature(), where)
+        if (data.problem.unit or "") != (problem.unit or ""):
+            raise SourceError(f"source {where} measures in {data.problem.unit!r}, the problem in {problem.unit!r}")
+        return _from_trials(data.history, data.machines, default, where)
+    if isinstance(data, (str, os.PathLike)):
+        path = Path(data)
+        if not path.is_file():
+            raise SourceError(f"source {where}: no such file")
+        head = path.read_bytes()[:512]
+        if b'"gptask.model"' in head:
+            raise SourceError(f"source {where} is a model file: its measurements are not in it; give the history or "
+                              "the data it was fitted on")
+        if head.startswith(b"SQLite format 3"):
+            return _from_history(problem, path, default, where)
+        return _from_rows(problem, src, default, where)
+    if isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
+        return _from_rows(problem, src, default, where)
+    from .storage import Storage
+
+    if isinstance(data, Storage):
+        return _from_storage(problem, data, default, where)
+    raise SourceError(f"source {where}: give a history file, a TuningResult, a CSV file or a list of dicts "
+                      f"(or gt.Source(...) of one), got {type(data).__name__}")
+
+
+def _from_storage(problem: Problem, storage: Any, default: dict | None, where: str) -> list[Measurement]:
+    from .labels import stored_unit
+
+    _check_signature(problem, storage.signature, where)
+    unit = stored_unit(storage) or ""
+    if unit and unit != (problem.unit or ""):
+        raise SourceError(f"source {where} measures in {unit!r}, the problem in {problem.unit!r}")
+    return _from_trials(storage.trials(), storage.machines(), default, where)
+
+
+def _from_history(problem: Problem, path: Path, default: dict | None, where: str) -> list[Measurement]:
+    from .storage import SQLiteStorage
+
+    with SQLiteStorage(path, read_only=True) as h:
+        return _from_storage(problem, h, default, where)
+
+
+def _from_rows(problem: Problem, src: Source, default: dict | None, where: str) -> list[Measurement]:
+    from .importing.rows import DataError, group_runs, read_rows
+
+    try:
+        runs = group_runs(read_rows(problem, src.data, value=src.value, status=src.status))
+    except (DataError, ProvenanceError) as exc:
+        raise SourceError(f"source {where}: {exc}") from None
+    if not runs:
+        raise SourceError(f"source {where} holds no measurement")
+    missing = sum(r.machine is None for r in runs)
+    if missing and default is None:
+        raise SourceError(f"source {where}: {missing} of its {len(runs)} runs have no machine.* columns: give "
+                          "gt.Source(data, machine='label' or a record) to say which machine measured them")
+    return [Measurement(dict(r.task), dict(r.params), r.status, r.value, tuple(r.samples),
+                        dict(r.machine if r.machine is not None else default)) for r in runs]
+
+
+# ---- machines as a task dimension -----------------------------------------------------------------------
+def _short(record: Mapping[str, Any]) -> str:
+    if record.get("label"):
+        return str(record["label"])
+    if record.get("accelerators"):
+        return re.sub(r"\s*\(\d+\s*MiB\)$", "", str(record["accelerators"][0])).strip()
+    return str(record.get("cpu") or record.get("host") or "machine")
+
+
+def machine_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One category label per record (module docstring): records of the same machine get the same
+    label, different machines different ones."""
+    firsts: list[tuple[Mapping[str, Any], str]] = []
+    out = []
+    for record in records:
+        for first, label in firsts:
+            if same_machine(first, record):
+                out.append(label)
+                break
+        else:
+            base, k = _short(record), 2
+            label = base
+            while any(label == other for _, other in firsts):
+                label, k = f"{base} #{k}", k + 1
+            firsts.append((record, label))
+            out.append(label)
+    return out
+
+
+class _WithoutMachine:
+    """A function of the task (and params) called without the machine dimension (picklable, for
+    executors)."""
+
+    def __init__(self, fn: Any, dim: str) -> None:
+        self.fn, self.dim = fn, dim
+
+    def __call__(self, task: Mapping[str, Any], *args: Any) -> Any:
+        return self.fn({k: v for k, v in task.items() if k != self.dim}, *args)
+
+
+def combined_problem(problem: Problem, labels: Sequence[str]) -> Problem:
+    """``problem`` with one more task dimension, the categorical :data:`MACHINE_DIM` over ``labels``;
+    its objective and default are called without it."""
+    if MACHINE_DIM in problem.task_space.names or MACHINE_DIM in problem.param_space.names:
+        raise SourceError(f"problem {problem.name!r} already has a {MACHINE_DIM!r} dimension: sources add it")
+    for what in ("features", "cost_model", "candidates"):
+        if getattr(problem, what, None) is not None:
+            raise SourceError(f"problem {problem.name!r} has {what}: sources do not support them yet")
+    choices = list(dict.fromkeys(labels))
+    task_space = Space([*problem.task_space.dimensions, Categorical(MACHINE_DIM, choices)])
+    default = problem.default
+    if callable(default):
+        default = _WithoutMachine(default, MACHINE_DIM)
+    return Problem(task_space, problem.param_space, _WithoutMachine(problem.objective, MACHINE_DIM),
+                   constraints=problem.constraints, constants=problem.constants, name=problem.name, default=default,
+                   unit=problem.unit, provenance=problem.provenance)
+
+
+@dataclass
+class _Plan:
+    problem: Problem
+    source_tasks: list[dict]
+    trials: list[Trial]
+    records: list[dict]
+    target_label: str
+
+
+def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
+          extra_labels: Sequence[str] = ()) -> _Plan:
+    if isinstance(sources, (str, os.PathLike, Source, TuningResult)) or not isinstance(sources, Sequence):
+        raise SourceError(f"sources must be a list of histories, results or data, got {type(sources).__name__}")
+    if not sources:
+        raise SourceError("sources must not be empty (leave sources out to tune without them)")
+    measured = [(k, m) for k, item in enumerate(sources) for m in read_source(problem, item, f"#{k}"
+                                                                                 + _named(item))]
+    records = [m.machine for _, m in measured]
+    labels = machine_labels([*records, dict(target)])
+    target_label = labels[-1]
+    cp = combined_problem(problem, [*labels, *extra_labels])
+    tasks: dict[str, int] = {}
+    source_tasks: list[dict] = []
+    trials: list[Trial] = []
+    from .trials import point_key
+
+    for (k, m), label in zip(measured, labels):
+        task = cp.task_space.validate({**m.task, MACHINE_DIM: label}, what=f"source #{k} task")
+        key = point_key(task)
+        if key not in tasks:
+            tasks[key] = len(source_tasks)
+            source_tasks.append(task)
+        trials.append(Trial(id=0, task_index=tasks[key], task=task, params=m.params, status=m.status, value=m.value,
+                            samples=m.samples, reason="" if m.status is Status.COMPLETE else f"{m.status.value} in "
+                            f"source #{k}", extra={"source": k}, source=SOURCE_TAG))
+    log.info("sources: %d measurements of %d machine(s) (%s) in %d task(s); this machine: %s", len(trials),
+             len(set(labels[:-1])), ", ".join(sorted(set(labels[:-1]))), len(source_tasks), target_label)
+    return _Plan(cp, source_tasks, trials, records, target_label)
+
+
+def _named(item: Any) -> str:
+    data = item.data if isinstance(item, Source) else item
+    return f" ({data})" if isinstance(data, (str, os.PathLike)) else ""
+
+
+def target_tasks(result: TuningResult) -> list[int]:
+    """The indices of the tasks of a ``gt.tune(..., sources=...)`` result that hold runs of its own
+    (trials not brought by a source): the tuned ones; the others are only its sources' tasks."""
+    return sorted({t.task_index for t in result.history if t.source != SOURCE_TAG})
+
+
+# ---- the entry points -------------------------------------------------------------------------------------
+#: gt.tune arguments that the sources path does not take yet
+UNSUPPORTED = ("comm", "parallel_evaluations", "noise", "pruner", "max_time", "executor", "max_in_flight")
+
+
+def tune(problem: Problem, *args: Any, sources: Sequence[Any] | None = None, **options: Any) -> TuningResult:
+    """``gt.tune``: :func:`gptask.tuning.loop.tune` itself without ``sources``; with them (module
+    docstring), the problem's tasks are tuned on this machine (``provenance``) in one model with
+    the sources' measurements. The result's tasks are the sources' tasks (``machine`` = their
+    machine) followed by the tuned ones (``machine`` = this one); :func:`target_tasks` lists those.
+    ``history`` then holds the combined problem. Not with sources yet: """ + ", ".join(UNSUPPORTED) + """."""
+    from .tuning.loop import tune as tune_here
+
+    if sources is None:
+        return tune_here(problem, *args, **options)
+    bound = inspect.signature(tune_here).bind(problem, *args, **options)
+    bound.apply_defaults()
+    given = dict(bound.arguments)
+    given.update(given.pop("tuner_options", {}))
+    used = [k for k in UNSUPPORTED if k in options or (k in given and given[k] not in (None, False))]
+    if used:
+        raise SourceError(f"gt.tune(..., sources=...) does not take {used} yet")
+    return _tune_sourced(sources=sources, **given)
+
+
+def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | None, seed: int, history: Any,
+                  repeats: int, aggregate: str, timeout: float | None, progress: bool, sources: Sequence[Any],
+                  provenance: Any = "auto", mix_machines: bool = False, **options: Any) -> TuningResult:
+    from .evaluate import Evaluator
+    from .storage import Storage, open_storage
+    from .tuning.loop import run
+    from .tuning.sourced import SourcedTuner
+    from .tuning.tuner import resolve_tasks
+
+    for key in UNSUPPORTED:
+        options.pop(key, None)
+    target = resolve_record(provenance, problem)
+    if target is None:
+        raise SourceError("tuning with sources needs this machine's record: provenance=None is not allowed")
+    plan = _plan(problem, sources, target)  # sources mix machines: the user asked for it (mix_machines unused)
+    mine = [plan.problem.task_space.validate({**t, MACHINE_DIM: plan.target_label})
+            for t in resolve_tasks(problem, tasks, seed)]
+    all_tasks = plan.source_tasks + [t for t in mine if t not in plan.source_tasks]
+    own = not isinstance(history, Storage)
+    storage = open_storage(history, plan.problem.signature())
+    try:
+        storage.set_tasks(all_tasks)
+        storage.import_trials(plan.trials, plan.records)
+        proposes = {i for i, t in enumerate(all_tasks) if t in mine}
+        evaluator = Evaluator(plan.problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
+        with SourcedTuner(plan.problem, all_tasks, budget, n_initial, seed, storage, provenance=target,
+                          mix_machines=True, proposes=proposes, **options) as tuner:
+            return run(tuner, evaluator, progress=progress)
+    finally:
+        if own:
+            storage.close()
+
+
+def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[Any] | None = None,
+                    machine: Any = None, **fit_options: Any) -> Any:
+    """``gt.predict_optimum``: :func:`gptask.transfer.tla1.predict_optimum` itself without
+    ``sources``. With them: ``source`` (a TuningResult, or None for no run on the machine to
+    predict for) and ``sources`` are fitted as one model (``gt.fit`` on the combined problem,
+    ``fit_options`` passed on), and the prediction is for ``task`` on ``machine`` (a record or
+    label; default this process's). Returns the :class:`~gptask.transfer.Prediction`, whose task
+    holds the ``machine`` label."""
+    from .transfer.tla1 import predict_optimum as predict_here
+
+    if sources is None:
+        return predict_here(source, task)
+    if source is not None and not isinstance(source, TuningResult):
+        raise SourceError("predict_optimum with sources takes a TuningResult (or None) first: a model file holds no "
+                          "measurements to combine")
+    items = list(sources) + ([source] if source is not None else [])
+    problem = fit_options.pop("problem", None) or (source.problem if source is not None else None)
+    if problem is None:
+        raise SourceError("predict_optimum(None, task, sources=...) needs problem=: the problem the sources measure")
+    if isinstance(sources, (str, os.PathLike, Source, TuningResult)):
+        raise SourceError(f"sources must be a list of histories, results or data, got {type(sources).__name__}")
+    try:
+        target = this_machine() if machine is None else check_record(machine, "machine")
+    except ProvenanceError as exc:
+        raise SourceError(str(exc)) from None
+    plan = _plan(problem, items, target)
+    rows = [{**t.task, **t.params, "value": t.value, "status": t.status.value,
+             **flatten(plan.records[k])} for k, t in enumerate(plan.trials)]
+    from .importing import fit
+
+    result = fit(plan.problem, rows, status="status", mix_machines=True, progress=fit_options.pop("progress", False),
+                 **fit_options)
+    want = plan.problem.task_space.validate({**problem.task_space.validate(dict(task)),
+                                             MACHINE_DIM: plan.target_label})
+    return predict_here(result, want)

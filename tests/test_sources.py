@@ -1,0 +1,126 @@
+"""Several sources (gptask.sources): other machines' measurements of the same problem join the model
+as tasks of a "machine" category; only this machine's tasks take runs; bad sources are refused."""
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+
+import gptask as gt
+from gptask.sources import MACHINE_DIM, SourceError, machine_labels, target_tasks
+from gptask.storage import SQLiteStorage
+
+sys.path.insert(0, str(Path(__file__).parent))
+from problems_for_tests import counting_problem, failing_problem  # noqa: E402
+
+
+def _grid(t, label, cores=None):
+    """Every x in 0, 0.1, ..., 1 and k in 2, 4, 6 of the counting problem at task t (its optimum:
+    x = t, k = 4), measured on machine ``label``."""
+    out = []
+    for x, k in itertools.product([i / 10 for i in range(11)], (2, 4, 6)):
+        row = {"t": t, "x": x, "k": k, "value": 1.0 + (x - t) ** 2 + 0.05 * (k - 4) ** 2, "machine.label": label}
+        if cores:
+            row["machine.cores"] = cores
+        out.append(row)
+    return out
+
+
+@pytest.fixture(scope="module")
+def laptop_history(tmp_path_factory):
+    path = tmp_path_factory.mktemp("src") / "laptop.sqlite"
+    gt.tune(counting_problem(), tasks=[{"t": 0.2}, {"t": 0.8}], budget=6, n_initial=3, seed=0, history=path,
+            progress=False, provenance="laptop")
+    return path
+
+
+def test_tune_with_a_source_runs_only_this_machine_s_tasks_and_resumes(laptop_history, tmp_path):
+    log = tmp_path / "calls.txt"
+    h = tmp_path / "combined.sqlite"
+    args = dict(sources=[laptop_history], provenance="node", history=h, n_initial=3, seed=1, progress=False)
+    r = gt.tune(counting_problem(str(log)), [{"t": 0.5}], 5, **args)
+    assert r.tasks == [{"t": 0.2, MACHINE_DIM: "laptop"}, {"t": 0.8, MACHINE_DIM: "laptop"},
+                       {"t": 0.5, MACHINE_DIM: "node"}]
+    assert target_tasks(r) == [2] and r.model.n_tasks == 3  # one model over the sources' and this machine's tasks
+    calls = log.read_text().splitlines()
+    assert len(calls) == 5 and all(line.split()[0] == "0.5" for line in calls)  # the objective saw no machine key
+    with SQLiteStorage(laptop_history, create=False) as s:
+        source = {(t.task_index, tuple(sorted(t.params.items()))): t.value for t in s.trials()}
+    mine = [t for t in r.history if t.task_index == 2]
+    theirs = [t for t in r.history if t.task_index < 2]
+    assert len(mine) == 5 and len(theirs) == 12
+    assert {(t.task_index, tuple(sorted(t.params.items()))): t.value for t in theirs} == source  # imported as measured
+    assert {r.machines[t.machine]["label"] for t in theirs} == {"laptop"}
+    assert {r.machines[t.machine]["label"] for t in mine} == {"node"}
+    # the same call again: nothing imported twice, nothing run
+    again = gt.tune(counting_problem(str(log)), [{"t": 0.5}], 5, **args)
+    assert len(again.history) == 17 and len(log.read_text().splitlines()) == 5
+    # the plain problem's history is not the combined one's
+    with pytest.raises(ValueError, match="different problem|another problem"):
+        gt.tune(counting_problem(), [{"t": 0.5}], 5, history=h, progress=False)
+
+
+def test_predict_optimum_from_two_machines_finds_the_known_optimum():
+    problem = counting_problem()
+    sources = [_grid(0.2, "a") + _grid(0.8, "a"), _grid(0.3, "b") + _grid(0.7, "b")]
+    for machine in ("a", "b"):
+        p = gt.predict_optimum(None, {"t": 0.5}, sources=sources, problem=problem, machine=machine, restarts=1)
+        assert p.task == {"t": 0.5, MACHINE_DIM: machine}
+        assert p.params["k"] == 4 and abs(p.params["x"] - 0.5) < 0.15, p.params  # the optimum: x = t, k = 4
+        assert abs(p.value - 1.0) < 0.05
+    # a result of this machine plus a source; a new machine (no run) is a category of its own
+    r = gt.fit(problem, _grid(0.4, "c"), mix_machines=True, progress=False, restarts=1)
+    p = gt.predict_optimum(r, {"t": 0.4}, sources=sources[:1], machine="c", restarts=1)
+    assert abs(p.params["x"] - 0.4) < 0.1 and p.params["k"] == 4
+    new = gt.predict_optimum(None, {"t": 0.5}, sources=sources, problem=problem, machine="new-node", restarts=1)
+    assert new.task[MACHINE_DIM] == "new-node" and problem.param_space.validate(new.params) == new.params
+
+
+def test_machine_labels_group_records_of_one_machine():
+    node = {"cpu": "Xeon Gold 6248", "cores": 40, "host": "node12"}
+    labels = machine_labels([node, {**node, "host": "node31"}, {**node, "cores": 20}, {"label": "laptop"},
+                             {"cpu": "EPYC", "accelerators": ["NVIDIA A100 (40960 MiB)"]}])
+    assert labels == ["Xeon Gold 6248", "Xeon Gold 6248", "Xeon Gold 6248 #2", "laptop", "NVIDIA A100"]
+
+
+def test_bad_sources_are_refused_with_their_reason(laptop_history, tmp_path):
+    problem = counting_problem()
+    other = tmp_path / "other.sqlite"
+    gt.tune(failing_problem(), tasks=1, budget=3, history=other, progress=False, provenance="laptop")
+    unrecorded = tmp_path / "unrecorded.sqlite"
+    gt.tune(problem, tasks=[{"t": 0.3}], budget=3, history=unrecorded, progress=False, provenance=None)
+    model = gt.tune(problem, tasks=2, budget=4, progress=False).save_model(tmp_path / "m.json")
+    run = dict(provenance="node", progress=False)
+    with pytest.raises(SourceError, match=r"source #0 \(.*other.sqlite\) is of another problem than 'counting': "):
+        gt.tune(problem, 1, 4, sources=[other], **run)
+    with pytest.raises(SourceError, match="3 of its 3 finished trials carry no machine record"):
+        gt.tune(problem, 1, 4, sources=[laptop_history, unrecorded], **run)
+    with pytest.raises(SourceError, match="is a model file: its measurements are not in it"):
+        gt.tune(problem, 1, 4, sources=[model], **run)
+    with pytest.raises(SourceError, match="no machine.\\* columns"):
+        gt.predict_optimum(None, {"t": 0.5}, sources=[[{"t": 0.5, "x": 0.5, "k": 4, "value": 1.0}]],
+                           problem=problem)
+    with pytest.raises(SourceError, match="must be a list"):
+        gt.tune(problem, 1, 4, sources=laptop_history, **run)
+    with pytest.raises(SourceError, match=r"does not take \['executor'\] yet"):
+        gt.tune(problem, 1, 4, sources=[laptop_history], executor=object(), **run)
+    with pytest.raises(SourceError, match="needs this machine's record"):
+        gt.tune(problem, 1, 4, sources=[laptop_history], provenance=None, progress=False)
+    # the explicit mapping: the user names the machine of the unrecorded trials
+    r = gt.tune(problem, [{"t": 0.5}], 3, sources=[gt.Source(unrecorded, machine="old-node")], n_initial=3, **run)
+    assert [t[MACHINE_DIM] for t in r.tasks] == ["old-node", "node"]
+
+
+def test_a_source_of_this_machine_and_task_counts_in_its_budget(tmp_path):
+    earlier = tmp_path / "earlier.sqlite"
+    gt.tune(counting_problem(), tasks=[{"t": 0.5}], budget=3, history=earlier, progress=False,
+            provenance={"label": "node", "host": "node12"})
+    log = tmp_path / "calls.txt"
+    # another node of the same partition: the same machine, so the same task of the model
+    r = gt.tune(counting_problem(str(log)), [{"t": 0.5}, {"t": 0.9}], 5, sources=[earlier], n_initial=3,
+                provenance={"label": "node", "host": "node31"}, progress=False)
+    assert r.tasks == [{"t": 0.5, MACHINE_DIM: "node"}, {"t": 0.9, MACHINE_DIM: "node"}]
+    assert target_tasks(r) == [0, 1] and sorted(t.task_index for t in r.history).count(0) == 5
+    calls = [line.split()[0] for line in log.read_text().splitlines()]
+    assert calls.count("0.5") == 2 and calls.count("0.9") == 5  # 3 of task 0's 5 came from the source
