@@ -12,6 +12,7 @@ import numpy as np
 
 from .expressions import Restriction, parse_restriction
 from .labels import check_unit
+from .objectives import Outputs, outputs_spec
 from .space import Space
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,6 +76,14 @@ class Problem:
     unit: the unit of the objective's values (``"s"`` for run times, ``"GB/s"``, ...; default none):
         written after every value in progress lines, ``gptask show``, tables and plots. Not part
         of the :meth:`signature`; histories and model files record it.
+    objectives, outputs, constraints_out: an objective that measures several things
+        (:mod:`gptask.objectives`): ``objectives={"time": "min", "memory": "min"}`` (or a list of
+        names, or of ``(name, direction)`` pairs) names the outputs to optimise, the first being the
+        primary one; ``outputs=["memory"]`` names outputs measured but not optimised; and
+        ``constraints_out={"memory": ("<=", 2e9)}`` limits outputs (a limit on an output the problem
+        does not name is refused here). The objective then returns a mapping of exactly those
+        outputs; :attr:`outputs` holds them (None for the classic single number). They are part of
+        the :meth:`signature`.
     """
 
     def __init__(
@@ -90,6 +99,9 @@ class Problem:
         cost_model: CostModel | None = None,
         candidates: Candidates | None = None,
         unit: str = "",
+        objectives: Any = None,
+        outputs: Sequence[str] | None = None,
+        constraints_out: Mapping[str, Any] | None = None,
     ) -> None:
         for label, space in (("task_space", task_space), ("param_space", param_space)):
             if not isinstance(space, Space):
@@ -138,6 +150,8 @@ class Problem:
         self.features, self.cost_model = features, cost_model
         self.candidates = candidates
         self.unit = check_unit(unit)
+        #: the named outputs of the objective (:mod:`gptask.objectives`), None for one number
+        self.outputs: Outputs | None = outputs_spec(objectives, outputs, constraints_out)
         self._raised: dict[int, tuple[int, str]] = {}  # constraint index -> (times raised, first error)
         self._domains: dict[str, Any] = {}  # task -> its listed configurations (see domain())
 
@@ -327,6 +341,8 @@ class Problem:
         texts = [c.text for c in self.constraints if isinstance(c, Restriction)]
         if texts:
             out["restrictions"] = texts
+        if self.outputs is not None:
+            out["outputs"] = self.outputs.to_json()
         return out
 
     def signature_hash(self) -> str:

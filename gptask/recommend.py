@@ -332,7 +332,7 @@ def _confirm(result: "TuningResult", i: int, configs: list[dict], k: int, timeou
         if not todo:
             return
         reporter = Progress(progress, todo, 0, desc=f"confirm task {i}")
-        evaluator = Evaluator(result.problem.objective, timeout=timeout)
+        evaluator = Evaluator(result.problem.objective, timeout=timeout, outputs=result.problem.outputs)
         task = dict(result.tasks[i])
         unit = getattr(result.problem, "unit", "")
         count = 0
@@ -367,10 +367,13 @@ def _confirmation_run(storage: Storage | None, i: int, task: dict, params: dict,
     if outcome.status is not Status.COMPLETE:  # failed (or censored: not a full measurement)
         status, value = Status.FAILED, None
         reason = outcome.reason if outcome.status is Status.FAILED else f"{outcome.status.value}: {outcome.reason}"
+    values = outcome.values if status is Status.COMPLETE else {}
     if storage is not None:
-        return storage.add_confirmation(i, params, status, value, outcome.samples, reason, outcome.duration)
+        return storage.add_confirmation(i, params, status, value, outcome.samples, reason, outcome.duration,
+                                        values=values)
     return Trial(id=next_id, task_index=i, task=task, params=params, status=status, value=value,
-                 samples=outcome.samples, reason=reason, source=CONFIRM_SOURCE, duration=outcome.duration)
+                 samples=outcome.samples, reason=reason, source=CONFIRM_SOURCE, duration=outcome.duration,
+                 values=values)
 
 
 #: what the recommendation tables say about the rule (module docstring)

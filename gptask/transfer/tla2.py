@@ -377,6 +377,10 @@ def tune_new_task(
     tm = as_transfer_model(result)
     if tm.problem is None:
         raise TypeError("tune_new_task needs the objective: load the model with load_model(path, problem=...)")
+    if tm.problem.outputs is not None:
+        raise ValueError(f"tune_new_task tunes problems whose objective returns one number; problem "
+                         f"{tm.problem.name!r} names outputs {list(tm.problem.outputs.names)}: tune the new task "
+                         "with gptask.tune and the other tasks instead")
     max_time = check_seconds("max_time", max_time)
     max_in_flight = check_executor(executor, max_in_flight, comm, False, (tm.problem.objective, noise, pruner))
     evaluator = Evaluator(tm.problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout, noise=noise,

@@ -589,12 +589,13 @@ class Tuner:
         the history before returning the finished trial.
 
         result: an :class:`Outcome`, a number (complete; NaN or inf: failed), or None (failed,
-        saying ``reason``). Errors: TypeError for something that is not a trial, UnknownTrial for
+        saying ``reason``); for a problem with named outputs a mapping of them instead of a number
+        (a missing or extra key, or NaN under one: failed). Errors: TypeError for something that is not a trial, UnknownTrial for
         an id this history does not hold, TrialNotPending for a trial already told,
         HistoryMismatch for a trial asked from another history.
         """
         trial_id, expected = self._resolve(trial)
-        outcome = Outcome.of(result, reason)
+        outcome = Outcome.of(result, reason, self.problem.outputs)
         done = Trial.from_json(self._on_root(lambda: self._finish(trial_id, outcome, expected).to_json(), "telling"))
         self._merge([done])
         self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
@@ -613,14 +614,14 @@ class Tuner:
     def _finish(self, trial_id: int, outcome: Outcome, expected: Trial | None) -> Trial:
         assert self.storage is not None
         return self.storage.finish(trial_id, outcome.status, outcome.value, outcome.samples, outcome.reason,
-                                   outcome.extra, outcome.duration, expected)
+                                   outcome.extra, outcome.duration, expected, values=outcome.values)
 
     def tell_local(self, trial: Trial, result: Outcome) -> Trial | None:
         """Rank 0's tell inside a collective step (no communication); other ranks do nothing and
         see the result at the next read of the history."""
         if self.rank != 0:
             return None
-        done = self._finish(trial.id, Outcome.of(result), trial)
+        done = self._finish(trial.id, Outcome.of(result, outputs=self.problem.outputs), trial)
         self._merge([done])
         self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
                               getattr(self.storage, "path", ""))
