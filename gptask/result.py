@@ -27,7 +27,10 @@ class TuningResult:
     them), closed (task index -> why the task stopped before its budget: target reached, or every
     feasible configuration run), confirmations (the confirmation runs of :meth:`recommend`, Trial
     records with source "confirm"; not trials of the run, not in ``history``), history_file (the
-    run's SQLite history, where confirmation runs are committed; None for a history in memory)."""
+    run's SQLite history, where confirmation runs are committed; None for a history in memory),
+    outputs (for a problem with named outputs, :mod:`gptask.objectives`: each modelled output's
+    ``(model, transform)``, the primary objective's being ``model`` and ``transform``; the models
+    see ``sign * value``, -1 for a maximised objective)."""
 
     problem: Problem
     tasks: list[dict]
@@ -38,6 +41,7 @@ class TuningResult:
     closed: dict = field(default_factory=dict)
     confirmations: list = field(default_factory=list)
     history_file: Path | None = None
+    outputs: dict = field(default_factory=dict)
 
     def records(self, i: int, status: Status | str | None = Status.COMPLETE) -> list:
         """Task ``i``'s finished trials (only complete ones by default; ``status=None``: all)."""

@@ -181,7 +181,7 @@ class NewTaskTuner(Tuner):
                          pso_particles=pso_particles, pso_iters=pso_iters,
                          output_transform="log" if tm.transform.use_log else "none", comm=comm,
                          owner=owner if owner is not None else Owner.this_process("tla2"), lease=lease,
-                         refit_every=every, refit_on_drift=drift)
+                         refit_every=every, refit_on_drift=drift, failure_model=False)
         try:
             self.prediction = predict_optimum(tm, task)
             self.new_transform = _transferred_transform(tm, task)

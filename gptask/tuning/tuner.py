@@ -56,6 +56,7 @@ from ..models import LCM
 from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
 from ..surrogate import ModelSettings, SearchView, Surrogate
 from ..surrogate.data import usable
+from ..surrogate.group import HistoryMeta, OutputModels, OutputsView
 from ..surrogate.updates import RefitPolicy
 from ..parallel import bcast_json, collective, rank_size
 from ..problem import Problem
@@ -163,6 +164,7 @@ class Tuner:
         refit_every: int | None = 1,
         refit_on_drift: bool = False,
         max_failures: int | str | None = AUTO,
+        failure_model: bool = True,
     ) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
@@ -207,7 +209,12 @@ class Tuner:
             raise
         settings = ModelSettings(self.n_latent, kernel, self.restarts, self.refit_restarts, output_transform, self.seed)
         self.surrogate = self.make_surrogate(settings, policy, state["use_log"], int(state["iteration"]))
-        self._search_view: SearchView | None = None
+        meta = HistoryMeta(lambda k: self._on_root(lambda: self.storage.get_meta(k), "reading the history"),
+                           lambda k, v: self._on_root(lambda: self.storage.set_meta(k, v), "writing the history")
+                           if self.records_run else None)
+        self.outputs = OutputModels(problem, self.tasks, self.surrogate, settings, policy, meta, comm,
+                                    bool(failure_model))
+        self._search_view: SearchView | OutputsView | None = None
         self._initial: dict[int, list[dict]] = {}
         self._trials: list[Trial] = []
         self._closed: dict[int, str] = {}
@@ -506,7 +513,7 @@ class Tuner:
         space = self.problem.param_space
         pending = [[t.params for t in self.pending if t.task_index == i and t.id not in state.ids]
                    for i in range(self.n_tasks)]
-        self._search_view = self.surrogate.search_view(
+        self._search_view = self.outputs.search_view(
             [space.encode(p) if p else np.empty((0, space.n_columns)) for p in pending])
 
     def _search(self, i: int) -> np.ndarray | None:
@@ -519,7 +526,7 @@ class Tuner:
         assert view is not None
         return search_task(view.model, i, self.problem, self.tasks[i], view.best[i], claimed,
                            self.incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
-                           self.pso_particles, self.pso_iters)
+                           self.pso_particles, self.pso_iters, self.outputs.acquisition(view, i, claimed))
 
     def incumbents(self, i: int) -> np.ndarray | None:
         """Encoded configurations (m, D) placed in task ``i``'s initial swarm: its own best first,
@@ -581,7 +588,7 @@ class Tuner:
         """The model brought up to date with every finished trial (:meth:`Surrogate.update`)."""
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task: there is nothing to fit a model on yet")
-        return self.surrogate.update(self.model_trials(), self._trials)
+        return self.outputs.update(self.model_trials(), self._trials)
 
     # ---- tell --------------------------------------------------------------------------------
     def tell(self, trial: Trial | int, result: Outcome | float | None, reason: str = "") -> Trial:
@@ -634,10 +641,11 @@ class Tuner:
         factorisation). If that fails the result has no model (never a model that silently lacks
         trials); the failure is logged as an error."""
         self.refresh()
-        model, transform = None, None
+        model, transform, outputs = None, None, {}
         if self.records:
             try:
-                model, transform = self._current_model()
+                outputs = self._current_models()
+                model, transform = next(iter(outputs.values()))
             except (ValueError, np.linalg.LinAlgError) as exc:
                 log.error("the final model could not be brought up to date (%s): the result has no model", exc)
         # confirmation runs (result.recommend) are kept apart from the trials; they go to the same file
@@ -647,12 +655,13 @@ class Tuner:
         return TuningResult(self.problem, list(self.tasks), self.records, model, transform, pending=self.pending,
                             closed={i: r for i in range(self.n_tasks) if (r := self.stopped_early(i))},
                             confirmations=[Trial.from_json(d) for d in stored["confirmations"]],
-                            history_file=None if stored["path"] is None else Path(stored["path"]))
+                            history_file=None if stored["path"] is None else Path(stored["path"]),
+                            outputs={k: v for k, v in outputs.items() if k is not None})
 
-    def _current_model(self) -> tuple[LCM, Any]:
+    def _current_models(self) -> dict[str | None, tuple[LCM, Any]]:
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task")
-        return self.surrogate.current(self.model_trials(), self._trials)
+        return self.outputs.current(self.model_trials(), self._trials)
 
 
 class _HistoryModels:
