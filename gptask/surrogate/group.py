@@ -28,7 +28,8 @@ A failed trial that the failure model explains is left out of every output's dat
   of their range (at least :data:`REF_MARGIN` model units); a task without such a point takes
   the other tasks' worst, or :data:`REF_DEFAULT` model units.
 * each limit adds ``log P(limit met)`` under its output's model (the latent prediction);
-* the failure model adds ``log P(success)`` (0 without a failure).
+* the failure model adds ``log P(success)``, penalised below 1/2 (:meth:`.failure.FailureModel.log_factor`;
+  0 without a failure).
 
 With limits and no measured point of the task meeting them, the improvement term is left out: the
 search maximises the probability of meeting the limits (and of not failing) until one does.
@@ -232,7 +233,7 @@ class OutputModels:
         if self.failure_active:
             failure = self.failure
             assert failure is not None
-            terms.append(lambda x: failure.log_prob_success(task, x))
+            terms.append(lambda x: failure.log_factor(task, x))
         limits = self.spec.limits if self.spec is not None else ()
         terms += [self._limit_term(view, i, lim) for lim in limits]
         improvement = self._improvement(view, i, claimed)

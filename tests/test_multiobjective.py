@@ -1,0 +1,153 @@
+"""Tuning several objectives, output limits and the failure model end to end, against known fronts,
+known constrained optima, brute-force fronts and exact hypervolumes."""
+
+import numpy as np
+import pytest
+
+import gptask as gt
+from gptask.fronts import PickRule
+from gptask.pareto import hypervolume, non_dominated
+from gptask.storage import SQLiteStorage
+from gptask.trials import Status
+
+TASKS = gt.Space([gt.Real("t", 0.0, 1.0)])
+PARAMS = gt.Space([gt.Real("x1", 0.0, 1.0), gt.Real("x2", 0.0, 1.0)])
+REF = np.array([1.1, 1.1])
+
+
+def zdt1(task, p):
+    """ZDT1 in two variables with the Pareto set moved to x2 = t: front f2 = 1 - sqrt(f1)."""
+    g = 1 + 9 * (p["x2"] - task["t"]) ** 2
+    return {"f1": p["x1"], "f2": g * (1 - np.sqrt(p["x1"] / g))}
+
+
+def zdt_problem():
+    return gt.Problem(TASKS, PARAMS, zdt1, objectives=["f1", "f2"], name="zdt1_moved")
+
+
+def true_hv():
+    f1 = np.linspace(0, 1, 20001)
+    return hypervolume(np.column_stack([f1, 1 - np.sqrt(f1)]), REF)
+
+
+def observed(res, i):
+    return np.array([[r["values"]["f1"], r["values"]["f2"]] for r in res.records(i)])
+
+
+def test_two_objectives_approach_the_known_front_of_every_task():
+    res = gt.tune(zdt_problem(), tasks=[{"t": 0.2}, {"t": 0.7}], budget=16, n_initial=6, seed=0, progress=False)
+    best = true_hv()
+    for i in range(2):
+        Y = observed(res, i)
+        assert len(Y) == 16
+        initial, final = hypervolume(Y[:6], REF) / best, hypervolume(Y, REF) / best
+        assert final > 0.85 and final > initial + 0.15, (i, initial, final)
+        front = res.pareto(i)
+        want = {tuple(y) for y in Y[non_dominated(Y)]}
+        assert {(p.values["f1"], p.values["f2"]) for p in front} == want
+        assert [p.values["f1"] for p in front] == sorted(p.values["f1"] for p in front)
+        params = [tuple(r["params"].values()) for r in res.records(i, status=None)]
+        assert len(set(params)) == len(params)
+
+
+def test_a_batch_of_proposals_spreads_along_the_front():
+    with gt.Tuner(zdt_problem(), tasks=[{"t": 0.5}], budget=14, n_initial=6, seed=1) as tu:
+        ev = gt.Evaluator(zdt1, outputs=tu.problem.outputs)
+        for t in tu.ask():
+            tu.tell(t, ev(t.task, t.params))
+        batch = tu.ask(6)
+        assert len(batch) == 6 and all(t.source == "search" for t in batch)
+        X = np.array([[t.params["x1"], t.params["x2"]] for t in batch])
+        d = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+        assert d[np.triu_indices(6, 1)].min() > 0.02  # pending trials are fantasies: no pile-up
+        assert np.ptp(X[:, 0]) > 0.3  # several parts of the front, not one point
+
+
+def limited(task, p):
+    """Time falls as x grows, memory grows with x: the fastest run within memory <= 0.5 is x1 = 0.5."""
+    return {"time": 1.0 + (p["x1"] - 1.0) ** 2 + 0.1 * (p["x2"] - task["t"]) ** 2, "memory": p["x1"]}
+
+
+def limited_problem(**kw):
+    return gt.Problem(TASKS, PARAMS, limited, objectives={"time": "min"}, outputs=["memory"],
+                      constraints_out={"memory": ("<=", 0.5)}, name="limited", **kw)
+
+
+def test_a_limit_excludes_the_unconstrained_optimum_and_the_recommendation_meets_it():
+    res = gt.tune(limited_problem(), tasks=[{"t": 0.3}, {"t": 0.8}], budget=14, n_initial=5, seed=2, progress=False)
+    for i in range(2):
+        params, value = res.best(i)
+        assert params["x1"] <= 0.5
+        rec = res.recommend(i)
+        assert rec.pick.outputs["memory"] <= 0.5 and rec.params["x1"] <= 0.5
+        assert abs(rec.params["x1"] - 0.5) < 0.08, rec.params  # the constrained optimum
+        searched = [r for r in res.records(i) if r["source"] == "search"]
+        inside = np.mean([r["values"]["memory"] <= 0.5 for r in searched])
+        assert inside >= 0.6, inside
+        # the unconstrained best violates the limit, and is never recommended
+        every = min(res.records(i), key=lambda r: r["value"])
+        assert every["values"]["memory"] > 0.5 or every["params"] == params
+
+
+def test_a_maximised_objective_is_maximised():
+    prob = gt.Problem(TASKS, PARAMS, lambda t, p: {"gain": 5.0 - (p["x1"] - 0.3) ** 2 - (p["x2"] - t["t"]) ** 2},
+                      objectives={"gain": "max"}, name="maxed")
+    res = gt.tune(prob, tasks=[{"t": 0.6}], budget=14, n_initial=5, seed=0, progress=False)
+    params, value = res.best(0)
+    assert value == max(r["value"] for r in res.records(0))
+    assert value > 4.99 and abs(params["x1"] - 0.3) < 0.1
+    rec = res.recommend(0)
+    assert rec.pick.outputs["gain"] > 4.98
+
+
+def test_pick_rules_choose_on_the_front():
+    res = gt.tune(zdt_problem(), tasks=[{"t": 0.4}], budget=12, n_initial=6, seed=3, progress=False)
+    front = res.pareto(0)
+    f1 = [p.values["f1"] for p in front]
+    first = res.recommend(0, rule={"weights": {"f1": 1.0, "f2": 0.0}})
+    last = res.recommend(0, rule={"weights": {"f1": 0.0, "f2": 1.0}})
+    assert first.pick.observed and first.params == front[int(np.argmin(f1))].params or \
+        first.pick.outputs["f1"] <= min(p.values["f1"] for p in front) + 0.05
+    assert last.pick.outputs["f2"] <= min(p.values["f2"] for p in front) + 0.05
+    within = res.recommend(0, rule={"limit": {"f2": ("<=", 0.6)}})
+    assert within.pick.outputs["f2"] <= 0.6
+    assert {tuple(c.params.items()) for c in within.candidates} <= {tuple(p.params.items()) for p in front}
+    near = res.recommend(0, rule={"reference": {"f1": 0.25, "f2": 0.5}})
+    assert near.params in [p.params for p in front]
+    for bad, match in (({"weights": {"f3": 1.0}}, "not objectives"), ({"weights": {"f1": -1.0}}, ">= 0"),
+                       ({"reference": {"f1": 1.0}}, "value for every objective"), ({"best": {}}, "kind must be")):
+        with pytest.raises(ValueError, match=match):
+            PickRule.parse(bad, res.problem.outputs)
+
+
+def test_the_run_resumes_with_every_output_model_stored(tmp_path):
+    path = tmp_path / "mo.sqlite"
+    gt.tune(zdt_problem(), tasks=[{"t": 0.3}], budget=9, n_initial=6, seed=4, history=path, progress=False)
+    with SQLiteStorage(path, read_only=True) as s:
+        stored = s.get_meta("model:f2")
+        assert stored is not None and stored["params"] and s.models()
+        assert all(set(t.values) == {"f1", "f2"} for t in s.trials() if t.status is Status.COMPLETE)
+    res = gt.tune(zdt_problem(), tasks=[{"t": 0.3}], budget=12, n_initial=6, seed=4, history=path, progress=False)
+    assert len(res.history) == 12 and set(res.outputs) == {"f1", "f2"}
+
+
+def failing(task, p):
+    """A third of the square fails (x1 + x2 > 1.2 + 0.2 t, out of memory); the best runs lie next to
+    the failure boundary."""
+    if p["x1"] + p["x2"] > 1.2 + 0.2 * task["t"]:
+        raise MemoryError("out of memory")
+    return 1.0 + (p["x1"] - 0.75) ** 2 + (p["x2"] - 0.55) ** 2
+
+
+def test_the_failure_model_spends_fewer_runs_in_the_failing_region():
+    prob = gt.Problem(TASKS, PARAMS, failing, name="failing_corner")
+    counts = {}
+    for on in (True, False):
+        n = 0
+        for seed in (0, 1):
+            res = gt.tune(prob, tasks=[{"t": 0.0}, {"t": 1.0}], budget=20, n_initial=6, seed=seed, progress=False,
+                          failure_model=on, max_failures=None)
+            n += sum(r["status"] == Status.FAILED and r["source"] == "search" for r in res.history)
+            assert all(res.best(i)[1] < 1.02 for i in range(2))
+        counts[on] = n
+    assert counts[True] < counts[False], counts
