@@ -207,6 +207,7 @@ def result_from_history(history: Any) -> Any:
     from .result import TuningResult
     from .space import Space
     from .surrogate.data import training_data
+    from .surrogate.group import project
 
     sig = history.signature
     name = sig.get("name", "problem")
@@ -218,19 +219,50 @@ def result_from_history(history: Any) -> Any:
     stored = stored_defaults(history)
     defaults = {point_key(t): d for t, d in zip(tasks, stored)}
     default = (lambda task: defaults[point_key(task)]) if stored and all(d is not None for d in stored) else None
+    named = sig.get("outputs")  # a problem with named outputs (gptask.objectives)
+    declared = {} if not named else {
+        "objectives": [tuple(o) for o in named["objectives"]], "outputs": list(named["names"]),
+        "constraints_out": {k: tuple(v) for k, v in (named.get("limits") or {}).items()}}
     problem = Problem(Space.from_json(sig["task_space"]), Space.from_json(sig["param_space"]), no_objective,
-                      constants=sig.get("constants") or {}, name=name, default=default, unit=stored_unit(history))
+                      constants=sig.get("constants") or {}, name=name, default=default, unit=stored_unit(history),
+                      **declared)
     finished = [t for t in history.trials() if t.status.finished]
-    last, use_log = history.last_model(), history.get_meta("use_log")
-    model = transform = None
-    if last is not None and use_log is not None and finished:
-        data = training_data(finished, len(tasks), problem.param_space, bool(use_log))
+    kernel = (history.get_meta("settings") or {}).get("kernel", "rbf")
+    spec = problem.outputs
+    fits = {None: (history.last_model(), history.get_meta("use_log"))} if spec is None else {
+        name: (history.last_model(), history.get_meta("use_log")) if k == 0 else
+        (history.get_meta(f"model:{name}"), history.get_meta(f"use_log:{name}"))
+        for k, name in enumerate(spec.modelled)}
+    models = {}
+    for out, (last, use_log) in fits.items():
+        if last is None or use_log is None or not finished:
+            models[out] = (None, None)
+            continue
+        seen = project(finished, out, 1.0 if spec is None or out is None else spec.sign(out))
+        data = training_data(seen, len(tasks), problem.param_space, bool(use_log))
         W = last["params"]["W"]  # nested lists (Q, T, rank)
-        kernel = (history.get_meta("settings") or {}).get("kernel", "rbf")
-        model = LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y,
-                                                                                  params=last["params"])
-        transform = data.transform
-    return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations())
+        models[out] = (LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y,
+                                                                                         params=last["params"]),
+                       data.transform)
+    model, transform = next(iter(models.values()))
+    return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations(),
+                        outputs={k: v for k, v in models.items() if k is not None and v[0] is not None})
+
+
+def front_text(result: Any) -> str:
+    """Each task's Pareto front (``result.pareto(i)``) as lines of text: its configurations with
+    their observed outputs, best primary objective first."""
+    from .labels import task_label
+
+    lines = []
+    for i, task in enumerate(result.tasks):
+        front = result.pareto(i)
+        lines.append(f"front of task {i} ({task_label(task)}): {len(front)} configuration(s)"
+                     + (" meeting the limits" if result.problem.outputs.limits else ""))
+        if front:
+            rows = [{**p.params, **p.values, "evaluations": p.evaluations} for p in front]
+            lines.append(format_table(rows))
+    return "\n".join(lines)
 
 
 def recommendation_table(result: Any) -> list[dict[str, Any]]:
@@ -427,10 +459,19 @@ def _cmd_show(args: argparse.Namespace) -> int:
             for i, counts in failures.items():
                 why = "; ".join(f"{reason} ({n})" for reason, n in counts.most_common())
                 print(f"  task {i} ({task_label(h.tasks()[i])}): {sum(counts.values())} failed: {why}")
+    spec = result.problem.outputs
+    if spec is not None:
+        print(f"outputs: {', '.join(f'{n} ({spec.direction(n)})' if n in spec.objectives else n for n in spec.names)}"
+              + (f"; limits: {', '.join(map(str, spec.limits))}" if spec.limits else ""))
+        if len(spec.objectives) > 1:
+            print(front_text(result))
     if result.model is None and not result.confirmations:
         print("recommended: none yet (no model was fitted)")
     else:
-        print(f"recommended ({RULE.format(aggregate=DEFAULT_AGGREGATE)}):")
+        print(f"recommended ({RULE.format(aggregate=DEFAULT_AGGREGATE)}"
+              + ("; on the front of several objectives: equal weights on the objectives scaled over the front"
+                 if spec is not None and len(spec.objectives) > 1 else "")
+              + ("; only configurations meeting every limit" if spec is not None and spec.limits else "") + "):")
         print(format_table(recommendation_table(result), unit, VALUE_COLUMNS))
         print(COLUMNS_NOTE.format(aggregate=DEFAULT_AGGREGATE))
     for t in pending:
@@ -447,9 +488,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from .plots import plot_convergence, plot_formats
     from .storage import SQLiteStorage
 
-    out = args.out or str(Path(args.history).with_suffix(".png"))
+    out = args.out or str(Path(args.history).with_suffix(".front.png" if args.front else ".png"))
     check_output_path(out, "--out", plot_formats())
     with SQLiteStorage(args.history, read_only=True) as h:
+        if args.front:
+            from .plots_front import plot_fronts
+
+            plot_fronts(result_from_history(h), out, title=f"{h.signature.get('name')}: front per task")
+            print(out)
+            return 0
         records = [t for t in h.trials() if t.status.finished]
         plot_convergence(records, out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks(),
                          defaults=default_values(records, stored_defaults(h)), unit=stored_unit(h))
@@ -670,6 +717,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plot", help="convergence plot (PNG) of a history")
     pl.add_argument("history", help="the SQLite history (read only)")
     pl.add_argument("--out", default=None, help="image file to write (PNG, PDF, SVG, ...; default: HISTORY.png)")
+    pl.add_argument("--front", action="store_true",
+                    help="draw each task's Pareto front (several objectives) with the default and the recommendation "
+                         "marked, instead of the convergence (default file: HISTORY.front.png)")
     pl.set_defaults(func=_cmd_plot)
 
     pr = sub.add_parser("predict", help="predicted optimum of a task from a saved model (no runs)")

@@ -21,6 +21,12 @@ Layout (format tag ``"gptask.model"``, ``"version": 1``)::
      "recommended": [Recommendation.to_json() or null, ...]   (a tuning result's recommendation per
                   task by gptask.recommend's rule, as gptask show prints it; read_recommendations),
      "unit":      the objective's unit ("s"; "" for none; with "recommended"),
+     "outputs":   {"primary": name, "models": {name: {"transform": ..., "lcm": {...}}}, "fronts":
+                  [[{"params": {...}, "values": {...}, "evaluations": k}, ...] or null, ...]}
+                  (only for a problem with named outputs, gptask.objectives: "lcm" and "transform"
+                  above model the primary objective, "models" every other modelled output, each
+                  of ``sign * value``, -1 for a maximised objective; "fronts": each task's observed
+                  front, gptask.fronts.task_front, for a tuning result),
      "checksum":  "sha256:<hex of the canonical JSON of every other key>"}
 
 Arrays that must be bit-exact (the LCM's data, Cholesky factor and weights) travel as the
@@ -160,6 +166,9 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
     if joint is not None:  # only when there is one: files of problems without features stay as they were
         body["joint"] = {"names": joint.names, "lo": joint.lo.tolist(), "hi": joint.hi.tolist(),
                          "use_cost": joint.use_cost, "mu": joint.mu, "sd": joint.sd, "lcm": _lcm_to_json(joint.gp)}
+    named = _named_outputs(source, tm)
+    if named is not None:
+        body["outputs"] = named
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
@@ -171,6 +180,22 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False))
     os.replace(tmp, path)
     return path
+
+
+def _named_outputs(source: Any, tm: TransferModel) -> dict[str, Any] | None:
+    """The "outputs" entry of a model file (module docstring), None for a problem with one number."""
+    spec = tm.signature.get("outputs")
+    if not spec:
+        return None
+    primary = spec["objectives"][0][0]
+    fitted = getattr(source, "outputs", None) or {}
+    models = {name: {"transform": tr.to_json(), "lcm": _lcm_to_json(model)}
+              for name, (model, tr) in fitted.items() if name != primary and model is not None}
+    fronts = getattr(source, "stored_fronts", None)
+    if fronts is None and hasattr(source, "pareto") and hasattr(source, "records"):
+        fronts = [[{"params": p.params, "values": p.values, "evaluations": p.evaluations} for p in source.pareto(i)]
+                  for i in range(len(source.tasks))]
+    return {"primary": primary, "models": models, "fronts": fronts}
 
 
 def _recommendations(source: Any) -> list[dict[str, Any] | None] | None:
@@ -273,7 +298,9 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def load_model(path: str | os.PathLike, problem: Problem | None = None) -> TransferModel:
-    """Read a model file written by :func:`save_model` (or ``result.save_model``).
+    """Read a model file written by :func:`save_model` (or ``result.save_model``). For a problem
+    with named outputs the model also has ``outputs`` (name -> (LCM, OutputTransform) of every
+    modelled output but the primary one) and ``stored_fronts`` (each task's front as saved).
 
     problem: the :class:`Problem` the model was built for, to give predictions its constraints and
     ``tune_new_task`` its objective; its signature must match the stored one. Raises
@@ -307,6 +334,11 @@ def load_model(path: str | os.PathLike, problem: Problem | None = None) -> Trans
         tm = TransferModel(task_space, param_space, sig, tasks, best, model, transform, problem=None,
                            optima=optima, accuracy=doc.get("accuracy"), joint=joint,
                            extended_since_fit=int(doc.get("extended_since_fit", 0)))
+        named = doc.get("outputs")
+        if named is not None:  # every other output's model, and the fronts (module docstring)
+            tm.outputs = {str(n): (_lcm_from_json(m["lcm"]), OutputTransform.from_json(m["transform"]))
+                          for n, m in named["models"].items()}
+            tm.stored_fronts = named.get("fronts")
     except (KeyError, TypeError, ValueError, IndexError, binascii.Error, zipfile.BadZipFile, OSError) as exc:
         raise ModelFileError(f"{p}: corrupted model file ({type(exc).__name__}: {exc})") from None
     if problem is not None:

@@ -151,3 +151,63 @@ def test_the_failure_model_spends_fewer_runs_in_the_failing_region():
             assert all(res.best(i)[1] < 1.02 for i in range(2))
         counts[on] = n
     assert counts[True] < counts[False], counts
+
+
+@pytest.fixture(scope="module")
+def zdt_history(tmp_path_factory):
+    path = tmp_path_factory.mktemp("zdt") / "zdt.sqlite"
+    res = gt.tune(zdt_problem(), tasks=[{"t": 0.2}, {"t": 0.6}], budget=10, n_initial=6, seed=5, history=path,
+                  progress=False)
+    return path, res
+
+
+def test_show_lists_each_front_and_plot_draws_it(zdt_history, capsys):
+    from gptask.cli import main
+    from gptask.plots_front import front_data
+
+    path, res = zdt_history
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "outputs: f1 (min), f2 (min)" in out
+    for i in range(2):
+        front = res.pareto(i)
+        assert f"front of task {i} (t={res.tasks[i]['t']:.4g}): {len(front)} configuration(s)" in out
+        for p in front:
+            assert f"{p.values['f1']:.4g}" in out
+    d = front_data(res, 0)
+    assert d["front"] == [(p.values["f1"], p.values["f2"]) for p in res.pareto(0)]
+    assert d["recommended"] in d["front"] and len(d["all"]) == 10
+    png = path.with_suffix(".front.png")
+    assert main(["plot", str(path), "--front"]) == 0
+    assert png.stat().st_size > 10_000
+
+
+def test_export_import_and_model_files_keep_every_output(zdt_history, tmp_path):
+    from gptask.storage.export import to_csv
+
+    path, res = zdt_history
+    with SQLiteStorage(path, read_only=True) as h:
+        text = to_csv(h)
+    header = text.splitlines()[0].split(",")
+    assert header[-2:] == ["out.f1", "out.f2"]
+    csv_path = tmp_path / "runs.csv"
+    csv_path.write_text(text)
+    report = gt.import_runs(zdt_problem(), csv_path, tmp_path / "imported.sqlite")
+    assert report.runs == 20 and len(report.trials) == 20
+    got = {(tuple(t.params.values()), t.task_index): dict(t.values) for t in report.trials}
+    want = {(tuple(r["params"].values()), r["task_index"]): dict(r["values"]) for r in res.history}
+    assert got == want
+    bad = tmp_path / "bad.csv"
+    bad.write_text("t,x1,x2,f1\n0.2,0.5,0.5,0.5\n")
+    with pytest.raises(gt.importing.DataError, match=r"a column per output \['f1', 'f2'\]"):
+        gt.import_runs(zdt_problem(), bad, None)
+    fitted = gt.fit(zdt_problem(), csv_path, progress=False)
+    assert set(fitted.outputs) == {"f1", "f2"} and fitted.pareto(0) == res.pareto(0)
+    model_file = tmp_path / "zdt.model.json"
+    res.save_model(model_file, accuracy=False)
+    loaded = gt.load_model(model_file, problem=zdt_problem())
+    assert set(loaded.outputs) == {"f2"}
+    X = zdt_problem().param_space.encode([{"x1": 0.3, "x2": 0.4}])
+    np.testing.assert_allclose(loaded.outputs["f2"][0].predict(1, X)[0], res.outputs["f2"][0].predict(1, X)[0])
+    assert loaded.stored_fronts[1] == [{"params": p.params, "values": p.values, "evaluations": p.evaluations}
+                                       for p in res.pareto(1)]
