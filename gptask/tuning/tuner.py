@@ -56,7 +56,7 @@ from ..models import LCM
 from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
 from ..surrogate import ModelSettings, SearchView, Surrogate
 from ..surrogate.data import usable
-from ..surrogate.group import HistoryMeta, OutputModels, OutputsView
+from ..surrogate.group import HistoryMeta, OutputModels, OutputsView, transform_for
 from ..surrogate.updates import RefitPolicy
 from ..parallel import bcast_json, collective, rank_size
 from ..problem import Problem
@@ -207,7 +207,8 @@ class Tuner:
             if self.storage is not None:
                 self.storage.close()
             raise
-        settings = ModelSettings(self.n_latent, kernel, self.restarts, self.refit_restarts, output_transform, self.seed)
+        settings = ModelSettings(self.n_latent, kernel, self.restarts, self.refit_restarts,
+                                 transform_for(problem, output_transform), self.seed)
         self.surrogate = self.make_surrogate(settings, policy, state["use_log"], int(state["iteration"]))
         meta = HistoryMeta(lambda k: self._on_root(lambda: self.storage.get_meta(k), "reading the history"),
                            lambda k, v: self._on_root(lambda: self.storage.set_meta(k, v), "writing the history")
