@@ -336,8 +336,13 @@ class Tuner:
         return sum(1 for t in self._trials if t.task_index == i and t.status.finished)
 
     def best_value(self, i: int) -> float | None:
-        """The smallest COMPLETE value of task ``i`` (None when it has none)."""
-        ok = [t.value for t in self.trials_of(i) if t.status is Status.COMPLETE]
+        """The smallest COMPLETE value of task ``i`` (None when it has none); with named outputs,
+        the best primary objective in its direction among the runs meeting every limit."""
+        spec = self.problem.outputs
+        ok = [t.value for t in self.trials_of(i) if t.status is Status.COMPLETE
+              and (spec is None or spec.meets_limits(t.values))]
+        if spec is not None and spec.sign(spec.primary) < 0:
+            return max(ok) if ok else None
         return min(ok) if ok else None
 
     def closed_reason(self, i: int) -> str | None:
