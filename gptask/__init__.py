@@ -6,6 +6,7 @@ Public API (see shared design): spaces (``Real``, ``Integer``, ``Categorical``, 
 ``Status`` (what ask returns and the history holds), ``Evaluator``;
 transfer to new tasks: ``predict_optimum`` (TLA1), ``predict``, ``transfer_accuracy``,
 ``tune_new_task`` (TLA2), ``load_model`` (model files written by ``result.save_model``);
+insight: ``sensitivity`` (Sobol indices of every parameter on the model's mean);
 existing measurements: ``fit`` (a result and its model from a CSV file or a list of dicts, no run),
 ``import_runs`` (into a history that ``tune`` then continues).
 """
@@ -20,7 +21,8 @@ __version__ = "0.1.0"
 
 __all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "Ordinal", "Boolean", "tune", "Tuner", "Proposal", "Trial", "Status",
            "TuningResult", "Evaluator", "Outcome", "EvaluationFailed", "predict_optimum", "predict",
-           "tune_new_task", "transfer_accuracy", "Prediction", "load_model", "fit", "import_runs", "TuningAborted"]
+           "tune_new_task", "transfer_accuracy", "Prediction", "load_model", "fit", "import_runs", "TuningAborted",
+           "sensitivity"]
 
 
 def __getattr__(name: str):
@@ -45,6 +47,10 @@ def __getattr__(name: str):
         from .transfer import tla2
 
         return tla2.tune_new_task
+    if name == "sensitivity":
+        from .insight import sensitivity
+
+        return sensitivity
     if name == "load_model":
         from . import model_io
 

@@ -1,4 +1,5 @@
-"""The ``gptask`` command line: tune, ask, tell, release, show, plot, export, fit, predict.
+"""The ``gptask`` command line: tune, ask, tell, release, show, plot, export, fit, predict, and the
+insight commands sensitivity, report, export-table (:mod:`gptask.insight.commands`).
 
     gptask tune --problem demo --tasks 5 --budget 20 --history runs.sqlite
     gptask tune --problem mypkg.mymod:make_problem --tasks 8 --budget 20 --history runs.sqlite
@@ -12,6 +13,9 @@
     gptask tune --problem demo --tasks 8 --budget 20 --save-model demo.json
     gptask predict demo.json --task t=4.2            # TLA1: predicted optimum, no run
     gptask fit --problem mymod:make_problem runs.csv --value time --save-model M.json   # no run
+    gptask sensitivity runs.sqlite                   # which parameters matter (Sobol indices)
+    gptask report runs.sqlite --out report.html      # one self-contained page for people
+    gptask export-table M.json --grid m=1000:4000:8,n=1000:4000:8 --format c-header --out table.h
 
 ``--problem module:function`` imports ``module`` and calls ``function()`` (it must return a
 ``gptask.Problem``); the current directory is searched first, as ``python -m`` does, so a
@@ -45,10 +49,13 @@ import logging
 import math
 import os
 import re
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from .rebuild import result_from_history
 
 __all__ = ["main", "parse_assignments", "format_assignments", "format_table", "best_table", "result_from_history",
            "recommendation_table", "NamedObjective", "NamedObjectiveWithDeadline"]
@@ -77,26 +84,67 @@ def _scalar(text: str) -> Any:
 def parse_assignments(text: str, what: str = "argument") -> dict[str, Any]:
     """Parse ``"m=5000,n=3000,alg=ring"`` into ``{"m": 5000, "n": 3000, "alg": "ring"}``.
 
-    Keys are identifiers; values are ints, finite floats, true/false or strings. An empty text
-    gives ``{}``; a malformed item or a repeated key raises ``ValueError`` naming ``what``.
+    Keys are identifiers; values are ints, finite floats, true/false or strings; a value in double
+    quotes is a JSON string, taken as it is (``alg="a,b"``, ``flag="true"``): what
+    :func:`format_assignments` writes for text with a comma, a quote, an equals sign, padding or
+    that would read as a number. An empty text gives ``{}``; a malformed item or a repeated key
+    raises ``ValueError`` naming ``what``.
     """
     out: dict[str, Any] = {}
     if not text or not text.strip():
         return out
-    for item in text.split(","):
+    decoder = json.JSONDecoder()
+    pos = 0
+    while True:
+        end = text.find(",", pos)
+        item = text[pos:] if end < 0 else text[pos:end]
         key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not _KEY.fullmatch(key) or not value:
+        key = key.strip()
+        if sep and value.lstrip().startswith('"'):  # a quoted value: up to its closing quote
+            start = pos + len(item) - len(value.lstrip())
+            try:
+                parsed, stop = decoder.raw_decode(text, start)
+            except json.JSONDecodeError:
+                raise ValueError(f"{what}: expected comma-separated key=value pairs, got an unterminated quoted value "
+                                 f"in {text!r}") from None
+            rest = text[stop:]
+            if rest.strip() and not rest.lstrip().startswith(","):
+                raise ValueError(f"{what}: expected comma-separated key=value pairs, got {rest.strip()!r} after a "
+                                 f"quoted value in {text!r}")
+            end = -1 if not rest.strip() else stop + rest.index(",")
+            value_out: Any = parsed
+        else:
+            value = value.strip()
+            if not sep or not value:
+                raise ValueError(f"{what}: expected comma-separated key=value pairs, got {item!r} in {text!r}")
+            value_out = _scalar(value)
+        if not _KEY.fullmatch(key):
             raise ValueError(f"{what}: expected comma-separated key=value pairs, got {item!r} in {text!r}")
         if key in out:
             raise ValueError(f"{what}: key {key!r} given twice in {text!r}")
-        out[key] = _scalar(value)
-    return out
+        out[key] = value_out
+        if end < 0:
+            return out
+        pos = end + 1
+
+
+def _needs_quotes(value: str) -> bool:
+    return (value != value.strip() or not value or any(c in value for c in ',="\\') or not value.isprintable()
+            or not isinstance(_scalar(value), str))
 
 
 def format_assignments(values: Mapping[str, Any]) -> str:
-    """``{"m": 5000, "alg": "ring"}`` -> ``"m=5000,alg=ring"`` (what :func:`parse_assignments` reads back)."""
-    return ",".join(f"{k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in values.items())
+    """``{"m": 5000, "alg": "ring"}`` -> ``"m=5000,alg=ring"``, what :func:`parse_assignments` reads back to
+    the same values: text that holds a comma, a quote, an equals sign, a backslash, padding or a
+    control character, or that would read as a number or a boolean, is written as a JSON string."""
+    def text(v: Any) -> str:
+        if isinstance(v, bool):
+            return json.dumps(v)
+        if isinstance(v, str) and _needs_quotes(v):
+            return json.dumps(v)
+        return str(v)
+
+    return ",".join(f"{k}={text(v)}" for k, v in values.items())
 
 
 def format_table(rows: Sequence[dict[str, Any]], unit: str = "", value_columns: Sequence[str] = ()) -> str:
@@ -156,6 +204,13 @@ class NamedObjective:
         return self.objective()(task, params)
 
 
+def _pool_worker_start(spec: str, options: Mapping[str, Any]) -> None:
+    """Start of a ``--workers`` pool process: Ctrl-C is the tuner's to handle (it stops the runs and
+    releases their trials), and the problem is loaded once here, before the runs are forked from it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    NamedObjective(spec, options).objective()
+
+
 class NamedObjectiveWithDeadline(NamedObjective):
     """A :class:`NamedObjective` whose objective takes the pruning ``deadline`` keyword."""
 
@@ -190,63 +245,6 @@ def best_table(history) -> list[dict[str, Any]]:
         row["failed"] = sum(r["status"] == Status.FAILED for r in mine)
         rows.append(row)
     return rows
-
-
-def result_from_history(history: Any) -> Any:
-    """A :class:`gptask.TuningResult` rebuilt from a history (a Storage) without its problem: the
-    spaces from the signature, the finished trials, the confirmation runs, and the model conditioned
-    on every finished trial with the last stored hyperparameters (None before the first fit), the
-    recorded default configurations and unit. Its objective cannot be run (confirmation runs would
-    fail) and its constraints are not known."""
-    from .baseline import stored_defaults
-    from .evaluate import EvaluationFailed
-    from .labels import stored_unit
-    from .trials import point_key
-    from .models import LCM
-    from .problem import Problem
-    from .result import TuningResult
-    from .space import Space
-    from .surrogate.data import training_data
-    from .surrogate.group import project
-
-    sig = history.signature
-    name = sig.get("name", "problem")
-
-    def no_objective(task: dict, params: dict) -> float:
-        raise EvaluationFailed(f"the problem {name!r} was rebuilt from a history: its objective is not available")
-
-    tasks = history.tasks()
-    stored = stored_defaults(history)
-    defaults = {point_key(t): d for t, d in zip(tasks, stored)}
-    default = (lambda task: defaults[point_key(task)]) if stored and all(d is not None for d in stored) else None
-    named = sig.get("outputs")  # a problem with named outputs (gptask.objectives)
-    declared = {} if not named else {
-        "objectives": [tuple(o) for o in named["objectives"]], "outputs": list(named["names"]),
-        "constraints_out": {k: tuple(v) for k, v in (named.get("limits") or {}).items()}}
-    problem = Problem(Space.from_json(sig["task_space"]), Space.from_json(sig["param_space"]), no_objective,
-                      constants=sig.get("constants") or {}, name=name, default=default, unit=stored_unit(history),
-                      **declared)
-    finished = [t for t in history.trials() if t.status.finished]
-    kernel = (history.get_meta("settings") or {}).get("kernel", "rbf")
-    spec = problem.outputs
-    fits = {None: (history.last_model(), history.get_meta("use_log"))} if spec is None else {
-        name: (history.last_model(), history.get_meta("use_log")) if k == 0 else
-        (history.get_meta(f"model:{name}"), history.get_meta(f"use_log:{name}"))
-        for k, name in enumerate(spec.modelled)}
-    models = {}
-    for out, (last, use_log) in fits.items():
-        if last is None or use_log is None or not finished:
-            models[out] = (None, None)
-            continue
-        seen = project(finished, out, 1.0 if spec is None or out is None else spec.sign(out))
-        data = training_data(seen, len(tasks), problem.param_space, bool(use_log))
-        W = last["params"]["W"]  # nested lists (Q, T, rank)
-        models[out] = (LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y,
-                                                                                         params=last["params"]),
-                       data.transform)
-    model, transform = next(iter(models.values()))
-    return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations(),
-                        outputs={k: v for k, v in models.items() if k is not None and v[0] is not None})
 
 
 def front_text(result: Any) -> str:
@@ -285,10 +283,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
     from .outputs import check_output_path
     from .plots import plot_formats
 
+    inputs = {"the history": args.history}
     if args.plot:
-        check_output_path(args.plot, "--plot", plot_formats())
+        check_output_path(args.plot, "--plot", plot_formats(), inputs)
     if args.save_model:
-        check_output_path(args.save_model, "--save-model")
+        check_output_path(args.save_model, "--save-model", inputs=inputs)
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
@@ -318,7 +317,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             args.problem, options)
         sent = copy.copy(problem)  # the same problem (default, unit, features) with a picklable objective
         sent.objective = named
-        with ProcessPoolExecutor(args.workers) as pool:
+        with ProcessPoolExecutor(args.workers, initializer=_pool_worker_start, initargs=(args.problem, options)) as pool:
             result = tune(sent, executor=pool, max_in_flight=args.workers, **kwargs)
     print(result.table())
     for i, reason in sorted(result.closed.items()):
@@ -489,7 +488,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from .storage import SQLiteStorage
 
     out = args.out or str(Path(args.history).with_suffix(".front.png" if args.front else ".png"))
-    check_output_path(out, "--out", plot_formats())
+    check_output_path(out, "--out", plot_formats(), {"the history": args.history})
     with SQLiteStorage(args.history, read_only=True) as h:
         if args.front:
             from .plots_front import plot_fronts
@@ -505,9 +504,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from .outputs import check_output_path
     from .storage import SQLiteStorage
     from .storage.export import to_csv, to_json
 
+    if args.out:
+        check_output_path(args.out, "--out", inputs={"the history": args.history})
     with SQLiteStorage(args.history, read_only=True) as h:
         text = to_csv(h) if args.format == "csv" else to_json(h)
     if args.out:
@@ -519,12 +521,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     from .importing import fit, import_runs
-    from .outputs import check_output_path
+    from .outputs import check_output_path, same_file
 
     options = parse_assignments(args.problem_options)
     problem = load_problem(args.problem, options)
     if args.save_model:
-        check_output_path(args.save_model, "--save-model")
+        check_output_path(args.save_model, "--save-model", inputs={"the data": args.data, "the history": args.history})
+    if args.history and same_file(args.history, args.data):
+        raise ValueError(f"--history {args.history} is the data ({args.data}): importing would destroy it; give "
+                         "another file name")
     reading = {"value": args.value, "status": args.status, "aggregate": args.aggregate,
                "skip_invalid": args.skip_invalid}
     if args.history:
@@ -760,9 +765,45 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default=None, help="file to write (default: standard output)")
     e.set_defaults(func=_cmd_export)
     from .cli_replay import register as register_replay
+    from .insight.commands import add_parsers as add_insight_parsers
 
     register_replay(sub)
+    add_insight_parsers(sub, lambda spec, options: load_problem(spec, parse_assignments(options)))
     return p
+
+
+#: the largest value a count argument takes (--tasks, --budget, --repeats, -n, ...): far beyond what the
+#: exact model fits (gptask.models.defaults.EXACT_FIT_MAX_POINTS), small enough that nothing overflows
+MAX_COUNT = 100_000
+#: the most processes --workers starts
+MAX_WORKERS = 1024
+#: trial ids and seeds are SQLite / numpy 64-bit integers
+MAX_ID = 2**63 - 1
+#: integer arguments (their attribute) -> (the option as typed, smallest, largest value); the library
+#: checks the meaning (budget >= n_initial, ...), these keep numbers where nothing overflows
+_INT_ARGS = {"id": ("trial id", 1, MAX_ID), "ids": ("trial id", 1, MAX_ID), "seed": ("--seed", 0, MAX_ID),
+             "tasks": ("--tasks", None, MAX_COUNT), "budget": ("--budget", None, MAX_COUNT),
+             "n_initial": ("--n-initial", None, MAX_COUNT), "repeats": ("--repeats", None, MAX_COUNT),
+             "n_latent": ("--n-latent", None, MAX_COUNT), "n": ("-n", None, MAX_COUNT),
+             "restarts": ("--restarts", None, MAX_COUNT), "workers": ("--workers", None, MAX_WORKERS)}
+#: float arguments that must be finite numbers (NaN and infinity mean nothing there)
+_FLOAT_ARGS = {"timeout": "--timeout", "max_time": "--max-time", "target": "--target", "lease": "--lease",
+               "duration": "--duration"}
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """ValueError naming the argument when a number given on the command line is out of range
+    (:data:`_INT_ARGS`) or not finite (:data:`_FLOAT_ARGS`), before anything is read or written."""
+    for attr, (name, lo, hi) in _INT_ARGS.items():
+        value = getattr(args, attr, None)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, int) and ((lo is not None and v < lo) or v > hi):
+                low = "" if lo is None else f"{lo} <= "
+                raise ValueError(f"{name} must be {low}{name.lstrip('-')} <= {hi:,}, got {v}")
+    for attr, name in _FLOAT_ARGS.items():
+        v = getattr(args, attr, None)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{name} must be a finite number, got {v}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -773,6 +814,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .failures import TuningAborted
 
     try:
+        check_numbers(args)
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `gptask show H | head -1`: the reader left; stop quietly, as standard tools do
         return quiet_broken_pipe()
@@ -782,6 +824,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, OSError) as exc:
         print(f"gptask: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return _interrupted(args, "interrupted (Ctrl-C)", 128 + signal.SIGINT)
+    except SystemExit as exc:
+        if exc.code == 128 + signal.SIGTERM:  # raised by the tuning loop's SIGTERM handler
+            return _interrupted(args, "stopped by SIGTERM", exc.code)
+        raise
+
+
+def _interrupted(args: argparse.Namespace, what: str, code: int) -> int:
+    """One line instead of a traceback when a signal stops a command; its exit code 128 + signal."""
+    tail = ("; the runs in progress were stopped and their trials stay pending: the same command resumes"
+            if args.command == "tune" else "")
+    print(f"gptask: {what}{tail}", file=sys.stderr)
+    return code
 
 
 #: exit status of ``gptask tune`` stopped by its failure rule (every first evaluation failed alike)

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from .checks import check_int, check_seconds
-from .child import ChildDied, ChildTimeout, run_in_process_group
+from .child import ChildDied, ChildTimeout, Guard, die_with, run_in_process_group
 from .noise import AGGREGATES, RunCensored, Session, accepts_deadline, check_aggregate, evaluate_with_state
 from .objectives import Outputs
 from .trials import Status, check_value, point_key
@@ -179,7 +179,10 @@ class Job:
     as in :class:`Evaluator`; state: the task's noise-session state when the job was made
     (:meth:`gptask.noise.Session.state`) or None without a policy; deadline: a UNIX time at which a
     forked run is stopped (the caller's ``stop_at``; wall-clock so that it means the same on another
-    machine), or None.
+    machine), or None; guard: the tuner's :class:`gptask.child.Guard` when the job goes to an executor
+    (a worker that descends from the tuner then runs every run in a child process group that dies
+    with the tuner or when it is interrupted, and ends itself when the tuner dies), else None;
+    outputs: the problem's named outputs (:class:`gptask.objectives.Outputs`), or None for one number.
     """
 
     objective: Callable[..., Any]
@@ -192,6 +195,7 @@ class Job:
     pruner: Any = None
     state: dict | None = None
     deadline: float | None = None
+    guard: Guard | None = None
     outputs: Outputs | None = None
 
 
@@ -206,12 +210,22 @@ class JobResult:
     interrupted: str = ""
 
 
-def _run_once(job: Job, stop_at: float | None, **kwargs: Any) -> Any:
+def _forks(job: Job) -> bool:
+    """Whether ``job``'s runs go to a child process group: under a timeout, and always in an executor's
+    worker that descends from the tuner (which then also dies with the tuner, :func:`gptask.child.die_with`)."""
+    if job.guard is not None and not job.guard.is_here() and job.guard.is_ancestor():
+        die_with(job.guard)
+        return True
+    return job.timeout is not None
+
+
+def _run_once(job: Job, stop_at: float | None, forked: bool = False, **kwargs: Any) -> Any:
     """One run of ``job``: a finite float (a dict of them with ``job.outputs``), or EvaluationFailed
-    with the reason (EvaluationInterrupted at ``stop_at``, a ``time.monotonic()`` instant).
-    ``kwargs`` (e.g. ``deadline``) go to the objective."""
+    with the reason (EvaluationInterrupted
+    at ``stop_at``, a ``time.monotonic()`` instant). forked: run it in a child process group (always
+    under a timeout). ``kwargs`` (e.g. ``deadline``) go to the objective."""
     task, params = dict(job.task), dict(job.params)
-    if job.timeout is None:
+    if job.timeout is None and not forked:
         try:
             return _as_result(job.objective(task, params, **kwargs), job.outputs)
         except (EvaluationFailed, RunCensored):
@@ -223,13 +237,17 @@ def _run_once(job: Job, stop_at: float | None, **kwargs: Any) -> Any:
         left = max(0.0, stop_at - time.monotonic())
         if limit is None or left < limit:
             limit, interrupted = left, True
+    guard = None if job.guard is None or job.guard.is_here() else job.guard
     try:
-        msg = run_in_process_group(lambda: _run_message(job.objective, task, params, kwargs, job.outputs), limit)
+        msg = run_in_process_group(lambda: _run_message(job.objective, task, params, kwargs, job.outputs), limit,
+                                   guard)
     except ChildTimeout:
         if interrupted:
             raise EvaluationInterrupted(f"stopped after {limit:.3g} s: the run's time is up") from None
         raise EvaluationFailed(f"timeout after {job.timeout:g} s") from None
     except ChildDied as exc:
+        if guard is not None and not guard.holds():
+            raise EvaluationInterrupted("stopped: the tuner was interrupted or died") from None
         raise EvaluationFailed(f"objective process died ({exc})") from None
     if "error" in msg:
         raise EvaluationFailed(msg["error"])
@@ -240,13 +258,13 @@ def _run_once(job: Job, stop_at: float | None, **kwargs: Any) -> Any:
     return float(msg["value"])
 
 
-def _repeated(job: Job, stop_at: float | None) -> Outcome:
+def _repeated(job: Job, stop_at: float | None, forked: bool) -> Outcome:
     start = time.perf_counter()
     samples: list[Any] = []
     primary = None if job.outputs is None else job.outputs.primary
     for _ in range(job.repeats):
         try:
-            samples.append(_run_once(job, stop_at))
+            samples.append(_run_once(job, stop_at, forked))
         except EvaluationFailed as exc:
             reason = str(exc)
             log.info("evaluation failed for task=%s params=%s: %s", dict(job.task), dict(job.params), reason)
@@ -260,14 +278,14 @@ def _repeated(job: Job, stop_at: float | None) -> Outcome:
                    time.perf_counter() - start, values=values)
 
 
-def _with_policy(job: Job, stop_at: float | None) -> JobResult:
+def _with_policy(job: Job, stop_at: float | None, forked: bool) -> JobResult:
     start = time.perf_counter()
     pass_deadline = accepts_deadline(job.objective)
 
     def sample(deadline: float | None = None) -> float:
         if deadline is not None and pass_deadline:
-            return _run_once(job, stop_at, deadline=deadline)
-        return _run_once(job, stop_at)
+            return _run_once(job, stop_at, forked, deadline=deadline)
+        return _run_once(job, stop_at, forked)
 
     try:
         res = evaluate_with_state(job.noise, job.pruner, job.state, sample)
@@ -286,10 +304,11 @@ def run_job(job: Job) -> JobResult:
     """Run ``job`` (repeats and aggregation, or its noise policy and pruner; its timeout in a child
     process group); never raises for a failing objective, whose failure is the outcome."""
     stop_at = None if job.deadline is None else time.monotonic() + (job.deadline - time.time())
+    forked = _forks(job)
     try:
         if job.noise is not None:
-            return _with_policy(job, stop_at)
-        return JobResult(_repeated(job, stop_at))
+            return _with_policy(job, stop_at, forked)
+        return JobResult(_repeated(job, stop_at, forked))
     except EvaluationInterrupted as exc:
         return JobResult(None, interrupted=str(exc))
 
@@ -348,13 +367,14 @@ class Evaluator:
             self._sessions[key] = Session(self.noise, pruner=self.pruner)
         return self._sessions[key]
 
-    def job(self, task: Mapping[str, Any], params: Mapping[str, Any], stop_at: float | None = None) -> Job:
+    def job(self, task: Mapping[str, Any], params: Mapping[str, Any], stop_at: float | None = None,
+            guard: Guard | None = None) -> Job:
         """The :class:`Job` evaluating ``params`` on ``task`` now; ``stop_at``: a ``time.monotonic()``
-        instant at which a forked run is stopped."""
+        instant at which a forked run is stopped; guard: see :class:`Job`."""
         state = self._session(task).state() if self.noise is not None else None
         deadline = None if stop_at is None else time.time() + (stop_at - time.monotonic())
         return Job(self.objective, dict(task), dict(params), self.repeats, self.aggregate, self.timeout,
-                   self.noise, self.pruner, state, deadline, self.outputs)
+                   self.noise, self.pruner, state, deadline, guard, self.outputs)
 
     def record(self, job: Job, result: JobResult) -> Outcome:
         """The outcome of ``job``, its policy result folded into the task's session. Raises

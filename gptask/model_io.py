@@ -35,6 +35,15 @@ so a loaded model predicts bit for bit what the saved one did. Floats elsewhere 
 (Python writes the shortest repr that reads back exactly). Constraints and the objective are code
 and are not stored: pass ``problem=`` to :func:`load_model` to have them (checked against the
 stored signature).
+
+What loading trusts: the checksum catches accidents (a truncated copy, a hand edit); it is not an
+authenticity check, since anyone can recompute it, so load model files only from sources you trust
+as you would any data that steers your runs. A crafted file still cannot run code (JSON and
+``allow_pickle=False``) nor make loading exhaust the machine: files over :data:`MODEL_FILE_MAX_BYTES`
+are refused unread, the ``.npz`` members must be stored uncompressed as :meth:`LCM.save` writes them
+(no zip bomb), every ``.npy`` header's shape must account for exactly the bytes its member holds and
+agree with the other arrays' (checked before numpy allocates anything), and a NaN or infinity
+anywhere (a JSON number or an array value) refuses the file, so a model never predicts ``nan``.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import tempfile
 import zipfile
@@ -55,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from .models import LCM
+from .outputs import refuse_overwriting_a_history
 from .problem import Problem
 from .space import Space
 from .transfer.accuracy import transfer_accuracy
@@ -67,6 +78,13 @@ __all__ = ["FORMAT", "VERSION", "save_model", "load_model", "read_metadata", "re
 
 FORMAT = "gptask.model"
 VERSION = 1
+#: model files larger than this are refused unread (a model at 20,000 points, far beyond what the
+#: exact fit is built for, takes about 4.3 GB of base64; the shipped ones take 0.3-0.6 MB)
+MODEL_FILE_MAX_BYTES = 8 << 30
+#: the arrays of an LCM block (:meth:`LCM.save`) and the dimensions each shape must have, by name:
+#: n points, d input columns, Q latent processes, T tasks, r the rank
+_LCM_SHAPES = {"X": ("n", "d"), "t": ("n",), "y": ("n",), "L": ("n", "n"), "z": ("n",), "alpha": ("n",),
+               "lengthscale": ("Q", "d"), "W": ("Q", "T", "r"), "kappa": ("Q", "T"), "noise": ("T",), "meta": ()}
 
 
 class ModelFileError(ValueError):
@@ -105,7 +123,81 @@ def _lcm_from_json(d: Any) -> LCM:
     if not isinstance(d, dict) or d.get("encoding") != "npz-base64" or not isinstance(d.get("data"), str):
         raise ValueError("LCM entry is not an npz-base64 block")
     raw = base64.b64decode(d["data"].encode("ascii"), validate=True)
+    _check_npz(raw)
     return LCM.load(io.BytesIO(raw))
+
+
+def _npy_header(fh: Any, name: str) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, header bytes) of the ``.npy`` member open in ``fh``; reads the header only."""
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+    else:
+        raise ValueError(f"array {name}: .npy format version {version} is not one gptask writes")
+    return tuple(int(n) for n in shape), dtype, fh.tell()
+
+
+def _check_npz(raw: bytes) -> None:
+    """Refuse an LCM block (:meth:`LCM.save`'s ``.npz`` bytes) whose members are compressed, whose
+    ``.npy`` headers claim other sizes than their members hold or shapes that disagree, or whose
+    arrays hold NaN or infinity: the headers are checked before any array is read."""
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(raw))
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"the LCM block is not an npz archive ({exc})") from None
+    dims: dict[str, int] = {}
+    with zf:
+        infos = zf.infolist()
+        for info in infos:
+            name = info.filename
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise ValueError(f"array {name} of the LCM block is compressed: gptask writes them stored (uncompressed), "
+                                 "and a compressed one could inflate to any size")
+            if info.file_size > len(raw):
+                raise ValueError(f"array {name} of the LCM block claims {info.file_size} bytes in a {len(raw)}-byte block")
+            with zf.open(info) as fh:
+                shape, dtype, header = _npy_header(fh, name)
+            if dtype.hasobject or dtype.kind not in "fiuU":
+                raise ValueError(f"array {name} of the LCM block has dtype {dtype}: only numbers (and text) are read")
+            nbytes = math.prod(shape) * dtype.itemsize
+            if header + nbytes != info.file_size:
+                raise ValueError(f"array {name} of the LCM block claims shape {shape} ({nbytes:,} bytes of {dtype}) "
+                                 f"but holds {info.file_size - header:,} bytes")
+            key = name.removesuffix(".npy")
+            want = _LCM_SHAPES.get(key)
+            if want is None:
+                raise ValueError(f"the LCM block holds an unknown array {name}")
+            if len(shape) != len(want):
+                raise ValueError(f"array {key} of the LCM block has shape {shape}, expected {len(want)} dimensions "
+                                 f"{want}")
+            for n, label in zip(shape, want):
+                if dims.setdefault(label, n) != n:
+                    raise ValueError(f"array {key} of the LCM block has shape {shape}: its {label} = {n} disagrees "
+                                     f"with the other arrays' {label} = {dims[label]}")
+        missing = sorted(set(_LCM_SHAPES) - {i.filename.removesuffix(".npy") for i in infos})
+        if missing:
+            raise ValueError(f"the LCM block lacks the arrays {missing}")
+    with np.load(io.BytesIO(raw), allow_pickle=False) as arrays:  # sizes known and bounded by the block now
+        for key in _LCM_SHAPES:
+            a = arrays[key]
+            if a.dtype.kind == "f" and not np.isfinite(a).all():
+                raise ValueError(f"array {key} of the LCM block holds non-finite values ({int((~np.isfinite(a)).sum())} "
+                                 "NaN or inf)")
+            if key == "t" and a.size and (a.min() < 0 or a.max() >= dims.get("T", 0)):
+                raise ValueError(f"array t of the LCM block holds task indices outside 0..{dims.get('T', 0) - 1}")
+
+
+def _finite_number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is not finite")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a finite number")
 
 
 def _clean(v: Any) -> Any:
@@ -127,6 +219,7 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
     ``gptask predict``; skipped (stored as null) when fewer than 3 tasks are tuned. metadata: a
     JSON-ready dict kept in the file under the checksum (:func:`read_metadata`). Returns the path.
     """
+    refuse_overwriting_a_history(path, "the model file")
     tm = as_transfer_model(source)
     report = tm.accuracy
     if accuracy and report is None:
@@ -267,10 +360,16 @@ def _read_document(path: str | os.PathLike) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise ModelFileError(f"no model file at {p}")
+    size = p.stat().st_size
+    if size > MODEL_FILE_MAX_BYTES:
+        raise ModelFileError(f"{p} is larger than a gptask model file may be ({size:,} bytes, the limit is "
+                             f"{MODEL_FILE_MAX_BYTES:,}): not read")
     try:
-        doc = json.loads(p.read_bytes().decode("utf-8"))
+        doc = json.loads(p.read_bytes().decode("utf-8"), parse_float=_finite_number, parse_constant=_no_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelFileError(f"{p} is not a gptask model file, or is truncated (not valid JSON: {exc})") from None
+    except ValueError as exc:  # NaN, Infinity, 1e999: a model file holds finite numbers only
+        raise ModelFileError(f"{p}: corrupted model file ({exc}; a model file holds finite numbers only)") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         raise ModelFileError(f"{p} is not a gptask model file (format tag {found!r}, expected {FORMAT!r})")

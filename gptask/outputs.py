@@ -1,20 +1,55 @@
 """Output files of a run (plots, model files, summaries), checked before any tuning starts, so a
-typo in a path costs nothing instead of an hour of runs."""
+typo in a path costs nothing instead of an hour of runs, and an output never replaces an input of
+the same command (the history, the data) or any history."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["check_output_path"]
+__all__ = ["check_output_path", "refuse_overwriting_a_history", "same_file"]
 
 
-def check_output_path(path: str | os.PathLike, what: str, suffixes: Iterable[str] | None = None) -> Path:
-    """``path`` as a Path if a file can be written there, else ValueError naming ``what`` and why:
-    the directory is missing or not writable, the path is a directory, or its suffix is not one
-    of ``suffixes`` (without dots, e.g. ``{"png", "pdf"}``)."""
+#: the first 16 bytes of every SQLite database (a gptask history is one)
+_SQLITE_HEADER = b"SQLite format 3\0"
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether the paths ``a`` and ``b`` name one file: the same inode when both exist (links
+    included), else the same absolute path once symbolic links are resolved."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+
+
+def refuse_overwriting_a_history(path: str | os.PathLike, what: str) -> None:
+    """ValueError when ``path`` exists and is an SQLite database (a gptask history, or another one):
+    no output of gptask replaces one."""
     p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(len(_SQLITE_HEADER))
+    except OSError:
+        return
+    if head == _SQLITE_HEADER:
+        raise ValueError(f"{what} {p} is a gptask history (an SQLite database): gptask does not write over one; "
+                         "give another file name")
+
+
+def check_output_path(path: str | os.PathLike, what: str, suffixes: Iterable[str] | None = None,
+                      inputs: Mapping[str, str | os.PathLike | None] | None = None) -> Path:
+    """``path`` as a Path if a file can be written there, else ValueError naming ``what`` and why:
+    the directory is missing or not writable, the path is a directory, its suffix is not one of
+    ``suffixes`` (without dots, e.g. ``{"png", "pdf"}``), it is one of ``inputs`` (what each is ->
+    its path, e.g. ``{"the history": "runs.sqlite"}``: by inode or resolved path, so a link to an
+    input counts) or it is an existing SQLite database (a history)."""
+    p = Path(path)
+    for name, source in (inputs or {}).items():
+        if source is not None and same_file(p, source):
+            raise ValueError(f"{what} {p} is {name} ({source}): writing it would destroy it; give another file name")
+    refuse_overwriting_a_history(p, what)
     if p.is_dir():
         raise ValueError(f"{what} {p} is a directory; give a file name")
     parent = p.absolute().parent

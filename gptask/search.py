@@ -274,42 +274,46 @@ def maximize_over(
     rng = np.random.default_rng(seed)
     sampled = len(avail) > EXHAUSTIVE_LIMIT
     rows = avail
+    free = np.zeros(len(domain), dtype=bool)
+    free[avail] = True
     if sampled:
         rows = rng.choice(avail, size=DOMAIN_SAMPLE, replace=False)
         if init is not None and len(init):
-            rows = np.union1d(rows, np.intersect1d(domain.rows_of(init), avail))
-    values = np.concatenate([np.asarray(acquisition(domain.encoded[rows[k:k + DOMAIN_CHUNK]]), dtype=float).reshape(-1)
+            extra = domain.rows_of(init)
+            rows = np.unique(np.concatenate([rows, extra[free[extra]]]))
+    values = np.concatenate([np.asarray(acquisition(domain.encode(rows[k:k + DOMAIN_CHUNK])), dtype=float).reshape(-1)
                              for k in range(0, len(rows), DOMAIN_CHUNK)])
     count = len(rows)
     if sampled:
-        rows, values, extra = _climb(acquisition, domain, rows, values, set(avail.tolist()))
-        count += extra
+        rows, values, climbed = _climb(acquisition, domain, rows, values, free)
+        count += climbed
     finite = np.flatnonzero(np.isfinite(values))
     if not len(finite):
         log.info("the acquisition is not finite on any allowed configuration; proposing a random one")
         pick = int(rng.choice(avail))
-        return SearchResult(domain.params([pick])[0], domain.encoded[pick], float("nan"), count, fallback=True)
+        return SearchResult(domain.params([pick])[0], domain.encode([pick])[0], float("nan"), count, fallback=True)
     best = int(rows[finite[np.argmax(values[finite])]])
-    return SearchResult(domain.params([best])[0], domain.encoded[best].copy(), float(np.max(values[finite])), count)
+    return SearchResult(domain.params([best])[0], domain.encode([best])[0], float(np.max(values[finite])), count)
 
 
 def _climb(acquisition: Callable[[np.ndarray], np.ndarray], domain: Domain, rows: np.ndarray, values: np.ndarray,
-           available: set[int]) -> tuple[np.ndarray, np.ndarray, int]:
+           free: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """Move the POLISH_STARTS best of ``rows`` (values ``values``) to their best available
-    neighbour in the domain while that improves (NEIGHBOUR_ROUNDS rounds at most); returns every
-    row and value seen and how many new evaluations were made."""
+    neighbour in the domain (``free``: (n,) True where a configuration may be proposed) while that
+    improves (NEIGHBOUR_ROUNDS rounds at most); returns every row and value seen and how many new
+    evaluations were made."""
     seen = dict(zip(rows.tolist(), values.tolist()))
     order = np.argsort(-np.where(np.isfinite(values), values, -np.inf))[:POLISH_STARTS]
     current = [(int(rows[j]), float(values[j])) for j in order]
-    index, count = domain.index(), 0
+    count = 0
     for _ in range(NEIGHBOUR_ROUNDS):
         moves = []
         for r, _ in current:
-            keys = row_keys(_neighbours(domain.space, domain.encoded[r]))
-            moves.append([m for m in (index.get(k) for k in keys) if m is not None and m in available])
+            near = domain.neighbours(r)
+            moves.append([int(m) for m in near if free[m]])
         new = sorted({m for ms in moves for m in ms} - set(seen))
         if new:
-            vals = np.asarray(acquisition(domain.encoded[new]), dtype=float).reshape(-1)
+            vals = np.asarray(acquisition(domain.encode(new)), dtype=float).reshape(-1)
             count += len(new)
             seen.update(zip(new, vals.tolist()))
         improved, nxt = False, []

@@ -79,13 +79,17 @@ class FrozenDict(dict):
         return hash(tuple(sorted(self.items(), key=lambda kv: kv[0])))
 
 
+#: floats of a configuration are the same value when they agree to this many decimals (point_key)
+KEY_DECIMALS = 12
+
+
 def _norm(v: Any) -> Any:
     if isinstance(v, (bool, str)):
         return v
     if isinstance(v, numbers.Integral):
         return int(v)
     if isinstance(v, numbers.Real):
-        return round(float(v), 12)
+        return round(float(v), KEY_DECIMALS)
     return v
 
 

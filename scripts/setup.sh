@@ -13,7 +13,8 @@ if [ "${GPTASK_SKIP_SETUP:-0}" = 1 ]; then
 fi
 
 PY=${PYTHON:-python3}
-DEB_PACKAGES="mpich libmpich-dev libscalapack-mpich-dev libopenblas0 gcc make strace"
+# chromium: the report test opens gptask report's page in a real headless browser
+DEB_PACKAGES="mpich libmpich-dev libscalapack-mpich-dev libopenblas0 gcc make strace chromium"
 
 need_debs=""
 for p in $DEB_PACKAGES; do

@@ -187,3 +187,69 @@ def sized_problem(x_max: float = 1.0, cores: int = 4) -> gt.Problem:
     params = gt.Space([gt.Real("x", 0.0, float(x_max))])
     return gt.Problem(tasks, params, lambda task, p: 1.0 + (p["x"] - task["t"]) ** 2, constants={"cores": int(cores)},
                       name="sized")
+
+
+class WorkerKillingObjective(DyingObjective):
+    """For x > 0.8, kills the executor's worker process running it (the child of the process that
+    made this objective, found through /proc): an executor failure, not the objective's."""
+
+    def __init__(self) -> None:
+        self.tuner = os.getpid()
+
+    def __call__(self, task, p):
+        if p["x"] > 0.8:
+            pid = os.getpid()
+            while True:
+                with open(f"/proc/{pid}/stat") as fh:
+                    stat = fh.read()
+                parent = int(stat[stat.rindex(")") + 2:].split()[1])
+                if parent in (self.tuner, 0, 1):
+                    break
+                pid = parent
+            os.kill(pid, 9)
+        return super().__call__(task, p)
+
+
+def worker_killing_problem() -> gt.Problem:
+    base = counting_problem()
+    return gt.Problem(base.task_space, base.param_space, WorkerKillingObjective(), name="counting")
+
+
+class SpawningObjective:
+    """Starts a ``sleep 300`` of its own, writes ``{"pid", "child"}`` to ``<record>/<pid>.json``, then
+    sleeps ``sleep`` seconds and returns: picklable (a module-level class), for executor workers, to
+    watch what outlives the tuner."""
+
+    def __init__(self, record: str, sleep: float = 300.0) -> None:
+        self.record, self.sleep = record, sleep
+
+    def __call__(self, task, p):
+        import json
+        import subprocess
+
+        child = subprocess.Popen(["sleep", "300"])
+        path = os.path.join(self.record, f"{os.getpid()}.json")
+        with open(path + ".tmp", "w") as fh:
+            json.dump({"pid": os.getpid(), "child": child.pid}, fh)
+        os.replace(path + ".tmp", path)
+        time.sleep(self.sleep)
+        return 1.0 + p["x"]
+
+
+def spawning_pool_problem(record: str = ".", sleep: float = 300.0) -> gt.Problem:
+    """:func:`spawning_problem` with a picklable :class:`SpawningObjective` (executors, ``--workers``)."""
+    tasks = gt.Space([gt.Real("t", 0.0, 1.0)])
+    params = gt.Space([gt.Real("x", 0.0, 1.0)])
+    return gt.Problem(tasks, params, SpawningObjective(record, sleep), name="spawning")
+
+
+#: categorical choices that need quoting in ``k=v`` text: a comma, an equals sign, quotes, padding,
+#: a tab, text that reads as a number or a boolean
+AWKWARD_CHOICES = ["a,b", "x=y", 'say "hi"', " pad ", "tab\there", "12", "true", "-O3", "plain"]
+
+
+def awkward_choices_problem() -> gt.Problem:
+    """One categorical parameter with :data:`AWKWARD_CHOICES` and a task of the same kind."""
+    tasks = gt.Space([gt.Categorical("machine", ["node,07", "plain"])])
+    params = gt.Space([gt.Categorical("alg", AWKWARD_CHOICES), gt.Integer("n", 1, 4)])
+    return gt.Problem(tasks, params, lambda task, p: 1.0 + AWKWARD_CHOICES.index(p["alg"]) + p["n"], name="awkward")

@@ -95,3 +95,90 @@ def test_a_killed_evaluating_process_takes_its_objective_group_with_it(tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert wait_gone([got["pid"], got["child"]]) == []
+
+
+def test_a_run_stops_when_its_guard_stop_file_goes_and_not_before(tmp_path):
+    from gptask.child import guarded_runs
+
+    record = tmp_path / "pids.json"
+    with guarded_runs() as guard:
+        assert guard.holds() and guard.is_here() and not guard.is_ancestor()
+        stop = Path(guard.stop)
+
+        def work():
+            spawning_objective(record, 300.0)({}, {})
+            return {}
+
+        import threading
+
+        def remove_when_running():
+            end = time.time() + 60
+            while not record.exists() and time.time() < end:
+                time.sleep(0.05)
+            stop.unlink()  # what the tuner's interruption does
+
+        threading.Thread(target=remove_when_running, daemon=True).start()
+        with pytest.raises(ChildDied):
+            run_in_process_group(work, limit=None, guard=guard)
+    assert not stop.exists() and not guard.holds()
+    got = json.loads(record.read_text())
+    assert wait_gone([got["pid"], got["child"]]) == []
+
+
+LAUNCHING = """
+import sys, time
+from gptask.child import launch
+with launch(["sh", "-c", "sleep 300 & sleep 300 & echo started; wait"], stdout=open(sys.argv[1], "w")):
+    time.sleep(300)
+"""
+
+
+def test_a_launched_session_dies_with_the_process_that_launched_it(tmp_path):
+    started = tmp_path / "started"
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHING, str(started)], env={**os.environ, "PYTHONPATH": str(ROOT)})
+    end = time.time() + 60
+    while not (started.exists() and started.read_text()) and time.time() < end:
+        time.sleep(0.05)
+    # the launched shell leads a session of its own: find its group's members through /proc
+    members = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _session_of(int(p.name)) is not None
+               and _session_of(int(p.name)) != os.getsid(0) and _parent_chain_has(int(p.name), proc.pid)]
+    try:
+        assert len(members) >= 3  # sh and its two sleeps
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert wait_gone(members, 60) == []
+    finally:
+        for p in members:
+            if alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_launch_kills_strays_when_its_block_ends():
+    from gptask.child import launch
+
+    with launch(["sh", "-c", "sleep 300 & echo $!"], stdout=subprocess.PIPE, text=True) as proc:
+        stray = int(proc.stdout.readline())
+        proc.wait()  # the launcher exited; its background sleep did not
+        assert alive(stray)
+    assert wait_gone([stray]) == []
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
+def _parent_chain_has(pid: int, ancestor: int) -> bool:
+    for _ in range(32):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat[stat.rindex(")") + 2:].split()[1])
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return False

@@ -178,3 +178,22 @@ def test_candidates_restrict_proposals_to_a_list():
     assert res.best(0) == ({"x": 9, "y": 10}, 0)
     with pytest.raises(ValueError, match="candidates\\[1\\]"):
         gt.Problem(problem.task_space, problem.param_space, problem.objective, candidates=[{"x": 1, "y": 1}, {"x": 99, "y": 0}])
+
+
+def test_a_wide_space_of_a_million_configurations_is_listed_compactly_and_searched():
+    values = list(range(10))
+    space = Space([gt.Ordinal(f"p{k}", values) for k in range(6)])  # 10^6 configurations, 66 columns
+    problem = gt.Problem(Space([gt.Categorical("t", ["a", "b"])]), space,
+                         lambda t, p: sum((p[f"p{k}"] - 3 - (t["t"] == "b")) ** 2 for k in range(6)) + 1.0,
+                         constraints=["p0 + p1 <= 12", "p2 != p3"])
+    domain = problem.domain({"t": "a"})
+    brute = sum(1 for a in values for b in values if a + b <= 12) * 100 * sum(1 for c in values for d in values if c != d)
+    assert len(domain) == brute and domain.index.nbytes <= 6 * 4 * len(domain)  # value indices, not 66 floats
+    some = domain.params([0, len(domain) // 2, len(domain) - 1])
+    assert all(problem.is_feasible({"t": "a"}, p) for p in some)
+    assert np.array_equal(domain.rows_of(space.encode(some)), [0, len(domain) // 2, len(domain) - 1])
+    res = gt.tune(problem, tasks=[{"t": "a"}, {"t": "b"}], budget=10, n_initial=5, seed=0, progress=False)
+    for i in range(2):
+        mine = [tuple(t.params.values()) for t in res.history if t.task_index == i]
+        assert len(set(mine)) == 10 and all(problem.is_feasible(res.tasks[i], t.params) for t in res.history)
+    assert res.best(0)[1] < 15.0  # well below the space's median (about 50)

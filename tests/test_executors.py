@@ -22,7 +22,8 @@ from gptask.trials import Status
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))
-from problems_for_tests import SleepyObjective, counting_problem, dying_problem, sleepy_problem  # noqa: E402
+from problems_for_tests import (SleepyObjective, counting_problem, dying_problem, sleepy_problem,  # noqa: E402
+                                worker_killing_problem)
 
 FAST = dict(pso_particles=10, pso_iters=5, restarts=1)
 
@@ -76,7 +77,10 @@ def test_a_process_pool_keeps_three_trials_running(tmp_path):
             assert r.status is Status.FAILED and r.reason == "timeout after 1 s"
         else:
             assert r.status is Status.COMPLETE and r.value == serial(r.task, r.params).value
-    assert res.model is not None and list(res.model.n_points) == [9, 9]
+    # the model holds every complete run, and of the failed ones those the failure model does not
+    # explain (issue 25; which ones it explains: tests/test_failure_model.py)
+    complete = [len(res.records(i)) for i in range(2)]
+    assert res.model is not None and all(c <= n <= 9 for c, n in zip(complete, res.model.n_points))
 
 
 def test_noise_policy_and_pruner_on_workers_decide_as_the_serial_evaluator(tmp_path):
@@ -154,22 +158,24 @@ def test_max_time_on_an_executor_stops_forked_runs_and_leaves_them_pending(tmp_p
     assert {t.id for t in res.pending} <= {t.id for t in rest.history}
 
 
-def test_a_worker_that_dies_stops_the_run_and_under_timeout_is_a_failed_trial(tmp_path):
+def test_a_worker_that_dies_stops_the_run_and_a_crashing_objective_is_a_failed_trial(tmp_path):
     from gptask.tuning.asynchronous import ExecutorFailed
 
     hist = tmp_path / "h.sqlite"
     kw = dict(tasks=2, budget=6, n_initial=4, seed=0, history=hist, progress=False, max_in_flight=2, **FAST)
     with cf.ProcessPoolExecutor(2) as ex:
         with pytest.raises(ExecutorFailed, match=r"could not run trial \d+ .*BrokenProcessPool"):
-            gt.tune(dying_problem(), executor=ex, **kw)
+            gt.tune(worker_killing_problem(), executor=ex, **kw)
     left = [t for t in SQLiteStorage(hist, read_only=True).trials() if not t.status.finished]
     assert left and all(t.owner is None for t in left)  # released: the next run takes them at once
-    with cf.ProcessPoolExecutor(2) as ex:  # each run in a child process: a crash is the trial's failure
-        res = gt.tune(dying_problem(), executor=ex, timeout=60, **kw)
-    assert len(res.history) == 12 and not res.pending
-    for r in res.history:
-        died = r.params["x"] > 0.8
-        assert (r.status is Status.FAILED) == died and (not died or "objective process died" in r.reason)
+    for timeout in (None, 60):  # a pool's worker runs each run in a child process: a crash is the trial's failure
+        hist = tmp_path / f"h{timeout}.sqlite"
+        with cf.ProcessPoolExecutor(2) as ex:
+            res = gt.tune(dying_problem(), executor=ex, timeout=timeout, **{**kw, "history": hist})
+        assert len(res.history) == 12 and not res.pending
+        for r in res.history:
+            died = r.params["x"] > 0.8
+            assert (r.status is Status.FAILED) == died and (not died or "objective process died" in r.reason)
 
 
 def test_executor_arguments_are_checked():

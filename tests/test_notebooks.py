@@ -21,6 +21,18 @@ def test_notebook_runs(path, tmp_path, root, monkeypatch):
     client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
+    # a cell that draws a figure shows it inline, as an image output (not only a file)
+    for c in nb.cells:
+        if c.cell_type == "code" and ("_figure(" in c.source or "plt." in c.source):
+            kinds = [k for o in c.get("outputs", []) for k in o.get("data", {})]
+            assert "image/png" in kinds, (c.source[:80], kinds)
+
+
+def test_notebooks_that_draw_show_their_figures_inline():
+    nbformat = pytest.importorskip("nbformat")
+    drawing = [p.name for p in NOTEBOOKS for c in nbformat.read(p, as_version=4).cells
+               if c.cell_type == "code" and ("_figure(" in c.source or "plt." in c.source)]
+    assert "01_mla_demo.ipynb" in drawing  # the check above is not vacuous
 
 
 def test_notebook_01_explains_why_the_values_found_differ_from_the_optima():

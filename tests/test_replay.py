@@ -181,3 +181,23 @@ def test_gptask_replay_command_prints_the_table_and_writes_the_plot(tmp_path):
                          capture_output=True, text=True, timeout=120, env={**__import__("os").environ,
                                                                             "PYTHONPATH": str(ROOT)})
     assert bad.returncode == 2 and "--budget must be integers" in bad.stderr
+
+
+def test_gt_fit_and_import_runs_take_recorded_campaign_files(conv, tmp_path):
+    problem = replay_problem(conv, RESTRICTIONS)
+    raw = json.loads(gzip.open(CONV / "A100.json.gz").read())
+    failed = [k for k, v in raw["cache"].items() if not isinstance(v["time"], (int, float)) or v["time"] > 1e10]
+    fine = [k for k in raw["cache"] if k not in set(failed)]
+    keep = fine[::90] + failed[:5]  # a slice of one machine's campaign, written as a Kernel Tuner cache
+    raw["cache"] = {k: raw["cache"][k] for k in keep}
+    (tmp_path / "a100.json").write_text(json.dumps(raw))
+    result = gt.fit(problem, tmp_path / "a100.json")
+    assert result.tasks == [{"machine": conv[0].label}]
+    assert len(result.history) == len(keep) and sum(t.status is gt.Status.FAILED for t in result.history) == 5
+    times = {k: raw["cache"][k]["time"] for k in fine[::90]}
+    assert result.best(0)[1] == min(times.values())
+    report = gt.import_runs(problem, CONV / "MI250X.json.gz", tmp_path / "h.sqlite")
+    assert len(report.trials) == 4362
+    other = gt.Problem(gt.Space([gt.Integer("m", 1, 9)]), problem.param_space, lambda t, p: 1.0)
+    with pytest.raises(gt.importing.rows.DataError, match="one machine's recorded campaign"):
+        gt.fit(other, CONV / "A100.json.gz")

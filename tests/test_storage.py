@@ -499,7 +499,8 @@ for x in order:
     t, = s.add_trials([Proposal(0, {{"t": 0.1}}, {{"x": x}})], me, budget=8)
     if t is not None:
         got.append(t.id)
-print(json.dumps(got))
+print(json.dumps(got), flush=True)
+sys.stdin.read()  # alive (holding its claims) until every claimer is done: a dead holder's claims are free
 """
 
 
@@ -512,9 +513,12 @@ def test_processes_racing_for_claims_keep_the_budget_and_never_share_a_configura
     start = time.time() + 2.0
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([sys.executable, "-c", CLAIMER.format(sig=SIG), str(path), str(start),
-                               json.dumps(xs[k:] + xs[:k])], stdout=subprocess.PIPE, text=True, env=env)
+                               json.dumps(xs[k:] + xs[:k])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env=env)
              for k in (0, 4, 8, 2)]
-    ids = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    ids = [json.loads(p.stdout.readline() or "null") for p in procs]
+    for p in procs:
+        p.communicate(timeout=120)
     assert all(p.returncode == 0 for p in procs)
     flat = [i for part in ids for i in part]
     assert len(flat) == len(set(flat)) == 8

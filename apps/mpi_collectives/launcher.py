@@ -1,7 +1,8 @@
 """Launch the collective microbenchmark under MPI and parse its JSON line.
 
 The job is started with an argument list (never a shell), in its own session so that a timeout
-kills mpiexec *and* every rank it started. By default the launcher is the ``mpiexec`` that sits
+kills mpiexec *and* every rank it started, and with a watcher that kills that session when the
+launching process dies (:func:`gptask.child.launch`: a ``kill -9`` of the tuner leaves no rank). By default the launcher is the ``mpiexec`` that sits
 next to the running Python (the pip ``mpich`` wheel's, the MPI that mpi4py is linked with);
 clusters pass a template such as ``["srun", "-n", "{nprocs}", "{python}", "{script}"]`` or
 ``["{mpiexec}", "-f", "hosts", "-n", "{nprocs}", "{python}", "{script}"]``. Placeholders are
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gptask.child import launch
 from gptask.evaluate import EvaluationFailed
 
 from .algorithms import COLLECTIVES
@@ -188,21 +190,19 @@ def run_benchmark(coll: str, size: int, nprocs: int, cvars: Mapping[str, str] | 
     env.update(cvars or {})
     label = f"{coll} size={size} nprocs={nprocs} {dict(cvars or {})}"
     log.debug("launch %s: %s", label, argv)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            text=True, start_new_session=True, cwd=config.cwd)
-    pgid = proc.pid
-    try:
-        out, err = proc.communicate(timeout=config.timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(pgid)
-        out, err = proc.communicate()
-        raise LaunchError(f"benchmark {label} timed out after {config.timeout:g} s and was killed",
-                          pgid=pgid, stderr=err) from None
-    finally:
-        if proc.poll() is None:  # interrupted by another exception: leave nothing running
+    # a session of its own (a timeout kills mpiexec and every rank) that dies with this process:
+    # the group is killed when the block ends, by an exception or not (stray ranks), and when
+    # this process dies however it dies (gptask.child.launch's watcher)
+    with launch(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+                cwd=config.cwd) as proc:
+        pgid = proc.pid
+        try:
+            out, err = proc.communicate(timeout=config.timeout)
+        except subprocess.TimeoutExpired:
             _kill_group(pgid)
-            proc.wait()
-    _kill_group(pgid)  # stray ranks of a job whose launcher exited
+            out, err = proc.communicate()
+            raise LaunchError(f"benchmark {label} timed out after {config.timeout:g} s and was killed",
+                              pgid=pgid, stderr=err) from None
     if proc.returncode != 0:
         tail = " | ".join(err.strip().splitlines()[-3:])
         raise LaunchError(f"benchmark {label} exited with status {proc.returncode}: {tail}",

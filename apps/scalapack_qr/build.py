@@ -26,6 +26,7 @@ __all__ = [
     "BUILD_DIR",
     "driver_path",
     "build_driver",
+    "build_driver_with_table",
 ]
 
 log = logging.getLogger(__name__)
@@ -131,3 +132,24 @@ def build_driver(force: bool = False) -> Path:
             except OSError:
                 pass
     return exe
+
+
+def build_driver_with_table(header: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """Compile the driver with a selection table (the C header of ``gptask export-table --format
+    c-header``, default prefix ``gptask_table``) into the executable ``out``: its ``--lookup M N``
+    prints the table's configuration for M x N, and ``--from-table M N REPEATS`` runs it (see the
+    driver's usage). Raises :class:`MissingDependency`, or :class:`BuildError` with the compiler's
+    output (e.g. a header of another problem, without mb/nb/nproc/p/nth)."""
+    mpicc = find_mpicc()
+    _check_scalapack()
+    header, out = Path(header).resolve(), Path(out)
+    if not header.is_file():
+        raise BuildError(f"scalapack_qr: no selection table header at {header}")
+    cmd = [mpicc, *CFLAGS, f"-DPDGEQRF_SELECTION_TABLE=\"{header.name}\"", f"-I{header.parent}", "-o", str(out),
+           str(SOURCE), *LIBS]
+    log.info("building the PDGEQRF driver with a selection table: %s", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise BuildError(f"scalapack_qr: compiling {SOURCE.name} with the table {header} failed:\n"
+                         f"{(proc.stderr or proc.stdout).strip()}")
+    return out

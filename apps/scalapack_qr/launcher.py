@@ -11,11 +11,13 @@ driver's own arguments. Examples::
 The child environment sets ``OMP_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` to ``nth`` and drops
 variables that would make the Debian MPICH runtime join a parent MPI job (``PMI_*``, ``HYDI_*``,
 ...), and ``LD_LIBRARY_PATH`` entries inside Python environments, where the pip ``mpich`` wheel
-keeps its own libmpi. The process runs in its own session so a timeout kills the whole tree.
+keeps its own libmpi. The process runs in its own session so a timeout kills the whole tree, and that session dies with the
+launching process (:func:`gptask.child.launch`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -26,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gptask.child import launch
 from gptask.evaluate import EvaluationFailed
 
 __all__ = ["Launcher", "LaunchError", "LaunchTimeout", "DEFAULT_COMMAND", "clean_environment"]
@@ -121,25 +124,19 @@ class Launcher:
         env = clean_environment(os.environ, nth)
         env.update(self.extra_env)
         log.debug("launching %s", argv)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                text=True,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise LaunchError(f"could not start {argv[0]!r}: {exc}") from exc
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_tree(proc)
-            raise LaunchTimeout(
-                f"run exceeded the timeout of {timeout} s and was killed: {' '.join(argv)}"
-            ) from None
+        with contextlib.ExitStack() as stack:
+            try:  # a session of its own that dies with this process (gptask.child.launch)
+                proc = stack.enter_context(launch(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                  stdin=subprocess.DEVNULL, env=env, text=True))
+            except OSError as exc:
+                raise LaunchError(f"could not start {argv[0]!r}: {exc}") from exc
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_tree(proc)
+                raise LaunchTimeout(
+                    f"run exceeded the timeout of {timeout} s and was killed: {' '.join(argv)}"
+                ) from None
         return _parse(argv, proc.returncode, out, err)
 
 

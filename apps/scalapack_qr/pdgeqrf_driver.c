@@ -2,6 +2,8 @@
  * pdgeqrf_driver: time ScaLAPACK's PDGEQRF (distributed QR factorisation) on a p x q BLACS grid.
  *
  * Usage: mpiexec -n NPROC pdgeqrf_driver M N MB NB P Q REPEATS [--check] [--corrupt] [--seed S]
+ *        mpiexec -n NPROC pdgeqrf_driver --from-table M N REPEATS [--check] [--corrupt] [--seed S]
+ *        pdgeqrf_driver --lookup M N
  *
  *   M, N     global matrix size (rows, columns)
  *   MB, NB   row and column block sizes of the 2D block-cyclic distribution
@@ -13,6 +15,14 @@
  *   --corrupt  (self-test of the check) perturb one entry of R before checking; the residual
  *            must then be large
  *   --seed S seed of the matrix entries (default 1)
+ *
+ * Selection table (a driver compiled with -DPDGEQRF_SELECTION_TABLE='"table.h"', the C header of
+ * `gptask export-table MODEL --grid ... --format c-header`): --from-table takes MB, NB, P and Q
+ * (= NPROC / P) from the table's entry nearest to M x N; the run must have the entry's NPROC ranks
+ * and its BLAS threads (OPENBLAS_NUM_THREADS = nth), which `--lookup M N` prints as one JSON line
+ * (without MPI) for the job script: {"m": .., "n": .., "mb": .., "nb": .., "nproc": .., "p": ..,
+ * "q": .., "nth": .., "status": "inside" | "fallback" | "outside", "predicted": seconds or null}.
+ * A driver built without a table refuses both options.
  *
  * The matrix entries are a hash of (seed, global row, global column), uniform in [-0.5, 0.5), so
  * the matrix is the same whatever the grid and block sizes.
@@ -41,6 +51,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef PDGEQRF_SELECTION_TABLE
+#include PDGEQRF_SELECTION_TABLE
+#endif
 
 /* BLACS (C interface) and ScaLAPACK/PBLAS (Fortran interface) prototypes. */
 void Cblacs_pinfo(int *mypnum, int *nprocs);
@@ -101,23 +115,85 @@ static long global_index(long il, long nb, long iproc, long nprocs) {
     return ((il / nb) * nprocs + iproc) * nb + il % nb;
 }
 
+#ifdef PDGEQRF_SELECTION_TABLE
+static const char *table_status(int status) {
+    return status == GPTASK_TABLE_INSIDE ? "inside" : (status == GPTASK_TABLE_FALLBACK ? "fallback" : "outside");
+}
+
+/* --lookup M N: the table's configuration for M x N as one JSON line, no MPI. */
+static int lookup_main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "{\"error\": \"usage: pdgeqrf_driver --lookup M N\"}\n");
+        return 2;
+    }
+    char *end1 = NULL, *end2 = NULL;
+    long m = strtol(argv[2], &end1, 10), n = strtol(argv[3], &end2, 10);
+    if (end1 == argv[2] || *end1 != '\0' || end2 == argv[3] || *end2 != '\0' || m < 1 || n < 1) {
+        fprintf(stderr, "{\"error\": \"M and N must be integers >= 1\"}\n");
+        return 2;
+    }
+    int status;
+    const double task[2] = {(double)m, (double)n};
+    const gptask_table_entry *e = gptask_table_lookup(task, &status);
+    printf("{\"m\": %ld, \"n\": %ld, \"mb\": %d, \"nb\": %d, \"nproc\": %d, \"p\": %d, \"q\": %d, \"nth\": %d, "
+           "\"status\": \"%s\", \"predicted\": ", m, n, e->mb, e->nb, e->nproc, e->p, e->nproc / e->p, e->nth,
+           table_status(status));
+    if (isnan(e->value)) printf("null}\n");
+    else printf("%.6g}\n", e->value);
+    return 0;
+}
+#endif
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--lookup") == 0) {
+#ifdef PDGEQRF_SELECTION_TABLE
+        return lookup_main(argc, argv);
+#else
+        fprintf(stderr, "{\"error\": \"this driver was built without a selection table (-DPDGEQRF_SELECTION_TABLE)\"}\n");
+        return 2;
+#endif
+    }
     MPI_Init(&argc, &argv);
     int size;
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 
-    if (argc < 8) fail(2, "usage: pdgeqrf_driver M N MB NB P Q REPEATS [--check] [--corrupt] [--seed S]", argc);
-    int m = (int)parse_long(argv[1], "M is not an integer");
-    int n = (int)parse_long(argv[2], "N is not an integer");
-    int mb = (int)parse_long(argv[3], "MB is not an integer");
-    int nb = (int)parse_long(argv[4], "NB is not an integer");
-    int p = (int)parse_long(argv[5], "P is not an integer");
-    int q = (int)parse_long(argv[6], "Q is not an integer");
-    int repeats = (int)parse_long(argv[7], "REPEATS is not an integer");
+    int m, n, mb, nb, p, q, repeats, first_option;
+    const char *from_table = NULL; /* the entry's status when the configuration comes from the table */
+    if (argc > 1 && strcmp(argv[1], "--from-table") == 0) {
+#ifdef PDGEQRF_SELECTION_TABLE
+        if (argc < 5) fail(2, "usage: pdgeqrf_driver --from-table M N REPEATS [--check] [--corrupt] [--seed S]", argc);
+        m = (int)parse_long(argv[2], "M is not an integer");
+        n = (int)parse_long(argv[3], "N is not an integer");
+        repeats = (int)parse_long(argv[4], "REPEATS is not an integer");
+        int status;
+        const double task[2] = {(double)m, (double)n};
+        const gptask_table_entry *e = gptask_table_lookup(task, &status);
+        if (e->nproc != size) fail(2, "the table's configuration for this size needs this many MPI ranks (see --lookup)", e->nproc);
+        mb = e->mb;
+        nb = e->nb;
+        p = e->p;
+        q = e->nproc / e->p;
+        from_table = table_status(status);
+        first_option = 5;
+#else
+        fail(2, "this driver was built without a selection table (-DPDGEQRF_SELECTION_TABLE)", 0);
+        return 2;
+#endif
+    } else {
+        if (argc < 8) fail(2, "usage: pdgeqrf_driver M N MB NB P Q REPEATS [--check] [--corrupt] [--seed S]", argc);
+        m = (int)parse_long(argv[1], "M is not an integer");
+        n = (int)parse_long(argv[2], "N is not an integer");
+        mb = (int)parse_long(argv[3], "MB is not an integer");
+        nb = (int)parse_long(argv[4], "NB is not an integer");
+        p = (int)parse_long(argv[5], "P is not an integer");
+        q = (int)parse_long(argv[6], "Q is not an integer");
+        repeats = (int)parse_long(argv[7], "REPEATS is not an integer");
+        first_option = 8;
+    }
     int check = 0, corrupt = 0;
     uint64_t seed = 1;
-    for (int k = 8; k < argc; k++) {
+    for (int k = first_option; k < argc; k++) {
         if (strcmp(argv[k], "--check") == 0) check = 1;
         else if (strcmp(argv[k], "--corrupt") == 0) corrupt = 1;
         else if (strcmp(argv[k], "--seed") == 0 && k + 1 < argc) seed = (uint64_t)parse_long(argv[++k], "seed is not an integer");
@@ -246,6 +322,7 @@ int main(int argc, char **argv) {
         if (check) printf(", \"residual\": %.6g, \"logabsdiag_r\": %.15g, \"check_passed\": %s", residual, logabsdiag,
                           (residual >= 0.0 && residual <= RESIDUAL_LIMIT) ? "true" : "false");
         if (corrupt) printf(", \"corrupted\": true");
+        if (from_table) printf(", \"from_table\": \"%s\"", from_table);
         printf("}\n");
         fflush(stdout);
     }

@@ -10,7 +10,8 @@ per parameter) and the measured value (the ``value`` column, e.g. ``"time"``). T
   like one of the problem's constants (``cores``, ``coll``, ...) must hold that constant on every
   row: data measured for another machine or setting is refused. Other columns are ignored (the log
   names them).
-* **CSV files.** Lines starting with ``#`` are comments; the first other non-blank line is the
+* **CSV files.** UTF-8 text (a byte order mark is skipped; another encoding is refused naming the
+  line). Lines starting with ``#`` are comments; the first other non-blank line is the
   header. Text is converted per dimension: integers (``64`` or ``64.0``), reals, and categorical
   choices by their text (``ring``, ``1``, ``true``).
 * **Validation.** Each row is checked against the task space, the parameter space and the
@@ -20,6 +21,9 @@ per parameter) and the measured value (the ``value`` column, e.g. ``"time"``). T
 * **Status.** An optional status column holds ``complete``, ``failed`` or ``censored`` (a run
   stopped early: its value is a lower bound). A failed row needs no value; any other row needs a
   finite number.
+* **Size.** At most :data:`gptask.models.defaults.IMPORT_MAX_ROWS` rows (a file is counted before any
+  row is parsed) forming at most :data:`~gptask.models.defaults.EXACT_FIT_MAX_POINTS` configurations:
+  more is refused with the counts and what to do, before anything big is built.
 * **Repeats.** Rows of the same task and configuration are one run (:class:`Run`) whose
   ``samples`` are their values in row order and whose value is their ``aggregate`` (``min`` by
   default, as ``gt.tune`` aggregates repeated run times). Complete rows take precedence over
@@ -44,11 +48,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..models import defaults
 from ..problem import Problem
 from ..space import Dimension, choice_text
 from ..trials import Status, point_key
 
-__all__ = ["DataError", "Row", "Run", "read_rows", "group_runs", "check_problem", "AGGREGATES", "MAX_REPORTED"]
+__all__ = ["DataError", "Row", "Run", "read_rows", "group_runs", "check_problem", "check_row_count", "check_point_count",
+           "AGGREGATES", "MAX_REPORTED"]
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +157,27 @@ def _same_constant(expected: Any, raw: Any) -> bool:
 def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str] | str]]]:
     """The header and ``(line, {column: text})`` pairs of a CSV file with ``#`` comment lines
     (``(line, message)`` for a line with another number of fields than the header)."""
+    try:
+        return _read_csv_text(path)
+    except UnicodeDecodeError:
+        raise DataError(_undecodable(path)) from None
+
+
+def _undecodable(path: Path) -> str:
+    """Where ``path`` stops being UTF-8 text: its line, column and byte."""
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            try:
+                line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                return (f"{path} line {number}: not UTF-8 text (byte 0x{line[exc.start]:02x} at column {exc.start + 1}); "
+                        "save the file as UTF-8")
+    return f"{path}: not UTF-8 text; save the file as UTF-8"
+
+
+def _read_csv_text(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str] | str]]]:
     current = [0]
-    with open(path, newline="", encoding="utf-8") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: a byte order mark (Excel) is not text
         def lines() -> Iterator[str]:
             for number, line in enumerate(fh, start=1):
                 if line.lstrip().startswith("#") or not line.strip():
@@ -180,6 +205,39 @@ def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str] | s
 def _value_columns(problem: Problem, value: str) -> list[str]:
     """The columns holding measurements: ``value``, or every named output of the problem."""
     return list(problem.outputs.names) if problem.outputs is not None else [value]
+
+
+def _data_lines(path: Path) -> int:
+    """How many rows a CSV file holds at most (its lines that are neither blank nor comments, less the
+    header; a quoted cell spanning lines counts more than once), counted without parsing them."""
+    n = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            text = line.lstrip()
+            if text and not text.startswith(b"#"):
+                n += 1
+    return max(0, n - 1)
+
+
+def check_row_count(n_rows: int, where: str) -> None:
+    """DataError when ``n_rows`` rows are more than gptask reads (:data:`gptask.models.defaults.IMPORT_MAX_ROWS`)."""
+    limit = defaults.IMPORT_MAX_ROWS
+    if n_rows > limit:
+        raise DataError(f"{where} holds {n_rows:,} rows; gptask reads at most {limit:,} (the exact model fits at most "
+                        f"{defaults.EXACT_FIT_MAX_POINTS:,} configurations, its memory grows as N^2 and its time as "
+                        "N^3): keep one row per configuration (e.g. the median of its repeats) or a sample of the "
+                        "configurations, and import that")
+
+
+def check_point_count(n_points: int, where: str) -> None:
+    """DataError when ``n_points`` configurations are more than the exact model fits
+    (:data:`gptask.models.defaults.EXACT_FIT_MAX_POINTS`)."""
+    limit = defaults.EXACT_FIT_MAX_POINTS
+    if n_points > limit:
+        raise DataError(f"{where} holds {n_points:,} configurations (rows grouped by task and configuration); the "
+                        f"exact model fits at most {limit:,} (its memory grows as N^2 and its time as N^3: one "
+                        f"likelihood evaluation at 5,000 points takes about 14 s on 2 cores): import a sample of "
+                        "the configurations, or raise gptask.models.defaults.EXACT_FIT_MAX_POINTS if you can wait")
 
 
 def _check_columns(problem: Problem, columns: Sequence[str], value: str, status: str | None, where: str) -> None:
@@ -256,6 +314,28 @@ def _prefixed_columns(problem: Problem, header: Sequence[str]) -> dict[str, str]
     return out
 
 
+def _is_recording(path: Path) -> bool:
+    """Whether ``path`` is a recorded campaign in a JSON format (Kernel Tuner cache, T4), by name."""
+    return path.name.endswith((".json", ".json.gz"))
+
+
+def _recording_rows(problem: Problem, path: Path, value: str,
+                    status: str | None) -> tuple[list[dict[str, Any]], str, str]:
+    """A Kernel Tuner cache or T4 file as rows (with a status column): one machine's campaign, the
+    task being the problem's one categorical task dimension set to the recording's machine label."""
+    from ..replay import read_recording, recording_rows
+    from ..space import Categorical
+
+    rec = read_recording(path, objective=None if value == "value" else value)
+    dims = problem.task_space.dimensions
+    if len(dims) != 1 or not isinstance(dims[0], Categorical) or rec.label not in dims[0].choices:
+        raise DataError(f"{path} is one machine's recorded campaign ({rec.label!r}): the problem's task space must "
+                        f"be one categorical whose choices include that label (gptask.replay.replay_problem makes "
+                        f"one), or convert it with gptask.replay.recording_rows(read_recording(path), task={{...}})")
+    col = status or "status"
+    return recording_rows(rec, {dims[0].name: rec.label}, value="value", status=col), "value", col
+
+
 def check_problem(problem: Any) -> Problem:
     """``problem`` itself when it is a :class:`Problem`; TypeError otherwise."""
     if not isinstance(problem, Problem):
@@ -265,7 +345,10 @@ def check_problem(problem: Any) -> Problem:
 
 def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]], value: str = "value",
               status: str | None = None, skip_invalid: bool = False) -> list[Row]:
-    """The validated rows of ``data`` (module docstring): a CSV path or a list of dicts.
+    """The validated rows of ``data`` (module docstring): a CSV path, a list of dicts, or one
+    machine's recorded campaign (a Kernel Tuner cache or T4 file, ``.json``/``.json.gz``; its
+    failed configurations become failed runs; the problem's task is that machine, see
+    :mod:`gptask.replay`).
 
     value: the column holding the measurement; status: the column holding each row's status (None:
     every row is complete). Raises :class:`DataError` listing every bad row (or, with
@@ -276,10 +359,13 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
     for name, col in (("value", value), ("status", status)):
         if col is not None and (not isinstance(col, str) or not col):
             raise TypeError(f"{name} must be a column name, got {col!r}")
+    if isinstance(data, (str, os.PathLike)) and _is_recording(Path(data)):
+        data, value, status = _recording_rows(problem, Path(data), value, status)
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         if not path.is_file():
             raise FileNotFoundError(f"no data file at {path}")
+        check_row_count(_data_lines(path), str(path))
         header, cells = _read_csv(path)
         renames = _prefixed_columns(problem, header)
         if renames:
@@ -298,6 +384,7 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
         _check_columns(problem, header, value, status, str(path))
         source = [(f"{path} line {n}", n, c) for n, c in cells]
     elif isinstance(data, Sequence) and not isinstance(data, (bytes, bytearray)):
+        check_row_count(len(data), "data")
         for k, item in enumerate(data):
             if not isinstance(item, Mapping):
                 raise TypeError(f"data[{k}] must be a dict of task, parameter and value columns, got {item!r}")
@@ -321,7 +408,8 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
         shown = "\n  ".join(bad[:MAX_REPORTED])
         more = f"\n  ... and {len(bad) - MAX_REPORTED} more" if len(bad) > MAX_REPORTED else ""
         if not skip_invalid:
-            raise DataError(f"{len(bad)} bad row(s), nothing imported (skip_invalid=True leaves them out):"
+            raise DataError(f"{len(bad)} bad row(s), nothing imported (skip_invalid=True, or --skip-invalid on the "
+                            "command line, leaves them out):"
                             f"\n  {shown}{more}")
         log.warning("%d bad row(s) left out:\n  %s%s", len(bad), shown, more)
     if not rows:

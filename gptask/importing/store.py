@@ -32,7 +32,7 @@ from ..problem import Problem
 from ..storage import Storage, open_storage
 from ..trials import Status, Trial, point_key
 from ..tuning.settings import SOURCE_IMPORTED
-from .rows import group_runs, read_rows
+from .rows import check_point_count, group_runs, read_rows
 
 __all__ = ["ImportReport", "import_runs"]
 
@@ -71,10 +71,15 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
     rows = read_rows(problem, data, value=value, status=status, skip_invalid=skip_invalid)
     runs = group_runs(rows, aggregate)
     origin = str(data) if isinstance(data, (str, os.PathLike)) else "data"
+    check_point_count(len(runs), origin)
     own = not isinstance(history, Storage)
     storage = open_storage(history, problem.signature())
     try:
         stored = storage.tasks()
+        held = {(point_key(stored[t.task_index]), point_key(t.params)) for t in storage.trials()}
+        if held:
+            fresh = sum((point_key(r.task), point_key(r.params)) not in held for r in runs)
+            check_point_count(len(held) + fresh, f"{origin} with the {len(held):,} trials the history holds")
         index = {point_key(t): i for i, t in enumerate(stored)}
         new = []
         for r in runs:

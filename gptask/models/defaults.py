@@ -86,3 +86,15 @@ LML_BLOCK_MIN_ROWS = 128
 #: from this many data points on, fit()/extend() with threads="auto" leave the CPU threads as they
 #: are (all the cores unless capped) instead of using one
 BLAS_THREADS_MIN_N = 4000
+
+# ---- how much data the exact model takes (issue 27) ----------------------------------------------------
+#: the most points (finished trials, imported configurations) the tuner and gt.fit give the exact LCM:
+#: its memory grows as N^2 and its time as N^3. At 5,000 points one likelihood evaluation takes 13.6 s
+#: on a 2-core machine (BENCHMARKS.md), so a fit of 3 starts of ~150 evaluations takes about 1.7 hours;
+#: 10^6 points would need a 7.3 TiB matrix. Read at call time: a user with more patience may raise it
+#: (gptask.models.defaults.EXACT_FIT_MAX_POINTS = ...) before tuning or fitting
+EXACT_FIT_MAX_POINTS = 5000
+#: the most measurement rows gt.fit, gt.import_runs and gptask fit read (repeats included): 40 rows per
+#: configuration at EXACT_FIT_MAX_POINTS; a file with more is refused after a streamed count of its
+#: lines, before any row is parsed (10^6 rows took 125 s and 3.6 GB to read)
+IMPORT_MAX_ROWS = 40 * EXACT_FIT_MAX_POINTS

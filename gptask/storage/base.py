@@ -20,7 +20,7 @@ from ..trials import Proposal, Status, Trial
 from .owner import Owner
 
 __all__ = ["Storage", "json_text", "normalised", "HistoryError", "NotAHistory", "HistoryMismatch", "SchemaTooNew", "UnknownTrial",
-           "TrialNotPending"]
+           "TrialNotPending", "HistoryDamaged", "HistoryWriteFailed"]
 
 
 def json_text(obj: Any) -> str:
@@ -45,6 +45,15 @@ class HistoryError(ValueError):
 
 class NotAHistory(HistoryError):
     """The file is not a gptask history (not SQLite, or an unrelated database)."""
+
+
+class HistoryDamaged(HistoryError):
+    """The history file is damaged (malformed pages, truncated): it cannot be read as it is."""
+
+
+class HistoryWriteFailed(HistoryError):
+    """A write to the history failed (the disk is full, an I/O error, a lock held too long); what was
+    written before it is kept."""
 
 
 class HistoryMismatch(HistoryError):

@@ -8,7 +8,7 @@ import json
 
 from .base import Storage
 
-__all__ = ["to_csv", "to_json"]
+__all__ = ["to_csv", "to_json", "text_cell"]
 
 #: the CSV columns after the task and parameter columns
 TRIAL_COLUMNS = ("value", "status", "reason", "samples", "duration", "source", "attempts", "created", "finished",
@@ -18,11 +18,22 @@ TRIAL_COLUMNS = ("value", "status", "reason", "samples", "duration", "source", "
 #: the prefix of the CSV columns of named outputs (one per output, in the order the problem names them)
 OUTPUT_PREFIX = "out."
 
+#: a text cell starting with one of these may be evaluated as a formula by a spreadsheet
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def text_cell(text: str) -> str:
+    """``text`` for a CSV cell a spreadsheet shows as text: a leading ``'`` when it starts like a
+    formula (OWASP's rule for CSV injection). For free text that may come from outside, such as a
+    failure reason holding an application's output."""
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
 
 def to_csv(storage: Storage) -> str:
     """Every trial, one row each: id, task_index, ``task.<key>`` and ``param.<key>`` columns, then
-    :data:`TRIAL_COLUMNS` (values written with ``repr`` so they read back exactly), then for a
-    problem with named outputs one ``out.<name>`` column per output (empty when the trial has none)."""
+    :data:`TRIAL_COLUMNS` (values written with ``repr`` so they read back exactly; a reason that
+    starts like a spreadsheet formula gets a leading ``'``, :func:`text_cell`), then for a problem
+    with named outputs one ``out.<name>`` column per output (empty when the trial has none)."""
     trials = storage.trials()
     tkeys = sorted({k for t in trials for k in t.task})
     pkeys = sorted({k for t in trials for k in t.params})
@@ -34,7 +45,7 @@ def to_csv(storage: Storage) -> str:
                 *[OUTPUT_PREFIX + k for k in okeys]])
     for t in trials:
         w.writerow([t.id, t.task_index, *[t.task.get(k, "") for k in tkeys], *[t.params.get(k, "") for k in pkeys],
-                    "" if t.value is None else repr(t.value), t.status.value, t.reason, json.dumps(list(t.samples)),
+                    "" if t.value is None else repr(t.value), t.status.value, text_cell(t.reason), json.dumps(list(t.samples)),
                     "" if t.duration is None else f"{t.duration:.6g}", t.source, t.attempts, repr(t.created),
                     "" if t.finished is None else repr(t.finished), json.dumps(dict(t.extra), sort_keys=True),
                     *["" if k not in t.values else repr(t.values[k]) for k in okeys]])

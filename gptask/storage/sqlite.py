@@ -23,6 +23,13 @@ Schema 3
 (:mod:`gptask.objectives`) as a JSON object ``{"time": 0.5, "memory": 1.2e9}``, and is NULL for
 a problem whose objective returns one number (``value`` holds the primary objective in both cases).
 
+Errors: a damaged file (malformed pages, truncated, not SQLite) raises :class:`HistoryDamaged` or
+:class:`NotAHistory`, a failed write (a full disk, an I/O error, a lock held past
+:data:`BUSY_TIMEOUT_S`) :class:`HistoryWriteFailed`, each naming the file and what to do, never a
+bare ``sqlite3`` error: every statement goes through :class:`_Checked`. A write that fails leaves
+the history as it was before that transaction; a history this call created and could not finish
+creating is removed (no empty file stays behind to be mistaken for a run).
+
 ``PRAGMA application_id`` holds :data:`APPLICATION_ID`, so a gptask history is recognised without
 guessing from table names. ``status`` is one of the :class:`~gptask.trials.Status` values;
 ``params_key`` is :func:`~gptask.trials.params_key` of ``params`` (indexed with the task, to find a
@@ -53,8 +60,8 @@ from pathlib import Path
 from typing import Any
 
 from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value, params_key
-from .base import (HistoryMismatch, NotAHistory, SchemaTooNew, Storage, TrialNotPending, UnknownTrial, json_text,
-                   normalised)
+from .base import (HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory, SchemaTooNew, Storage,
+                   TrialNotPending, UnknownTrial, json_text, normalised)
 from .owner import Owner, holder_alive
 
 __all__ = ["SQLiteStorage", "SCHEMA_VERSION", "APPLICATION_ID", "FORMAT", "read_signature"]
@@ -116,28 +123,117 @@ _TRIAL_COLUMNS = ("id, task_index, params, status, value, samples, reason, extra
                   "duration, attempts, owner, objectives")
 
 
+def _history_error(exc: sqlite3.DatabaseError, where: str) -> Exception:
+    """The error to raise for SQLite's ``exc`` on the history ``where``: one that names the file and says
+    what to do (``exc`` itself when it is none of the failures a user can meet)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    if name.startswith("SQLITE_NOTADB") or "not a database" in text:
+        return NotAHistory(f"{where} is not a gptask history: not an SQLite database, or its header is damaged "
+                           f"({text})")
+    if name.startswith("SQLITE_CORRUPT") or "malformed" in text:
+        return HistoryDamaged(f"history {where} is damaged ({text}): restore it from a copy (`sqlite3 {where} "
+                              ".recover` may save what can still be read)")
+    if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in text or "I/O error" in text:
+        return HistoryWriteFailed(f"cannot write history {where}: {text} (is its disk full?); every result told "
+                                  "before this one is kept: free space and run the same command again to resume")
+    if name.startswith("SQLITE_BUSY") or "database is locked" in text:
+        return HistoryWriteFailed(f"history {where} stayed locked by another process for more than "
+                                  f"{BUSY_TIMEOUT_S:g} s ({text}); try again when it is done")
+    return exc
+
+
+class _Checked:
+    """An SQLite connection whose errors name the history (:func:`_history_error`): the statements and
+    the rows they fetch (a malformed page may show only when a row is read)."""
+
+    def __init__(self, db: sqlite3.Connection, where: str) -> None:
+        self.raw, self.where = db, where
+
+    @contextlib.contextmanager
+    def checked(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            err = _history_error(exc, self.where)
+            if err is exc:
+                raise
+            raise err from exc
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> "_Rows":
+        with self.checked():
+            return _Rows(self.raw.execute(sql, args), self)
+
+    def backup(self, target: "_Checked") -> None:
+        with self.checked():
+            self.raw.backup(target.raw)
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class _Rows:
+    """A cursor of :class:`_Checked`: fetches rows the same way, with the same errors."""
+
+    def __init__(self, cursor: sqlite3.Cursor, db: _Checked) -> None:
+        self.cursor, self.db = cursor, db
+
+    def fetchone(self) -> Any:
+        with self.db.checked():
+            return self.cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        with self.db.checked():
+            return self.cursor.fetchall()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+    @property
+    def lastrowid(self) -> int | None:
+        return self.cursor.lastrowid
+
+    @property
+    def rowcount(self) -> int:
+        return self.cursor.rowcount
+
+
+def _discard_unfinished(path: Path) -> None:
+    """Remove the history ``path`` this process began to create but could not finish (a full disk),
+    with its journal files, unless it holds tables after all (another process finished it)."""
+    try:
+        probe = sqlite3.connect(_uri(path, "ro"), uri=True, isolation_level=None)
+        try:
+            tables = probe.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        finally:
+            probe.close()
+    except sqlite3.Error:
+        tables = 0 if path.exists() and path.stat().st_size == 0 else None
+    if tables == 0:
+        for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
 def _uri(path: Path, mode: str) -> str:
     return f"{path.absolute().as_uri()}?mode={mode}"
 
 
-def _tables(db: sqlite3.Connection) -> set[str]:
+def _tables(db: _Checked) -> set[str]:
     rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     return {r[0] for r in rows if not r[0].startswith("sqlite_")}
 
 
-def _meta(db: sqlite3.Connection, key: str) -> str | None:
+def _meta(db: _Checked, key: str) -> str | None:
     row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return None if row is None else row[0]
 
 
-def _version(db: sqlite3.Connection, where: str) -> int:
+def _version(db: _Checked, where: str) -> int:
     """0 for an empty database, else the schema version of a gptask history; NotAHistory otherwise.
     Reads only: an unrelated database is refused before anything is written to it."""
-    try:
-        tables = _tables(db)
-        app_id = int(db.execute("PRAGMA application_id").fetchone()[0])
-    except sqlite3.DatabaseError as exc:
-        raise NotAHistory(f"{where} is not a gptask history: not an SQLite database ({exc})") from None
+    tables = _tables(db)
+    app_id = int(db.execute("PRAGMA application_id").fetchone()[0])
     if not tables and app_id == 0:
         return 0
     if "meta" in tables and (app_id == APPLICATION_ID or _V1_TABLES <= tables):
@@ -152,7 +248,7 @@ def _version(db: sqlite3.Connection, where: str) -> int:
                       "give another path for the history")
 
 
-def _upgrade(db: sqlite3.Connection, version: int) -> None:
+def _upgrade(db: _Checked, version: int) -> None:
     """Schema ``version`` -> SCHEMA_VERSION inside the caller's transaction (module docstring)."""
     if version < 2:
         _upgrade_v1(db)
@@ -163,7 +259,7 @@ def _upgrade(db: sqlite3.Connection, version: int) -> None:
         db.execute("INSERT INTO meta (key, value) VALUES ('upgraded_from', ?)", (str(version),))
 
 
-def _upgrade_v2(db: sqlite3.Connection) -> None:
+def _upgrade_v2(db: _Checked) -> None:
     """Schema 2 -> 3: the ``objectives`` columns (NULL: one number per trial)."""
     db.execute("ALTER TABLE trials ADD COLUMN objectives TEXT")
     if "confirmations" in _tables(db):
@@ -171,7 +267,7 @@ def _upgrade_v2(db: sqlite3.Connection) -> None:
     log.info("history upgraded from schema 2 to 3 (outputs of several objectives)")
 
 
-def _upgrade_v1(db: sqlite3.Connection) -> None:
+def _upgrade_v1(db: _Checked) -> None:
     """Schema 1 -> 2 inside the caller's transaction (see the module docstring)."""
     db.execute("ALTER TABLE tasks ADD COLUMN closed TEXT")
     db.execute("ALTER TABLE models ADD COLUMN data_key TEXT")
@@ -201,7 +297,7 @@ def _upgrade_v1(db: sqlite3.Connection) -> None:
     log.info("history upgraded from schema 1 to 2 (%d trials)", len(rows))
 
 
-def _create(db: sqlite3.Connection) -> None:
+def _create(db: _Checked) -> None:
     for statement in _SCHEMA.split(";"):
         if statement.strip():
             db.execute(statement)
@@ -210,7 +306,7 @@ def _create(db: sqlite3.Connection) -> None:
         db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
 
 
-def _check_signature(db: sqlite3.Connection, where: str, signature: Mapping[str, Any]) -> None:
+def _check_signature(db: _Checked, where: str, signature: Mapping[str, Any]) -> None:
     stored = _meta(db, "signature") or "{}"
     sig = normalised(dict(signature))
     if json.loads(stored) != sig:
@@ -255,23 +351,27 @@ class SQLiteStorage(Storage):
         self.path = None if path is None else Path(path)
         self.read_only = bool(read_only)
         self._copy = False  # True once a read-only schema-1 file has been copied into memory
-        self._db: sqlite3.Connection | None = None
+        self._db: _Checked | None = None
         where = "the in-memory history" if self.path is None else str(self.path)
+        creating = False
         if self.path is None:
             db = sqlite3.connect(":memory:", isolation_level=None)
         elif read_only:
             db = self._connect_read_only(self.path)
         else:
             _check_writable_path(self.path, create and signature is not None)
+            creating = not self.path.exists()
             try:
                 db = sqlite3.connect(str(self.path), isolation_level=None, timeout=BUSY_TIMEOUT_S)
             except sqlite3.OperationalError as exc:
                 raise PermissionError(f"cannot open history {self.path}: {exc}") from None
-        self._db = db
+        self._db = _Checked(db, where)
         try:
-            self._open(db, where, signature)
+            self._open(self._db, where, signature)
         except BaseException:
             self.close()
+            if creating and self.path is not None:
+                _discard_unfinished(self.path)
             raise
 
     @staticmethod
@@ -284,13 +384,14 @@ class SQLiteStorage(Storage):
             raise PermissionError(f"history {path} is not readable (permission denied)")
         try:
             db = sqlite3.connect(_uri(path, "ro"), uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
-            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            with _Checked(db, str(path)).checked():
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
         except sqlite3.OperationalError:
             # a WAL file in a directory we may not write to: read it as an immutable snapshot
             return sqlite3.connect(_uri(path, "ro") + "&immutable=1", uri=True, isolation_level=None)
 
-    def _open(self, db: sqlite3.Connection, where: str, signature: Mapping[str, Any] | None) -> None:
+    def _open(self, db: _Checked, where: str, signature: Mapping[str, Any] | None) -> None:
         version = _version(db, where)
         if version > SCHEMA_VERSION:
             raise SchemaTooNew(f"{where} has history schema {version}; this gptask reads schema "
@@ -301,7 +402,7 @@ class SQLiteStorage(Storage):
             _check_signature(db, where, signature)  # before any upgrade: never touch another run's file
         if self.read_only:
             if version < SCHEMA_VERSION:
-                memory = sqlite3.connect(":memory:", isolation_level=None)
+                memory = _Checked(sqlite3.connect(":memory:", isolation_level=None), where)
                 db.backup(memory)
                 db.close()
                 self._db, self._copy = memory, True
@@ -326,24 +427,27 @@ class SQLiteStorage(Storage):
 
     # ---- plumbing ----------------------------------------------------------------------------
     @property
-    def db(self) -> sqlite3.Connection:
+    def db(self) -> _Checked:
         if self._db is None:
             raise ValueError(f"history {self.path} is closed")
         return self._db
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, holding SQLite's write lock from its first statement."""
+    def _write(self) -> Iterator[_Checked]:
+        """One write transaction, holding SQLite's write lock from its first statement; rolled back
+        whole when anything in it fails, the commit included (a full disk)."""
         if self.read_only and not self._copy:
             raise PermissionError(f"history {self.path} was opened read-only")
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
+            db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.raw.in_transaction:  # SQLite may have rolled back by itself (SQLITE_FULL, SQLITE_IOERR)
+                with contextlib.suppress(sqlite3.Error):
+                    db.raw.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
 
     def close(self) -> None:
         if self._db is not None:
@@ -418,11 +522,11 @@ class SQLiteStorage(Storage):
         tasks = self.tasks()
         return [self._trial(r, tasks) for r in self.db.execute(sql + " ORDER BY id", args).fetchall()]
 
-    def _fetch(self, db: sqlite3.Connection, trial_id: int) -> Trial:
+    def _fetch(self, db: _Checked, trial_id: int) -> Trial:
         return self._trial(db.execute(f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE id = ?", (trial_id,)).fetchone(),
                            self.tasks())
 
-    def _hand_over(self, db: sqlite3.Connection, trial_id: int, owner: Owner, lease: float | None) -> Trial:
+    def _hand_over(self, db: _Checked, trial_id: int, owner: Owner, lease: float | None) -> Trial:
         db.execute("UPDATE trials SET owner = ?, lease_expires = ?, attempts = attempts + 1 WHERE id = ?",
                    (owner.to_text(), None if lease is None else time.time() + lease, trial_id))
         return self._fetch(db, trial_id)

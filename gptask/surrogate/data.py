@@ -31,12 +31,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..models import defaults
 from ..space import Space
 from ..transforms import OutputTransform
 from ..trials import Status, Trial
 from .settings import VALUE_LIMIT
 
-__all__ = ["TrainingData", "training_data", "usable", "usable_values", "log_possible"]
+__all__ = ["TrainingData", "training_data", "usable", "usable_values", "log_possible", "check_fit_size"]
+
+
+def check_fit_size(n_points: int, what: str = "") -> None:
+    """ValueError when ``n_points`` are more than the exact model fits
+    (:data:`gptask.models.defaults.EXACT_FIT_MAX_POINTS`, read at call time), before anything is built.
+    what: how the points came about (default: "N finished trials")."""
+    limit = defaults.EXACT_FIT_MAX_POINTS
+    if n_points > limit:
+        raise ValueError(f"{what or f'{n_points:,} finished trials'}: more points than the exact model fits (at most "
+                         f"{limit:,}: its memory grows as N^2 and its time as N^3, one likelihood evaluation at 5,000 "
+                         "points takes about 14 s on 2 cores); tune fewer tasks or a smaller budget, or raise "
+                         "gptask.models.defaults.EXACT_FIT_MAX_POINTS if you can wait")
 
 
 def usable(trial: Trial) -> bool:
@@ -103,6 +116,7 @@ def training_data(trials: Sequence[Trial], n_tasks: int, space: Space, use_log: 
     latent processes, kernel), folded into the key.
     """
     finished = [t for t in trials if t.status.finished]
+    check_fit_size(len(finished))
     values = usable_values(finished, n_tasks)
     if use_log and not log_possible(values):
         raise ValueError("the log transform needs every usable value > 0")

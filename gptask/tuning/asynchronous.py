@@ -20,9 +20,14 @@ As in the serial loop: a failing objective (exception, NaN, timeout under ``time
 child) is a FAILED trial with its reason; a noise policy and pruner see the task's incumbent and
 history as they were when the trial was sent (later results are folded in as they arrive).
 ``max_time``: no trial is sent after it, trials not started are cancelled, forked runs
-(``timeout=``) are stopped at it; their trials stay PENDING for the next run. An interruption
-(SIGTERM, Ctrl-C) cancels what has not started and releases every pending trial; runs already
-inside a worker belong to the executor (its shutdown waits for them or not, as the caller chose).
+(``timeout=``, or any run in a worker that descends from this process) are stopped at it; their
+trials stay PENDING for the next run. Every job carries a :class:`gptask.child.Guard`: when the
+loop ends by an interruption (SIGTERM, Ctrl-C) or an error, the runs still going on in forked
+groups on this host are killed within :data:`gptask.child.GUARD_POLL_S` (the executor's shutdown
+then has nothing to wait for), what has not started is cancelled and every pending trial is
+released; when this process is killed (``kill -9``), the workers that descend from it (a
+``ProcessPoolExecutor``'s) end with everything their runs started. Runs on other hosts belong to
+the executor's machinery (a Dask nanny, ``mpiexec``).
 An executor failure (a worker process that died, a job that could not be sent) stops the loop with
 an error naming the trial, after telling every result that did come back.
 """
@@ -36,6 +41,7 @@ import pickle
 import time
 from typing import Any
 
+from ..child import guarded_runs
 from ..evaluate import Evaluator, Job, run_job
 from ..trials import Trial
 from ..progress import Progress
@@ -86,6 +92,12 @@ def run_async(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_
               stop_at: float | None) -> None:
     """Keep up to ``max_in_flight`` trials of ``tuner`` running on ``executor`` until the run is
     done or ``stop_at`` (a ``time.monotonic()`` instant); see the module docstring."""
+    with guarded_runs() as guard:  # its end stops every run still going on
+        _loop(tuner, evaluator, executor, max_in_flight, reporter, stop_at, guard)
+
+
+def _loop(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_flight: int, reporter: Progress,
+          stop_at: float | None, guard: Any) -> None:
     running: dict[cf.Future, tuple[Trial, Job]] = {}
     waiting = Waiting()
     per_line = max(1, len(tuner.open_tasks()))
@@ -104,7 +116,7 @@ def run_async(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_
                 trials = tuner.ask(max_in_flight - len(running))
                 ask_s += time.monotonic() - t0
                 for t in trials:
-                    job = evaluator.job(t.task, t.params, stop_at=stop_at)
+                    job = evaluator.job(t.task, t.params, stop_at=stop_at, guard=guard)
                     try:
                         running[executor.submit(run_job, job)] = (t, job)
                     except Exception as exc:  # e.g. a process pool broken by a worker that died
@@ -145,5 +157,5 @@ def run_async(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_
 def _failed(trial: Trial, exc: BaseException) -> ExecutorFailed:
     return ExecutorFailed(f"the executor could not run trial {trial.id} (task {trial.task_index}, "
                           f"{dict(trial.params)}): {type(exc).__name__}: {exc}; the trials not told stay pending for "
-                          "the next run (an objective that may crash its process is safer under timeout=, which "
-                          "runs it in a child process)")
+                          "the next run (on workers that are not this process's children, e.g. MPI ranks, an objective "
+                          "that may crash its process is safer under timeout=, which runs it in a child process)")

@@ -36,6 +36,7 @@ from ..storage import Storage
 from ..trials import Trial
 from .asynchronous import check_executor, run_async
 from ..progress import Progress
+from ..surrogate.data import check_fit_size
 from .steps import Waiting, report, tell_once
 from .tuner import Tuner
 from ..surrogate.updates import RefitPolicy
@@ -138,6 +139,9 @@ def tune(
     """
     tasks, budget, n_initial = smoke_limits(tasks, budget, n_initial)  # GPTASK_MAX_TASKS / _BUDGET, if set
     max_time = check_seconds("max_time", max_time)
+    if isinstance(budget, int) and isinstance(tasks, (int, Sequence)) and not isinstance(tasks, (bool, str)):
+        n_tasks = tasks if isinstance(tasks, int) else len(tasks)
+        check_fit_size(n_tasks * budget, f"a run of {n_tasks} tasks x budget {budget} = {n_tasks * budget:,} points")
     max_in_flight = check_executor(executor, max_in_flight, comm, parallel_evaluations,
                                    (problem.objective, noise, pruner))
     evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout,

@@ -1,0 +1,195 @@
+"""The report's figures (matplotlib, Agg): each function takes plain data and returns a Figure,
+which :func:`gptask.insight.html.figure_html` embeds as a PNG and closes.
+
+Why matplotlib and static PNGs: it is already a dependency, draws without a display or network on
+a login node, and a PNG inside the HTML file needs no script, so the page opens the same from a
+file, in a browser without network and in an e-mail client (which drops scripts)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..labels import task_label
+
+__all__ = ["convergence_grid", "sensitivity_bars", "heldout_scatter", "task_map", "task_line", "MAX_PANELS"]
+
+#: the most tasks drawn as panels of the convergence figure
+MAX_PANELS = 16
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def convergence_grid(series: Sequence[dict[str, Any]], unit: str = "") -> Any:
+    """One panel per task: its measured values (dots; failures as red crosses at the top), the best
+    so far (a line) and the default's value (dashed). series: dicts with label, values (None for a
+    failure), default (or None)."""
+    plt = _plt()
+    n = min(len(series), MAX_PANELS)
+    cols = min(4, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.5 * rows), squeeze=False)
+    for ax, s in zip(axes.flat, series[:n]):
+        vals = s["values"]
+        xs = [k + 1 for k, v in enumerate(vals) if v is not None]
+        ys = [v for v in vals if v is not None]
+        best = np.minimum.accumulate(ys) if ys else []
+        positive = bool(ys) and min(ys) > 0 and (s.get("default") is None or s["default"] > 0)
+        ax.plot(xs, ys, ".", color="0.6", markersize=4)
+        ax.step(xs, best, where="post", color="C0")
+        if s.get("default") is not None:
+            ax.axhline(s["default"], color="C1", linestyle="--", linewidth=1)
+        fails = [k + 1 for k, v in enumerate(vals) if v is None]
+        if fails:
+            top = max(ys) if ys else 1.0
+            ax.plot(fails, [top] * len(fails), "x", color="red")
+        if positive:
+            ax.set_yscale("log")
+        ax.set_title(s["label"], fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.supxlabel("evaluation of the task", fontsize=9)
+    fig.supylabel("value" + (f" ({unit})" if unit else ""), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def sensitivity_bars(names: Sequence[str], first: np.ndarray, first_conf: np.ndarray, total: np.ndarray,
+                     total_conf: np.ndarray) -> Any:
+    """Mean first-order and total indices per parameter, with their interval half-widths."""
+    plt = _plt()
+    x = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(names) + 2), 3.4))
+    ax.bar(x - 0.2, first, 0.4, yerr=first_conf, label="first order S1", color="C0", capsize=3)
+    ax.bar(x + 0.2, total, 0.4, yerr=total_conf, label="total ST", color="C1", capsize=3)
+    ax.set_xticks(x, list(names), rotation=30 if len(names) > 6 else 0)
+    ax.set_ylim(0, max(1.0, float(np.max(total + total_conf)) if len(total) else 1.0))
+    ax.set_ylabel("share of the variance")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def heldout_scatter(measured: np.ndarray, predicted: np.ndarray, task: np.ndarray, unit: str = "",
+                    title: str = "") -> Any:
+    """Predicted against measured values of held-out evaluations, one colour per task, the 1:1 line."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(4.6, 4.2))
+    for i in np.unique(task):
+        k = task == i
+        ax.plot(measured[k], predicted[k], ".", markersize=5, label=f"task {int(i)}")
+    both = np.concatenate([measured, predicted])
+    lo, hi = float(np.min(both)), float(np.max(both))
+    ax.plot([lo, hi], [lo, hi], "k--", linewidth=1)
+    if lo > 0:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    u = f" ({unit})" if unit else ""
+    ax.set_xlabel("measured" + u)
+    ax.set_ylabel("predicted" + u)
+    ax.set_title(title, fontsize=9)
+    if len(np.unique(task)) <= 10:
+        ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _level(values: list[Any]) -> tuple[np.ndarray, list[str] | None]:
+    """Numbers as they are; other values (categories) as their index, with the labels."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return np.asarray(values, dtype=float), None
+    labels = sorted({str(v) for v in values})
+    return np.asarray([labels.index(str(v)) for v in values], dtype=float), labels
+
+
+def task_map(xname: str, yname: str, xs: Sequence[float], ys: Sequence[float], value: np.ndarray,
+             params: dict[str, list[Any]], unit: str = "", tuned: Sequence[tuple[float, float]] = ()) -> Any:
+    """Heat maps over two task dimensions: the predicted value of the recommended configuration,
+    then each parameter's recommended value. value: (len(ys), len(xs)); params[name]: row-major
+    values (y slowest). tuned: the tuned tasks' (x, y), marked with circles."""
+    plt = _plt()
+    panels = 1 + len(params)
+    cols = min(3, panels)
+    rows = math.ceil(panels / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.1 * cols, 3.3 * rows), squeeze=False)
+    X, Y = np.meshgrid(np.arange(len(xs)), np.arange(len(ys)))
+
+    def draw(ax: Any, Z: np.ndarray, title: str, labels: list[str] | None, log: bool) -> None:
+        from matplotlib.colors import LogNorm
+
+        norm = LogNorm() if log and np.nanmin(Z) > 0 and np.nanmax(Z) > np.nanmin(Z) else None
+        im = ax.pcolormesh(X, Y, Z, shading="nearest", cmap="viridis", norm=norm)
+        ax.set_xticks(range(len(xs)), [f"{v:.4g}" for v in xs], fontsize=7, rotation=45)
+        ax.set_yticks(range(len(ys)), [f"{v:.4g}" for v in ys], fontsize=7)
+        ax.set_xlabel(xname, fontsize=8)
+        ax.set_ylabel(yname, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        bar = fig.colorbar(im, ax=ax)
+        bar.ax.tick_params(labelsize=7)
+        if labels is not None:
+            bar.set_ticks(range(len(labels)), labels=labels)
+        for tx, ty in tuned:
+            ax.plot(list(xs).index(tx) if tx in xs else np.interp(tx, xs, range(len(xs))),
+                    list(ys).index(ty) if ty in ys else np.interp(ty, ys, range(len(ys))), "o", mfc="none",
+                    mec="white", markersize=9)
+
+    flat = list(axes.flat)
+    draw(flat[0], value, "predicted value" + (f" ({unit})" if unit else ""), None, True)
+    for ax, (name, vals) in zip(flat[1:], params.items()):
+        z, labels = _level(vals)
+        draw(ax, z.reshape(len(ys), len(xs)), f"recommended {name}", labels, False)
+    for ax in flat[panels:]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def task_line(xname: str, xs: Sequence[float], value: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+              params: dict[str, list[Any]], unit: str = "") -> Any:
+    """Along one task dimension: the predicted value with its 95 % band, then each parameter's
+    recommended value."""
+    plt = _plt()
+    panels = 1 + len(params)
+    cols = min(3, panels)
+    rows = math.ceil(panels / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 2.9 * rows), squeeze=False)
+    flat = list(axes.flat)
+    ax = flat[0]
+    ax.plot(xs, value, "o-", color="C0")
+    ax.fill_between(xs, lower, upper, alpha=0.25, color="C0")
+    if np.min(lower) > 0:
+        ax.set_yscale("log")
+    ax.set_title("predicted value" + (f" ({unit})" if unit else "") + ", 95 % band", fontsize=9)
+    for ax, (name, vals) in zip(flat[1:], params.items()):
+        z, labels = _level(vals)
+        ax.step(xs, z, where="mid", color="C2")
+        ax.plot(xs, z, ".", color="C2")
+        if labels is not None:
+            ax.set_yticks(range(len(labels)), labels)
+        ax.set_title(f"recommended {name}", fontsize=9)
+    for ax in flat[:panels]:
+        ax.set_xlabel(xname, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in flat[panels:]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def series_label(i: int, task: dict) -> str:
+    return f"task {i}: {task_label(task)}"

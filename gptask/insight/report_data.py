@@ -1,0 +1,116 @@
+"""Everything a campaign report shows, read once from a history file (read only).
+
+:func:`load_report_data` never raises for a history that is merely empty or half-finished: what is
+not there yet (tasks, evaluations, a fitted model, a default, provenance) is listed in
+:attr:`ReportData.missing`, and each section of the report shows what it can.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..labels import stored_unit, task_label
+from ..result import TuningResult
+from ..trials import Status, Trial
+
+__all__ = ["ReportData", "load_report_data", "PROVENANCE_META_KEY"]
+
+log = logging.getLogger(__name__)
+
+#: the history meta key a provenance record is read from (written by the provenance work of issue 24)
+PROVENANCE_META_KEY = "provenance"
+
+
+@dataclass
+class ReportData:
+    """path: the history file; name: the problem's name; signature: its stored signature; tasks;
+    trials: every trial (pending ones included), in id order; confirmations: the confirmation runs;
+    result: a TuningResult rebuilt from the history (None when it has no task); unit; budget,
+    n_initial: the run's settings (None when not recorded); closed: task index -> why it stopped;
+    n_models: model fits recorded; provenance: the recorded provenance (None: not recorded);
+    missing: what the history does not hold yet, one line each."""
+
+    path: Path
+    name: str
+    signature: dict
+    tasks: list[dict]
+    trials: list[Trial]
+    confirmations: list[Trial]
+    result: TuningResult | None
+    unit: str = ""
+    budget: int | None = None
+    n_initial: int | None = None
+    closed: dict[int, str] = field(default_factory=dict)
+    n_models: int = 0
+    provenance: Any = None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def finished(self) -> list[Trial]:
+        return [t for t in self.trials if t.status.finished]
+
+    @property
+    def pending(self) -> list[Trial]:
+        return [t for t in self.trials if t.status is Status.PENDING]
+
+    @property
+    def has_model(self) -> bool:
+        return self.result is not None and self.result.model is not None
+
+    def task_text(self, i: int) -> str:
+        return f"task {i} ({task_label(self.tasks[i])})"
+
+
+def _missing(data: ReportData) -> list[str]:
+    out = []
+    if not data.tasks:
+        return ["no task: the history was created but no run was asked yet"]
+    if not data.finished:
+        out.append("no finished evaluation yet")
+    if not data.has_model:
+        out.append("no fitted model yet (the model is fitted once the initial designs are measured): no "
+                   "recommendation by the model, sensitivity, held-out accuracy or map of the task space")
+    if data.budget is not None:
+        short = []
+        for i in range(len(data.tasks)):
+            n = sum(t.task_index == i for t in data.finished)
+            if n < data.budget and i not in data.closed:
+                short.append(f"{i} ({n}/{data.budget})")
+        if short:
+            out.append("tasks below their budget of evaluations (the run is unfinished): " + ", ".join(short))
+    if data.pending:
+        out.append(f"{len(data.pending)} trial(s) pending (asked, not yet told)")
+    if data.result is not None and data.result.problem.default is None:
+        out.append("no default configuration recorded: no gain over the default")
+    if data.provenance is None:
+        out.append("no provenance recorded (machine and software of the runs)")
+    return out
+
+
+def load_report_data(path: str | Path) -> ReportData:
+    """Read the history at ``path`` (SQLite, read only) into a :class:`ReportData`. Raises
+    ValueError for a file that is not a gptask history (the storage names the problem)."""
+    from ..rebuild import result_from_history
+    from ..storage import SQLiteStorage
+
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"no history file at {p}")
+    with SQLiteStorage(p, read_only=True) as h:
+        sig = h.signature
+        tasks = h.tasks()
+        trials = h.trials()
+        settings = h.get_meta("settings") or {}
+        result = None
+        if tasks and sig.get("task_space") and sig.get("param_space"):
+            result = result_from_history(h)
+        data = ReportData(path=p, name=str(sig.get("name", "problem")), signature=sig, tasks=tasks, trials=trials,
+                          confirmations=h.confirmations(), result=result, unit=stored_unit(h),
+                          budget=settings.get("budget"), n_initial=settings.get("n_initial"),
+                          closed=h.closed_tasks(), n_models=len(h.models()),
+                          provenance=h.get_meta(PROVENANCE_META_KEY))
+    data.missing = _missing(data)
+    return data

@@ -1,0 +1,350 @@
+"""The sections of the campaign report, one function per topic.
+
+Each section function takes the :class:`~gptask.insight.report_data.ReportData` and the
+:class:`ReportOptions` and returns the section's HTML body; it says what is missing instead of
+failing when the history cannot give it yet. :data:`SECTIONS` lists them in page order: a new
+topic (the Pareto fronts of several objectives, issue 25) is one more function and one more entry.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..labels import task_label
+from ..trials import Status
+from . import figures
+from .html import esc, figure_html, list_html, note_html, table_html
+from .report_data import ReportData
+
+__all__ = ["ReportOptions", "SECTIONS", "Section"]
+
+log = logging.getLogger(__name__)
+
+#: rows of the measured-runs table beyond which only failed runs and the first rows are listed
+MAX_RUN_ROWS = 2000
+#: points per task dimension of the default map of the task space
+MAP_POINTS = 7
+#: held-out points per task scored by the leave-one-task-out check (each task refits the new-task model)
+LOTO_POINTS = 40
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """grid: the task grid of the "best configuration across the task space" section (a grid
+    text, :mod:`gptask.insight.grid`; None: MAP_POINTS values per dimension over the tuned range);
+    sensitivity_base: SALib's N; problem_given: whether the result carries the user's problem
+    (its constraints, default and features) rather than one rebuilt from the history."""
+
+    grid: str | None = None
+    sensitivity_base: int = 1024
+    problem_given: bool = False
+    tasks: tuple[Any, ...] = ()
+
+
+def summary(data: ReportData, opts: ReportOptions) -> str:
+    counts = {s: sum(t.status is s for t in data.trials) for s in Status}
+    rows = [{"item": "problem", "value": data.name}, {"item": "history file", "value": str(data.path)},
+            {"item": "tasks", "value": len(data.tasks)},
+            {"item": "evaluations finished", "value": len(data.finished)},
+            {"item": "complete / failed / censored",
+             "value": f"{counts[Status.COMPLETE]} / {counts[Status.FAILED]} / {counts.get(Status.CENSORED, 0)}"},
+            {"item": "pending", "value": counts[Status.PENDING]},
+            {"item": "confirmation runs", "value": len(data.confirmations)},
+            {"item": "budget per task", "value": data.budget if data.budget is not None else "not recorded"},
+            {"item": "model fits recorded", "value": data.n_models},
+            {"item": "objective's unit", "value": data.unit or "none recorded"}]
+    out = table_html(rows)
+    if data.missing:
+        out += note_html("What this history does not hold yet (the page shows what it can):", "missing")
+        out += list_html(data.missing)
+    return out
+
+
+def recommendations(data: ReportData, opts: ReportOptions) -> str:
+    from ..recommend import COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, recommend, recommendation_row
+
+    result = data.result
+    if result is None or not data.finished:
+        return note_html("No task has a finished evaluation yet: nothing to recommend.", "missing")
+    if result.model is None and not result.confirmations:
+        rows = [r for r in result.table()]
+        return (note_html("No model was fitted yet: the table shows the single best launch per task (not a "
+                          "recommendation; the model's rule applies once it is fitted).", "missing")
+                + table_html(rows, data.unit, ("best", "default")))
+    recs = [recommend(result, i, progress=False) for i in range(len(result.tasks)) if result.records(i)]
+    out = note_html("Rule: " + RULE.format(aggregate=DEFAULT_AGGREGATE) + ".")
+    out += table_html([recommendation_row(r) for r in recs], data.unit, VALUE_COLUMNS)
+    out += note_html(COLUMNS_NOTE.format(aggregate=DEFAULT_AGGREGATE) + ". The model's +- is the std of its "
+                     "posterior mean (the latent value, not one launch).")
+    out += "<h3>In words</h3>" + list_html(f"{data.task_text(r.task_index)}: {r.describe()}" for r in recs)
+    without = [i for i in range(len(result.tasks)) if not result.records(i)]
+    if without:
+        out += note_html("No complete evaluation yet, so no recommendation: " + ", ".join(
+            data.task_text(i) for i in without), "missing")
+    return out
+
+
+def convergence(data: ReportData, opts: ReportOptions) -> str:
+    if not data.finished:
+        return note_html("No finished evaluation yet.", "missing")
+    result = data.result
+    series = []
+    for i, task in enumerate(data.tasks):
+        mine = [t for t in data.finished if t.task_index == i]
+        if not mine:
+            continue
+        default = None
+        if result is not None and result.problem.default is not None:
+            d = result.default(i)
+            default = None if d is None else d[1]
+        series.append({"label": figures.series_label(i, task), "default": default,
+                       "values": [t.value if t.status is Status.COMPLETE else None for t in mine]})
+    shown = len(series[: figures.MAX_PANELS])
+    caption = ("Measured value of every evaluation of each task (grey), the best so far (blue), the default's "
+               "value (orange, dashed) and failed evaluations (red crosses).")
+    if len(series) > shown:
+        caption += f" The first {shown} of {len(series)} tasks."
+    return figure_html(figures.convergence_grid(series, data.unit), caption, "convergence per task")
+
+
+def runs(data: ReportData, opts: ReportOptions) -> str:
+    from ..failures import reasons_by_task
+
+    if not data.trials:
+        return note_html("No run was asked yet.", "missing")
+    out = ""
+    failed = reasons_by_task(data.trials)
+    if failed:
+        rows = [{"task": i, "task values": task_label(data.tasks[i]), "failed": sum(c.values()),
+                 "reasons": "; ".join(f"{r} ({n})" for r, n in c.most_common())} for i, c in failed.items()]
+        out += "<h3>Failures by reason</h3>" + table_html(rows)
+    else:
+        out += note_html("No evaluation failed.")
+    trials = data.trials
+    if len(trials) > MAX_RUN_ROWS:
+        keep = [t for t in trials if t.status is not Status.COMPLETE]
+        trials = keep + [t for t in trials if t.status is Status.COMPLETE][: max(0, MAX_RUN_ROWS - len(keep))]
+        out += note_html(f"{len(data.trials)} runs: every failed, censored or pending one and the first complete "
+                         f"ones are listed ({len(trials)} rows); `gptask export` writes them all.")
+    rows = [{"id": t.id, "task": t.task_index, **t.params, "status": t.status.value, "value": t.value,
+             "duration (s)": t.duration, "source": t.source, "reason": t.reason or ""} for t in trials]
+    out += "<h3>Every run</h3><div class=\"scroll\">" + table_html(
+        rows, data.unit, ("value",), row_class=lambda r: "failed" if r["status"] == "failed" else "") + "</div>"
+    if data.confirmations:
+        groups: dict[tuple, list] = {}
+        for t in data.confirmations:
+            groups.setdefault((t.task_index, tuple(sorted(t.params.items()))), []).append(t)
+        rows = []
+        for (i, _), runs_ in groups.items():
+            ok = [t.value for t in runs_ if t.status is Status.COMPLETE]
+            rows.append({"task": i, **runs_[0].params, "runs": len(runs_), "failed": len(runs_) - len(ok),
+                         "min": min(ok) if ok else None, "median": float(np.median(ok)) if ok else None,
+                         "max": max(ok) if ok else None,
+                         "reasons": "; ".join(sorted({t.reason for t in runs_ if t.reason}))})
+        out += ("<h3>Confirmation runs</h3>" + note_html(
+            f"{len(data.confirmations)} re-launches of the candidates of the recommendation rule (round robin), "
+            "per task and configuration.") + "<div class=\"scroll\">"
+            + table_html(rows, data.unit, ("min", "median", "max")) + "</div>")
+    return out
+
+
+def sensitivity_section(data: ReportData, opts: ReportOptions) -> str:
+    from .sensitivity import FIXABLE_TOTAL, sensitivity
+
+    if not data.has_model:
+        return note_html("No fitted model yet: the indices are computed on the model's mean.", "missing")
+    space = data.result.problem.param_space
+    if len(space) < 2:
+        return note_html(f"One parameter ({space.names[0]}): there is nothing to apportion.")
+    rep = sensitivity(data.result, base=opts.sensitivity_base)
+    m = rep.mean
+    out = note_html(rep.describe().split("\n")[0] + ". S1: the share of the variance a parameter explains "
+                    "alone; ST: with its interactions. The +- are half-widths of the bootstrap intervals of the "
+                    "estimate on the model's mean; the model's own error is not in them (see the held-out "
+                    "accuracy).")
+    out += figure_html(figures.sensitivity_bars(rep.names, m.first, m.first_conf, m.total, m.total_conf),
+                       f"Mean Sobol indices over {len(rep.tasks)} task(s), 95 % intervals.", "Sobol indices")
+    out += table_html(rep.table())
+    fixable = rep.fixable()
+    out += note_html(f"Can be fixed (ST + its half-width below {FIXABLE_TOTAL} on every task): "
+                     + (", ".join(fixable) if fixable else "none") + ".")
+    known = [f for f in rep.infeasible_fraction if f is not None]
+    if known:
+        out += note_html(f"The constraints forbid {100 * min(known):.0f}-{100 * max(known):.0f} % of the "
+                         "sampled box of parameters: there the indices describe the model where it has no data.")
+    elif not opts.problem_given and data.signature.get("n_constraints"):
+        out += note_html(f"The problem has {data.signature['n_constraints']} constraint(s), unknown to a history: "
+                         "the box sampled may hold configurations they forbid (pass --problem to count them).")
+    return out
+
+
+def accuracy(data: ReportData, opts: ReportOptions) -> str:
+    from ..crossval import leave_one_task_out, within_task_cv
+
+    if not data.has_model:
+        return note_html("No fitted model yet.", "missing")
+    result = data.result
+    out = note_html("Each measured value predicted by the model without it (hyperparameters kept, the model "
+                    "re-conditioned without the held-out points). MAPE: mean absolute percentage error; "
+                    "Spearman: rank correlation of predicted and measured values, mean over tasks; coverage: "
+                    "fraction of measurements inside their central 95 % predictive interval.")
+    rows, shown = [], None
+    try:
+        cv = within_task_cv(result, folds=5)
+        rows.append(cv.summary())
+        shown = cv
+    except ValueError as exc:
+        out += note_html(f"Within-task 5-fold check not possible: {exc}", "missing")
+    tuned = [i for i in range(len(result.tasks)) if result.records(i)]
+    if len(tuned) >= 3:
+        try:
+            loto = leave_one_task_out(result, max_points=LOTO_POINTS)
+            rows.append(loto.summary())
+            shown = loto
+        except ValueError as exc:
+            out += note_html(f"Leave-one-task-out check not possible: {exc}", "missing")
+    else:
+        out += note_html(f"Leave-one-task-out (how well new tasks are predicted) needs 3 tasks with complete "
+                         f"evaluations; this history has {len(tuned)}.", "missing")
+    if rows:
+        for r in rows:
+            r["mape"] = None if r["mape"] is None else f"{100 * r['mape']:.1f} %"
+            r["coverage"] = None if r["coverage"] is None else f"{100 * r['coverage']:.1f} %"
+        out += table_html(rows)
+    if shown is not None and shown.points:
+        pts = shown.points
+        out += figure_html(figures.heldout_scatter(np.array([p.measured for p in pts]),
+                                                   np.array([p.predicted for p in pts]),
+                                                   np.array([p.task_index for p in pts]), data.unit, shown.method),
+                           f"Held-out predictions ({shown.method}) against the measured values; dashed: equal.",
+                           "held-out accuracy")
+        out += "<h3>Per task</h3>" + table_html(
+            [{**r, "task values": task_label(data.tasks[r["task_index"]])} for r in shown.by_task()])
+    return out
+
+
+def _default_axes(data: ReportData, dims: list[Any], rng: dict[str, Any]) -> dict[str, list[Any]]:
+    from ..space import Integer
+
+    axes: dict[str, list[Any]] = {}
+    space = data.result.problem.task_space
+    for d in space.dimensions:
+        if d in dims:
+            lo, hi = rng[d.name]
+            vals = np.geomspace(lo, hi, MAP_POINTS) if getattr(d, "log", False) and lo > 0 else \
+                np.linspace(lo, hi, MAP_POINTS)
+            axes[d.name] = list(dict.fromkeys(int(round(v)) for v in vals)) if isinstance(d, Integer) else \
+                [float(f"{v:.4g}") for v in vals]
+        else:
+            values = sorted((t[d.name] for t in data.tasks), key=str)
+            axes[d.name] = [values[len(values) // 2]]
+    return axes
+
+
+def task_space_section(data: ReportData, opts: ReportOptions) -> str:
+    from .grid import parse_grid
+    from .selection import is_numeric, selection_table
+
+    if not data.has_model:
+        return note_html("No fitted model yet: the map needs run-free predictions.", "missing")
+    result = data.result
+    tuned = [i for i in range(len(result.tasks)) if result.model.n_points[i] > 0]
+    if len(tuned) < 2:
+        return note_html("Run-free prediction across the task space needs 2 tuned tasks; "
+                         f"this history has {len(tuned)}.", "missing")
+    space = result.problem.task_space
+    rng = {d.name: (min(result.tasks[i][d.name] for i in tuned), max(result.tasks[i][d.name] for i in tuned))
+           for d in space.dimensions if is_numeric(d)}
+    dims = [d for d in space.dimensions if d.name in rng and rng[d.name][0] < rng[d.name][1]][:2]
+    if not dims and opts.grid is None:
+        return note_html("The tuned tasks do not vary along a numeric task dimension: no map to draw.")
+    axes = parse_grid(opts.grid, space) if opts.grid else _default_axes(data, dims, rng)
+    if opts.grid:
+        dims = [d for d in space.dimensions if len(axes[d.name]) > 1 and is_numeric(d)][:2]
+    table = selection_table(result, axes)
+    entries = table.entries
+    pnames = result.problem.param_space.names
+    asked = ""
+    if opts.tasks:
+        rows = []
+        for t in opts.tasks:
+            e = selection_table(result, {k: [v] for k, v in t.items()}).entries[0]
+            rows.append({**e.task, **e.params, "value": e.value, "+- std": e.value_std, "95 % low": e.lower,
+                         "95 % high": e.upper, "from": e.source, "note": e.note})
+        asked = "<h3>The tasks asked about (--task)</h3>" + table_html(
+            rows, data.unit, ("value", "+- std", "95 % low", "95 % high"),
+            row_class=lambda r: "fallback" if r["from"] == "fallback" else "")
+    out = note_html("Run-free predictions of the model (gt.predict_optimum) at every point of a grid of tasks; "
+                    "tuned tasks show their recommendation by the rule above; points outside the tuned range "
+                    "(" + "; ".join(f"{k} {v[0]}..{v[1]}" for k, v in table.tuned_range.items() if k in rng)
+                    + ") are fallbacks: the nearest tuned task's recommendation, without a predicted value. "
+                      "Value: the predicted median of one launch and its central 95 % interval; how far to "
+                      "trust it: the held-out accuracy above (leave-one-task-out: new tasks)."
+                    + ("" if opts.problem_given else " The problem's constraints and features are not stored in "
+                       "a history: pass --problem to check them.")) + asked
+    if len(dims) == 2 and len(entries) == len(axes[dims[0].name]) * len(axes[dims[1].name]):
+        xs, ys = axes[dims[0].name], axes[dims[1].name]
+        by = {(e.task[dims[0].name], e.task[dims[1].name]): e for e in entries}
+        grid = [[by[(x, y)] for x in xs] for y in ys]
+        value = np.array([[np.nan if e.value is None else e.value for e in row] for row in grid])
+        params = {p: [e.params[p] for row in grid for e in row] for p in pnames}
+        tuned_xy = [(result.tasks[i][dims[0].name], result.tasks[i][dims[1].name]) for i in tuned]
+        out += figure_html(figures.task_map(dims[0].name, dims[1].name, xs, ys, value, params, data.unit, tuned_xy),
+                           "The recommended configuration over two task dimensions (circles: tuned tasks; "
+                           "blank cells: fallbacks, not predicted).", "map of the task space")
+    elif len(dims) == 1 and len(entries) == len(axes[dims[0].name]):
+        xs = axes[dims[0].name]
+        inside = [e for e in entries if e.value is not None]
+        if inside:
+            xv = [e.task[dims[0].name] for e in inside]
+            out += figure_html(figures.task_line(dims[0].name, xv, np.array([e.value for e in inside]),
+                                                 np.array([e.lower for e in inside]),
+                                                 np.array([e.upper for e in inside]),
+                                                 {p: [e.params[p] for e in inside] for p in pnames}, data.unit),
+                               "The recommended configuration along one task dimension.", "line over the task space")
+    rows = [{**e.task, **e.params, "value": e.value, "+- std": e.value_std, "95 % low": e.lower,
+             "95 % high": e.upper, "from": e.source, "note": e.note} for e in entries]
+    out += "<h3>What to run at each grid point</h3>" + table_html(
+        rows, data.unit, ("value", "+- std", "95 % low", "95 % high"),
+        row_class=lambda r: "fallback" if r["from"] == "fallback" else "")
+    return out
+
+
+def provenance(data: ReportData, opts: ReportOptions) -> str:
+    rec = data.provenance
+    if rec is None:
+        return note_html("Not recorded: this history holds no provenance record (machine, software, versions of "
+                         "the runs). Histories written once provenance is recorded show it here.", "missing")
+    if isinstance(rec, dict):
+        rows = [{"item": k, "value": v if isinstance(v, (str, int, float)) or v is None else json.dumps(v)}
+                for k, v in rec.items()]
+        return table_html(rows)
+    return f"<pre>{esc(json.dumps(rec, indent=1, default=str))}</pre>"
+
+
+@dataclass(frozen=True)
+class Section:
+    """anchor: the HTML id; title: the heading; build(data, options) -> the body HTML."""
+
+    anchor: str
+    title: str
+    build: Callable[[ReportData, ReportOptions], str]
+
+
+#: the report's sections in page order (module docstring)
+SECTIONS: tuple[Section, ...] = (
+    Section("campaign", "Campaign", summary),
+    Section("recommended", "Recommended configurations and gains over the default", recommendations),
+    Section("convergence", "Convergence per task", convergence),
+    Section("runs", "Measured runs", runs),
+    Section("sensitivity", "Which parameters matter (sensitivity)", sensitivity_section),
+    Section("accuracy", "Held-out accuracy of the model", accuracy),
+    Section("task-space", "Best configuration across the task space", task_space_section),
+    Section("provenance", "Provenance", provenance),
+)

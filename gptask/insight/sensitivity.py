@@ -1,0 +1,285 @@
+"""Which parameters matter: Sobol indices of every parameter, computed on the fitted model's mean.
+
+:func:`sensitivity` decomposes the variance of the model's posterior mean over the parameter space
+into the shares of each parameter (a *dimension*: a categorical or an ordinal is one parameter,
+however many encoded columns it has):
+
+* first order ``S1``: the share of the variance explained by the parameter alone;
+* total ``ST``: its share with all its interactions; a parameter with a small ``ST`` can be fixed
+  at any value without changing the objective much (GPTune's Sobol analysis cut a 12-parameter
+  Hypre space to 3 that way).
+
+How: SALib (``SALib.sample.sobol``, Saltelli's scheme on a scrambled Sobol sequence, and
+``SALib.analyze.sobol``, the Saltelli 2010 / Jansen estimators with bootstrap confidence
+intervals) on ``[0, 1]^d``, one column per parameter. Column j is mapped to parameter j's values by
+the dimension itself (:meth:`gptask.space.Dimension.sample_columns`, then ``snap_columns``): the
+input distribution is the one the search space defines, uniform on each dimension's encoded line
+(log-uniform for ``log=True``), every allowed value of a discrete dimension equally likely,
+parameters independent. The constraints are *not* applied (Sobol indices need independent inputs):
+the model is evaluated over the whole box, and :attr:`SensitivityReport.infeasible_fraction` says
+how much of that box the constraints forbid.
+
+What is decomposed (``scale``): ``"model"`` (default), the model's mean in its own units: the
+standardised log of the objective under the log output transform, so effects are relative (a
+parameter that doubles the time counts the same on a small and a large task); a per-task affine
+map changes no index, so these are also the indices of ``log(objective)``. ``"user"``: the
+predicted median in the objective's units (seconds), where large values dominate.
+
+Uncertainty: ``*_conf`` is the half-width of SALib's bootstrap confidence interval (level
+``conf_level``) of the Monte Carlo estimate on the model's mean. The model's own uncertainty (how
+well the mean fits the objective) is not in it: check the model's held-out accuracy
+(:mod:`gptask.crossval`) before trusting the indices.
+
+Over the task space: :attr:`SensitivityReport.mean` averages the tasks' indices (each task
+weighted alike; a fresh scrambled sequence per task, so the per-task estimates are independent and
+the half-width of the mean is ``sqrt(sum conf_i^2) / T``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..checks import check_int
+from ..labels import task_label
+from ..seeding import int_seed
+from ..space import Space
+from ..table import Table
+
+__all__ = ["Indices", "SensitivityReport", "sensitivity", "encoded_sample", "DEFAULT_BASE", "FIXABLE_TOTAL",
+           "SCALES"]
+
+log = logging.getLogger(__name__)
+
+#: base sample size N of Saltelli's scheme (a power of 2): N * (d + 2) model evaluations per task
+DEFAULT_BASE = 1024
+#: a parameter whose total index stays below this on every task can be fixed (the report says so)
+FIXABLE_TOTAL = 0.05
+#: what is decomposed (module docstring)
+SCALES = ("model", "user")
+#: bootstrap resamples of SALib's confidence intervals
+RESAMPLES = 200
+#: model predictions per call of the LCM (bounds the memory of the cross-covariance)
+CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class Indices:
+    """Sobol indices of one task (or their mean over tasks), one entry per parameter, in the
+    order of ``names``: first (S1), total (ST), and the half-widths of their confidence intervals."""
+
+    names: tuple[str, ...]
+    first: np.ndarray
+    first_conf: np.ndarray
+    total: np.ndarray
+    total_conf: np.ndarray
+
+    def as_dict(self) -> dict[str, dict[str, float]]:
+        """``{name: {"S1", "S1_conf", "ST", "ST_conf"}}`` (JSON-ready floats)."""
+        return {n: {"S1": float(self.first[k]), "S1_conf": float(self.first_conf[k]),
+                    "ST": float(self.total[k]), "ST_conf": float(self.total_conf[k])}
+                for k, n in enumerate(self.names)}
+
+
+@dataclass(frozen=True)
+class SensitivityReport:
+    """What :func:`sensitivity` found.
+
+    names: the parameters; task_indices, tasks: the tasks analysed (indices into the result's
+    tasks, and their dicts); per_task: their :class:`Indices`, in that order; mean: the mean over
+    them; scale: "model" or "user" (module docstring); base: SALib's N; evaluations: model
+    evaluations per task (``N * (d + 2)``); conf_level: of the intervals; infeasible_fraction:
+    per task, the fraction of the sampled configurations that violate the constraints (None when
+    the constraints are unknown, e.g. a result rebuilt from a history).
+    """
+
+    names: tuple[str, ...]
+    task_indices: tuple[int, ...]
+    tasks: tuple[dict, ...]
+    per_task: tuple[Indices, ...]
+    mean: Indices
+    scale: str
+    base: int
+    evaluations: int
+    conf_level: float
+    infeasible_fraction: tuple[float | None, ...]
+
+    def of(self, task: int | Mapping[str, Any]) -> Indices:
+        """The indices of one analysed task, by its index in the result or its dict."""
+        for k, (i, t) in enumerate(zip(self.task_indices, self.tasks)):
+            if (isinstance(task, Mapping) and dict(task) == dict(t)) or (not isinstance(task, Mapping) and task == i):
+                return self.per_task[k]
+        raise ValueError(f"task {task!r} was not analysed; analysed: {list(self.task_indices)}")
+
+    def ranking(self) -> list[str]:
+        """The parameters by decreasing mean total index."""
+        return [self.names[k] for k in np.argsort(-self.mean.total, kind="stable")]
+
+    def fixable(self, threshold: float = FIXABLE_TOTAL) -> list[str]:
+        """Parameters whose total index (plus its half-width) is below ``threshold`` on every task
+        analysed: fixing them at a good value costs little, and shrinks the space."""
+        out = []
+        for k, n in enumerate(self.names):
+            if all(ix.total[k] + ix.total_conf[k] < threshold for ix in self.per_task):
+                out.append(n)
+        return out
+
+    def table(self) -> Table:
+        """One row per parameter: the mean S1 and ST over tasks with their half-widths, then each
+        task's ST (``ST task k``), ranked by mean ST."""
+        rows = []
+        for n in self.ranking():
+            k = self.names.index(n)
+            row: dict[str, Any] = {"parameter": n, "S1": float(self.mean.first[k]),
+                                   "S1 +-": float(self.mean.first_conf[k]), "ST": float(self.mean.total[k]),
+                                   "ST +-": float(self.mean.total_conf[k])}
+            if len(self.per_task) > 1:
+                for i, ix in zip(self.task_indices, self.per_task):
+                    row[f"ST task {i}"] = float(ix.total[k])
+            rows.append(row)
+        return Table(rows)
+
+    def describe(self) -> str:
+        """Two lines for people: what was decomposed, then the tasks."""
+        what = ("the model's mean in model units (log of the objective under the log transform)"
+                if self.scale == "model" else "the model's predicted median in the objective's units")
+        tasks = "; ".join(f"{i}: {task_label(t)}" for i, t in zip(self.task_indices, self.tasks))
+        return (f"Sobol indices of {what}; N = {self.base} ({self.evaluations} model evaluations per task), "
+                f"{round(100 * self.conf_level)} % bootstrap intervals; mean over {len(self.tasks)} task(s)\n"
+                f"tasks: {tasks}")
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready summary: settings, the mean and each task's indices per parameter."""
+        return {"scale": self.scale, "base": self.base, "evaluations": self.evaluations,
+                "conf_level": self.conf_level, "parameters": list(self.names), "mean": self.mean.as_dict(),
+                "tasks": [{"task_index": i, "task": dict(t), "indices": ix.as_dict(), "infeasible_fraction": f}
+                          for i, t, ix, f in zip(self.task_indices, self.tasks, self.per_task,
+                                                 self.infeasible_fraction)],
+                "fixable": self.fixable()}
+
+
+def encoded_sample(space: Space, unit: np.ndarray) -> np.ndarray:
+    """Encoded configurations (n, space.n_columns) of ``unit`` (n, len(space)) draws in [0, 1],
+    column j for dimension j, each mapped by its dimension (module docstring) and snapped to a
+    valid value (integers rounded, one value of a list)."""
+    unit = np.asarray(unit, dtype=float)
+    if unit.ndim != 2 or unit.shape[1] != len(space):
+        raise ValueError(f"expected draws of shape (n, {len(space)}), got {unit.shape}")
+    out = np.empty((len(unit), space.n_columns))
+    for j, (d, sl) in enumerate(zip(space.dimensions, space.column_slices())):
+        out[:, sl] = d.snap_columns(d.sample_columns(unit[:, j]))
+    return out
+
+
+def _parts(source: Any) -> tuple[Any, Any, Space, list[dict], Any]:
+    """(LCM, output transform, parameter space, tasks, problem or None) of a result or a model."""
+    model = getattr(source, "model", None)
+    transform = getattr(source, "transform", None)
+    problem = getattr(source, "problem", None)
+    space = getattr(source, "param_space", None) or getattr(problem, "param_space", None)
+    tasks = getattr(source, "tasks", None)
+    if space is None or tasks is None:
+        raise TypeError(f"sensitivity needs a gptask.TuningResult or a model from gt.load_model, "
+                        f"got {type(source).__name__}")
+    if model is None or transform is None:
+        raise ValueError("sensitivity needs a fitted model: this result has none yet (no fit was made; a "
+                         "history needs its first model fit after the initial designs)")
+    return model, transform, space, [dict(t) for t in tasks], problem
+
+
+def _task_indices(task: Any, tasks: list[dict], model: Any) -> list[int]:
+    fitted = [i for i in range(len(tasks)) if model.n_points[i] > 0]
+    if task is None:
+        if not fitted:
+            raise ValueError("sensitivity: no task has data in the model")
+        return fitted
+    if isinstance(task, Mapping):
+        for i, t in enumerate(tasks):
+            if dict(task) == t:
+                task = i
+                break
+        else:
+            raise ValueError(f"sensitivity: task {dict(task)} is not one of the model's tasks "
+                             f"({'; '.join(task_label(t) for t in tasks)})")
+    if isinstance(task, bool) or not isinstance(task, (int, np.integer)) or not 0 <= task < len(tasks):
+        raise ValueError(f"sensitivity: task must be None, a task dict or an index in 0..{len(tasks) - 1}, "
+                         f"got {task!r}")
+    if int(task) not in fitted:
+        raise ValueError(f"sensitivity: task {int(task)} ({task_label(tasks[int(task)])}) has no data in the model")
+    return [int(task)]
+
+
+def _mean_of(model: Any, transform: Any, i: int, X: np.ndarray, scale: str) -> np.ndarray:
+    z = np.concatenate([model.predict(i, X[a:a + CHUNK])[0] for a in range(0, len(X), CHUNK)])
+    return z if scale == "model" else np.asarray(transform.backward(i, z), dtype=float)
+
+
+def _infeasible(problem: Any, task: dict, space: Space, X: np.ndarray) -> float | None:
+    judge = getattr(problem, "is_feasible", None)
+    if problem is None or not getattr(problem, "constraints", None) or judge is None:
+        return None
+    try:
+        configs = space.decode(X[:: max(1, len(X) // 2048)])  # a subsample is enough for a fraction
+        ok = [bool(judge(task, c)) for c in configs]
+    except Exception:  # noqa: BLE001 - a result rebuilt without its objective may not judge; say unknown
+        return None
+    return 1.0 - float(np.mean(ok))
+
+
+def sensitivity(result: Any, task: int | Mapping[str, Any] | None = None, *, base: int = DEFAULT_BASE,
+                scale: str = "model", seed: int = 0, conf_level: float = 0.95) -> SensitivityReport:
+    """First-order and total Sobol indices of every parameter on the fitted model's mean.
+
+    result: a :class:`gptask.TuningResult` (from ``gt.tune``, ``gt.fit`` or a history) or a model
+    from :func:`gptask.load_model`. task: None, every task with data (and their mean); an index or a
+    task dict, that task alone. base: SALib's N, a power of 2 (``base * (d + 2)`` model evaluations
+    per task, d the number of parameters). scale: "model" or "user" (module docstring). seed: of
+    the scrambled sequences and the bootstrap. conf_level: of the confidence intervals.
+    Returns a :class:`SensitivityReport`. Raises ValueError for a result without a model, an unknown
+    task, a base that is not a power of 2 >= 16, or a space of one parameter.
+    """
+    from SALib.analyze import sobol as sobol_analyze
+    from SALib.sample import sobol as sobol_sample
+
+    model, transform, space, tasks, problem = _parts(result)
+    base = check_int("base", base, 16)
+    if base & (base - 1):
+        raise ValueError(f"sensitivity: base must be a power of 2 (Sobol sequences), got {base}")
+    if scale not in SCALES:
+        raise ValueError(f"sensitivity: scale must be one of {SCALES}, got {scale!r}")
+    if not 0.0 < conf_level < 1.0:
+        raise ValueError(f"sensitivity: conf_level must lie in (0, 1), got {conf_level!r}")
+    if len(space) < 2:
+        raise ValueError(f"sensitivity: a space of one parameter ({space.names[0]}) has nothing to apportion")
+    chosen = _task_indices(task, tasks, model)
+    names = tuple(space.names)
+    salib = {"num_vars": len(names), "names": list(names), "bounds": [[0.0, 1.0]] * len(names)}
+    per_task, infeasible = [], []
+    for i in chosen:
+        unit = sobol_sample.sample(salib, base, calc_second_order=False, scramble=True, seed=int_seed(seed, i))
+        X = encoded_sample(space, unit)
+        y = _mean_of(model, transform, i, X, scale)
+        if not np.all(np.isfinite(y)):
+            raise ValueError(f"sensitivity: the model's mean is not finite on task {i} ({task_label(tasks[i])})")
+        if float(np.var(y)) <= 1e-300:
+            zeros = np.zeros(len(names))
+            per_task.append(Indices(names, zeros, zeros, zeros, zeros))
+            log.warning("sensitivity: the model's mean is constant on task %d: every index is 0", i)
+        else:
+            s = sobol_analyze.analyze(salib, y, calc_second_order=False, num_resamples=RESAMPLES,
+                                      conf_level=conf_level, seed=int_seed(seed, i, 1))
+            per_task.append(Indices(names, np.asarray(s["S1"], float), np.asarray(s["S1_conf"], float),
+                                    np.asarray(s["ST"], float), np.asarray(s["ST_conf"], float)))
+        infeasible.append(_infeasible(problem, tasks[i], space, X))
+        log.info("sensitivity: task %d (%s) done (%d model evaluations)", i, task_label(tasks[i]), len(X))
+    T = len(per_task)
+    mean = Indices(names, np.mean([p.first for p in per_task], axis=0),
+                   np.sqrt(np.sum([p.first_conf ** 2 for p in per_task], axis=0)) / T,
+                   np.mean([p.total for p in per_task], axis=0),
+                   np.sqrt(np.sum([p.total_conf ** 2 for p in per_task], axis=0)) / T)
+    return SensitivityReport(names, tuple(chosen), tuple(tasks[i] for i in chosen), tuple(per_task), mean, scale,
+                             base, base * (len(names) + 2), float(conf_level), tuple(infeasible))

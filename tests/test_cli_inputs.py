@@ -1,0 +1,176 @@
+"""Bad numbers and paths on the command line: one clear line naming the argument and the rule, exit 2,
+never a traceback; nothing written."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from gptask.cli import main
+from gptask.storage import SQLiteStorage
+
+TESTS = Path(__file__).parent
+sys.path.insert(0, str(TESTS))
+from problems_for_tests import counting_problem  # noqa: E402
+
+PROBLEM = ["--problem", "problems_for_tests:counting_problem"]
+HUGE = "99999999999999999999"
+
+
+@pytest.fixture
+def history(tmp_path) -> Path:
+    path = tmp_path / "h.sqlite"
+    assert main(["ask", str(path), *PROBLEM, "--tasks", "2", "--budget", "4", "-n", "2"]) == 0
+    return path
+
+
+def run(args, capsys) -> tuple[int, str]:
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, argument", [
+    (["tell", "{h}", HUGE, "0.25"], "trial id"),
+    (["release", "{h}", "1", HUGE], "trial id"),
+    (["tell", "{h}", "-3", "0.25"], "trial id"),
+    (["ask", "{h}", *PROBLEM, "-n", HUGE], "-n"),
+    (["ask", "{h}", *PROBLEM, "--budget", HUGE], "--budget"),
+    (["ask", "{h}", *PROBLEM, "--seed", HUGE], "--seed"),
+    (["tune", *PROBLEM, "--tasks", HUGE], "--tasks"),
+    (["tune", *PROBLEM, "--workers", HUGE], "--workers"),
+    (["tune", *PROBLEM, "--repeats", HUGE], "--repeats"),
+    (["tune", *PROBLEM, "--n-latent", HUGE], "--n-latent"),
+    (["tune", *PROBLEM, "--timeout", "nan"], "--timeout"),
+    (["tune", *PROBLEM, "--max-time", "inf"], "--max-time"),
+    (["tune", *PROBLEM, "--target", "nan"], "--target"),
+    (["ask", "{h}", *PROBLEM, "--lease", "inf"], "--lease"),
+    (["tell", "{h}", "1", "0.25", "--duration", "inf"], "--duration"),
+    (["fit", "d.csv", *PROBLEM, "--restarts", HUGE], "--restarts"),
+])
+def test_out_of_range_numbers_are_one_clear_line(history, capsys, args, argument):
+    before = [(t.id, t.status, t.owner) for t in SQLiteStorage(history, read_only=True).trials()]
+    code, err = run([a.format(h=history) for a in args], capsys)
+    assert code == 2 and err.startswith("gptask: error: ") and argument in err and len(err.splitlines()) == 1, err
+    assert "Traceback" not in err and "OverflowError" not in err
+    assert [(t.id, t.status, t.owner) for t in SQLiteStorage(history, read_only=True).trials()] == before
+
+
+def test_numbers_in_range_still_work(history, capsys):
+    assert run(["tell", history, "1", "0.25", "--duration", "3"], capsys)[0] == 0
+    assert run(["release", history, "2"], capsys)[0] == 0
+
+
+# ---- outputs never overwrite inputs (issue 27, audit item 7) ---------------------------------------------
+
+
+def is_history(path: Path) -> bool:
+    return len(SQLiteStorage(path, read_only=True).trials()) >= 1
+
+
+@pytest.fixture
+def data_csv(tmp_path) -> Path:
+    path = tmp_path / "d.csv"
+    path.write_text("t,x,k,value\n" + "".join(f"{t},{x},{k},{1 + x + t}\n" for t in (0.1, 0.6)
+                                              for x, k in ((0.1, 2), (0.4, 3), (0.7, 5), (0.9, 7))))
+    return path
+
+
+@pytest.mark.parametrize("args, said", [
+    (["export", "{h}", "--out", "{h}"], "is the history"),
+    (["export", "{h}", "--format", "json", "--out", "{link}"], "is the history"),
+    (["export", "{h}", "--out", "{other}"], "is a gptask history"),
+    (["tune", *PROBLEM, "--tasks", "2", "--budget", "4", "--history", "{h}", "--save-model", "{h}"], "is the history"),
+    (["tune", *PROBLEM, "--tasks", "2", "--budget", "4", "--history", "{new}", "--save-model", "{new}"],
+     "is the history"),
+    (["tune", *PROBLEM, "--tasks", "2", "--budget", "4", "--save-model", "{other}"], "is a gptask history"),
+    (["fit", "{d}", *PROBLEM, "--save-model", "{d}"], "is the data"),
+    (["fit", "{d}", *PROBLEM, "--history", "{h}", "--save-model", "{h}"], "is the history"),
+    (["fit", "{d}", *PROBLEM, "--save-model", "{other}"], "is a gptask history"),
+    (["fit", "{d}", *PROBLEM, "--history", "{d}"], "is the data"),
+])
+def test_an_output_that_is_an_input_or_a_history_is_refused(history, data_csv, tmp_path, capsys, args, said):
+    other = tmp_path / "other.sqlite"
+    assert main(["ask", str(other), *PROBLEM, "--tasks", "2", "--budget", "4", "-n", "1"]) == 0
+    link = tmp_path / "link.json"
+    link.symlink_to(history)
+    paths = dict(h=history, link=link, other=other, new=tmp_path / "new.sqlite", d=data_csv)
+    before = {p: p.read_bytes() for p in (history, other, data_csv)}
+    code, err = run([a.format(**paths) for a in args], capsys)
+    assert code == 2 and said in err and len(err.splitlines()) == 1, err
+    assert {p: p.read_bytes() for p in before} == before
+    assert is_history(history) and is_history(other) and not (tmp_path / "new.sqlite").exists()
+
+
+def test_save_model_through_the_api_does_not_overwrite_a_history(history, tmp_path):
+    import gptask as gt
+
+    res = gt.tune(counting_problem(), tasks=2, budget=4, n_initial=3, progress=False, pso_particles=8, pso_iters=3,
+                  restarts=1)
+    before = history.read_bytes()
+    with pytest.raises(ValueError, match="is a gptask history"):
+        res.save_model(history)
+    assert history.read_bytes() == before
+    assert res.save_model(tmp_path / "m.json").exists()
+
+
+# ---- k=v text round trips every value (issue 27, weak item) ----------------------------------------------
+
+
+def test_assignments_round_trip_awkward_text():
+    from gptask.cli import format_assignments, parse_assignments
+    from problems_for_tests import AWKWARD_CHOICES
+
+    for choice in AWKWARD_CHOICES:
+        values = {"alg": choice, "n": 3, "x": 0.25, "flag": True}
+        text = format_assignments(values)
+        assert "\t" not in text and "\n" not in text
+        assert parse_assignments(text) == values and type(parse_assignments(text)["alg"]) is str
+    assert parse_assignments('a="x,y" , b=2') == {"a": "x,y", "b": 2}
+    for bad in ['a="x', 'a="x"y', 'a="x",,b=1']:
+        with pytest.raises(ValueError, match="key=value"):
+            parse_assignments(bad)
+
+
+def test_ask_prints_what_tell_and_the_job_read_back(tmp_path, capsys):
+    from gptask.cli import parse_assignments
+    from problems_for_tests import AWKWARD_CHOICES
+
+    h = tmp_path / "a.sqlite"
+    problem = ["--problem", "problems_for_tests:awkward_choices_problem"]
+    seen, told = set(), 0
+    for _ in range(6):  # the initial design, then search rounds, each asked and told through the text
+        assert main(["ask", str(h), *problem, "--task", 'machine="node,07"', "--budget", "12", "-n", "12"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        for line in lines:
+            trial_id, task, params = line.split("\t")
+            assert parse_assignments(task) == {"machine": "node,07"}
+            p = parse_assignments(params)
+            assert p["alg"] in AWKWARD_CHOICES and 1 <= p["n"] <= 4
+            seen.add(p["alg"])
+            assert main(["tell", str(h), trial_id, str(1.0 + AWKWARD_CHOICES.index(p["alg"]) + p["n"])]) == 0
+            told += 1
+        capsys.readouterr()  # the tells' lines
+        if told >= 12:
+            break
+    stored = {(t.params["alg"], t.params["n"]) for t in SQLiteStorage(h, read_only=True).trials()}
+    assert told == 12 and {a for a, _ in stored} == seen and len(stored) == 12 and len(seen) >= 4
+
+
+@pytest.mark.parametrize("reason", ['=HYPERLINK("http://evil.example","click")', "+cmd|' /C calc'!A0", "-2+3",
+                                    "@SUM(1+1)", "\t=1+1", "\r=1+1"])
+def test_exported_failure_reasons_cannot_be_spreadsheet_formulas(tmp_path, capsys, reason):
+    import csv
+    import io
+
+    from gptask.storage import Owner
+    from gptask.trials import Proposal, Status
+
+    h = tmp_path / "h.sqlite"
+    with SQLiteStorage(h, counting_problem().signature()) as s:
+        s.set_tasks([{"t": 0.5}])
+        t, = s.add_trials([Proposal(0, {"t": 0.5}, {"x": 0.5, "k": 3})], Owner.detached("test"))
+        s.finish(t.id, Status.FAILED, reason=reason)
+    assert main(["export", str(h)]) == 0
+    row = next(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert row["reason"] == "'" + reason  # shown as text by a spreadsheet, never evaluated
+    assert row["param.x"] == "0.5" and row["status"] == "failed"
