@@ -433,7 +433,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from .labels import stored_unit, task_label
-    from .recommend import COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS
+    from .recommend import COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, nothing_to_recommend
     from .storage import SQLiteStorage
     from .storage.owner import Owner
     from .trials import Status
@@ -473,6 +473,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
               + ("; only configurations meeting every limit" if spec is not None and spec.limits else "") + "):")
         print(format_table(recommendation_table(result), unit, VALUE_COLUMNS))
         print(COLUMNS_NOTE.format(aggregate=DEFAULT_AGGREGATE))
+        for i, task in enumerate(result.tasks):
+            why = nothing_to_recommend(result, i)
+            if why is not None and result.records(i):
+                print(f"task {i} ({task_label(task)}): {why}: nothing to recommend")
     for t in pending:
         holder = "released" if t.owner is None else Owner.from_text(t.owner).describe()
         print(f"pending trial {t.id}: task {t.task_index} {format_assignments(t.params)} ({holder}, "

@@ -294,12 +294,13 @@ def _named_outputs(source: Any, tm: TransferModel) -> dict[str, Any] | None:
 def _recommendations(source: Any) -> list[dict[str, Any] | None] | None:
     """Per task of a TuningResult ``source``, its recommendation (``Recommendation.to_json``: the
     same rule as ``gptask show`` and the apps' tables, reading the confirmation runs the result
-    holds; None for a task without a complete evaluation); None for other sources."""
-    from .recommend import recommend
+    holds; None for a task with nothing to recommend: no complete evaluation, or none meeting the
+    limits); None for other sources."""
+    from .recommend import nothing_to_recommend, recommend
 
     if not (hasattr(source, "recommend") and hasattr(source, "confirmations") and hasattr(source, "records")):
         return None  # a loaded model or another source: no evaluations to recommend from
-    return [recommend(source, i, progress=False).to_json() if source.records(i) else None
+    return [recommend(source, i, progress=False).to_json() if nothing_to_recommend(source, i) is None else None
             for i in range(len(source.tasks))]
 
 

@@ -73,7 +73,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .result import TuningResult
     from .table import Table
 
-__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_AGGREGATE", "Candidate", "Recommendation", "recommend",
+__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_AGGREGATE", "Candidate", "Recommendation", "recommend", "nothing_to_recommend",
            "ranked_candidates", "GAIN_CONFIRMED", "GAIN_TUNING", "recommendation_row", "recommendation_table",
            "RULE", "COLUMNS_NOTE", "VALUE_COLUMNS", "default_params"]
 
@@ -257,6 +257,22 @@ class Recommendation:
     def confirmed(self) -> float | None:
         """The pick's confirmation runs summarised by ``aggregate`` (None without a complete one)."""
         return self.pick.confirmed_by(self.aggregate)
+
+
+def nothing_to_recommend(result: "TuningResult", i: int) -> str | None:
+    """Why task ``i`` of ``result`` has no recommendation ("no complete evaluation", or none of its
+    configurations meets every limit of a problem with named outputs), or None when it has one."""
+    ok = result.records(i)
+    if not ok:
+        return "no complete evaluation"
+    spec = result.problem.outputs
+    if spec is not None and spec.limits:
+        groups: dict[tuple, list] = {}
+        for r in ok:
+            groups.setdefault(point_key(r["params"]), []).append(r)
+        if not any(meets_limits(g, spec) for g in groups.values()):
+            return f"no complete evaluation meets the limits {', '.join(map(str, spec.limits))}"
+    return None
 
 
 def ranked_candidates(result: "TuningResult", i: int, rule: Any = None) -> list[Candidate]:
@@ -489,10 +505,10 @@ def recommendation_row(rec: Recommendation) -> dict[str, Any]:
 
 def recommendation_table(result: "TuningResult", confirm: int = 0, timeout: float | None = None,
                          progress: bool = True) -> "Table":
-    """:func:`recommendation_row` of every task with a complete evaluation (``result.recommend(i,
+    """:func:`recommendation_row` of every task with something to recommend (:func:`nothing_to_recommend`; ``result.recommend(i,
     confirm=confirm)``), as a :class:`~gptask.table.Table` with the problem's unit."""
     from .table import Table
 
     rows = [recommendation_row(recommend(result, i, confirm=confirm, timeout=timeout, progress=progress))
-            for i in range(len(result.tasks)) if result.records(i)]
+            for i in range(len(result.tasks)) if nothing_to_recommend(result, i) is None]
     return Table(rows, getattr(result.problem, "unit", ""), VALUE_COLUMNS)

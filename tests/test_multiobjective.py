@@ -225,3 +225,33 @@ def test_export_import_and_model_files_keep_every_output(zdt_history, tmp_path):
     np.testing.assert_allclose(loaded.outputs["f2"][0].predict(1, X)[0], res.outputs["f2"][0].predict(1, X)[0])
     assert loaded.stored_fronts[1] == [{"params": p.params, "values": p.values, "evaluations": p.evaluations}
                                        for p in res.pareto(1)]
+
+
+def over_on_big_tasks(task, p):
+    """Like ``limited``, but every run of a task with t > 0.5 needs memory 1.0, over the limit 0.5."""
+    return {"time": 1.0 + (p["x1"] - 1.0) ** 2, "memory": 1.0 if task["t"] > 0.5 else p["x1"]}
+
+
+def test_a_task_without_a_run_meeting_the_limits_has_no_recommendation_and_the_rest_do(tmp_path, capsys):
+    from gptask.cli import main
+    from gptask.model_io import read_recommendations
+
+    prob = gt.Problem(TASKS, PARAMS, over_on_big_tasks, objectives={"time": "min"}, outputs=["memory"],
+                      constraints_out={"memory": ("<=", 0.5)}, name="over")
+    path = tmp_path / "over.sqlite"
+    res = gt.tune(prob, tasks=[{"t": 0.2}, {"t": 0.9}], budget=6, n_initial=4, seed=0, progress=False,
+                  history=path)
+    assert all(r["values"]["memory"] == 1.0 for r in res.records(1))  # nothing of task 1 fits
+    with pytest.raises(ValueError, match="meets the limits"):
+        res.recommend(1)
+    assert main(["show", str(path)]) == 0  # was: exit 2 on task 1, nothing shown for task 0
+    out = capsys.readouterr().out
+    assert "task 1 (t=0.9): no complete evaluation meets the limits memory <= 0.5: nothing to recommend" in out
+    rec0 = res.recommend(0)
+    assert rec0.pick.outputs["memory"] <= 0.5 and f"{rec0.params['x1']:.4g}" in out
+    res.save_model(tmp_path / "over.json", accuracy=False)
+    stored = read_recommendations(tmp_path / "over.json")
+    assert stored[0]["params"] == rec0.params and stored[1] is None
+    assert main(["report", str(path), "--out", str(tmp_path / "over.html"), "-q"]) == 0
+    page = (tmp_path / "over.html").read_text()
+    assert "no complete evaluation meets the limits memory &lt;= 0.5, so no recommendation" in page
