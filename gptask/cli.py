@@ -264,6 +264,22 @@ def machine_lines(machines: Mapping[int, dict], trials: Sequence[Any]) -> list[s
     return out
 
 
+def front_text(result: Any) -> str:
+    """Each task's Pareto front (``result.pareto(i)``) as lines of text: its configurations with
+    their observed outputs, best primary objective first."""
+    from .labels import task_label
+
+    lines = []
+    for i, task in enumerate(result.tasks):
+        front = result.pareto(i)
+        lines.append(f"front of task {i} ({task_label(task)}): {len(front)} configuration(s)"
+                     + (" meeting the limits" if result.problem.outputs.limits else ""))
+        if front:
+            rows = [{**p.params, **p.values, "evaluations": p.evaluations} for p in front]
+            lines.append(format_table(rows))
+    return "\n".join(lines)
+
+
 def recommendation_table(result: Any) -> list[dict[str, Any]]:
     """One row per task with a complete evaluation: its recommendation by the one rule of
     :mod:`gptask.recommend` (``result.recommend(i)``, which reads the confirmation runs already
@@ -441,7 +457,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from .labels import stored_unit, task_label
-    from .recommend import COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS
+    from .recommend import COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, nothing_to_recommend
     from .storage import SQLiteStorage
     from .storage.owner import Owner
     from .trials import Status
@@ -468,12 +484,25 @@ def _cmd_show(args: argparse.Namespace) -> int:
             for i, counts in failures.items():
                 why = "; ".join(f"{reason} ({n})" for reason, n in counts.most_common())
                 print(f"  task {i} ({task_label(h.tasks()[i])}): {sum(counts.values())} failed: {why}")
+    spec = result.problem.outputs
+    if spec is not None:
+        print(f"outputs: {', '.join(f'{n} ({spec.direction(n)})' if n in spec.objectives else n for n in spec.names)}"
+              + (f"; limits: {', '.join(map(str, spec.limits))}" if spec.limits else ""))
+        if len(spec.objectives) > 1:
+            print(front_text(result))
     if result.model is None and not result.confirmations:
         print("recommended: none yet (no model was fitted)")
     else:
-        print(f"recommended ({RULE.format(aggregate=DEFAULT_AGGREGATE)}):")
+        print(f"recommended ({RULE.format(aggregate=DEFAULT_AGGREGATE)}"
+              + ("; on the front of several objectives: equal weights on the objectives scaled over the front"
+                 if spec is not None and len(spec.objectives) > 1 else "")
+              + ("; only configurations meeting every limit" if spec is not None and spec.limits else "") + "):")
         print(format_table(recommendation_table(result), unit, VALUE_COLUMNS))
         print(COLUMNS_NOTE.format(aggregate=DEFAULT_AGGREGATE))
+        for i, task in enumerate(result.tasks):
+            why = nothing_to_recommend(result, i)
+            if why is not None and result.records(i):
+                print(f"task {i} ({task_label(task)}): {why}: nothing to recommend")
     for t in pending:
         holder = "released" if t.owner is None else Owner.from_text(t.owner).describe()
         print(f"pending trial {t.id}: task {t.task_index} {format_assignments(t.params)} ({holder}, "
@@ -488,9 +517,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from .plots import plot_convergence, plot_formats
     from .storage import SQLiteStorage
 
-    out = args.out or str(Path(args.history).with_suffix(".png"))
+    out = args.out or str(Path(args.history).with_suffix(".front.png" if args.front else ".png"))
     check_output_path(out, "--out", plot_formats(), {"the history": args.history})
     with SQLiteStorage(args.history, read_only=True) as h:
+        if args.front:
+            from .plots_front import plot_fronts
+
+            plot_fronts(result_from_history(h), out, title=f"{h.signature.get('name')}: front per task")
+            print(out)
+            return 0
         records = [t for t in h.trials() if t.status.finished]
         plot_convergence(records, out, title=f"{h.signature.get('name')}: best so far per task", tasks=h.tasks(),
                          defaults=default_values(records, stored_defaults(h)), unit=stored_unit(h))
@@ -727,6 +762,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plot", help="convergence plot (PNG) of a history")
     pl.add_argument("history", help="the SQLite history (read only)")
     pl.add_argument("--out", default=None, help="image file to write (PNG, PDF, SVG, ...; default: HISTORY.png)")
+    pl.add_argument("--front", action="store_true",
+                    help="draw each task's Pareto front (several objectives) with the default and the recommendation "
+                         "marked, instead of the convergence (default file: HISTORY.front.png)")
     pl.set_defaults(func=_cmd_plot)
 
     pr = sub.add_parser("predict", help="predicted optimum of a task from a saved model (no runs)")

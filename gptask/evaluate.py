@@ -17,6 +17,13 @@ objective runs in this process. ``stop_at`` (a ``time.monotonic()`` instant, e.g
 run's ``max_time``) stops a forked run when it comes first, raising :class:`EvaluationInterrupted`:
 that is not a failure of the configuration, and its trial stays PENDING.
 
+Several outputs: for a problem with named outputs (``Problem(objectives=...)``,
+:mod:`gptask.objectives`) the evaluator is given them (``outputs=``) and the objective returns a
+mapping; a run whose mapping misses a key, has an extra one, or holds NaN, inf or a non-number under
+one key is failed with that reason (:meth:`gptask.objectives.Outputs.parse`). Repeats are
+aggregated output by output; ``Outcome.values`` holds the result and ``Outcome.value`` the
+primary objective's. Noise policies work on one number and are refused with several outputs.
+
 Noise reduction: with ``noise=`` a policy of :mod:`gptask.noise` (``StaticResampling``, ``SEDR``,
 ``Adaptive``) decides how many runs each evaluation gets, instead of a fixed ``repeats``; a
 ``pruner=`` (:class:`gptask.noise.Pruner`) stops runs already slower than a bound derived from the
@@ -41,6 +48,7 @@ import numpy as np
 from .checks import check_int, check_seconds
 from .child import ChildDied, ChildTimeout, Guard, die_with, run_in_process_group
 from .noise import AGGREGATES, RunCensored, Session, accepts_deadline, check_aggregate, evaluate_with_state
+from .objectives import Outputs
 from .trials import Status, check_value, point_key
 
 __all__ = ["EvaluationFailed", "EvaluationInterrupted", "Outcome", "Evaluator", "Job", "JobResult", "run_job",
@@ -65,7 +73,8 @@ class Outcome:
     value: the aggregated objective (None when failed); samples: every finite sample, in run order;
     status: a :class:`~gptask.trials.Status` (text accepted): COMPLETE, FAILED or CENSORED;
     reason: why it failed or was censored ("" when complete); duration: wall seconds; extra: what
-    else the evaluation reports, kept in the trial record (JSON values).
+    else the evaluation reports, kept in the trial record (JSON values); values: every output of a
+    problem with named outputs (``value`` is then the primary objective's), empty otherwise.
     """
 
     value: float | None
@@ -74,6 +83,7 @@ class Outcome:
     reason: str = ""
     duration: float = 0.0
     extra: dict = field(default_factory=dict)
+    values: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         status = Status.parse(self.status)
@@ -92,20 +102,30 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "samples": list(self.samples), "status": self.status.value,
-                "reason": self.reason, "duration": self.duration, "extra": dict(self.extra)}
+                "reason": self.reason, "duration": self.duration, "extra": dict(self.extra),
+                "values": dict(self.values)}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Outcome":
-        return cls(d["value"], tuple(d["samples"]), d["status"], d["reason"], float(d["duration"]), dict(d["extra"]))
+        return cls(d["value"], tuple(d["samples"]), d["status"], d["reason"], float(d["duration"]), dict(d["extra"]),
+                   dict(d.get("values") or {}))
 
     @classmethod
-    def of(cls, result: Any, reason: str = "") -> "Outcome":
+    def of(cls, result: Any, reason: str = "", outputs: Outputs | None = None) -> "Outcome":
         """An Outcome from what a user reports: an Outcome as is; None as failed (``reason``);
-        a finite number as complete; anything else (NaN, inf, text) as failed saying why."""
+        a finite number as complete; anything else (NaN, inf, text) as failed saying why. With
+        ``outputs`` (a problem's named outputs) a result is a mapping of them instead, checked by
+        :meth:`Outputs.parse`."""
         if isinstance(result, Outcome):
             return result
         if result is None:
             return cls(None, (), Status.FAILED, reason or "reported as failed")
+        if outputs is not None:
+            values, why = outputs.parse(result)
+            if values is None:
+                return cls(None, (), Status.FAILED, why)
+            primary = values[outputs.primary]
+            return cls(primary, (primary,), Status.COMPLETE, reason, values=values)
         value, why = check_value(result)
         if value is None:
             return cls(None, (), Status.FAILED, why)
@@ -128,10 +148,21 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def _run_message(objective: Callable, task: dict, params: dict, kwargs: dict) -> dict:
+def _as_result(result: Any, outputs: Outputs | None) -> float | dict[str, float]:
+    """The objective's return value: a finite float, or with ``outputs`` the checked mapping of
+    them; EvaluationFailed saying why otherwise."""
+    if outputs is None:
+        return _as_finite(result)
+    values, why = outputs.parse(result)
+    if values is None:
+        raise EvaluationFailed(why)
+    return values
+
+
+def _run_message(objective: Callable, task: dict, params: dict, kwargs: dict, outputs: Outputs | None = None) -> dict:
     """One run as the JSON message a forked worker sends back."""
     try:
-        return {"value": _as_finite(objective(task, params, **kwargs))}
+        return {"value": _as_result(objective(task, params, **kwargs), outputs)}
     except RunCensored as exc:
         return {"censored": exc.elapsed}
     except BaseException as exc:  # noqa: BLE001 - everything becomes a reason
@@ -150,7 +181,8 @@ class Job:
     forked run is stopped (the caller's ``stop_at``; wall-clock so that it means the same on another
     machine), or None; guard: the tuner's :class:`gptask.child.Guard` when the job goes to an executor
     (a worker that descends from the tuner then runs every run in a child process group that dies
-    with the tuner or when it is interrupted, and ends itself when the tuner dies), else None.
+    with the tuner or when it is interrupted, and ends itself when the tuner dies), else None;
+    outputs: the problem's named outputs (:class:`gptask.objectives.Outputs`), or None for one number.
     """
 
     objective: Callable[..., Any]
@@ -164,6 +196,7 @@ class Job:
     state: dict | None = None
     deadline: float | None = None
     guard: Guard | None = None
+    outputs: Outputs | None = None
 
 
 @dataclass(frozen=True)
@@ -186,14 +219,15 @@ def _forks(job: Job) -> bool:
     return job.timeout is not None
 
 
-def _run_once(job: Job, stop_at: float | None, forked: bool = False, **kwargs: Any) -> float:
-    """One run of ``job``: a finite float, or EvaluationFailed with the reason (EvaluationInterrupted
+def _run_once(job: Job, stop_at: float | None, forked: bool = False, **kwargs: Any) -> Any:
+    """One run of ``job``: a finite float (a dict of them with ``job.outputs``), or EvaluationFailed
+    with the reason (EvaluationInterrupted
     at ``stop_at``, a ``time.monotonic()`` instant). forked: run it in a child process group (always
     under a timeout). ``kwargs`` (e.g. ``deadline``) go to the objective."""
     task, params = dict(job.task), dict(job.params)
     if job.timeout is None and not forked:
         try:
-            return _as_finite(job.objective(task, params, **kwargs))
+            return _as_result(job.objective(task, params, **kwargs), job.outputs)
         except (EvaluationFailed, RunCensored):
             raise
         except Exception as exc:  # noqa: BLE001 - a failing objective is data, not a crash
@@ -205,7 +239,8 @@ def _run_once(job: Job, stop_at: float | None, forked: bool = False, **kwargs: A
             limit, interrupted = left, True
     guard = None if job.guard is None or job.guard.is_here() else job.guard
     try:
-        msg = run_in_process_group(lambda: _run_message(job.objective, task, params, kwargs), limit, guard)
+        msg = run_in_process_group(lambda: _run_message(job.objective, task, params, kwargs, job.outputs), limit,
+                                   guard)
     except ChildTimeout:
         if interrupted:
             raise EvaluationInterrupted(f"stopped after {limit:.3g} s: the run's time is up") from None
@@ -218,21 +253,29 @@ def _run_once(job: Job, stop_at: float | None, forked: bool = False, **kwargs: A
         raise EvaluationFailed(msg["error"])
     if "censored" in msg:
         raise RunCensored(float(msg["censored"]))
+    if job.outputs is not None:
+        return {k: float(v) for k, v in msg["value"].items()}
     return float(msg["value"])
 
 
 def _repeated(job: Job, stop_at: float | None, forked: bool) -> Outcome:
     start = time.perf_counter()
-    samples: list[float] = []
+    samples: list[Any] = []
+    primary = None if job.outputs is None else job.outputs.primary
     for _ in range(job.repeats):
         try:
             samples.append(_run_once(job, stop_at, forked))
         except EvaluationFailed as exc:
             reason = str(exc)
             log.info("evaluation failed for task=%s params=%s: %s", dict(job.task), dict(job.params), reason)
-            return Outcome(None, tuple(samples), Status.FAILED, reason, time.perf_counter() - start)
-    value = AGGREGATES[job.aggregate](np.asarray(samples))
-    return Outcome(value, tuple(samples), Status.COMPLETE, "", time.perf_counter() - start)
+            kept = tuple(s if primary is None else s[primary] for s in samples)
+            return Outcome(None, kept, Status.FAILED, reason, time.perf_counter() - start)
+    how = AGGREGATES[job.aggregate]
+    if primary is None:
+        return Outcome(how(np.asarray(samples)), tuple(samples), Status.COMPLETE, "", time.perf_counter() - start)
+    values = {k: float(how(np.asarray([s[k] for s in samples]))) for k in samples[0]}  # output by output
+    return Outcome(values[primary], tuple(s[primary] for s in samples), Status.COMPLETE, "",
+                   time.perf_counter() - start, values=values)
 
 
 def _with_policy(job: Job, stop_at: float | None, forked: bool) -> JobResult:
@@ -274,7 +317,8 @@ class Evaluator:
     """Runs ``objective(task, params)`` with repeats, aggregation and an optional per-run timeout.
 
     repeats: runs per evaluation (>= 1); aggregate: "min" | "median" | "mean";
-    timeout: seconds per run, or None for no limit.
+    timeout: seconds per run, or None for no limit; outputs: the problem's named outputs
+    (``problem.outputs``; None: the objective returns one number).
 
     ``evaluator(task, params)`` evaluates here. For an evaluation elsewhere (an executor's worker),
     :meth:`job` makes the :class:`Job` to send, :func:`run_job` runs it there, and :meth:`record`
@@ -290,6 +334,7 @@ class Evaluator:
         timeout: float | None = None,
         noise: Any = None,
         pruner: Any = None,
+        outputs: Outputs | None = None,
     ) -> None:
         if not callable(objective):
             raise TypeError(f"objective must be callable, got {objective!r}")
@@ -302,6 +347,12 @@ class Evaluator:
             raise ValueError(f"give either repeats={repeats} or a noise policy, not both")
         if pruner is not None and noise is None:
             raise ValueError("a pruner needs a noise policy (e.g. gptask.noise.StaticResampling(k=1))")
+        if outputs is not None and not isinstance(outputs, Outputs):
+            raise TypeError(f"outputs must be a problem's gptask.objectives.Outputs (problem.outputs), got {outputs!r}")
+        if outputs is not None and noise is not None:
+            raise ValueError(f"noise policies work on one number; this problem's objective returns "
+                             f"{', '.join(outputs.names)}: use repeats= instead")
+        self.outputs = outputs
         self.objective = objective
         self.repeats = repeats
         self.aggregate = aggregate
@@ -323,7 +374,7 @@ class Evaluator:
         state = self._session(task).state() if self.noise is not None else None
         deadline = None if stop_at is None else time.time() + (stop_at - time.monotonic())
         return Job(self.objective, dict(task), dict(params), self.repeats, self.aggregate, self.timeout,
-                   self.noise, self.pruner, state, deadline, guard)
+                   self.noise, self.pruner, state, deadline, guard, self.outputs)
 
     def record(self, job: Job, result: JobResult) -> Outcome:
         """The outcome of ``job``, its policy result folded into the task's session. Raises
@@ -339,7 +390,8 @@ class Evaluator:
                  **kwargs: Any) -> float:
         """One run; returns a finite float or raises EvaluationFailed with the reason (or
         EvaluationInterrupted at ``stop_at``). ``kwargs`` (e.g. ``deadline``) go to the objective."""
-        return _run_once(Job(self.objective, dict(task), dict(params), timeout=self.timeout), stop_at, **kwargs)
+        return _run_once(Job(self.objective, dict(task), dict(params), timeout=self.timeout, outputs=self.outputs),
+                         stop_at, **kwargs)
 
     def __call__(self, task: Mapping[str, Any], params: Mapping[str, Any], stop_at: float | None = None) -> Outcome:
         """Evaluate ``repeats`` times (or as the noise policy decides); a failure of any run fails

@@ -24,6 +24,12 @@ Layout (format tag ``"gptask.model"``, ``"version": 2``)::
      "provenance": {"machines": {"<id>": machine record}, "tasks": [{"<id>" | "unknown": trials}, ...]}
                   the machines the model's data were measured on (gptask.provenance.data_provenance),
                   or null when they are unknown (a model of a model file written before them),
+     "outputs":   {"primary": name, "models": {name: {"transform": ..., "lcm": {...}}}, "fronts":
+                  [[{"params": {...}, "values": {...}, "evaluations": k}, ...] or null, ...]}
+                  (only for a problem with named outputs, gptask.objectives: "lcm" and "transform"
+                  above model the primary objective, "models" every other modelled output, each
+                  of ``sign * value``, -1 for a maximised objective; "fronts": each task's observed
+                  front, gptask.fronts.task_front, for a tuning result),
      "checksum":  "sha256:<hex of the canonical JSON of every other key>"}
 
 Versions: 2 added ``provenance``. Version-1 files (written before it) still load, with
@@ -262,6 +268,9 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
     if joint is not None:  # only when there is one: files of problems without features stay as they were
         body["joint"] = {"names": joint.names, "lo": joint.lo.tolist(), "hi": joint.hi.tolist(),
                          "use_cost": joint.use_cost, "mu": joint.mu, "sd": joint.sd, "lcm": _lcm_to_json(joint.gp)}
+    named = _named_outputs(source, tm)
+    if named is not None:
+        body["outputs"] = named
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
@@ -275,15 +284,32 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
     return path
 
 
+def _named_outputs(source: Any, tm: TransferModel) -> dict[str, Any] | None:
+    """The "outputs" entry of a model file (module docstring), None for a problem with one number."""
+    spec = tm.signature.get("outputs")
+    if not spec:
+        return None
+    primary = spec["objectives"][0][0]
+    fitted = getattr(source, "outputs", None) or {}
+    models = {name: {"transform": tr.to_json(), "lcm": _lcm_to_json(model)}
+              for name, (model, tr) in fitted.items() if name != primary and model is not None}
+    fronts = getattr(source, "stored_fronts", None)
+    if fronts is None and hasattr(source, "pareto") and hasattr(source, "records"):
+        fronts = [[{"params": p.params, "values": p.values, "evaluations": p.evaluations} for p in source.pareto(i)]
+                  for i in range(len(source.tasks))]
+    return {"primary": primary, "models": models, "fronts": fronts}
+
+
 def _recommendations(source: Any) -> list[dict[str, Any] | None] | None:
     """Per task of a TuningResult ``source``, its recommendation (``Recommendation.to_json``: the
     same rule as ``gptask show`` and the apps' tables, reading the confirmation runs the result
-    holds; None for a task without a complete evaluation); None for other sources."""
-    from .recommend import recommend
+    holds; None for a task with nothing to recommend: no complete evaluation, or none meeting the
+    limits); None for other sources."""
+    from .recommend import nothing_to_recommend, recommend
 
     if not (hasattr(source, "recommend") and hasattr(source, "confirmations") and hasattr(source, "records")):
         return None  # a loaded model or another source: no evaluations to recommend from
-    return [recommend(source, i, progress=False).to_json() if source.records(i) else None
+    return [recommend(source, i, progress=False).to_json() if nothing_to_recommend(source, i) is None else None
             for i in range(len(source.tasks))]
 
 
@@ -413,7 +439,9 @@ def file_version(path: str | os.PathLike) -> int:
 
 
 def load_model(path: str | os.PathLike, problem: Problem | None = None) -> TransferModel:
-    """Read a model file written by :func:`save_model` (or ``result.save_model``).
+    """Read a model file written by :func:`save_model` (or ``result.save_model``). For a problem
+    with named outputs the model also has ``outputs`` (name -> (LCM, OutputTransform) of every
+    modelled output but the primary one) and ``stored_fronts`` (each task's front as saved).
 
     problem: the :class:`Problem` the model was built for, to give predictions its constraints and
     ``tune_new_task`` its objective; its signature must match the stored one. Raises
@@ -448,6 +476,11 @@ def load_model(path: str | os.PathLike, problem: Problem | None = None) -> Trans
                            optima=optima, accuracy=doc.get("accuracy"), joint=joint,
                            extended_since_fit=int(doc.get("extended_since_fit", 0)),
                            provenance=_provenance(doc))
+        named = doc.get("outputs")
+        if named is not None:  # every other output's model, and the fronts (module docstring)
+            tm.outputs = {str(n): (_lcm_from_json(m["lcm"]), OutputTransform.from_json(m["transform"]))
+                          for n, m in named["models"].items()}
+            tm.stored_fronts = named.get("fronts")
     except (KeyError, TypeError, ValueError, IndexError, binascii.Error, zipfile.BadZipFile, OSError) as exc:
         raise ModelFileError(f"{p}: corrupted model file ({type(exc).__name__}: {exc})") from None
     if problem is not None:

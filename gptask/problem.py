@@ -12,6 +12,7 @@ import numpy as np
 
 from .expressions import Restriction, parse_restriction
 from .labels import check_unit
+from .objectives import Outputs, outputs_spec
 from .space import Space
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,6 +80,14 @@ class Problem:
         ``{name: version}`` (e.g. ``{"mpich": "4.0.2", "scalapack": "2.2.1", "openblas": "0.3.21"}``),
         stored with the machine record of every trial (:mod:`gptask.provenance`). Called once per
         process. Not part of the :meth:`signature`.
+    objectives, outputs, constraints_out: an objective that measures several things
+        (:mod:`gptask.objectives`): ``objectives={"time": "min", "memory": "min"}`` (or a list of
+        names, or of ``(name, direction)`` pairs) names the outputs to optimise, the first being the
+        primary one; ``outputs=["memory"]`` names outputs measured but not optimised; and
+        ``constraints_out={"memory": ("<=", 2e9)}`` limits outputs (a limit on an output the problem
+        does not name is refused here). The objective then returns a mapping of exactly those
+        outputs; :attr:`outputs` holds them (None for the classic single number). They are part of
+        the :meth:`signature`.
     """
 
     def __init__(
@@ -95,6 +104,9 @@ class Problem:
         candidates: Candidates | None = None,
         unit: str = "",
         provenance: Callable[[], Mapping[str, Any]] | None = None,
+        objectives: Any = None,
+        outputs: Sequence[str] | None = None,
+        constraints_out: Mapping[str, Any] | None = None,
     ) -> None:
         for label, space in (("task_space", task_space), ("param_space", param_space)):
             if not isinstance(space, Space):
@@ -146,6 +158,8 @@ class Problem:
         if provenance is not None and not callable(provenance):
             raise TypeError(f"Problem: provenance must be a function returning {{name: version}}, got {provenance!r}")
         self.provenance = provenance
+        #: the named outputs of the objective (:mod:`gptask.objectives`), None for one number
+        self.outputs: Outputs | None = outputs_spec(objectives, outputs, constraints_out)
         self._raised: dict[int, tuple[int, str]] = {}  # constraint index -> (times raised, first error)
         self._domains: dict[str, Any] = {}  # task -> its listed configurations (see domain())
 
@@ -335,6 +349,8 @@ class Problem:
         texts = [c.text for c in self.constraints if isinstance(c, Restriction)]
         if texts:
             out["restrictions"] = texts
+        if self.outputs is not None:
+            out["outputs"] = self.outputs.to_json()
         return out
 
     def signature_hash(self) -> str:

@@ -23,6 +23,7 @@ def result_from_history(history: Any) -> Any:
     from .result import TuningResult
     from .space import Space
     from .surrogate.data import training_data
+    from .surrogate.group import project
 
     sig = history.signature
     name = sig.get("name", "problem")
@@ -34,17 +35,32 @@ def result_from_history(history: Any) -> Any:
     stored = stored_defaults(history)
     defaults = {point_key(t): d for t, d in zip(tasks, stored)}
     default = (lambda task: defaults[point_key(task)]) if stored and all(d is not None for d in stored) else None
+    named = sig.get("outputs")  # a problem with named outputs (gptask.objectives)
+    declared = {} if not named else {
+        "objectives": [tuple(o) for o in named["objectives"]], "outputs": list(named["names"]),
+        "constraints_out": {k: tuple(v) for k, v in (named.get("limits") or {}).items()}}
     problem = Problem(Space.from_json(sig["task_space"]), Space.from_json(sig["param_space"]), no_objective,
-                      constants=sig.get("constants") or {}, name=name, default=default, unit=stored_unit(history))
+                      constants=sig.get("constants") or {}, name=name, default=default, unit=stored_unit(history),
+                      **declared)
     finished = [t for t in history.trials() if t.status.finished]
-    last, use_log = history.last_model(), history.get_meta("use_log")
-    model = transform = None
-    if last is not None and use_log is not None and finished:
-        data = training_data(finished, len(tasks), problem.param_space, bool(use_log))
+    kernel = (history.get_meta("settings") or {}).get("kernel", "rbf")
+    spec = problem.outputs
+    fits = {None: (history.last_model(), history.get_meta("use_log"))} if spec is None else {
+        name: (history.last_model(), history.get_meta("use_log")) if k == 0 else
+        (history.get_meta(f"model:{name}"), history.get_meta(f"use_log:{name}"))
+        for k, name in enumerate(spec.modelled)}
+    models = {}
+    for out, (last, use_log) in fits.items():
+        if last is None or use_log is None or not finished:
+            models[out] = (None, None)
+            continue
+        seen = project(finished, out, 1.0 if spec is None or out is None else spec.sign(out))
+        data = training_data(seen, len(tasks), problem.param_space, bool(use_log))
         W = last["params"]["W"]  # nested lists (Q, T, rank)
-        kernel = (history.get_meta("settings") or {}).get("kernel", "rbf")
-        model = LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y,
-                                                                                  params=last["params"])
-        transform = data.transform
+        models[out] = (LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y,
+                                                                                         params=last["params"]),
+                       data.transform)
+    model, transform = next(iter(models.values()))
     return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations(),
-                        machines=history.machines())
+                        machines=history.machines(),
+                        outputs={k: v for k, v in models.items() if k is not None and v[0] is not None})

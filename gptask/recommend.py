@@ -30,6 +30,17 @@ confirmation runs by the same ``aggregate`` when both have some, otherwise both 
 while tuning (:attr:`Recommendation.gain_basis` says which). When the default itself wins,
 :attr:`Recommendation.is_default` is True, the gain is 0 and the tables say "default".
 
+**Several outputs** (:mod:`gptask.objectives`). A configuration is a candidate only when every
+complete evaluation of it meets every output limit, and a confirmed pick only when its
+confirmation runs meet them too: a recommendation is never outside a limit. With one objective
+the ranking above is unchanged (the primary objective's posterior mean; a maximised objective is
+ranked from the largest). With several, the candidates are the task's Pareto front
+(:func:`gptask.fronts.task_front`), ranked by the user's rule (``rule=``, a
+:class:`gptask.fronts.PickRule`: weights, a reference point, or a limit; equal weights by
+default) applied to each candidate's outputs: the models' posterior means in user units, or the
+observed means without models; confirmed candidates are compared by the rule applied to their
+confirmation runs (each output by ``aggregate``). The gain compares the primary objective.
+
 Confirmation runs are runs of the objective that are not trials of the run: each is committed
 to the run's history file (``result.history_file``, :meth:`gptask.storage.Storage.add_confirmation`)
 before the next starts, as a Trial record with source :data:`~gptask.trials.CONFIRM_SOURCE` in
@@ -44,13 +55,14 @@ crashes is not retried on every call) and never raises.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .baseline import gain as relative_gain
 from .evaluate import Evaluator, Outcome
+from .fronts import PickRule, meets_limits, task_front
 from .labels import format_gain, format_value, task_label
 from .noise import AGGREGATES, check_aggregate
 from .storage import Storage, open_storage
@@ -61,7 +73,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .result import TuningResult
     from .table import Table
 
-__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_AGGREGATE", "Candidate", "Recommendation", "recommend",
+__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_AGGREGATE", "Candidate", "Recommendation", "recommend", "nothing_to_recommend",
            "ranked_candidates", "GAIN_CONFIRMED", "GAIN_TUNING", "recommendation_row", "recommendation_table",
            "RULE", "COLUMNS_NOTE", "VALUE_COLUMNS", "default_params"]
 
@@ -89,7 +101,9 @@ class Candidate:
     params: the configuration. predicted, predicted_std: posterior mean of the objective there and
     its standard deviation, user units (None without a model). observed: the values of its tuning
     evaluations. confirmations: the values of its complete confirmation runs, in run order.
-    failures: the reasons of its failed confirmation runs.
+    failures: the reasons of its failed confirmation runs. outputs: for a problem with named
+    outputs, every output's posterior mean there (observed mean without models), user units;
+    confirmed_outputs: the outputs of its complete confirmation runs, in run order.
     """
 
     params: dict[str, Any]
@@ -98,6 +112,8 @@ class Candidate:
     observed: tuple[float, ...]
     confirmations: tuple[float, ...] = ()
     failures: tuple[str, ...] = ()
+    outputs: dict[str, float] = field(default_factory=dict)
+    confirmed_outputs: tuple[dict[str, float], ...] = ()
 
     @property
     def median(self) -> float | None:
@@ -138,6 +154,8 @@ class Recommendation:
     default: the problem's default configuration as a candidate (its tuning values and confirmation
     runs; None when the problem has none or it was not measured completely on this task); unit: the
     objective's unit. :attr:`gain`, :attr:`gain_basis`, :attr:`is_default` compare the two.
+    sign: -1 when the primary objective is maximised (the gain then counts an increase); rule: the
+    pick rule on the front of several objectives ("" otherwise).
     """
 
     task_index: int
@@ -153,6 +171,8 @@ class Recommendation:
     aggregate: str = DEFAULT_AGGREGATE
     default: Candidate | None = None
     unit: str = ""
+    sign: float = 1.0
+    rule: str = ""
 
     @property
     def is_default(self) -> bool:
@@ -190,19 +210,24 @@ class Recommendation:
             if dflt is None:
                 return None, "", None, mine
             ref = dflt.confirmed_by(self.aggregate)
-            return (0.0 if self.is_default else relative_gain(ref, mine)), GAIN_CONFIRMED, ref, mine
+            return (0.0 if self.is_default else self._relative(ref, mine)), GAIN_CONFIRMED, ref, mine
         mine = how(np.asarray(pick.observed)) if pick.observed else None
         if dflt is None or not dflt.observed:
             return None, "", None, mine
         ref = how(np.asarray(dflt.observed))
-        return (0.0 if self.is_default else relative_gain(ref, mine)), GAIN_TUNING, ref, mine
+        return (0.0 if self.is_default else self._relative(ref, mine)), GAIN_TUNING, ref, mine
+
+    def _relative(self, ref: float | None, mine: float | None) -> float | None:
+        g = relative_gain(ref, mine)
+        return None if g is None else self.sign * g
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready summary (model files, the apps' output files): params, is_default, basis,
         value (what the gain compares), predicted, predicted_std, confirmation runs of the pick,
         default params and value, gain, gain_basis, unit, raw best."""
         pick = self.pick
-        return {"task": dict(self.task), "params": dict(self.params), "is_default": self.is_default,
+        more = {"outputs": dict(pick.outputs), "rule": self.rule} if pick.outputs else {}
+        return {**more, "task": dict(self.task), "params": dict(self.params), "is_default": self.is_default,
                 "basis": self.basis, "value": self.value, "predicted": self.predicted,
                 "predicted_std": self.predicted_std, "confirmations": list(pick.confirmations),
                 "confirmation_failures": list(pick.failures),
@@ -234,27 +259,78 @@ class Recommendation:
         return self.pick.confirmed_by(self.aggregate)
 
 
-def ranked_candidates(result: "TuningResult", i: int) -> list[Candidate]:
+def nothing_to_recommend(result: "TuningResult", i: int) -> str | None:
+    """Why task ``i`` of ``result`` has no recommendation ("no complete evaluation", or none of its
+    configurations meets every limit of a problem with named outputs), or None when it has one."""
+    ok = result.records(i)
+    if not ok:
+        return "no complete evaluation"
+    spec = result.problem.outputs
+    if spec is not None and spec.limits:
+        groups: dict[tuple, list] = {}
+        for r in ok:
+            groups.setdefault(point_key(r["params"]), []).append(r)
+        if not any(meets_limits(g, spec) for g in groups.values()):
+            return f"no complete evaluation meets the limits {', '.join(map(str, spec.limits))}"
+    return None
+
+
+def ranked_candidates(result: "TuningResult", i: int, rule: Any = None) -> list[Candidate]:
     """Task ``i``'s distinct evaluated configurations (complete evaluations), best first by the
-    model's posterior mean (by their mean observed value when the result has no model)."""
+    model's posterior mean (by their mean observed value when the result has no model). With named
+    outputs, only configurations meeting every limit, and with several objectives only the task's
+    front, ranked by ``rule`` (module docstring)."""
+    spec = result.problem.outputs
     ok = result.records(i)
     if not ok:
         raise ValueError(f"task {i} ({result.tasks[i]}) has no complete evaluation to recommend from")
-    groups: dict[tuple, tuple[dict, list[float]]] = {}
+    groups: dict[tuple, tuple[dict, list]] = {}
     for r in ok:
-        groups.setdefault(point_key(r["params"]), (dict(r["params"]), []))[1].append(float(r["value"]))
+        groups.setdefault(point_key(r["params"]), (dict(r["params"]), []))[1].append(r)
+    if spec is not None:
+        groups = {k: g for k, g in groups.items() if meets_limits(g[1], spec)}
+        if not groups:
+            raise ValueError(f"task {i} ({result.tasks[i]}) has no complete evaluation that meets the limits "
+                             f"{', '.join(map(str, spec.limits))}: there is nothing to recommend")
+    if spec is not None and len(spec.objectives) > 1:
+        front = {point_key(p.params) for p in task_front(ok, spec)}
+        groups = {k: g for k, g in groups.items() if k in front}
     params = [p for p, _ in groups.values()]
-    observed = [tuple(v) for _, v in groups.values()]
+    observed = [tuple(float(r["value"]) for r in rs) for _, rs in groups.values()]
+    sign = 1.0 if spec is None else spec.sign(spec.primary)
+    outputs = [_outputs(result, i, p, rs) for p, rs in groups.values()] if spec is not None else [{}] * len(params)
     if result.model is None or result.transform is None:
-        score = np.array([np.mean(v) for v in observed])
-        order = np.argsort(score, kind="stable")
-        return [Candidate(params[k], None, None, observed[k]) for k in order]
-    z_mean, z_var = result.model.predict(i, result.problem.param_space.encode(params))
-    z_std = np.sqrt(np.maximum(z_var, 0.0))
-    predicted = result.transform.backward(i, z_mean)
-    std = result.transform.backward_std(i, z_mean, z_std)
-    order = np.argsort(z_mean, kind="stable")
-    return [Candidate(params[k], float(predicted[k]), float(std[k]), observed[k]) for k in order]
+        score = np.array([sign * np.mean(v) for v in observed])
+        cands = [Candidate(params[k], None, None, observed[k], outputs=outputs[k]) for k in range(len(params))]
+    else:
+        z_mean, z_var = result.model.predict(i, result.problem.param_space.encode(params))
+        z_std = np.sqrt(np.maximum(z_var, 0.0))
+        predicted = sign * result.transform.backward(i, z_mean)
+        std = result.transform.backward_std(i, z_mean, z_std)
+        score = z_mean
+        cands = [Candidate(params[k], float(predicted[k]), float(std[k]), observed[k], outputs=outputs[k])
+                 for k in range(len(params))]
+    if spec is not None and len(spec.objectives) > 1:
+        score = PickRule.parse(rule, spec).scores([c.outputs for c in cands], [c.outputs for c in cands], spec)
+    order = np.argsort(score, kind="stable")
+    return [cands[k] for k in order]
+
+
+def _outputs(result: "TuningResult", i: int, params: dict, records: list) -> dict[str, float]:
+    """Every output of ``params`` on task ``i``, user units: the posterior mean of its model when the
+    result has one, else the mean of the observed values."""
+    spec = result.problem.outputs
+    assert spec is not None
+    out = {}
+    for name in spec.names:
+        fitted = result.outputs.get(name)
+        if fitted is not None and fitted[0] is not None:
+            model, transform = fitted
+            z, _ = model.predict(i, result.problem.param_space.encode([params]))
+            out[name] = float(spec.sign(name) * transform.backward(i, z)[0])
+        else:
+            out[name] = float(np.mean([r["values"][name] for r in records]))
+    return out
 
 
 def default_params(result: "TuningResult", i: int) -> dict[str, Any] | None:
@@ -267,13 +343,17 @@ def default_params(result: "TuningResult", i: int) -> dict[str, Any] | None:
 
 
 def recommend(result: "TuningResult", i: int, confirm: int = 0, candidates: int | None = None,
-              timeout: float | None = None, aggregate: str | None = None, progress: bool = True) -> Recommendation:
+              timeout: float | None = None, aggregate: str | None = None, progress: bool = True,
+              rule: Any = None) -> Recommendation:
     """Task ``i``'s recommended configuration; see the module docstring and
-    :meth:`gptask.TuningResult.recommend` (None: DEFAULT_CANDIDATES, DEFAULT_AGGREGATE)."""
+    :meth:`gptask.TuningResult.recommend` (None: DEFAULT_CANDIDATES, DEFAULT_AGGREGATE).
+    rule: how to pick on the front of several objectives (:class:`gptask.fronts.PickRule`)."""
     confirm = check_int("confirm", confirm, 0)
     n_cand = check_int("candidates", DEFAULT_CANDIDATES if candidates is None else candidates, 1)
     aggregate = check_aggregate(DEFAULT_AGGREGATE if aggregate is None else aggregate, "recommend")
-    ranked = ranked_candidates(result, i)
+    spec = result.problem.outputs
+    pick_rule = PickRule.parse(rule, spec)
+    ranked = ranked_candidates(result, i, pick_rule)
     by_key = {point_key(c.params): c for c in ranked}
     raw_params, raw_value = result.best(i)
     top = ranked[:n_cand]
@@ -294,20 +374,34 @@ def recommend(result: "TuningResult", i: int, confirm: int = 0, candidates: int 
     done = []
     for c in top:
         mine = runs[point_key(c.params)]
+        complete = [r for r in mine if r["status"] == Status.COMPLETE]
         done.append(Candidate(c.params, c.predicted, c.predicted_std, c.observed,
-                              tuple(float(r["value"]) for r in mine if r["status"] == Status.COMPLETE),
-                              tuple(str(r["reason"]) for r in mine if r["status"] != Status.COMPLETE)))
+                              tuple(float(r["value"]) for r in complete),
+                              tuple(str(r["reason"]) for r in mine if r["status"] != Status.COMPLETE),
+                              c.outputs, tuple(dict(r["values"]) for r in complete)))
     pick, basis = done[0], BASIS_POSTERIOR if done[0].predicted is not None else BASIS_OBSERVED
     measured = [c for c in done if c.confirmations]
-    if measured:
-        pick, basis = min(measured, key=lambda c: c.confirmed_by(aggregate)), f"confirmed {aggregate}"
+    if spec is not None:  # a confirmed pick meets the limits in its confirmation runs too
+        measured = [c for c in measured if all(spec.meets_limits(v) for v in c.confirmed_outputs)]
+    if measured and spec is not None and len(spec.objectives) > 1:
+        how = AGGREGATES[aggregate]
+        confirmed = [{n: float(how(np.asarray([v[n] for v in c.confirmed_outputs]))) for n in spec.names}
+                     for c in measured]
+        scores = pick_rule.scores(confirmed, [c.outputs for c in ranked], spec)
+        pick, basis = measured[int(np.argmin(scores))], f"confirmed {aggregate}"
+    elif measured:
+        sign = 1.0 if spec is None else spec.sign(spec.primary)
+        pick, basis = min(measured, key=lambda c: sign * c.confirmed_by(aggregate)), f"confirmed {aggregate}"
     elif confirm:
         log.warning("task %d: every confirmation run failed (%s); recommending by %s", i,
                     "; ".join(sorted({f for c in done for f in c.failures})), basis)
     dflt = None if default is None else next((c for c in done if point_key(c.params) == point_key(default)), None)
+    several = spec is not None and len(spec.objectives) > 1
     return Recommendation(i, dict(result.tasks[i]), dict(pick.params), pick.predicted, pick.predicted_std,
                           basis, raw_params, raw_value, tuple(done), confirm, aggregate, dflt,
-                          getattr(result.problem, "unit", ""))
+                          getattr(result.problem, "unit", ""),
+                          1.0 if spec is None else spec.sign(spec.primary),
+                          pick_rule.describe() if several else "")
 
 
 def _confirm(result: "TuningResult", i: int, configs: list[dict], k: int, timeout: float | None,
@@ -332,7 +426,7 @@ def _confirm(result: "TuningResult", i: int, configs: list[dict], k: int, timeou
         if not todo:
             return
         reporter = Progress(progress, todo, 0, desc=f"confirm task {i}")
-        evaluator = Evaluator(result.problem.objective, timeout=timeout)
+        evaluator = Evaluator(result.problem.objective, timeout=timeout, outputs=result.problem.outputs)
         task = dict(result.tasks[i])
         unit = getattr(result.problem, "unit", "")
         count = 0
@@ -367,10 +461,13 @@ def _confirmation_run(storage: Storage | None, i: int, task: dict, params: dict,
     if outcome.status is not Status.COMPLETE:  # failed (or censored: not a full measurement)
         status, value = Status.FAILED, None
         reason = outcome.reason if outcome.status is Status.FAILED else f"{outcome.status.value}: {outcome.reason}"
+    values = outcome.values if status is Status.COMPLETE else {}
     if storage is not None:
-        return storage.add_confirmation(i, params, status, value, outcome.samples, reason, outcome.duration)
+        return storage.add_confirmation(i, params, status, value, outcome.samples, reason, outcome.duration,
+                                        values=values)
     return Trial(id=next_id, task_index=i, task=task, params=params, status=status, value=value,
-                 samples=outcome.samples, reason=reason, source=CONFIRM_SOURCE, duration=outcome.duration)
+                 samples=outcome.samples, reason=reason, source=CONFIRM_SOURCE, duration=outcome.duration,
+                 values=values)
 
 
 #: what the recommendation tables say about the rule (module docstring)
@@ -387,12 +484,20 @@ VALUE_COLUMNS = ("value", "median", "max", "predicted", "+-", "raw best", "defau
 
 def recommendation_row(rec: Recommendation) -> dict[str, Any]:
     """One row of a recommendation table (``gptask show``, the apps' tables): the task index and
-    values, the pick's parameters, whether it is the default, what it rests on, the value the gain
+    values, the pick's parameters, its other outputs (named outputs: by its confirmation runs'
+    ``aggregate``, else the models' posterior means), whether it is the default, what it rests on, the value the gain
     compares, its confirmation runs (count, median, max), the model's prediction, the raw best
     launch, the default's value and the gain (a fraction; tables print it in percent)."""
     pick = rec.pick
     spread = pick.spread
-    return {"task": rec.task_index, **rec.task, **rec.params, "pick": "default" if rec.is_default else "tuned",
+    outputs = {}
+    if pick.outputs:  # named outputs: every output but the primary one (its value is "value")
+        how = AGGREGATES[rec.aggregate]
+        runs = pick.confirmed_outputs
+        outputs = {n: (float(how(np.asarray([r[n] for r in runs]))) if runs else v)
+                   for k, (n, v) in enumerate(pick.outputs.items()) if k > 0}
+    return {"task": rec.task_index, **rec.task, **rec.params, **outputs,
+            "pick": "default" if rec.is_default else "tuned",
             "basis": rec.basis, "value": rec.value, "runs": len(pick.confirmations) or None,
             "median": pick.median, "max": None if spread is None else spread[1], "predicted": rec.predicted,
             "+-": rec.predicted_std, "raw best": rec.raw_best_value, "default": rec.default_value, "gain": rec.gain}
@@ -400,10 +505,10 @@ def recommendation_row(rec: Recommendation) -> dict[str, Any]:
 
 def recommendation_table(result: "TuningResult", confirm: int = 0, timeout: float | None = None,
                          progress: bool = True) -> "Table":
-    """:func:`recommendation_row` of every task with a complete evaluation (``result.recommend(i,
+    """:func:`recommendation_row` of every task with something to recommend (:func:`nothing_to_recommend`; ``result.recommend(i,
     confirm=confirm)``), as a :class:`~gptask.table.Table` with the problem's unit."""
     from .table import Table
 
     rows = [recommendation_row(recommend(result, i, confirm=confirm, timeout=timeout, progress=progress))
-            for i in range(len(result.tasks)) if result.records(i)]
+            for i in range(len(result.tasks)) if nothing_to_recommend(result, i) is None]
     return Table(rows, getattr(result.problem, "unit", ""), VALUE_COLUMNS)

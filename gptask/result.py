@@ -13,6 +13,7 @@ from .transforms import OutputTransform
 from .trials import Status
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .fronts import FrontPoint
     from .recommend import Recommendation
 
 __all__ = ["TuningResult"]
@@ -29,7 +30,9 @@ class TuningResult:
     records with source "confirm"; not trials of the run, not in ``history``), history_file (the
     run's SQLite history, where confirmation runs are committed; None for a history in memory),
     machines (id -> machine record of the machines the trials ran on, which ``Trial.machine`` names;
-    :mod:`gptask.provenance`)."""
+    :mod:`gptask.provenance`), outputs (for a problem with named outputs, :mod:`gptask.objectives`: each modelled output's
+    ``(model, transform)``, the primary objective's being ``model`` and ``transform``; the models
+    see ``sign * value``, -1 for a maximised objective)."""
 
     problem: Problem
     tasks: list[dict]
@@ -41,6 +44,7 @@ class TuningResult:
     confirmations: list = field(default_factory=list)
     history_file: Path | None = None
     machines: dict = field(default_factory=dict)
+    outputs: dict = field(default_factory=dict)
 
     def records(self, i: int, status: Status | str | None = Status.COMPLETE) -> list:
         """Task ``i``'s finished trials (only complete ones by default; ``status=None``: all)."""
@@ -52,12 +56,35 @@ class TuningResult:
             raise ValueError(f"task index must be an integer in 0..{len(self.tasks) - 1}, got {i!r}")
 
     def best(self, i: int) -> tuple[dict, float]:
-        """(params, value) of the best complete evaluation of task ``i``."""
+        """(params, value) of the best complete evaluation of task ``i``. With named outputs
+        (:mod:`gptask.objectives`): the best primary objective (in its direction) among the
+        evaluations that meet every limit."""
         ok = self.records(i)
+        spec = self.problem.outputs
+        if spec is not None:
+            ok = [r for r in ok if spec.meets_limits(r["values"])]
+            if not ok and self.records(i):
+                raise ValueError(f"task {i} ({self.tasks[i]}) has no complete evaluation that meets the limits "
+                                 f"{', '.join(map(str, spec.limits))}")
         if not ok:
             raise ValueError(f"task {i} ({self.tasks[i]}) has no complete evaluation")
-        r = min(ok, key=lambda r: r["value"])
+        sign = 1.0 if spec is None else spec.sign(spec.primary)
+        r = min(ok, key=lambda r: sign * r["value"])
         return dict(r["params"]), float(r["value"])
+
+    def pareto(self, i: int, everything: bool = False) -> list["FrontPoint"]:
+        """Task ``i``'s non-dominated configurations (:func:`gptask.fronts.task_front`): those whose
+        complete evaluations meet every limit and that no other such configuration dominates in the
+        objectives, each a :class:`gptask.fronts.FrontPoint` (params, observed outputs, number of
+        evaluations), best primary objective first. everything: every configuration meeting the
+        limits. Raises ValueError for a problem without named outputs."""
+        from .fronts import task_front
+
+        self._check_index(i)
+        if self.problem.outputs is None:
+            raise ValueError(f"problem {self.problem.name!r} has one objective: use best({i}); a front needs "
+                             "Problem(objectives=...)")
+        return task_front(self.records(i, status=None), self.problem.outputs, everything=everything)
 
     def default(self, i: int) -> tuple[dict, float] | None:
         """(params, value) of the problem's default configuration as measured on task ``i``, or
@@ -71,12 +98,17 @@ class TuningResult:
         (0.25: the best configuration takes 25 % less than the default); None without a measured
         default (see :mod:`gptask.baseline`)."""
         d = self.default(i)
-        ok = self.records(i)
-        return None if d is None or not ok else gain(d[1], min(r["value"] for r in ok))
+        try:
+            best = self.best(i)[1]
+        except ValueError:
+            return None
+        spec = self.problem.outputs
+        g = None if d is None else gain(d[1], best)
+        return None if g is None else (g if spec is None else spec.sign(spec.primary) * g)
 
     def recommend(self, i: int, confirm: int = 0, candidates: int | None = None,
                   timeout: float | None = None, aggregate: str | None = None,
-                  progress: bool = True) -> "Recommendation":
+                  progress: bool = True, rule: Any = None) -> "Recommendation":
         """Task ``i``'s recommended configuration, robust to a noisy objective (:mod:`gptask.recommend`).
 
         Picks, among task ``i``'s evaluated configurations, the one with the lowest posterior mean
@@ -94,12 +126,14 @@ class TuningResult:
         against the tuning budget, never seen by the model), and reused by later calls; a failed
         run is recorded with its reason and never raises. Returns a frozen
         :class:`gptask.recommend.Recommendation`. Raises ``ValueError`` when task ``i`` has no
-        complete evaluation.
+        complete evaluation (meeting the limits, with named outputs). rule: for several objectives,
+        how to pick on the front (:class:`gptask.fronts.PickRule`: ``{"weights": {...}}``,
+        ``{"reference": {...}}`` or ``{"limit": {...}}``; None: equal weights).
         """
         from .recommend import recommend
 
         return recommend(self, i, confirm=confirm, candidates=candidates, timeout=timeout, aggregate=aggregate,
-                         progress=progress)
+                         progress=progress, rule=rule)
 
     def best_so_far(self, i: int) -> list[float]:
         """Running minimum of task ``i``'s values, one entry per evaluation (failed ones repeat it)."""
@@ -141,5 +175,7 @@ class TuningResult:
                 row["gain"] = self.gain(i)
             row["evaluations"] = len(all_r)
             row["failed"] = sum(r["status"] == Status.FAILED for r in all_r)
+            if self.problem.outputs is not None and len(self.problem.outputs.objectives) > 1:
+                row["front"] = len(self.pareto(i))
             rows.append(row)
         return Table(rows, getattr(self.problem, "unit", ""), ("best", "default"))

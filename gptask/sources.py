@@ -231,6 +231,9 @@ def combined_problem(problem: Problem, labels: Sequence[str]) -> Problem:
     for what in ("features", "cost_model", "candidates"):
         if getattr(problem, what, None) is not None:
             raise SourceError(f"problem {problem.name!r} has {what}: sources do not support them yet")
+    if problem.outputs is not None:
+        raise SourceError(f"problem {problem.name!r} has named outputs {list(problem.outputs.names)}: sources "
+                          "support one objective so far")
     choices = list(dict.fromkeys(labels))
     task_space = Space([*problem.task_space.dimensions, Categorical(MACHINE_DIM, choices)])
     default = problem.default

@@ -149,7 +149,10 @@ class Trial(Mapping):
     None while PENDING); duration: seconds the evaluation took (None while PENDING); attempts: how
     many times it was handed out (> 1 after a dead owner's trial was re-proposed); owner: who holds
     it while PENDING (a text naming a process, or None once released); machine: the id of the
-    machine record it was measured on in its history (``Storage.machines()``), None when not recorded.
+    machine record it was measured on in its history (``Storage.machines()``), None when not recorded;
+    values: every output of a
+    problem with named outputs (:mod:`gptask.objectives`), ``{name: float}``, when the trial is
+    complete or censored (``value`` is then the primary objective's); empty otherwise.
     """
 
     id: int
@@ -168,12 +171,14 @@ class Trial(Mapping):
     attempts: int = 1
     owner: str | None = None
     machine: int | None = None
+    values: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status.parse(self.status))
         object.__setattr__(self, "task", FrozenDict(self.task))
         object.__setattr__(self, "params", FrozenDict(self.params))
         object.__setattr__(self, "extra", FrozenDict(self.extra))
+        object.__setattr__(self, "values", FrozenDict({str(k): float(v) for k, v in (self.values or {}).items()}))
         object.__setattr__(self, "samples", tuple(float(s) for s in self.samples))
 
     # ---- the dict-like read access of schema-1 records ----------------------------------------
@@ -206,6 +211,7 @@ class Trial(Mapping):
         d = {f: getattr(self, f) for f in _FIELDS}
         d["status"] = self.status.value
         d["task"], d["params"], d["extra"] = dict(self.task), dict(self.params), dict(self.extra)
+        d["values"] = dict(self.values)
         d["samples"] = list(self.samples)
         return d
 

@@ -77,7 +77,10 @@ def test_a_process_pool_keeps_three_trials_running(tmp_path):
             assert r.status is Status.FAILED and r.reason == "timeout after 1 s"
         else:
             assert r.status is Status.COMPLETE and r.value == serial(r.task, r.params).value
-    assert res.model is not None and list(res.model.n_points) == [9, 9]
+    # the model holds every complete run, and of the failed ones those the failure model does not
+    # explain (issue 25; which ones it explains: tests/test_failure_model.py)
+    complete = [len(res.records(i)) for i in range(2)]
+    assert res.model is not None and all(c <= n <= 9 for c, n in zip(complete, res.model.n_points))
 
 
 def test_noise_policy_and_pruner_on_workers_decide_as_the_serial_evaluator(tmp_path):

@@ -495,3 +495,37 @@ def test_burst_buffer_with_a_second_tier_loses_no_byte(tmp_path, interrupt):
     assert bb.stats.peak_bytes <= 8 * bs
     assert path.read_bytes() == bytes(ref)
     assert list(tier2.iterdir()) == []  # the staging file is removed once everything is copied
+
+
+# -- the cache memory they use (issue 25) ------------------------------------------------------
+def test_sro_reports_the_peak_of_its_page_cache_within_the_budget(tmp_path):
+    prob = problem("sro", backend="real", workdir=tmp_path, cache_mb=8, memory_limit=4 * MIB)
+    assert prob.outputs.names == ("time", "memory") and prob.outputs.limits[0].bound == 4 * MIB
+    task = dict(file_mb=128, n_leads=2, scatter_kb=1024, lead_advance_kb=0, ops_per_lead=100, op_kb=4,
+                random_scatter=0, sequential=0, volume_mb=8, threads=1)
+    p = dict(binsize=256 * KIB, cluster_threshold=2, prefetch_size=1 * MIB, sequence_length=100)
+    out = prob.objective(task, p)
+    assert set(out) == {"time", "memory"} and out["memory"] == prob.objective.last["cache_peak_bytes"]
+    assert 0 < out["memory"] <= 8 * MIB and out["memory"] % (64 * KIB) == 0  # whole 64 KiB pages
+    model = problem("sro", backend="model", cache_mb=8, memory_objective=True)
+    assert model.outputs.objectives == ("time", "memory")
+    assert model.objective(task, p)["memory"] == out["memory"]  # the model replays the same prefetcher
+
+
+def test_sbb_reports_the_peak_of_its_buffer(tmp_path):
+    # writes of 64 KiB blocks into a 64 MiB buffer destaging at 80 %: while the distinct blocks
+    # written stay below the threshold nothing is destaged, so the peak is exactly those blocks'
+    # bytes, in the real run and in the model
+    task = dict(file_mb=128, n_leads=4, scatter_kb=4096, ops_per_lead=64, op_kb=64, sequential=1,
+                read_fraction=0.0, volume_mb=16, threads=1)
+    params = dict(workers=2, destagers=2, buffer_mb=64, threshold=0.8)
+    real = problem("sbb", backend="real", workdir=tmp_path, memory_limit=8 * MIB)
+    model = problem("sbb", backend="model", memory_limit=8 * MIB)
+    w = real.objective.workload(task)
+    written = len(np.unique(w.offsets[~w.is_read] // w.op_size)) * w.op_size
+    assert 1 * MIB < written < 0.8 * 64 * MIB
+    assert real.objective(task, params)["memory"] == written
+    assert model.objective(task, params)["memory"] == written
+    big = dict(task, ops_per_lead=1000, volume_mb=64)
+    for prob in (real, model):
+        assert prob.objective(big, dict(params, buffer_mb=16))["memory"] <= 16 * MIB

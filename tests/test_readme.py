@@ -142,7 +142,7 @@ def _record(example_id: str, seconds: float, smoke: bool) -> None:
 # ---- the README itself ---------------------------------------------------------------------------
 RUN_HERE = {"two-commands", "venv", "notebooks", "library", "ask-tell", "transfer", "executor", "measurements",
             "measurements-cli", "mpi-ranks", "mpi-pool", "lcm-torch", "cli", "app-scalapack", "app-mpi", "app-io",
-            "insight", "discrete", "replay-cli"}
+            "insight", "discrete", "replay-cli", "objectives", "memory-limit"}
 
 
 def test_every_code_block_is_an_example_that_a_test_runs():
@@ -322,3 +322,77 @@ def test_the_io_app_commands(repo):
     tuned = [x for x in lines if "recommended" in x]
     assert len(tuned) == 2 and all(x["gain_basis"] == "confirmation runs" for x in tuned)
     assert "iteration 1:" in r.stderr  # not silent any more
+
+
+#: appended to the "objectives" session (the README block itself runs unchanged): what the test checks
+_OBJECTIVES_CHECK = """
+import json as _json
+_runs = lambda r, i: [[dict(x["params"]), dict(x["values"])] for x in r.records(i)]
+print("CHECK " + _json.dumps({
+    "tasks": result.tasks, "front": [[p.params, p.values] for p in result.pareto(0)], "runs": _runs(result, 0),
+    "pick": rec.params, "limited_tasks": limited.tasks, "limited_runs": _runs(limited, 0),
+    "best": limited.best(0)[0], "recommended": limited.recommend(0).params}))
+"""
+
+
+def _g(task: dict, p: dict) -> dict:
+    """The README example's objective, written out again (the reference the test checks against)."""
+    return {"time": 1 + (p["nb"] / 64 - task["m"] / 2000) ** 2 + 0.5 / p["p"],
+            "memory": 2e5 * task["m"] * (1 + p["nb"] / 16) * p["p"]}
+
+
+@pytest.mark.slow
+def test_the_several_objectives_example(repo):
+    code = session("objectives") + "\n" + _OBJECTIVES_CHECK
+    r = subprocess.run([sys.executable, "-c", code], cwd=repo, env=clean_env(), capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.split("CHECK ", 1)[1])
+    task = got["tasks"][0]
+    runs = got["runs"]
+    assert len(runs) == 14
+    for params, values in runs:  # every stored output is what the objective returned
+        assert values == pytest.approx(_g(task, params), rel=1e-12)
+    # the front by brute force: the runs no other run dominates (both objectives minimised)
+    points = {json.dumps(p, sort_keys=True): (v["time"], v["memory"]) for p, v in runs}
+    front = {k for k, a in points.items()
+             if not any(b[0] <= a[0] and b[1] <= a[1] and b != a for b in points.values())}
+    assert {json.dumps(p, sort_keys=True) for p, _ in got["front"]} == front
+    times = [v["time"] for _, v in got["front"]]
+    assert times == sorted(times)  # fastest first, as the README says
+    assert json.dumps(got["pick"], sort_keys=True) in front  # the weighted pick lies on the front
+    # the limited problem: the best run is the fastest of the runs within the limit, and the
+    # recommendation is within it (memory recomputed from the formula, not read back)
+    ltask = got["limited_tasks"][0]
+    inside = [(v["time"], p) for p, v in got["limited_runs"] if _g(ltask, p)["memory"] <= 2e9]
+    outside = [p for p, v in got["limited_runs"] if _g(ltask, p)["memory"] > 2e9]
+    assert inside and outside  # the limit matters in this example: it excludes runs and the true optimum
+    grid = [{"nb": nb, "p": q} for nb in range(8, 257) for q in range(1, 9)]
+    assert _g(ltask, min(grid, key=lambda p: _g(ltask, p)["time"]))["memory"] > 2e9
+    assert got["best"] == min(inside, key=lambda x: x[0])[1]
+    assert _g(ltask, got["recommended"])["memory"] <= 2e9
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_the_pdgeqrf_memory_limit_command(repo):
+    from apps.scalapack_qr.memory import memory_per_process
+
+    code = by_id()["memory-limit"].code
+    assert "bash scripts/memory_limit.sh" in code
+    r = run_shell("memory-limit", code, repo, smoke=True, timeout=1200)
+    assert "setup: skipped (GPTASK_SKIP_SETUP=1)" in r.stdout
+    limit = 4.15e6
+    assert "--memory-limit 4.15e6" in (ROOT / "scripts" / "memory_limit.sh").read_text()
+    best = json.loads((repo / "out" / "memory_best.json").read_text())
+    assert best["recommended"] and best["confirm"] == 3
+    for rec in best["recommended"]:
+        t, p = rec["task"], rec["params"]
+        # the driver's allocations computed without a run (2 timed factorisations per launch)
+        assert memory_per_process(t["m"], t["n"], p["mb"], p["nb"], p["p"], p["nproc"] // p["p"], 2) <= limit
+    from gptask.storage import SQLiteStorage
+
+    with SQLiteStorage(repo / "out" / "memory.sqlite", read_only=True) as h:
+        done = [t for t in h.trials() if t.status.finished]
+        assert done and all("memory" in t.values for t in done if t.values)
+    assert "memory" in r.stdout  # the tables show the recommendation's memory

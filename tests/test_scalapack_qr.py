@@ -19,6 +19,7 @@ from apps.scalapack_qr.cli import parse_kv
 from apps.scalapack_qr.fit_model import fit
 from apps.scalapack_qr.grid import configurations, read_csv
 from apps.scalapack_qr.launcher import DEFAULT_COMMAND, Launcher, LaunchError, LaunchTimeout, clean_environment
+from apps.scalapack_qr.memory import memory_per_process, numroc
 from apps.scalapack_qr.problem import RESIDUAL_LIMIT, InfeasibleConfiguration
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +82,44 @@ def test_driver_factors_rectangular_matrices(driver, m, n, p, q):
 def test_corrupted_factorisation_is_detected(driver):
     rec = run_driver(driver, [200, 200, 16, 16, 1, 2, 1, "--check", "--corrupt"], nproc=2)
     assert rec["corrupted"] is True
-    assert rec["residual"] > 1e6 * RESIDUAL_LIMIT
+    assert rec["residual"] > 1e6 * RESIDUAL_LIMIT and rec["check_passed"] is False
+    good = run_driver(driver, [200, 200, 16, 16, 1, 2, 1, "--check"], nproc=2)
+    assert good["check_passed"] is True
+
+
+def block_cyclic_count(n, nb, iproc, nprocs):
+    """Independent reference for NUMROC: deal the blocks of n one by one to the processes."""
+    return sum(min(nb, n - start) for k, start in enumerate(range(0, n, nb)) if k % nprocs == iproc)
+
+
+def test_numroc_deals_blocks_like_the_block_cyclic_distribution():
+    for n in (1, 7, 128, 257, 1000):
+        for nb in (1, 3, 16, 256):
+            for nprocs in (1, 2, 3, 4):
+                assert [numroc(n, nb, i, 0, nprocs) for i in range(nprocs)] == \
+                    [block_cyclic_count(n, nb, i, nprocs) for i in range(nprocs)]
+                assert sum(numroc(n, nb, i, 0, nprocs) for i in range(nprocs)) == n
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("m,n,mb,nb,p,q,repeats", [(500, 300, 32, 16, 1, 2, 2), (700, 500, 8, 64, 2, 1, 1),
+                                                     (300, 700, 256, 4, 1, 1, 3), (257, 300, 5, 200, 2, 1, 1)])
+def test_driver_memory_per_process_is_what_the_python_formula_says(driver, m, n, mb, nb, p, q, repeats):
+    rec = run_driver(driver, [m, n, mb, nb, p, q, repeats, "--check"], nproc=p * q)
+    assert rec["memory"] == memory_per_process(m, n, mb, nb, p, q, repeats)
+    assert rec["check_passed"] is True and rec["memory_check"] > 0
+    rows, cols = numroc(m, mb, 0, 0, p), numroc(n, nb, 0, 0, q)
+    assert (rec["local_rows"], rec["local_cols"]) == (rows, cols)
+    assert rec["lwork"] == nb * (rows + cols + nb) + 1  # ScaLAPACK's LWMIN, from PDGEQRF's own query
+
+
+@pytest.mark.mpi
+def test_real_objective_reports_time_and_memory_within_a_limit():
+    pb = problem(repeats=1, memory_limit=2e6)
+    assert pb.outputs.names == ("time", "memory") and str(pb.outputs.limits[0]) == "memory <= 2e+06"
+    out = pb.objective({"m": 300, "n": 300}, {"mb": 16, "nb": 16, "nproc": 2, "p": 1, "nth": 1})
+    assert set(out) == {"time", "memory"} and out["time"] > 0
+    assert out["memory"] == memory_per_process(300, 300, 16, 16, 1, 2, 1)
 
 
 @pytest.mark.mpi
@@ -310,6 +348,20 @@ def test_model_backend_is_labelled_and_predicts_from_stored_fit():
     assert t == pytest.approx(expected) and t > 0
     with pytest.raises(InfeasibleConfiguration):
         pb.objective({"m": 1000, "n": 1000}, {"mb": 32, "nb": 32, "nproc": 2, "p": 1, "nth": 2})
+
+
+def test_model_backend_reports_memory_and_limits_are_checked():
+    pb = problem(backend="model", cores=2, memory_limit=3e6, repeats=2)
+    params = {"mb": 32, "nb": 32, "nproc": 2, "p": 1, "nth": 1}
+    out = pb.objective({"m": 1000, "n": 500}, params)
+    assert out["memory"] == memory_per_process(1000, 500, 32, 32, 1, 2, 2)
+    assert out["time"] == problem(backend="model", cores=2).objective({"m": 1000, "n": 500}, params)
+    assert pb.outputs.objectives == ("time",) and pb.outputs.limits[0].bound == 3e6
+    two = problem(backend="model", cores=2, memory_objective=True)
+    assert two.outputs.objectives == ("time", "memory") and not two.outputs.limits
+    assert problem(backend="model", cores=2).outputs is None
+    with pytest.raises(ValueError, match="memory_limit must be a positive number"):
+        problem(backend="model", cores=2, memory_limit=0)
 
 
 def test_stored_grid_data_is_complete_and_described():

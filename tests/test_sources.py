@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.sources import MACHINE_DIM, SourceError, machine_labels, target_tasks
+from gptask.sources import MACHINE_DIM, SourceError, combined_problem, machine_labels, target_tasks
 from gptask.storage import SQLiteStorage
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -107,6 +107,12 @@ def test_bad_sources_are_refused_with_their_reason(laptop_history, tmp_path):
         gt.tune(problem, 1, 4, sources=[laptop_history], executor=object(), **run)
     with pytest.raises(SourceError, match="needs this machine's record"):
         gt.tune(problem, 1, 4, sources=[laptop_history], provenance=None, progress=False)
+    two = gt.Problem(problem.task_space, problem.param_space, lambda t, p: {"time": 1.0, "memory": 2.0},
+                     name="counting", objectives=["time", "memory"])
+    with pytest.raises(SourceError, match="is of another problem"):  # outputs are part of the signature
+        gt.tune(two, 1, 4, sources=[laptop_history], **run)
+    with pytest.raises(SourceError, match=r"has named outputs \['time', 'memory'\]"):
+        combined_problem(two, ["laptop", "node"])
     # the explicit mapping: the user names the machine of the unrecorded trials
     r = gt.tune(problem, [{"t": 0.5}], 3, sources=[gt.Source(unrecorded, machine="old-node")], n_initial=3, **run)
     assert [t[MACHINE_DIM] for t in r.tasks] == ["old-node", "node"]

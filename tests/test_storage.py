@@ -19,8 +19,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from gptask.storage import (HistoryMismatch, NotAHistory, Owner, SchemaTooNew, SQLiteStorage, TrialNotPending,
-                            UnknownTrial, open_storage)
+from gptask.storage import (SCHEMA_VERSION, HistoryMismatch, NotAHistory, Owner, SchemaTooNew, SQLiteStorage,
+                            TrialNotPending, UnknownTrial, open_storage)
 from gptask.storage.export import to_csv, to_json
 from gptask.trials import Proposal, Status, Trial, params_key
 
@@ -372,8 +372,8 @@ except PermissionError as exc:
     r = run_unprivileged(code)
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
-    assert "is read-only" in out[0] and out[1] == "read: 2 0 2"
-    assert "refused:" in out[2] and out[3] == "read: 2 16 2"  # the v1 file upgraded in memory only
+    assert "is read-only" in out[0] and out[1] == f"read: 2 0 {SCHEMA_VERSION}"
+    assert "refused:" in out[2] and out[3] == f"read: 2 16 {SCHEMA_VERSION}"  # the v1 file upgraded in memory only
     assert "directory" in out[4] and "not writable" in out[4]
     assert sqlite3.connect(f"file:{d / 'v1.sqlite'}?mode=ro", uri=True).execute(
         "SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
@@ -383,10 +383,10 @@ def test_a_newer_schema_is_refused_naming_both_versions(tmp_path):
     path = tmp_path / "h.sqlite"
     SQLiteStorage(path, SIG).close()
     db = sqlite3.connect(path)
-    db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
     db.commit()
     db.close()
-    with pytest.raises(SchemaTooNew, match="schema 3; this gptask reads schema 2"):
+    with pytest.raises(SchemaTooNew, match=f"schema {SCHEMA_VERSION + 1}; this gptask reads schema {SCHEMA_VERSION}"):
         SQLiteStorage(path, SIG)
 
 
@@ -405,7 +405,8 @@ def test_v1_files_upgrade_to_v2_keeping_every_row(tmp_path, name):
     ro.close()
     assert digest(path) == before  # reading does not upgrade the file
     s = SQLiteStorage(path, sig)
-    assert s.schema_version == 2 and s.get_meta("seed") is not None and len(s.models()) == n_models
+    assert s.schema_version == SCHEMA_VERSION and s.get_meta("seed") is not None and len(s.models()) == n_models
+    assert all(not t.values for t in s.trials())
     got = [(t.id, t.task_index, dict(t.params), t.value, t.status.value, t.reason, list(t.samples)) for t in s.trials()]
     assert got == [(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], json.loads(r[6])) for r in rows]
     s.close()
@@ -413,7 +414,7 @@ def test_v1_files_upgrade_to_v2_keeping_every_row(tmp_path, name):
     assert db.execute("PRAGMA application_id").fetchone()[0] != 0
     assert "evaluations" not in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
     db.close()
-    SQLiteStorage(path, sig).close()  # opening again is a plain v2 open
+    SQLiteStorage(path, sig).close()  # opening again is a plain open of the current schema
 
 
 def test_v1_censored_rows_become_censored_trials(tmp_path):
@@ -425,6 +426,62 @@ def test_v1_censored_rows_become_censored_trials(tmp_path):
     db.close()
     s = SQLiteStorage(path)
     assert s.trials()[1].status is Status.CENSORED and s.trials()[2].status is Status.COMPLETE
+
+
+def _v2_rows(path):
+    db = sqlite3.connect(path)
+    trials = db.execute("SELECT id, task_index, params, status, value, samples, reason FROM trials ORDER BY id").fetchall()
+    conf = db.execute("SELECT id, task_index, params, status, value FROM confirmations ORDER BY id").fetchall()
+    sig = json.loads(db.execute("SELECT value FROM meta WHERE key = 'signature'").fetchone()[0])
+    db.close()
+    return trials, conf, sig
+
+
+def test_v2_files_read_in_memory_and_upgrade_in_place_keeping_every_row(tmp_path):
+    """tests/data/v2_failing.sqlite was written by gptask at 59b0823 (tests/data/make_v2_history.py)."""
+    path = tmp_path / "v2.sqlite"
+    shutil.copy(DATA / "v2_failing.sqlite", path)
+    trials, conf, sig = _v2_rows(path)
+    assert len(trials) == 16 and len(conf) == 2 and any(r[3] == "failed" for r in trials)
+    before = digest(path)
+    with SQLiteStorage(path, read_only=True) as ro:
+        assert len(ro.trials()) == 16 and ro.schema_version == SCHEMA_VERSION
+    assert digest(path) == before  # reading does not upgrade the file
+    s = SQLiteStorage(path, sig)
+    assert s.schema_version == SCHEMA_VERSION and s.get_meta("upgraded_from") is None
+    got = [(t.id, t.task_index, dict(t.params), t.status.value, t.value, list(t.samples), t.reason) for t in s.trials()]
+    assert got == [(r[0], r[1], json.loads(r[2]), r[3], r[4], json.loads(r[5]), r[6]) for r in trials]
+    assert [(c.id, c.task_index, dict(c.params), c.status.value, c.value) for c in s.confirmations()] == \
+        [(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in conf]
+    assert all(not t.values for t in s.trials() + s.confirmations())
+    # the upgraded file takes trials with outputs
+    t, = s.add_trials([Proposal(0, s.tasks()[0], {"x": 0.123})], Owner.this_process("tune"))
+    done = s.finish(t.id, Status.COMPLETE, 2.0, [2.0], values={"time": 2.0, "memory": 5e8})
+    assert dict(done.values) == {"time": 2.0, "memory": 5e8}
+    s.add_confirmation(0, {"x": 0.123}, Status.COMPLETE, 2.1, [2.1], values={"time": 2.1, "memory": 5e8})
+    s.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'upgraded_from'").fetchone() == ("2",)
+    db.close()
+    with SQLiteStorage(path, sig) as again:
+        assert dict(again.trials()[-1].values) == {"time": 2.0, "memory": 5e8}
+        assert dict(again.confirmations()[-1].values) == {"time": 2.1, "memory": 5e8}
+
+
+def test_outputs_are_stored_with_finished_and_imported_trials_and_not_with_failed_ones(storage):
+    me = Owner.this_process("tune")
+    a, b = storage.add_trials([prop(0, 0.1), prop(0, 0.2)], me)
+    done = storage.finish(a.id, Status.COMPLETE, 1.5, [1.5], values={"time": 1.5, "memory": 3.0})
+    failed = storage.finish(b.id, Status.FAILED, None, reason="objective returned NaN for 'memory'",
+                            values={"time": 1.0})
+    assert dict(done.values) == {"time": 1.5, "memory": 3.0} and not failed.values
+    imported, = storage.import_trials([Trial(0, 1, TASKS[1], {"x": 0.3}, Status.COMPLETE, 2.0, (2.0,),
+                                             values={"time": 2.0, "memory": 1.0})])
+    assert dict(imported.values) == {"time": 2.0, "memory": 1.0}
+    assert [dict(t.values) for t in storage.trials()] == [{"time": 1.5, "memory": 3.0}, {}, {"time": 2.0, "memory": 1.0}]
+    c, = storage.add_trials([prop(1, 0.4)], me)
+    with pytest.raises(ValueError, match="output 'memory'.*finite"):
+        storage.finish(c.id, Status.COMPLETE, 1.0, values={"time": 1.0, "memory": float("nan")})
 
 
 CLAIMER = """

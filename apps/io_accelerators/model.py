@@ -116,5 +116,13 @@ def sbb_model(workload: Workload, params: Mapping[str, Any], disk: DiskModel = D
     # what is still dirty when the application finishes drains at r_out
     left = min(v_w, max(0.0, v_w - r_out * max(0.0, app - start / r_in)), buf) if v_w > 0 else 0.0
     drain = left / r_out + (disk.fsync if v_w > 0 else 0.0)
+    # the buffer's peak occupancy: every block written stays until the dirty part reaches the
+    # threshold; beyond it the buffer keeps growing at r_in - r_out while the application writes
+    # (up to the capacity), else it holds at the threshold; never more than the distinct blocks touched
+    v_distinct = float(n_blocks * op)
+    v_new = min(v_w, v_distinct)
+    peak = v_new if v_new <= start or r_in <= r_out else start + (v_new - start) * (1 - r_out / r_in)
+    peak = min(buf, v_distinct, peak)
     return {"time": float(app), "drain_time": float(drain), "total_time": float(app + drain),
-            "read_hit_rate_model": float(hits / n_reads) if n_reads else 0.0, "backend": "model"}
+            "read_hit_rate_model": float(hits / n_reads) if n_reads else 0.0, "backend": "model",
+            "peak_bytes": float(peak)}

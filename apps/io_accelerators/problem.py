@@ -32,6 +32,13 @@ budget, as the thesis limited the data node to 8 cores).
 
 The objective returns seconds (minimised): the run time of the read workload for "sro", the
 application's I/O time (until every operation is acknowledged) for "sbb". With
+``problem(memory_limit=B)`` (bytes) or ``problem(memory_objective=True)`` it returns
+``{"time": seconds, "memory": bytes}`` instead, ``memory`` being the cache memory the accelerator
+used: the peak bytes held by the prefetcher's page cache ("sro"), the peak bytes held by the burst
+buffer ("sbb"); measured by the real run, replayed or estimated by the cost model (the model's
+burst-buffer peak: the writes up to the destaging threshold, then the surplus of ingest over
+destaging up to the capacity). The time is then tuned within ``memory <= B``, or time and memory
+as two objectives. With
 ``backend="model"`` it returns the cost model's prediction instead (``model.py``), and the problem's
 name says "model". The objective also accepts ``deadline=`` (seconds, see ``gptask.noise``) and
 keeps the counters of its last call in ``objective.last``.
@@ -145,8 +152,10 @@ class IOObjective:
     """
 
     def __init__(self, accelerator: str, backend: str = "real", workdir: str | os.PathLike | None = None,
-                 seed: int = 0, cache_mb: int = 64, disk: DiskModel = DiskModel(), direct: bool = False) -> None:
+                 seed: int = 0, cache_mb: int = 64, disk: DiskModel = DiskModel(), direct: bool = False,
+                 memory: bool = False) -> None:
         self.accelerator = _check_acc(accelerator)
+        self.memory = bool(memory)
         if backend not in ("real", "model"):
             raise ValueError(f"backend must be 'real' or 'model', got {backend!r}")
         self.backend = backend
@@ -176,7 +185,14 @@ class IOObjective:
         p = {**DEFAULTS[self.accelerator], **params}
         return param_space(self.accelerator).validate(p)
 
-    def __call__(self, task: Mapping[str, Any], params: Mapping[str, Any], deadline: float | None = None) -> float:
+    def __call__(self, task: Mapping[str, Any], params: Mapping[str, Any], deadline: float | None = None) -> Any:
+        time = self._time(task, params, deadline)
+        if not self.memory:
+            return time
+        used = self.last["cache_peak_bytes"] if self.accelerator == "sro" else self.last["peak_bytes"]
+        return {"time": time, "memory": float(used)}
+
+    def _time(self, task: Mapping[str, Any], params: Mapping[str, Any], deadline: float | None) -> float:
         w = self.workload(task)
         p = self.params(params)
         if self.accelerator == "sro" and p["prefetch_size"] > self.cache_mb * MIB:
@@ -198,15 +214,29 @@ class IOObjective:
 
 
 def problem(accelerator: str = "sro", backend: str = "real", workdir: str | os.PathLike | None = None,
-            seed: int = 0, cache_mb: int = 64, max_threads: int = 24, direct: bool = False) -> gt.Problem:
+            seed: int = 0, cache_mb: int = 64, max_threads: int = 24, direct: bool = False,
+            memory_limit: float | None = None, memory_objective: bool = False) -> gt.Problem:
     """The tuning problem of one accelerator.
 
     ``backend="real"`` runs the accelerator on real files under ``workdir`` (default
     ``$GPTASK_IO_WORKDIR`` or ``<tmp>/gptask_io``); ``backend="model"`` uses the cost model (the
     problem's name then ends in ``.model``). ``seed`` fixes the generated workloads.
+    memory_limit, memory_objective: the cache memory used as a limited output or as a second
+    objective (module docstring).
     """
     _check_acc(accelerator)
-    obj = IOObjective(accelerator, backend, workdir, seed=seed, cache_mb=cache_mb, direct=direct)
+    if memory_limit is not None and (isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, float))
+                                     or not memory_limit > 0):
+        raise ValueError(f"memory_limit must be a positive number of bytes, got {memory_limit!r}")
+    with_memory = memory_limit is not None or bool(memory_objective)
+    obj = IOObjective(accelerator, backend, workdir, seed=seed, cache_mb=cache_mb, direct=direct, memory=with_memory)
+    outputs: dict[str, Any] = {}
+    if memory_objective:
+        outputs["objectives"] = {"time": "min", "memory": "min"}
+    elif with_memory:
+        outputs.update(objectives={"time": "min"}, outputs=["memory"])
+    if memory_limit is not None:
+        outputs["constraints_out"] = {"memory": ("<=", float(memory_limit))}
     if accelerator == "sro":
         constants = {"cache_mb": int(cache_mb)}
         constraints = [_prefetch_fits]
@@ -215,4 +245,4 @@ def problem(accelerator: str = "sro", backend: str = "real", workdir: str | os.P
         constraints = [_thread_budget]
     return gt.Problem(task_space(accelerator), param_space(accelerator), obj, constraints=constraints,
                       constants=constants, name=f"io_accelerators.{accelerator}.{backend}",
-                      default=DEFAULTS[accelerator], unit="s")
+                      default=DEFAULTS[accelerator], unit="s", **outputs)

@@ -42,6 +42,9 @@ def _add_problem_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-check", action="store_true", help="skip the residual check")
     ap.add_argument("--launcher", default=None,
                     help='launch prefix, e.g. "srun -n {nproc} -c {nth}" (default: Debian MPICH mpiexec)')
+    ap.add_argument("--memory-limit", type=float, default=None, metavar="BYTES",
+                    help="tune the time within this memory per process (bytes, e.g. 4.2e6; the driver's "
+                         "allocations, see apps/scalapack_qr/memory.py); default: no limit")
 
 
 def _problem(args: argparse.Namespace):
@@ -52,6 +55,7 @@ def _problem(args: argparse.Namespace):
         oversubscribe=args.oversubscribe, backend=args.backend, repeats=args.repeats,
         timeout=args.timeout, check=not args.no_check,
         launcher=shlex.split(args.launcher) if args.launcher else None,
+        memory_limit=args.memory_limit,
     )
 
 
@@ -64,7 +68,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             rec = dict(pb.objective.run(task, params))
             rec["backend"] = "real"
         else:
-            rec = {"time": pb.objective(task, params), **task, **params, "backend": "model",
+            out = pb.objective(task, params)
+            rec = {**(out if isinstance(out, dict) else {"time": out}), **task, **params, "backend": "model",
                    "note": "analytic MODEL prediction (eq. 18-19), not a measurement"}
     except Exception as exc:  # noqa: BLE001 - report any failure as one JSON line
         print(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}))
@@ -131,7 +136,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         print(f"recommended configuration per task{label}: {RULE.format(aggregate=DEFAULT_AGGREGATE)}", flush=True)
     best, recommended, rows = [], [], []
     for i, task in enumerate(result.tasks):
-        params, value = result.best(i)
+        try:
+            params, value = result.best(i)
+        except ValueError as exc:  # e.g. no run of the task met the memory limit
+            print(f"task {i} {task}: nothing to recommend: {exc}")
+            continue
         best.append({"task": task, "params": params, "time": value})
         rec = result.recommend(i, confirm=args.confirm, progress=not args.no_progress)
         rows.append(recommendation_row(rec))

@@ -31,8 +31,17 @@
  * kept. The workspace size is queried (LWORK = -1) and allocated before any timing.
  *
  * Output: one JSON line on rank 0's stdout, e.g.
- *   {"time": 0.12, "times": [0.13, 0.12], "m": 500, ..., "residual": 0.004}
- * "time" is the minimum over the repeats, in seconds. Errors: a JSON line {"error": "..."} on
+ *   {"time": 0.12, "times": [0.13, 0.12], "m": 500, ..., "memory": 1052672, "residual": 0.004, ...}
+ * "time" is the minimum over the repeats, in seconds.
+ *
+ * Memory: "memory" is the largest number of bytes any process allocates for the factorisation:
+ * the local matrix twice (the original A and the copy factored, LLD x LOCc(N) doubles each, with
+ * LOCr/LOCc from NUMROC), TAU (LOCc(N) + NB doubles), PDGEQRF's workspace (LWORK doubles, from its
+ * workspace query: NB * (Mp0 + Nq0 + NB)) and the REPEATS timings, as this driver allocates
+ * them. "memory_check" is what the residual check allocates on top (a third local matrix and
+ * PDORMQR's workspace), 0 without --check. "local_rows", "local_cols", "lwork": rank 0's values.
+ * With --check, "check_passed" says whether the residual is at most RESIDUAL_LIMIT (10; a correct
+ * factorisation gives ~1e-2, a wrong one > 1e6). Errors: a JSON line {"error": "..."} on
  * stderr and exit status 2 (bad arguments) or 3 (ScaLAPACK returned INFO != 0 or out of memory).
  */
 #include <float.h>
@@ -70,6 +79,9 @@ void pdgeadd_(const char *trans, const int *m, const int *n, const double *alpha
               const int *ic, const int *jc, const int *descc);
 double pdlange_(const char *norm, const int *m, const int *n, const double *a, const int *ia,
                 const int *ja, const int *desca, double *work);
+
+/* largest backward error of a correct factorisation (apps/scalapack_qr/problem.py: RESIDUAL_LIMIT) */
+#define RESIDUAL_LIMIT 10.0
 
 static int g_rank = 0;
 
@@ -233,6 +245,11 @@ int main(int argc, char **argv) {
     if (!work) fail(3, "out of memory for the PDGEQRF workspace", lwork);
 
     double *times = malloc((size_t)repeats * sizeof(double));
+    if (!times) fail(3, "out of memory for the timings", repeats);
+    /* bytes this process allocated for the factorisation; the largest over the processes is reported */
+    double mine = (double)sizeof(double) * (2.0 * (double)nel + (double)ntau + (double)lwork + (double)repeats);
+    double memory = 0.0, memory_check = 0.0;
+    MPI_Allreduce(&mine, &memory, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     double best = INFINITY;
     for (int r = 0; r < repeats; r++) {
         memcpy(a, a0, nel * sizeof(double));
@@ -279,6 +296,8 @@ int main(int argc, char **argv) {
         lwork2 = (int)wq2 + 1;
         double *work2 = malloc((size_t)lwork2 * sizeof(double));
         if (!work2) fail(3, "out of memory for the PDORMQR workspace", lwork2);
+        double extra = (double)sizeof(double) * ((double)nel + (double)lwork2);
+        MPI_Allreduce(&extra, &memory_check, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         pdormqr_("L", "N", &m, &n, &k, a, &ione, &ione, desc, tau, c, &ione, &ione, desc, work2, &lwork2, &info);
         if (info != 0) fail(3, "PDORMQR returned INFO != 0", info);
         /* c := c - a0 = QR - A */
@@ -298,7 +317,10 @@ int main(int argc, char **argv) {
                m, n, mb, nb, p, q, size);
         const char *nth = getenv("OPENBLAS_NUM_THREADS");
         printf(", \"openblas_num_threads\": \"%s\"", nth ? nth : "");
-        if (check) printf(", \"residual\": %.6g, \"logabsdiag_r\": %.15g", residual, logabsdiag);
+        printf(", \"memory\": %.0f, \"memory_check\": %.0f, \"local_rows\": %d, \"local_cols\": %d, \"lwork\": %d",
+               memory, memory_check, mloc, nloc, lwork);
+        if (check) printf(", \"residual\": %.6g, \"logabsdiag_r\": %.15g, \"check_passed\": %s", residual, logabsdiag,
+                          (residual >= 0.0 && residual <= RESIDUAL_LIMIT) ? "true" : "false");
         if (corrupt) printf(", \"corrupted\": true");
         if (from_table) printf(", \"from_table\": \"%s\"", from_table);
         printf("}\n");

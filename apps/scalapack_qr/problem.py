@@ -28,6 +28,12 @@ Run-free prediction for new sizes uses :mod:`apps.scalapack_qr.features` (``Prob
 
 The paper fixes ``nproc * nth == nodes * cores``; we allow ``<=`` so that using fewer cores can
 be learnt to be better (e.g. on a loaded machine).
+
+Memory (issue 25): the driver reports the bytes its largest process allocates (``"memory"``,
+:mod:`apps.scalapack_qr.memory` computes the same without a run). ``problem(memory_limit=B)``
+tunes the time within ``memory <= B`` bytes per process (an output limit: the objective returns
+``{"time", "memory"}``); ``problem(memory_objective=True)`` tunes time and memory as two objectives
+(a Pareto front per task). Without either the problem is the classic one: the time, one number.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from .build import build_driver
 from .costmodel import CostModel
 from .features import flops_per_core, point_features
 from .launcher import DEFAULT_COMMAND, Launcher, LaunchError
+from .memory import memory_per_process
 
 __all__ = [
     "problem",
@@ -196,7 +203,8 @@ class _Objective:
 
 
 class RealObjective(_Objective):
-    """Runs the real ScaLAPACK PDGEQRF; returns the driver's time in seconds (min over repeats).
+    """Runs the real ScaLAPACK PDGEQRF; returns the driver's time in seconds (min over repeats),
+    or with ``memory=True`` ``{"time": seconds, "memory": bytes per process}``.
 
     Raises :class:`InfeasibleConfiguration` (a ``ValueError``) for a configuration outside the
     constraints, :class:`~apps.scalapack_qr.launcher.LaunchError` for a crash, a timeout, bad
@@ -204,12 +212,13 @@ class RealObjective(_Objective):
     """
 
     def __init__(self, constants, rules, task_space, param_space, launcher: Launcher,
-                 repeats: int, timeout: float, check: bool) -> None:
+                 repeats: int, timeout: float, check: bool, memory: bool = False) -> None:
         super().__init__(constants, rules, task_space, param_space)
         self.launcher = launcher
         self.repeats = repeats
         self.timeout = timeout
         self.check = check
+        self.memory = memory
         self.last_record: dict[str, Any] | None = None
 
     def run(self, task: dict, params: dict) -> dict[str, Any]:
@@ -223,7 +232,8 @@ class RealObjective(_Objective):
                                    nodes=self.constants["nodes"], timeout=self.timeout)
         if self.check:
             res = record.get("residual")
-            if not isinstance(res, (int, float)) or not (0 <= res <= RESIDUAL_LIMIT):
+            passed = record.get("check_passed", isinstance(res, (int, float)) and 0 <= res <= RESIDUAL_LIMIT)
+            if passed is not True or not isinstance(res, (int, float)) or not (0 <= res <= RESIDUAL_LIMIT):
                 raise LaunchError(
                     f"residual check failed: ||A - QR||/(||A|| max(m,n) eps) = {res} > {RESIDUAL_LIMIT} "
                     f"for task={task} params={params}: the factorisation is wrong"
@@ -232,22 +242,35 @@ class RealObjective(_Objective):
         self.last_record = record
         return record
 
-    def __call__(self, task: dict, params: dict) -> float:
-        return float(self.run(task, params)["time"])
+    def __call__(self, task: dict, params: dict) -> Any:
+        record = self.run(task, params)
+        if self.memory:
+            return {"time": float(record["time"]), "memory": float(record["memory"])}
+        return float(record["time"])
 
 
 class ModelObjective(_Objective):
-    """The analytic cost MODEL (eq. 18-19, fitted unit times): predicted seconds, no run."""
+    """The analytic cost MODEL (eq. 18-19, fitted unit times): predicted seconds, no run; with
+    ``memory=True`` also the driver's memory per process (:func:`memory_per_process`, ``repeats``
+    timings) as ``{"time", "memory"}``."""
 
-    def __init__(self, constants, rules, task_space, param_space, model: CostModel) -> None:
+    def __init__(self, constants, rules, task_space, param_space, model: CostModel, memory: bool = False,
+                 repeats: int = 1) -> None:
         super().__init__(constants, rules, task_space, param_space)
         self.model = model
+        self.memory = memory
+        self.repeats = repeats
 
-    def __call__(self, task: dict, params: dict) -> float:
+    def __call__(self, task: dict, params: dict) -> Any:
         task, params = self._check(task, params)
         p = params["p"]
-        return self.model.predict(task["m"], task["n"], params["mb"], params["nb"], p,
+        time = self.model.predict(task["m"], task["n"], params["mb"], params["nb"], p,
                                   params["nproc"] // p, params["nth"])
+        if not self.memory:
+            return time
+        mem = memory_per_process(task["m"], task["n"], params["mb"], params["nb"], p, params["nproc"] // p,
+                                 self.repeats)
+        return {"time": float(time), "memory": float(mem)}
 
 
 def _positive_int(name: str, v: Any) -> int:
@@ -267,6 +290,8 @@ def problem(
     check: bool = True,
     launcher: Launcher | Sequence[str] | None = None,
     log_sizes: bool = False,
+    memory_limit: float | None = None,
+    memory_objective: bool = False,
 ) -> gt.Problem:
     """The PDGEQRF tuning problem.
 
@@ -281,6 +306,8 @@ def problem(
     check: verify each factorisation's residual (not timed); a wrong result is a failure.
     launcher: a :class:`Launcher` or a command template list (default: Debian MPICH mpiexec).
     log_sizes: put the task dimensions ``m``, ``n`` on a log scale (module docstring).
+    memory_limit: bytes per process; the time is tuned within ``memory <= memory_limit`` (module
+    docstring). memory_objective: tune time and memory per process as two objectives.
     """
     m_max = _positive_int("m_max", m_max)
     if m_max < MIN_SIZE:
@@ -292,6 +319,12 @@ def problem(
         raise ValueError(f"problem(): timeout must be a positive number of seconds, got {timeout!r}")
     if backend not in ("real", "model"):
         raise ValueError(f"problem(): backend must be 'real' or 'model', got {backend!r}")
+    if memory_limit is not None and (isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, float))
+                                     or not memory_limit > 0 or not math.isfinite(memory_limit)):
+        raise ValueError(f"problem(): memory_limit must be a positive number of bytes, got {memory_limit!r}")
+    if not isinstance(memory_objective, bool):
+        raise ValueError(f"problem(): memory_objective must be True or False, got {memory_objective!r}")
+    with_memory = memory_limit is not None or memory_objective
 
     total = nodes * cores
     if not isinstance(log_sizes, bool):
@@ -313,12 +346,20 @@ def problem(
         elif not isinstance(launcher, Launcher):
             launcher = Launcher(launcher)
         objective = RealObjective(constants, rules, task_space, param_space, launcher,
-                                  repeats, float(timeout), bool(check))
+                                  repeats, float(timeout), bool(check), memory=with_memory)
         name = "scalapack_pdgeqrf"
     else:
-        objective = ModelObjective(constants, rules, task_space, param_space, CostModel.load())
+        objective = ModelObjective(constants, rules, task_space, param_space, CostModel.load(), memory=with_memory,
+                                   repeats=repeats)
         name = "scalapack_pdgeqrf_MODEL"
+    outputs: dict[str, Any] = {}
+    if memory_objective:
+        outputs["objectives"] = {"time": "min", "memory": "min"}
+    elif with_memory:
+        outputs.update(objectives={"time": "min"}, outputs=["memory"])
+    if memory_limit is not None:
+        outputs["constraints_out"] = {"memory": ("<=", float(memory_limit))}
     return gt.Problem(task_space, param_space, objective, constraints=rules,
                       constants=constants, name=name,
                       default=lambda task: hand_default(task, nodes, cores),
-                      features=point_features, cost_model=flops_per_core, unit="s")
+                      features=point_features, cost_model=flops_per_core, unit="s", **outputs)

@@ -32,6 +32,11 @@ per parameter) and the measured value (the ``value`` column, e.g. ``"time"``). T
   ``samples`` are their values in row order and whose value is their ``aggregate`` (``min`` by
   default, as ``gt.tune`` aggregates repeated run times). Complete rows take precedence over
   censored ones, and those over failed ones.
+* **Named outputs.** For a problem whose objective returns several outputs
+  (``Problem(objectives=...)``, :mod:`gptask.objectives`) every output has its column, named like
+  the output or ``out.<name>`` as ``gptask export`` writes it (the ``value`` argument is then not
+  used); a complete row needs a finite number in each, and repeats are aggregated output by output.
+  The run's value is its primary objective's.
 """
 
 from __future__ import annotations
@@ -65,8 +70,8 @@ AGGREGATES = {"min": min, "median": statistics.median, "mean": statistics.fmean}
 MAX_REPORTED = 20
 
 
-#: one row as (task, params, value or None, status)
-_Parsed = tuple[dict, dict, "float | None", Status]
+#: one row as (task, params, value or None, status, named outputs or None)
+_Parsed = tuple[dict, dict, "float | None", Status, "dict | None"]
 
 
 class DataError(ValueError):
@@ -86,6 +91,7 @@ class Row:
     value: float | None
     status: Status
     machine: dict | None = None
+    values: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ class Run:
     samples: tuple[float, ...]
     lines: tuple[int, ...]
     machine: dict | None = None
+    values: dict | None = None
 
 
 def _convert(dim: Dimension, raw: Any) -> Any:
@@ -203,6 +210,11 @@ def _read_csv_text(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str
     return header, out
 
 
+def _value_columns(problem: Problem, value: str) -> list[str]:
+    """The columns holding measurements: ``value``, or every named output of the problem."""
+    return list(problem.outputs.names) if problem.outputs is not None else [value]
+
+
 def _data_lines(path: Path) -> int:
     """How many rows a CSV file holds at most (its lines that are neither blank nor comments, less the
     header; a quoted cell spanning lines counts more than once), counted without parsing them."""
@@ -237,20 +249,24 @@ def check_point_count(n_points: int, where: str) -> None:
 
 
 def _check_columns(problem: Problem, columns: Sequence[str], value: str, status: str | None, where: str) -> None:
-    needed = [*problem.task_space.names, *problem.param_space.names, value] + ([status] if status else [])
+    needed = [*problem.task_space.names, *problem.param_space.names, *_value_columns(problem, value)] + (
+        [status] if status else [])
     missing = [c for c in needed if c not in columns]
     if missing:
+        values = (f"a column per output {list(problem.outputs.names)}" if problem.outputs is not None
+                  else f"the value column {value!r}")
         raise DataError(f"{where}: missing columns {missing}; the problem {problem.name!r} needs its task names "
-                        f"{problem.task_space.names}, its parameter names {problem.param_space.names} and the "
-                        f"value column {value!r}" + (f" and the status column {status!r}" if status else ""))
+                        f"{problem.task_space.names}, its parameter names {problem.param_space.names} and "
+                        f"{values}" + (f" and the status column {status!r}" if status else ""))
     extra = [c for c in columns if c not in needed and c not in problem.constants and not c.startswith("machine.")]
     if extra:
         log.info("%s: columns %s are not used", where, extra)
 
 
 def _row(problem: Problem, cells: Mapping[str, Any], value: str, status: str | None) -> _Parsed:
-    """(task, params, value, status) of one row; ValueError saying what is wrong."""
-    missing = [c for c in [*problem.task_space.names, *problem.param_space.names, value] if c not in cells]
+    """(task, params, value, status, values) of one row; ValueError saying what is wrong."""
+    missing = [c for c in [*problem.task_space.names, *problem.param_space.names, *_value_columns(problem, value)]
+               if c not in cells]
     if missing:
         raise ValueError(f"missing {missing}")
     problems: list[str] = []
@@ -265,33 +281,41 @@ def _row(problem: Problem, cells: Mapping[str, Any], value: str, status: str | N
         if name in cells and not _same_constant(const, cells[name]):
             problems.append(f"column {name!r} holds {cells[name]!r} but the problem's constant {name} is {const!r}")
     st = _status(cells[status], status) if status else Status.COMPLETE
-    v = None
-    try:
-        v = _number(cells[value], value)
-    except ValueError as exc:
-        if st is not Status.FAILED:
-            problems.append(str(exc))
-    if v is None and st is not Status.FAILED and not problems:
-        problems.append(f"value column {value!r} is empty (mark failed runs in a status column)")
+    numbers: dict[str, float | None] = {}
+    for column in _value_columns(problem, value):
+        numbers[column] = None
+        try:
+            numbers[column] = _number(cells[column], column)
+        except ValueError as exc:
+            if st is not Status.FAILED:
+                problems.append(str(exc))
+        if numbers[column] is None and st is not Status.FAILED and not problems:
+            problems.append(f"value column {column!r} is empty (mark failed runs in a status column)")
     if problems:
         raise ValueError("; ".join(problems))
     bad = problem.violated(task, params)
     if bad:
         raise ValueError(f"{task} {params} violates {', '.join(problem.constraint_names(bad))}")
-    return task, params, (None if st is Status.FAILED else v), st
+    if st is Status.FAILED:
+        return task, params, None, st, None
+    if problem.outputs is None:
+        return task, params, numbers[value], st, None
+    return task, params, numbers[problem.outputs.primary], st, dict(numbers)
 
 
 #: the status column of a history exported by ``gptask export`` (read when no other is named)
 EXPORT_STATUS = "status"
-#: the prefixes of ``gptask export``'s task and parameter columns
-TASK_PREFIX, PARAM_PREFIX = "task.", "param."
+#: the prefixes of ``gptask export``'s task, parameter and output columns
+TASK_PREFIX, PARAM_PREFIX, OUTPUT_PREFIX = "task.", "param.", "out."
 
 
 def _prefixed_columns(problem: Problem, header: Sequence[str]) -> dict[str, str]:
     """``{"task.t": "t", "param.x": "x"}`` for the columns of ``header`` named like an export's
     (``task.<name>``, ``param.<name>``) whose plain name the problem needs and the header lacks."""
     out = {}
-    for prefix, names in ((TASK_PREFIX, problem.task_space.names), (PARAM_PREFIX, problem.param_space.names)):
+    outputs = list(problem.outputs.names) if problem.outputs is not None else []
+    for prefix, names in ((TASK_PREFIX, problem.task_space.names), (PARAM_PREFIX, problem.param_space.names),
+                          (OUTPUT_PREFIX, outputs)):
         for name in names:
             if name not in header and prefix + name in header:
                 out[prefix + name] = name
@@ -383,12 +407,12 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
         try:
             if isinstance(cells, str):
                 raise ValueError(cells)
-            task, params, v, st = _row(problem, cells, value, status)
+            task, params, v, st, values = _row(problem, cells, value, status)
             machine = unflatten(cells, where)
         except ValueError as exc:
             bad.append(f"{where}: {exc}")
             continue
-        rows.append(Row(where, line, task, params, v, st, machine))
+        rows.append(Row(where, line, task, params, v, st, machine=machine, values=values))
     if bad:
         shown = "\n  ".join(bad[:MAX_REPORTED])
         more = f"\n  ... and {len(bad) - MAX_REPORTED} more" if len(bad) > MAX_REPORTED else ""
@@ -423,5 +447,10 @@ def group_runs(rows: Sequence[Row], aggregate: str = "min") -> list[Run]:
             raise DataError(f"{first.where} and the other rows of task {first.task} {first.params} were measured on "
                             f"different machines ({len(machines)} records): they are not repeats of one run; "
                             "import each machine's rows into its own history")
-        out.append(Run(first.task, first.params, st, value, samples, tuple(r.line for r in members), first.machine))
+        named = [r.values for r in used if r.values]
+        values = {k: float(AGGREGATES[aggregate]([v[k] for v in named])) for k in named[0]} if named else None
+        if values is not None and st is not Status.FAILED:  # the run's value: its primary output's aggregate
+            value = values[next(iter(values))]
+        out.append(Run(first.task, first.params, st, value, samples, tuple(r.line for r in members),
+                       machine=first.machine, values=values))
     return out

@@ -107,7 +107,7 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
         trials = [Trial(id=0, task_index=index[point_key(r.task)], task=r.task, params=r.params, status=r.status,
                         value=r.value, samples=r.samples, reason=_reason(r.status, origin, r.lines),
                         extra={"imported_from": origin, "lines": list(r.lines)}, source=SOURCE_IMPORTED,
-                        created=now, finished=now) for r in runs]
+                        created=now, finished=now, values=r.values or {}) for r in runs]
         written = storage.import_trials(trials, machines)
         record_defaults(storage, problem)
         record_unit(storage, problem)

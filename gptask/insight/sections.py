@@ -67,7 +67,8 @@ def summary(data: ReportData, opts: ReportOptions) -> str:
 
 
 def recommendations(data: ReportData, opts: ReportOptions) -> str:
-    from ..recommend import COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, recommend, recommendation_row
+    from ..recommend import (COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, nothing_to_recommend, recommend,
+                             recommendation_row)
 
     result = data.result
     if result is None or not data.finished:
@@ -77,7 +78,8 @@ def recommendations(data: ReportData, opts: ReportOptions) -> str:
         return (note_html("No model was fitted yet: the table shows the single best launch per task (not a "
                           "recommendation; the model's rule applies once it is fitted).", "missing")
                 + table_html(rows, data.unit, ("best", "default")))
-    recs = [recommend(result, i, progress=False) for i in range(len(result.tasks)) if result.records(i)]
+    recs = [recommend(result, i, progress=False) for i in range(len(result.tasks))
+            if nothing_to_recommend(result, i) is None]
     out = note_html("Rule: " + RULE.format(aggregate=DEFAULT_AGGREGATE) + ".")
     out += table_html([recommendation_row(r) for r in recs], data.unit, VALUE_COLUMNS)
     out += note_html(COLUMNS_NOTE.format(aggregate=DEFAULT_AGGREGATE) + ". The model's +- is the std of its "
@@ -87,6 +89,10 @@ def recommendations(data: ReportData, opts: ReportOptions) -> str:
     if without:
         out += note_html("No complete evaluation yet, so no recommendation: " + ", ".join(
             data.task_text(i) for i in without), "missing")
+    for i in range(len(result.tasks)):
+        why = nothing_to_recommend(result, i)
+        if why is not None and result.records(i):  # complete runs, none within the limits
+            out += note_html(f"{data.task_text(i)}: {why}, so no recommendation.", "missing")
     return out
 
 

@@ -147,11 +147,14 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def finish(self, trial_id: int, status: Status, value: float | None = None, samples: Sequence[float] = (),
                reason: str = "", extra: Mapping[str, Any] | None = None, duration: float | None = None,
-               expected: Trial | None = None, machine: Mapping[str, Any] | None = None) -> Trial:
+               expected: Trial | None = None, machine: Mapping[str, Any] | None = None,
+               values: Mapping[str, float] | None = None) -> Trial:
         """Record the result of PENDING trial ``trial_id`` and return the finished trial.
 
         machine: the record of the machine it ran on (:mod:`gptask.provenance`), stored once per
         history and referenced by the trial, in the same transaction; None records none.
+        values: every output of a problem with named outputs (``value`` is the primary one's),
+        stored unless the trial failed.
 
         Raises UnknownTrial for an id the history does not hold, TrialNotPending when it was
         already told, HistoryMismatch when ``expected`` (the trial as the caller knows it) names
@@ -175,10 +178,11 @@ class Storage(abc.ABC):
     # ---- confirmation runs (not trials) ------------------------------------------------------
     def add_confirmation(self, task_index: int, params: Mapping[str, Any], status: Status,
                          value: float | None = None, samples: Sequence[float] = (), reason: str = "",
-                         duration: float | None = None) -> Trial:
+                         duration: float | None = None, values: Mapping[str, float] | None = None) -> Trial:
         """Record one finished confirmation run (a re-measurement of an evaluated configuration by
         ``TuningResult.recommend(i, confirm=k)``) and commit it. Confirmation runs are not trials:
-        they claim nothing, count against no budget and no model sees them. Returns the run as a
+        they claim nothing, count against no budget and no model sees them. values: every output of
+        a problem with named outputs (as for :meth:`finish`). Returns the run as a
         Trial record (source :data:`~gptask.trials.CONFIRM_SOURCE`, ids of their own)."""
         raise NotImplementedError(f"{type(self).__name__} does not store confirmation runs")
 

@@ -1,11 +1,11 @@
-"""The SQLite history (schema version 2), its version check and the upgrade of version-1 files.
+"""The SQLite history (schema version 3), its version check and the upgrade of older files.
 
 One file per run in WAL mode, ``synchronous=FULL``: every write is one committed transaction, so a
 killed process loses nothing it had told. Several processes on one host may share a file (SQLite's
 WAL journal needs them on the same host: on a cluster, keep the history on the node that runs
 ``gptask ask``/``tell``, see the README). Values are JSON text or SQLite numbers; nothing is pickled.
 
-Schema 2
+Schema 3
 --------
 ::
 
@@ -13,9 +13,9 @@ Schema 2
                               created, and the run's state under "user:<key>" (JSON)
     tasks(task_index, task, closed)           task dict (JSON); why it takes no new trials, or NULL
     trials(id, task_index, params, params_key, status, value, samples, reason, extra, source,
-           created, finished, duration, attempts, owner, lease_expires)
+           created, finished, duration, attempts, owner, lease_expires, objectives)
     models(id, iteration, created, log_likelihood, params, data_key)
-    confirmations(id, task_index, params, status, value, samples, reason, created, duration)
+    confirmations(id, task_index, params, status, value, samples, reason, created, duration, objectives)
                               re-measurements by ``result.recommend(i, confirm=k)``, not trials;
                               created with the first one (an optional table: no version change)
     machines(id, key, record, created)      machine records (gptask.provenance), each stored once
@@ -23,6 +23,10 @@ Schema 2
                               both created with the first trial told with a record (optional tables,
                               as confirmations: no version change; a gptask without them reads the
                               file as before and simply does not see the machines)
+
+``objectives`` (new in schema 3) holds every output of a problem with named outputs
+(:mod:`gptask.objectives`) as a JSON object ``{"time": 0.5, "memory": 1.2e9}``, and is NULL for
+a problem whose objective returns one number (``value`` holds the primary objective in both cases).
 
 Errors: a damaged file (malformed pages, truncated, not SQLite) raises :class:`HistoryDamaged` or
 :class:`NotAHistory`, a failed write (a full disk, an I/O error, a lock held past
@@ -42,6 +46,10 @@ a trial with the same id (status "complete" or "failed"; "complete" rows whose r
 "censored" or "pruned", the only way v1 could say so, become CENSORED), ``tasks`` gains ``closed``,
 ``models`` gains ``data_key``. Opening one read-only upgrades a copy in memory and leaves the
 file as it was. A file written by a newer schema is refused with the versions named.
+
+Version 2 (up to 59b0823) lacked the ``objectives`` columns: the upgrade adds them (NULL: every
+trial of such a file returned one number), in place or in the in-memory copy alike; a version-1
+file goes through both upgrades in one transaction. ``meta`` then records ``upgraded_from``.
 """
 
 from __future__ import annotations
@@ -65,7 +73,7 @@ __all__ = ["SQLiteStorage", "SCHEMA_VERSION", "APPLICATION_ID", "FORMAT", "read_
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FORMAT = "gptask.history"
 #: "gpTk" as a big-endian 32-bit integer, in the file header of every schema-2 history
 APPLICATION_ID = int.from_bytes(b"gpTk", "big")
@@ -74,7 +82,7 @@ BUSY_TIMEOUT_S = 60.0
 
 _V1_TABLES = {"meta", "tasks", "evaluations", "models"}
 
-_SCHEMA_V2 = """
+_SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE tasks (task_index INTEGER PRIMARY KEY, task TEXT NOT NULL, closed TEXT);
 CREATE TABLE trials (
@@ -93,7 +101,8 @@ CREATE TABLE trials (
     duration REAL,
     attempts INTEGER NOT NULL DEFAULT 1,
     owner TEXT,
-    lease_expires REAL
+    lease_expires REAL,
+    objectives TEXT
 );
 CREATE INDEX trials_task_params ON trials (task_index, params_key);
 CREATE INDEX trials_status ON trials (status);
@@ -111,11 +120,12 @@ CREATE TABLE models (
 _CONFIRMATIONS_TABLE = """CREATE TABLE IF NOT EXISTS confirmations (
     id INTEGER PRIMARY KEY AUTOINCREMENT, task_index INTEGER NOT NULL, params TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('complete', 'failed')), value REAL,
-    samples TEXT NOT NULL DEFAULT '[]', reason TEXT NOT NULL DEFAULT '', created REAL NOT NULL, duration REAL)"""
-_CONFIRMATION_COLUMNS = "id, task_index, params, status, value, samples, reason, created, duration"
+    samples TEXT NOT NULL DEFAULT '[]', reason TEXT NOT NULL DEFAULT '', created REAL NOT NULL, duration REAL,
+    objectives TEXT)"""
+_CONFIRMATION_COLUMNS = "id, task_index, params, status, value, samples, reason, created, duration, objectives"
 
 _TRIAL_COLUMNS = ("id, task_index, params, status, value, samples, reason, extra, source, created, finished, "
-                  "duration, attempts, owner")
+                  "duration, attempts, owner, objectives")
 
 #: machine records (gptask.provenance) and the machine of each trial: optional tables, created on first use
 _MACHINE_TABLES = ("CREATE TABLE IF NOT EXISTS machines (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL "
@@ -248,6 +258,25 @@ def _version(db: _Checked, where: str) -> int:
                       "give another path for the history")
 
 
+def _upgrade(db: _Checked, version: int) -> None:
+    """Schema ``version`` -> SCHEMA_VERSION inside the caller's transaction (module docstring)."""
+    if version < 2:
+        _upgrade_v1(db)
+    if version < 3:
+        _upgrade_v2(db)
+    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    if _meta(db, "upgraded_from") is None:
+        db.execute("INSERT INTO meta (key, value) VALUES ('upgraded_from', ?)", (str(version),))
+
+
+def _upgrade_v2(db: _Checked) -> None:
+    """Schema 2 -> 3: the ``objectives`` columns (NULL: one number per trial)."""
+    db.execute("ALTER TABLE trials ADD COLUMN objectives TEXT")
+    if "confirmations" in _tables(db):
+        db.execute("ALTER TABLE confirmations ADD COLUMN objectives TEXT")
+    log.info("history upgraded from schema 2 to 3 (outputs of several objectives)")
+
+
 def _upgrade_v1(db: _Checked) -> None:
     """Schema 1 -> 2 inside the caller's transaction (see the module docstring)."""
     db.execute("ALTER TABLE tasks ADD COLUMN closed TEXT")
@@ -273,15 +302,13 @@ def _upgrade_v1(db: _Checked) -> None:
              created, duration),
         )
     db.execute("DROP TABLE evaluations")
-    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
     db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?)", (FORMAT,))
-    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('upgraded_from', '1')")
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    log.info("history upgraded from schema 1 to %d (%d trials)", SCHEMA_VERSION, len(rows))
+    log.info("history upgraded from schema 1 to 2 (%d trials)", len(rows))
 
 
-def _create_v2(db: _Checked) -> None:
-    for statement in _SCHEMA_V2.split(";"):
+def _create(db: _Checked) -> None:
+    for statement in _SCHEMA.split(";"):
         if statement.strip():
             db.execute(statement)
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -391,7 +418,7 @@ class SQLiteStorage(Storage):
                 self._db, self._copy = memory, True
                 db = memory
                 with self._write():
-                    _upgrade_v1(db)
+                    _upgrade(db, version)
         else:
             if self.path is not None:
                 db.execute("PRAGMA journal_mode=WAL")
@@ -401,10 +428,10 @@ class SQLiteStorage(Storage):
                 if version == 0:
                     if signature is None:
                         raise NotAHistory(f"{where} is empty: not a gptask history")
-                    _create_v2(db)
+                    _create(db)
                     db.execute("INSERT INTO meta (key, value) VALUES ('signature', ?)", (json_text(dict(signature)),))
                 elif version < SCHEMA_VERSION:
-                    _upgrade_v1(db)
+                    _upgrade(db, version)
         if signature is not None:
             _check_signature(db, where, signature)  # (again: another process may have created the file)
 
@@ -486,11 +513,12 @@ class SQLiteStorage(Storage):
     # ---- trials ------------------------------------------------------------------------------
     def _trial(self, row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
         (id_, ti, params, status, value, samples, reason, extra, source, created, finished, duration,
-         attempts, owner, machine) = row
+         attempts, owner, objectives, machine) = row
         return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
                      params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
                      reason=reason, extra=json.loads(extra), source=source, created=created, finished=finished,
                      duration=duration, attempts=int(attempts), owner=owner,
+                     values=json.loads(objectives) if objectives else {},
                      machine=None if machine is None else int(machine))
 
     def _select(self, db: _Checked) -> str:
@@ -609,10 +637,11 @@ class SQLiteStorage(Storage):
                 value = None if t.status is Status.FAILED else float(t.value)  # type: ignore[arg-type]
                 cur = db.execute(
                     "INSERT INTO trials (task_index, params, params_key, status, value, samples, reason, extra,"
-                    " source, created, finished, duration) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " source, created, finished, duration, objectives) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (i, json_text(dict(t.params)), key, t.status.value, value, json_text([float(x) for x in t.samples]),
                      str(t.reason), json_text(dict(t.extra)), str(t.source), t.created or now, t.finished or now,
-                     None if t.duration is None else float(t.duration)),
+                     None if t.duration is None else float(t.duration),
+                     _objectives_text(t.values if t.status is not Status.FAILED else None)),
                 )
                 if machines is not None and machines[k] is not None:
                     db.execute("INSERT INTO trial_machines (trial_id, machine_id) VALUES (?, ?)",
@@ -643,8 +672,10 @@ class SQLiteStorage(Storage):
 
     def finish(self, trial_id: int, status: Status, value: float | None = None, samples: Sequence[float] = (),
                reason: str = "", extra: Mapping[str, Any] | None = None, duration: float | None = None,
-               expected: Trial | None = None, machine: Mapping[str, Any] | None = None) -> Trial:
+               expected: Trial | None = None, machine: Mapping[str, Any] | None = None,
+               values: Mapping[str, float] | None = None) -> Trial:
         status = Status.parse(status)
+        objectives = _objectives_text(None if status is Status.FAILED else values)
         if not status.finished:
             raise ValueError(f"a trial is told with a finished status (complete, failed, censored), got {status.value!r}")
         if isinstance(trial_id, bool) or not isinstance(trial_id, int):
@@ -675,9 +706,9 @@ class SQLiteStorage(Storage):
                                       "a trial takes exactly one result")
             db.execute(
                 "UPDATE trials SET status = ?, value = ?, samples = ?, reason = ?, extra = ?, finished = ?,"
-                " duration = ?, lease_expires = NULL WHERE id = ?",
+                " duration = ?, lease_expires = NULL, objectives = ? WHERE id = ?",
                 (status.value, value, json_text([float(s) for s in samples]), str(reason), json_text(dict(extra or {})),
-                 time.time(), None if duration is None else float(duration), trial_id),
+                 time.time(), None if duration is None else float(duration), objectives, trial_id),
             )
             if machine is not None:
                 db.execute("INSERT OR REPLACE INTO trial_machines (trial_id, machine_id) VALUES (?, ?)",
@@ -706,8 +737,9 @@ class SQLiteStorage(Storage):
     # ---- confirmation runs (not trials) ------------------------------------------------------
     def add_confirmation(self, task_index: int, params: Mapping[str, Any], status: Status,
                          value: float | None = None, samples: Sequence[float] = (), reason: str = "",
-                         duration: float | None = None) -> Trial:
+                         duration: float | None = None, values: Mapping[str, float] | None = None) -> Trial:
         status = Status.parse(status)
+        objectives = _objectives_text(None if status is Status.FAILED else values)
         if status not in (Status.COMPLETE, Status.FAILED):
             raise ValueError(f"a confirmation run is complete or failed, got status {status.value!r}")
         if status is Status.COMPLETE and check_value(value)[0] is None:
@@ -717,11 +749,11 @@ class SQLiteStorage(Storage):
                 raise ValueError(f"task index {task_index} is not in history {self.path}")
             db.execute(_CONFIRMATIONS_TABLE)
             cur = db.execute(
-                "INSERT INTO confirmations (task_index, params, status, value, samples, reason, created, duration)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO confirmations (task_index, params, status, value, samples, reason, created, duration,"
+                " objectives) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (int(task_index), json_text(dict(params)), status.value, None if value is None else float(value),
                  json_text([float(v) for v in samples]), str(reason), time.time(),
-                 None if duration is None else float(duration)))
+                 None if duration is None else float(duration), objectives))
             row = db.execute(f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations WHERE id = ?",
                              (cur.lastrowid,)).fetchone()
         return self._confirmation(row, self.tasks())
@@ -739,10 +771,11 @@ class SQLiteStorage(Storage):
 
     @staticmethod
     def _confirmation(row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
-        id_, ti, params, status, value, samples, reason, created, duration = row
+        id_, ti, params, status, value, samples, reason, created, duration, objectives = row
         return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
                      params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
-                     reason=reason, source=CONFIRM_SOURCE, created=created, finished=created, duration=duration)
+                     reason=reason, source=CONFIRM_SOURCE, created=created, finished=created, duration=duration,
+                     values=json.loads(objectives) if objectives else {})
 
     # ---- models ------------------------------------------------------------------------------
     def add_model(self, iteration: int, params: Mapping[str, Any], log_likelihood: float | None,
@@ -761,6 +794,19 @@ class SQLiteStorage(Storage):
     def models(self) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT iteration, created, log_likelihood, data_key FROM models ORDER BY id").fetchall()
         return [{"iteration": r[0], "created": r[1], "log_likelihood": r[2], "data_key": r[3]} for r in rows]
+
+
+def _objectives_text(values: Mapping[str, float] | None) -> str | None:
+    """The ``objectives`` column of a trial's outputs: JSON of finite numbers, NULL for none."""
+    if not values:
+        return None
+    out = {}
+    for k, v in values.items():
+        number, why = check_value(v)
+        if number is None:
+            raise ValueError(f"output {k!r} of a finished trial must be a finite number: {why}")
+        out[str(k)] = number
+    return json_text(out)
 
 
 def _check_lease(lease: float | None) -> None:

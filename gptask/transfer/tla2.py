@@ -181,7 +181,7 @@ class NewTaskTuner(Tuner):
                          pso_particles=pso_particles, pso_iters=pso_iters,
                          output_transform="log" if tm.transform.use_log else "none", comm=comm,
                          owner=owner if owner is not None else Owner.this_process("tla2"), lease=lease,
-                         refit_every=every, refit_on_drift=drift)
+                         refit_every=every, refit_on_drift=drift, failure_model=False)
         try:
             self.prediction = predict_optimum(tm, task)
             self.new_transform = _transferred_transform(tm, task)
@@ -377,6 +377,10 @@ def tune_new_task(
     tm = as_transfer_model(result)
     if tm.problem is None:
         raise TypeError("tune_new_task needs the objective: load the model with load_model(path, problem=...)")
+    if tm.problem.outputs is not None:
+        raise ValueError(f"tune_new_task tunes problems whose objective returns one number; problem "
+                         f"{tm.problem.name!r} names outputs {list(tm.problem.outputs.names)}: tune the new task "
+                         "with gptask.tune and the other tasks instead")
     max_time = check_seconds("max_time", max_time)
     max_in_flight = check_executor(executor, max_in_flight, comm, False, (tm.problem.objective, noise, pruner))
     evaluator = Evaluator(tm.problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout, noise=noise,

@@ -147,7 +147,7 @@ def tune(
     max_in_flight = check_executor(executor, max_in_flight, comm, parallel_evaluations,
                                    (problem.objective, noise, pruner))
     evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout,
-                          noise=noise, pruner=pruner)
+                          noise=noise, pruner=pruner, outputs=problem.outputs)
     start = time.monotonic()
     with Tuner(problem, tasks, budget, n_initial, seed, history, n_latent=n_latent, comm=comm, target=target,
                max_failures=max_failures, **tuner_options) as tuner:

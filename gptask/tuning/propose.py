@@ -1,5 +1,7 @@
 """Proposals: each task's initial design, and log-EI maximised on a fitted model: over every
 allowed configuration of a listed discrete domain (:mod:`gptask.domain`), or with PSO otherwise.
+Another acquisition (several objectives, output limits, the failure model: the tuner's
+:class:`gptask.surrogate.group.OutputModels`) replaces log-EI when one is given.
 
 The searches of several tasks are spread over MPI ranks (task ``active[k]`` on rank
 ``k % size``) and gathered on every rank as numpy rows. A task whose feasible configurations have
@@ -47,20 +49,22 @@ def initial_design(problem: Problem, task: Mapping[str, Any], n: int, rng: np.ra
 
 def search_task(model: Any, i: int, problem: Problem, task: Mapping[str, Any], best_z: float | None,
                 claimed: np.ndarray, incumbents: np.ndarray | None, seed: int, particles: int,
-                iters: int) -> np.ndarray | None:
+                iters: int, acquisition: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray | None:
     """Task ``i``'s next configuration, encoded: a (D,) row, or None when every feasible
     configuration is among ``claimed`` ((k, D) encoded trials of the task, finished or pending).
 
     best_z: the incumbent in model units (None: the smallest predicted mean at ``claimed``).
-    incumbents: (m, D) encoded good configurations placed in the initial swarm.
+    incumbents: (m, D) encoded good configurations placed in the initial swarm. acquisition: the
+    function of encoded configurations (n, D) -> (n,) to maximise instead of ``model``'s log-EI.
     """
     space = problem.param_space
-    if best_z is None:
-        best_z = float(np.min(model.predict(i, claimed)[0]))
+    if acquisition is None:
+        if best_z is None:
+            best_z = float(np.min(model.predict(i, claimed)[0]))
 
-    def acquisition(x: np.ndarray) -> np.ndarray:
-        mean, var = model.predict(i, x)
-        return log_ei(mean, np.sqrt(np.maximum(var, 0.0)), best_z)
+        def acquisition(x: np.ndarray) -> np.ndarray:
+            mean, var = model.predict(i, x)
+            return log_ei(mean, np.sqrt(np.maximum(var, 0.0)), best_z)
 
     domain = problem.domain(task)
     try:

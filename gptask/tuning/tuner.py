@@ -56,6 +56,7 @@ from ..models import LCM
 from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
 from ..surrogate import ModelSettings, SearchView, Surrogate
 from ..surrogate.data import usable
+from ..surrogate.group import HistoryMeta, OutputModels, OutputsView, transform_for
 from ..surrogate.updates import RefitPolicy
 from ..parallel import bcast_json, collective, rank_size
 from ..problem import Problem
@@ -170,6 +171,7 @@ class Tuner:
         max_failures: int | str | None = AUTO,
         provenance: Any = "auto",
         mix_machines: bool = False,
+        failure_model: bool = True,
     ) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
@@ -214,9 +216,15 @@ class Tuner:
             if self.storage is not None:
                 self.storage.close()
             raise
-        settings = ModelSettings(self.n_latent, kernel, self.restarts, self.refit_restarts, output_transform, self.seed)
+        settings = ModelSettings(self.n_latent, kernel, self.restarts, self.refit_restarts,
+                                 transform_for(problem, output_transform), self.seed)
         self.surrogate = self.make_surrogate(settings, policy, state["use_log"], int(state["iteration"]))
-        self._search_view: SearchView | None = None
+        meta = HistoryMeta(lambda k: self._on_root(lambda: self.storage.get_meta(k), "reading the history"),
+                           lambda k, v: self._on_root(lambda: self.storage.set_meta(k, v), "writing the history")
+                           if self.records_run else None)
+        self.outputs = OutputModels(problem, self.tasks, self.surrogate, settings, policy, meta, comm,
+                                    bool(failure_model))
+        self._search_view: SearchView | OutputsView | None = None
         self._initial: dict[int, list[dict]] = {}
         self._trials: list[Trial] = []
         self._closed: dict[int, str] = {}
@@ -347,8 +355,13 @@ class Tuner:
         return sum(1 for t in self._trials if t.task_index == i and t.status.finished)
 
     def best_value(self, i: int) -> float | None:
-        """The smallest COMPLETE value of task ``i`` (None when it has none)."""
-        ok = [t.value for t in self.trials_of(i) if t.status is Status.COMPLETE]
+        """The smallest COMPLETE value of task ``i`` (None when it has none); with named outputs,
+        the best primary objective in its direction among the runs meeting every limit."""
+        spec = self.problem.outputs
+        ok = [t.value for t in self.trials_of(i) if t.status is Status.COMPLETE
+              and (spec is None or spec.meets_limits(t.values))]
+        if spec is not None and spec.sign(spec.primary) < 0:
+            return max(ok) if ok else None
         return min(ok) if ok else None
 
     def closed_reason(self, i: int) -> str | None:
@@ -525,7 +538,7 @@ class Tuner:
         space = self.problem.param_space
         pending = [[t.params for t in self.pending if t.task_index == i and t.id not in state.ids]
                    for i in range(self.n_tasks)]
-        self._search_view = self.surrogate.search_view(
+        self._search_view = self.outputs.search_view(
             [space.encode(p) if p else np.empty((0, space.n_columns)) for p in pending])
 
     def _search(self, i: int) -> np.ndarray | None:
@@ -538,7 +551,7 @@ class Tuner:
         assert view is not None
         return search_task(view.model, i, self.problem, self.tasks[i], view.best[i], claimed,
                            self.incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
-                           self.pso_particles, self.pso_iters)
+                           self.pso_particles, self.pso_iters, self.outputs.acquisition(view, i, claimed))
 
     def incumbents(self, i: int) -> np.ndarray | None:
         """Encoded configurations (m, D) placed in task ``i``'s initial swarm: its own best first,
@@ -600,7 +613,7 @@ class Tuner:
         """The model brought up to date with every finished trial (:meth:`Surrogate.update`)."""
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task: there is nothing to fit a model on yet")
-        return self.surrogate.update(self.model_trials(), self._trials)
+        return self.outputs.update(self.model_trials(), self._trials)
 
     # ---- tell --------------------------------------------------------------------------------
     def tell(self, trial: Trial | int, result: Outcome | float | None, reason: str = "") -> Trial:
@@ -608,12 +621,13 @@ class Tuner:
         the history before returning the finished trial.
 
         result: an :class:`Outcome`, a number (complete; NaN or inf: failed), or None (failed,
-        saying ``reason``). Errors: TypeError for something that is not a trial, UnknownTrial for
+        saying ``reason``); for a problem with named outputs a mapping of them instead of a number
+        (a missing or extra key, or NaN under one: failed). Errors: TypeError for something that is not a trial, UnknownTrial for
         an id this history does not hold, TrialNotPending for a trial already told,
         HistoryMismatch for a trial asked from another history.
         """
         trial_id, expected = self._resolve(trial)
-        outcome = Outcome.of(result, reason)
+        outcome = Outcome.of(result, reason, self.problem.outputs)
         done = Trial.from_json(self._on_root(lambda: self._finish(trial_id, outcome, expected).to_json(), "telling"))
         self._merge([done])
         self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
@@ -632,14 +646,15 @@ class Tuner:
     def _finish(self, trial_id: int, outcome: Outcome, expected: Trial | None) -> Trial:
         assert self.storage is not None
         return self.storage.finish(trial_id, outcome.status, outcome.value, outcome.samples, outcome.reason,
-                                   outcome.extra, outcome.duration, expected, machine=self.machine)
+                                   outcome.extra, outcome.duration, expected, machine=self.machine,
+                                   values=outcome.values)
 
     def tell_local(self, trial: Trial, result: Outcome) -> Trial | None:
         """Rank 0's tell inside a collective step (no communication); other ranks do nothing and
         see the result at the next read of the history."""
         if self.rank != 0:
             return None
-        done = self._finish(trial.id, Outcome.of(result), trial)
+        done = self._finish(trial.id, Outcome.of(result, outputs=self.problem.outputs), trial)
         self._merge([done])
         self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
                               getattr(self.storage, "path", ""))
@@ -652,10 +667,11 @@ class Tuner:
         factorisation). If that fails the result has no model (never a model that silently lacks
         trials); the failure is logged as an error."""
         self.refresh()
-        model, transform = None, None
+        model, transform, outputs = None, None, {}
         if self.records:
             try:
-                model, transform = self._current_model()
+                outputs = self._current_models()
+                model, transform = next(iter(outputs.values()))
             except (ValueError, np.linalg.LinAlgError) as exc:
                 log.error("the final model could not be brought up to date (%s): the result has no model", exc)
         # confirmation runs (result.recommend) are kept apart from the trials; they go to the same file
@@ -667,12 +683,13 @@ class Tuner:
                             closed={i: r for i in range(self.n_tasks) if (r := self.stopped_early(i))},
                             confirmations=[Trial.from_json(d) for d in stored["confirmations"]],
                             history_file=None if stored["path"] is None else Path(stored["path"]),
-                            machines={int(k): v for k, v in stored["machines"].items()})
+                            machines={int(k): v for k, v in stored["machines"].items()},
+                            outputs={k: v for k, v in outputs.items() if k is not None})
 
-    def _current_model(self) -> tuple[LCM, Any]:
+    def _current_models(self) -> dict[str | None, tuple[LCM, Any]]:
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task")
-        return self.surrogate.current(self.model_trials(), self._trials)
+        return self.outputs.current(self.model_trials(), self._trials)
 
 
 class _HistoryModels:

@@ -1,0 +1,96 @@
+"""The failure model (gptask/surrogate/failure.py) against a known failure region, and its Laplace
+mode against a direct optimisation of the same posterior."""
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import log_ndtr
+
+import gptask as gt
+from gptask.surrogate.failure import FailureModel, _fit_laplace
+from gptask.trials import Status, Trial
+
+PARAMS = gt.Space([gt.Real("a", 0.0, 1.0), gt.Real("b", 0.0, 1.0)])
+TASKS = gt.Space([gt.Real("t", 0.0, 1.0)])
+
+
+def fails(task, p):
+    """The known failure region: a + b above a threshold that falls with the task (a bigger task
+    runs out of memory with smaller blocks)."""
+    return p["a"] + p["b"] > 1.3 - 0.5 * task["t"]
+
+
+def trials_on(tasks, n, rng):
+    out = []
+    for i, task in enumerate(tasks):
+        for _ in range(n):
+            p = {"a": float(rng.random()), "b": float(rng.random())}
+            bad = fails(task, p)
+            out.append(Trial(len(out) + 1, i, task, p, Status.FAILED if bad else Status.COMPLETE,
+                             None if bad else 1.0, reason="out of memory" if bad else ""))
+    return out
+
+
+def test_the_learnt_region_is_the_known_one_on_seen_and_unseen_tasks():
+    rng = np.random.default_rng(0)
+    tasks = [{"t": 0.0}, {"t": 0.5}, {"t": 1.0}]
+    trials = trials_on(tasks, 30, rng)
+    assert 0.2 < np.mean([t.status is Status.FAILED for t in trials]) < 0.6
+    fm = FailureModel(PARAMS, TASKS)
+    fm.update(trials)
+    assert fm.active
+    g = np.linspace(0.02, 0.98, 25)
+    A, B = np.meshgrid(g, g)
+    grid = [{"a": float(a), "b": float(b)} for a, b in zip(A.ravel(), B.ravel())]
+    X = PARAMS.encode(grid)
+    for task in tasks + [{"t": 0.25}, {"t": 0.75}]:  # the last two were never run
+        truth = np.array([fails(task, p) for p in grid])
+        p_ok = fm.prob_success(task, X)
+        accuracy = np.mean((p_ok < 0.5) == truth)
+        assert accuracy > 0.9, (task, accuracy)
+        margin = np.array([p["a"] + p["b"] - (1.3 - 0.5 * task["t"]) for p in grid])
+        deep_fail, deep_ok = p_ok[margin > 0.3], p_ok[margin < -0.3]
+        assert np.all(deep_fail < 0.3) and np.all(deep_ok > 0.6)  # the corners have few runs near them
+        assert deep_fail.mean() < 0.15 and deep_ok.mean() > 0.85
+
+
+def test_failures_inside_the_region_are_explained_and_an_isolated_one_is_not():
+    rng = np.random.default_rng(1)
+    tasks = [{"t": 0.0}, {"t": 1.0}]
+    trials = trials_on(tasks, 30, rng)
+    lone = Trial(999, 0, tasks[0], {"a": 0.1, "b": 0.1}, Status.FAILED, reason="node crashed")
+    fm = FailureModel(PARAMS, TASKS)
+    fm.update(trials + [lone])
+    deep = [t for t in trials if t.status is Status.FAILED and t.params["a"] + t.params["b"] > 1.6 - 0.5 * t.task["t"]]
+    assert deep and all(fm.explains(t) for t in deep)
+    assert not fm.explains(lone)
+
+
+def test_without_failures_there_is_no_model_and_the_factor_is_one():
+    rng = np.random.default_rng(2)
+    ok = [t for t in trials_on([{"t": 0.0}], 20, rng) if t.status is Status.COMPLETE]
+    fm = FailureModel(PARAMS, TASKS)
+    fm.update(ok)
+    assert not fm.active
+    X = rng.random((7, 2))
+    assert np.array_equal(fm.log_prob_success({"t": 0.0}, X), np.zeros(7))
+    assert np.array_equal(fm.prob_success({"t": 0.0}, X), np.ones(7))
+
+
+def test_the_laplace_mode_maximises_the_posterior():
+    rng = np.random.default_rng(3)
+    X = rng.random((25, 3))
+    y = np.where(X[:, 0] + 0.3 * rng.standard_normal(25) > 0.5, 1.0, -1.0)
+    inv_ls, scale, mean = np.full(3, 1 / 0.3), 1.5, 0.2
+    fit = _fit_laplace(X, y, inv_ls, scale, mean)
+    K = fit.kernel(X, X) + 1e-8 * scale ** 2 * np.eye(25)
+    Kinv = np.linalg.inv(K)
+
+    def neg_log_post(f):
+        r = f - mean
+        return 0.5 * r @ Kinv @ r - np.sum(log_ndtr(y * f))
+
+    direct = minimize(neg_log_post, np.full(25, mean), method="BFGS", options={"gtol": 1e-10})
+    mode = mean + K @ fit.grad  # the latent mean at the training inputs
+    np.testing.assert_allclose(mode, direct.x, atol=1e-4)
+    mu, _ = fit.latent(X)
+    np.testing.assert_allclose(mu, mode, atol=1e-6)
