@@ -331,7 +331,9 @@ class Categorical(Dimension):
         for k, c in enumerate(self.choices):
             if type(c) is type(value) and c == value:
                 return k
-        for k, c in enumerate(self.choices):  # 1 == 1.0, numpy scalars
+        for k, c in enumerate(self.choices):  # 1 == 1.0, numpy scalars (np.str_ is a str)
+            if isinstance(c, str) and isinstance(value, str) and c == value:
+                return k
             if not isinstance(c, (str, bool)) and not isinstance(value, (str, bool)) and c == value:
                 return k
         raise ValueError(f"{self.name}={value!r} is not one of {self.choices!r}")

@@ -72,6 +72,16 @@ def test_categorical_one_hot_no_order():
     assert len(dists) == 1
 
 
+def test_categorical_takes_numpy_strings_and_numbers_as_its_choices():
+    # a choice read from a numpy array (np.str_) was refused: "variant='col' is not one of [..., 'col']"
+    d = gt.Categorical("variant", ["row", "blocked", "col", 3])
+    picked = np.array(["row", "blocked", "col"])[2]
+    assert d.validate(picked) == "col" and type(d.validate(picked)) is str
+    assert d.validate(np.int64(3)) == 3 and d.index("col") == 2
+    with pytest.raises(ValueError, match="is not one of"):
+        d.validate(np.str_("3"))
+
+
 @pytest.mark.parametrize("make, msg", [
     (lambda: gt.Real("x", 10, 5), "lo <= hi"),
     (lambda: gt.Integer("x", 5, 1), "lo <= hi"),
