@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Outputs", "Limit", "outputs_spec", "DIRECTIONS", "LIMIT_OPS"]
+__all__ = ["Outputs", "Limit", "outputs_spec", "time_and_memory", "DIRECTIONS", "LIMIT_OPS"]
 
 #: objective directions
 DIRECTIONS = ("min", "max")
@@ -198,3 +198,23 @@ def outputs_spec(objectives: Any = None, outputs: Any = None, constraints_out: A
                 raise ValueError(f"Problem: constraints_out[{name!r}] bound must be a finite number, got {bound!r}")
             limits.append(Limit(name, op, float(bound)))
     return Outputs(all_names, tuple(names), tuple(directions), tuple(limits))
+
+
+def time_and_memory(memory_limit: float | None = None, memory_objective: bool = False,
+                    what: str = "problem()") -> dict[str, Any]:
+    """The :class:`~gptask.problem.Problem` keyword arguments of an application that measures its
+    time (seconds) and its memory (bytes): ``{}`` when neither is asked for; ``memory_objective``:
+    both minimised (a front); ``memory_limit``: the time within ``memory <= memory_limit`` bytes (the
+    memory then measured as an output). ValueError naming ``what`` for a limit that is not a
+    positive finite number of bytes."""
+    if memory_limit is not None and (isinstance(memory_limit, bool) or not isinstance(memory_limit, numbers.Real)
+                                     or not memory_limit > 0 or not math.isfinite(memory_limit)):
+        raise ValueError(f"{what}: memory_limit must be a positive number of bytes, got {memory_limit!r}")
+    out: dict[str, Any] = {}
+    if memory_objective:
+        out["objectives"] = {"time": "min", "memory": "min"}
+    elif memory_limit is not None:
+        out.update(objectives={"time": "min"}, outputs=["memory"])
+    if memory_limit is not None:
+        out["constraints_out"] = {"memory": ("<=", float(memory_limit))}
+    return out

@@ -52,6 +52,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import gptask as gt
+from gptask.objectives import time_and_memory
 
 from .files import default_workdir
 from .model import DiskModel, sbb_model, sro_model
@@ -225,18 +226,9 @@ def problem(accelerator: str = "sro", backend: str = "real", workdir: str | os.P
     objective (module docstring).
     """
     _check_acc(accelerator)
-    if memory_limit is not None and (isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, float))
-                                     or not memory_limit > 0):
-        raise ValueError(f"memory_limit must be a positive number of bytes, got {memory_limit!r}")
+    outputs = time_and_memory(memory_limit, bool(memory_objective), "io_accelerators problem()")
     with_memory = memory_limit is not None or bool(memory_objective)
     obj = IOObjective(accelerator, backend, workdir, seed=seed, cache_mb=cache_mb, direct=direct, memory=with_memory)
-    outputs: dict[str, Any] = {}
-    if memory_objective:
-        outputs["objectives"] = {"time": "min", "memory": "min"}
-    elif with_memory:
-        outputs.update(objectives={"time": "min"}, outputs=["memory"])
-    if memory_limit is not None:
-        outputs["constraints_out"] = {"memory": ("<=", float(memory_limit))}
     if accelerator == "sro":
         constants = {"cache_mb": int(cache_mb)}
         constraints = [_prefetch_fits]

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import gptask as gt
+from gptask.objectives import time_and_memory
 
 from .build import build_driver
 from .costmodel import CostModel
@@ -319,9 +320,7 @@ def problem(
         raise ValueError(f"problem(): timeout must be a positive number of seconds, got {timeout!r}")
     if backend not in ("real", "model"):
         raise ValueError(f"problem(): backend must be 'real' or 'model', got {backend!r}")
-    if memory_limit is not None and (isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, float))
-                                     or not memory_limit > 0 or not math.isfinite(memory_limit)):
-        raise ValueError(f"problem(): memory_limit must be a positive number of bytes, got {memory_limit!r}")
+    outputs = time_and_memory(memory_limit, bool(memory_objective))
     if not isinstance(memory_objective, bool):
         raise ValueError(f"problem(): memory_objective must be True or False, got {memory_objective!r}")
     with_memory = memory_limit is not None or memory_objective
@@ -352,13 +351,6 @@ def problem(
         objective = ModelObjective(constants, rules, task_space, param_space, CostModel.load(), memory=with_memory,
                                    repeats=repeats)
         name = "scalapack_pdgeqrf_MODEL"
-    outputs: dict[str, Any] = {}
-    if memory_objective:
-        outputs["objectives"] = {"time": "min", "memory": "min"}
-    elif with_memory:
-        outputs.update(objectives={"time": "min"}, outputs=["memory"])
-    if memory_limit is not None:
-        outputs["constraints_out"] = {"memory": ("<=", float(memory_limit))}
     return gt.Problem(task_space, param_space, objective, constraints=rules,
                       constants=constants, name=name,
                       default=lambda task: hand_default(task, nodes, cores),
