@@ -450,7 +450,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     from .storage import SQLiteStorage
 
     with SQLiteStorage(args.history, create=False) as h:
-        released = h.release(ids=args.ids)
+        released = h.release(ids=args.ids, force=args.force)
     print(f"released trial(s) {released}: the next ask proposes them again")
     return 0
 
@@ -753,6 +753,8 @@ def build_parser() -> argparse.ArgumentParser:
     rl = sub.add_parser("release", help="give PENDING trials back: the next ask proposes them again")
     rl.add_argument("history", help="the SQLite history")
     rl.add_argument("ids", type=int, nargs="+", help="ids of PENDING trials to give back")
+    rl.add_argument("--force", action="store_true",
+                    help="release a trial even while the live process that holds it runs it (it may run twice)")
     rl.set_defaults(func=_cmd_release)
 
     s = sub.add_parser("show", help="best launch, recommended configuration and pending trials per task of a history")

@@ -122,6 +122,47 @@ def test_ask_tell_release_from_a_shell(tmp_path):
     assert wrong.returncode == 2 and "different problem" in wrong.stderr
 
 
+@pytest.mark.slow
+def test_trials_held_by_a_shell_or_a_live_tuner_say_how_to_free_them(tmp_path):
+    """The audit's weak items: a tune waiting on trials asked without --lease said nothing of how to
+    free them; `gptask release` of a trial a live tuner runs was accepted (it then ran twice)."""
+    h = tmp_path / "h.sqlite"
+    asked = gptask("ask", h, "--problem", "problems_for_tests:counting_problem", "--tasks", "1", "--budget", "2",
+                   "--n-initial", "2", "-n", "2", cwd=tmp_path)
+    assert asked.returncode == 0, asked.stderr
+    wait = gptask("tune", "--history", h, "--problem", "problems_for_tests:counting_problem", "--tasks", "1",
+                  "--budget", "2", "--max-time", "2", cwd=tmp_path)
+    assert wait.returncode == 0, wait.stderr
+    assert re.search(r"waiting for 2 pending trial\(s\) held by other processes \(gptask ask on [^:]+: trial\(s\) \[1, 2\]\. "
+                     r"Trials asked by a shell are held until .*gptask tell HISTORY ID VALUE.*gptask release HISTORY ID",
+                     wait.stderr), wait.stderr
+    # a trial that a live process on this host holds is not released by id unless forced
+    holder = subprocess.Popen([sys.executable, "-c", HOLD.format(h=str(h))], stdout=subprocess.PIPE, text=True,
+                              env=ENV)
+    try:
+        held = int(holder.stdout.readline())
+        refused = gptask("release", h, held, cwd=tmp_path)
+        assert refused.returncode == 2 and f"trial {held} is being run by tune pid {holder.pid}" in refused.stderr
+        assert "gptask release --force" in refused.stderr
+        assert SQLiteStorage(h).trials()[held - 1].owner is not None
+        forced = gptask("release", h, held, "--force", cwd=tmp_path)
+        assert forced.returncode == 0 and f"[{held}]" in forced.stdout
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+HOLD = """
+import time
+from gptask.storage import SQLiteStorage, Owner
+from gptask.trials import Proposal
+s = SQLiteStorage({h!r})
+t, = s.add_trials([Proposal(0, s.tasks()[0], {{"x": 0.123, "k": 3}})], Owner.this_process("tune"))
+print(t.id, flush=True)
+time.sleep(120)
+"""
+
+
 def test_progress_lines_in_a_log_unless_quiet(tmp_path):
     args = ("tune", "--problem", "problems_for_tests:counting_problem", "--tasks", "2", "--budget", "4",
             "--n-initial", "2", "--seed", "0")

@@ -32,6 +32,27 @@ def calls(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``, from /proc."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            out.append(int(stat.parent.name))
+    return out
+
+
+def group_gone(pgid: int, seconds: float = 60.0) -> None:
+    """Wait until no live process of process group ``pgid`` is left."""
+    end = time.monotonic() + seconds
+    while _group_members(pgid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not _group_members(pgid), f"process group {pgid} is still alive {seconds} s after SIGKILL"
+
+
 def key(d) -> str:
     return json.dumps(dict(d), sort_keys=True)
 
@@ -125,6 +146,7 @@ def test_a_run_killed_with_its_workers_resumes_to_the_same_records(tmp_path):
             continue
     os.killpg(proc.pid, signal.SIGKILL)  # the tuner and its pool's workers: a node failure
     proc.wait()
+    group_gone(proc.pid)  # a worker may finish a write between the kill and its death: count after
     before = SQLiteStorage(hist, read_only=True).trials()
     done_before = [t for t in before if t.status.finished]
     pending_before = [t for t in before if not t.status.finished]

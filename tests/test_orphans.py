@@ -17,6 +17,7 @@ import pytest
 
 from gptask.storage import SQLiteStorage
 from gptask.trials import Status
+from processes import like_a_terminal
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -88,7 +89,8 @@ def records(folder: Path) -> list[dict]:
 
 
 def start(cmd: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, start_new_session=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, start_new_session=True,
+                            preexec_fn=like_a_terminal)
 
 
 def kill_all(proc: subprocess.Popen, pids) -> None:
@@ -199,3 +201,45 @@ def test_kill_9_of_a_process_running_an_mpi_benchmark_takes_mpiexec_and_its_rank
         assert wait_gone(below) == [], "mpiexec or its ranks outlived the process that launched them"
     finally:
         kill_all(proc, below)
+
+
+CRASH_RUN = """
+import json, os, signal, sys
+from pathlib import Path
+import gptask as gt
+first = Path({marker!r})
+
+
+def f(task, p):
+    # the first configuration ever run kills the process running it, every time (a segfault, the OOM killer)
+    if not first.exists():
+        first.write_text(json.dumps(p, sort_keys=True))
+    if json.loads(first.read_text()) == dict(p):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return (p["x"] - task["t"]) ** 2
+
+
+problem = gt.Problem(gt.Space([gt.Real("t", 0, 1)]), gt.Space([gt.Real("x", 0, 1)]), f)
+gt.tune(problem, tasks=[{{"t": 0.3}}], budget=4, n_initial=2, seed=0, history={hist!r}, progress=False,
+        pso_particles=10, pso_iters=5, restarts=1)
+"""
+
+
+def test_an_evaluation_that_kills_its_tuner_is_failed_after_max_attempts_not_rerun_on_every_resume(tmp_path):
+    """Without timeout= an evaluation runs in the tuner's process: one that kills it was re-run by every
+    resume with no cap (issue 27 audit). The resume after MAX_ATTEMPTS deaths records it as failed and
+    finishes the budget."""
+    from gptask.storage.base import MAX_ATTEMPTS
+
+    hist, marker = tmp_path / "h.sqlite", tmp_path / "first.json"
+    code = CRASH_RUN.format(marker=str(marker), hist=str(hist))
+    codes = [subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=300)
+             for _ in range(MAX_ATTEMPTS + 1)]
+    assert [c.returncode for c in codes] == [-signal.SIGKILL] * MAX_ATTEMPTS + [0], codes[-1].stderr
+    trials = SQLiteStorage(hist, read_only=True).trials()
+    crashed = trials[0]
+    assert crashed.status is Status.FAILED and crashed.attempts == MAX_ATTEMPTS
+    assert dict(crashed.params) == json.loads(marker.read_text())
+    assert f"handed out {MAX_ATTEMPTS} times" in crashed.reason and "not run again" in crashed.reason
+    assert len(trials) == 4 and all(t.status is Status.COMPLETE for t in trials[1:])
+    assert "not run again" in codes[-1].stderr  # the resume says why it gave the trial up

@@ -14,6 +14,7 @@ import pytest
 
 from gptask.storage import Owner, SQLiteStorage
 from gptask.trials import Status
+from processes import like_a_terminal
 from test_child import alive, wait_gone
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +38,8 @@ def runs(log: Path) -> list[tuple]:
 
 
 def start(cmd: list[str], cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(cmd, env=ENV, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, env=ENV, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=like_a_terminal)
 
 
 def test_three_tune_commands_on_one_history_run_each_configuration_once(tmp_path):

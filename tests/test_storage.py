@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from gptask.storage import (SCHEMA_VERSION, HistoryMismatch, NotAHistory, Owner, SchemaTooNew, SQLiteStorage,
-                            TrialNotPending, UnknownTrial, open_storage)
+                            TrialHeld, TrialNotPending, UnknownTrial, open_storage)
+from gptask.storage.base import MAX_ATTEMPTS
 from gptask.storage.export import to_csv, to_json
 from gptask.trials import Proposal, Status, Trial, params_key
 
@@ -124,6 +125,50 @@ def test_values_are_stored_exactly_as_given(storage, value):
     assert storage.trials()[0].value == value
 
 
+def test_a_trial_whose_holders_keep_dying_is_failed_with_its_reason_not_run_forever(storage):
+    """An evaluation that kills the process running it (a segfault, the OOM killer) would be handed
+    out on every resume: after MAX_ATTEMPTS hand-outs whose holder died, it is recorded as failed."""
+    crasher, = storage.add_trials([prop(0, 0.3)], dead_owner())
+    for attempt in range(2, MAX_ATTEMPTS + 1):  # each resume takes it over and dies running it
+        back = storage.reclaim(dead_owner())
+        assert [(t.id, t.attempts) for t in back] == [(crasher.id, attempt)]
+    assert storage.trials()[0].status is Status.PENDING
+    assert storage.reclaim(Owner.this_process("tune")) == []
+    t, = storage.trials()
+    assert t.id == crasher.id and t.status is Status.FAILED and t.finished is not None
+    assert f"handed out {MAX_ATTEMPTS} times" in t.reason and "tune pid" in t.reason and "not run again" in t.reason
+    # proposing its configuration again hands out nothing: it is a finished (failed) trial now
+    assert storage.add_trials([prop(0, 0.3)], Owner.this_process("tune")) == [None]
+
+
+def test_a_released_trial_is_handed_out_again_whatever_its_attempts(storage):
+    t, = storage.add_trials([prop(0, 0.4)], Owner.detached("ask"))
+    for _ in range(MAX_ATTEMPTS + 1):  # released by hand each time (a cancelled batch job): no crash
+        storage.release(ids=[t.id])
+        back, = storage.reclaim(Owner.detached("ask"))
+    assert back.id == t.id and back.attempts == MAX_ATTEMPTS + 2 and back.status is Status.PENDING
+
+
+def test_release_refuses_a_trial_a_live_process_runs_but_not_a_detached_one(storage):
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stat = Path(f"/proc/{holder.pid}/stat").read_text()
+        me = Owner.this_process("tune")
+        live = Owner("tune", "other", me.host, holder.pid, me.boot, int(stat[stat.rindex(")") + 2:].split()[19]))
+        run, = storage.add_trials([prop(0, 0.5)], live)
+        asked, = storage.add_trials([prop(1, 0.5)], Owner.detached("ask"))
+        with pytest.raises(TrialHeld, match=f"trial {run.id} is being run by tune pid {holder.pid}"):
+            storage.release(ids=[run.id])
+        assert storage.trials()[0].owner == live.to_text()  # nothing was released
+        assert storage.release(ids=[asked.id]) == [asked.id]  # what `gptask release` is for
+        holder.kill()
+        holder.wait()
+        assert storage.release(ids=[run.id]) == [run.id]  # its holder is gone: nothing runs it
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_dead_and_released_holders_give_their_trials_back(storage):
     me, ghost = Owner.this_process("tune"), dead_owner()
     live, = storage.add_trials([prop(0, 0.1)], me)
@@ -137,7 +182,10 @@ def test_dead_and_released_holders_give_their_trials_back(storage):
     storage.release(other)
     again = storage.add_trials([prop(0, 0.2)], me)
     assert again[0].id == orphan.id and again[0].attempts == 3
-    assert storage.release(ids=[live.id]) == [live.id]
+    # my trial is run by a live process (this one): giving it back by id would run it twice
+    with pytest.raises(TrialHeld, match=r"being run by tune pid \d+ .* alive: releasing it would run"):
+        storage.release(ids=[live.id])
+    assert storage.release(ids=[live.id], force=True) == [live.id]
     assert [t.id for t in storage.reclaim(other, limit=5, task_indices=[0])] == [live.id]
     storage.finish(live.id, Status.COMPLETE, 1.0)
     with pytest.raises(TrialNotPending):

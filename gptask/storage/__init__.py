@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import (HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory, SchemaTooNew,
-                   Storage, TrialNotPending, UnknownTrial, normalised)
+                   Storage, TrialHeld, TrialNotPending, UnknownTrial, normalised)
 from .owner import Owner
 from .sqlite import SCHEMA_VERSION, SQLiteStorage, read_signature
 
 __all__ = ["Storage", "SQLiteStorage", "open_storage", "read_signature", "Owner", "SCHEMA_VERSION",
-           "HistoryError", "HistoryMismatch", "NotAHistory", "SchemaTooNew", "UnknownTrial", "TrialNotPending",
+           "HistoryError", "HistoryMismatch", "NotAHistory", "SchemaTooNew", "UnknownTrial", "TrialNotPending", "TrialHeld",
            "HistoryDamaged", "HistoryWriteFailed"]
 
 

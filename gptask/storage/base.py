@@ -72,6 +72,17 @@ class TrialNotPending(HistoryError):
     """A trial that was already told (its result is final)."""
 
 
+class TrialHeld(HistoryError):
+    """A PENDING trial that a live process on this host is running: releasing it would run its
+    configuration twice."""
+
+
+#: a PENDING trial handed out this many times whose holder died (or whose lease expired) each time
+#: is recorded as failed instead of being handed out again: its evaluation may be what kills the
+#: process running it (a crash, the out-of-memory killer), and a resume would run it forever
+MAX_ATTEMPTS = 3
+
+
 class Storage(abc.ABC):
     """A run's history. ``path`` is where it lives (None: in memory)."""
 
@@ -142,7 +153,9 @@ class Storage(abc.ABC):
     def reclaim(self, owner: Owner, limit: int | None = None, task_indices: Sequence[int] | None = None,
                 lease: float | None = None) -> list[Trial]:
         """Hand PENDING trials whose holder is dead or released (oldest first, at most ``limit``,
-        of ``task_indices`` when given) to ``owner``."""
+        of ``task_indices`` when given) to ``owner``. A trial whose holder died (or whose lease
+        expired) after it had been handed out MAX_ATTEMPTS times is recorded as failed, with the
+        reason, instead (a released trial is handed out again whatever its attempts)."""
 
     @abc.abstractmethod
     def finish(self, trial_id: int, status: Status, value: float | None = None, samples: Sequence[float] = (),
@@ -162,9 +175,10 @@ class Storage(abc.ABC):
         """
 
     @abc.abstractmethod
-    def release(self, owner: Owner | None = None, ids: Sequence[int] | None = None) -> list[int]:
+    def release(self, owner: Owner | None = None, ids: Sequence[int] | None = None, force: bool = False) -> list[int]:
         """Give PENDING trials back (those of ``owner`` and/or with ``ids``): they stay PENDING and
-        are re-proposed by the next ask. Returns the ids released."""
+        are re-proposed by the next ask. Returns the ids released. A trial of ``ids`` that a live
+        process on this host holds raises TrialHeld (it would run twice) unless ``force``."""
 
     # ---- machines (gptask.provenance) ----------------------------------------------------------
     def machines(self) -> dict[int, dict[str, Any]]:

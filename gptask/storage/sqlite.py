@@ -65,8 +65,8 @@ from pathlib import Path
 from typing import Any
 
 from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value, params_key
-from .base import (HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory, SchemaTooNew, Storage,
-                   TrialNotPending, UnknownTrial, json_text, normalised)
+from .base import (MAX_ATTEMPTS, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory, SchemaTooNew,
+                   Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, normalised)
 from .owner import Owner, holder_alive
 
 __all__ = ["SQLiteStorage", "SCHEMA_VERSION", "APPLICATION_ID", "FORMAT", "read_signature"]
@@ -656,15 +656,24 @@ class SQLiteStorage(Storage):
             return []
         wanted = None if task_indices is None else {int(i) for i in task_indices}
         out: list[Trial] = []
+        given_up: list[str] = []
         with self._write() as db:
             now = time.time()
-            rows = db.execute("SELECT id, task_index, owner, lease_expires FROM trials WHERE status = 'pending'"
-                              " ORDER BY id").fetchall()
-            for id_, ti, holder, expires in rows:
+            rows = db.execute("SELECT id, task_index, owner, lease_expires, attempts FROM trials"
+                              " WHERE status = 'pending' ORDER BY id").fetchall()
+            for id_, ti, holder, expires, attempts in rows:
                 if limit is not None and len(out) >= limit:
                     break
                 if (wanted is None or ti in wanted) and not holder_alive(holder, expires, now):
+                    if holder is not None and attempts >= MAX_ATTEMPTS:
+                        reason = _given_up_reason(holder, attempts)
+                        db.execute("UPDATE trials SET status = 'failed', reason = ?, finished = ?, lease_expires = NULL"
+                                   " WHERE id = ?", (reason, now, int(id_)))
+                        given_up.append(f"trial {id_}: {reason}")
+                        continue
                     out.append(self._hand_over(db, int(id_), owner, lease))
+        for text in given_up:
+            log.warning("%s", text)
         if out:
             log.info("re-proposing %d trial(s) whose holder died or released them: ids %s",
                      len(out), [t.id for t in out])
@@ -715,7 +724,7 @@ class SQLiteStorage(Storage):
                            (trial_id, self._machine_id(db, machine)))
             return self._fetch(db, trial_id)
 
-    def release(self, owner: Owner | None = None, ids: Sequence[int] | None = None) -> list[int]:
+    def release(self, owner: Owner | None = None, ids: Sequence[int] | None = None, force: bool = False) -> list[int]:
         if owner is None and ids is None:
             raise ValueError("release needs an owner or trial ids")
         with self._write() as db:
@@ -723,12 +732,18 @@ class SQLiteStorage(Storage):
             if owner is not None:
                 found += [r[0] for r in db.execute("SELECT id FROM trials WHERE status = 'pending' AND owner = ?",
                                                    (owner.to_text(),))]
+            now = time.time()
             for i in ids or ():
-                row = db.execute("SELECT status FROM trials WHERE id = ?", (int(i),)).fetchone()
+                row = db.execute("SELECT status, owner, lease_expires FROM trials WHERE id = ?", (int(i),)).fetchone()
                 if row is None:
                     raise UnknownTrial(f"trial {i} is not in history {self.path}")
                 if row[0] != Status.PENDING.value:
                     raise TrialNotPending(f"trial {i} is {row[0]}, not pending: there is nothing to release")
+                running = _live_process(row[1], row[2], now)
+                if running is not None and not force:
+                    raise TrialHeld(f"trial {i} is being run by {running}, which is alive: releasing it would run "
+                                    "its configuration twice; stop that process first (it releases its trials when "
+                                    "it stops), or force it (release(..., force=True), gptask release --force)")
                 found.append(int(i))
             for i in found:
                 db.execute("UPDATE trials SET owner = NULL, lease_expires = NULL WHERE id = ?", (i,))
@@ -818,3 +833,28 @@ def read_signature(path: str | os.PathLike) -> dict[str, Any]:
     """The problem signature stored in an existing history (read-only; for tools without a Problem)."""
     with SQLiteStorage(path, read_only=True) as s:
         return s.signature
+
+
+def _given_up_reason(holder: str, attempts: int) -> str:
+    """Why a PENDING trial is recorded as failed instead of being handed out again."""
+    try:
+        who = Owner.from_text(holder).describe()
+    except (ValueError, KeyError, TypeError):
+        who = "an unreadable holder"
+    return (f"handed out {attempts} times and every holder died or let its lease expire before telling a result "
+            f"(the last: {who}): the evaluation may crash or kill the process running it (a segfault, the "
+            "out-of-memory killer); not run again")
+
+
+def _live_process(holder: str | None, lease_expires: float | None, now: float) -> str | None:
+    """The description of a live process holder of a PENDING trial (one whose pid this host can
+    check, or one on another host that is alive by its lease), or None: released, dead, or a
+    detached holder (``gptask ask``: its trials are released by hand)."""
+    if holder is None or not holder_alive(holder, lease_expires, now):
+        return None
+    try:
+        owner = Owner.from_text(holder)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return None if owner.pid is None else owner.describe()
+

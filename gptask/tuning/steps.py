@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 
 from ..evaluate import Outcome
 from ..labels import task_label
-from ..storage import TrialNotPending
+from ..storage import Owner, TrialNotPending
 from ..trials import Status, Trial
 from ..failures import failure_line, reasons_by_task
 from ..progress import Progress
@@ -66,9 +67,30 @@ class Waiting:
     def pause(self, tuner: Tuner, reporter: Progress, stop_at: float | None) -> None:
         """Sleep until the next poll (never past ``stop_at``, a ``time.monotonic()`` instant)."""
         if time.monotonic() - self.last_said >= WAIT_LOG_S:
-            holders = sorted({t.owner or "nobody" for t in tuner.pending})
             reporter.message("nothing to ask: waiting for %d pending trial(s) held by other processes (%s)",
-                             len(tuner.pending), "; ".join(h[:120] for h in holders))
+                             len(tuner.pending), held_by(tuner.pending))
             self.last_said = time.monotonic()
         time.sleep(self.wait if stop_at is None else max(0.0, min(self.wait, stop_at - time.monotonic())))
         self.wait = min(2 * self.wait, WAIT_MAX_S)
+
+
+def held_by(pending: Sequence[Trial]) -> str:
+    """Who holds the PENDING trials ``pending``, with their ids; for trials asked by a shell
+    (``gptask ask`` without ``--lease``: held until told or released, whatever happens to the job)
+    the two ways to give them back."""
+    by: dict[str, list[int]] = {}
+    detached = False
+    for t in pending:
+        try:
+            owner = Owner.from_text(t.owner) if t.owner else None
+        except (ValueError, KeyError, TypeError):
+            owner = None
+        who = "nobody" if owner is None else owner.describe()
+        detached = detached or (owner is not None and owner.pid is None)
+        by.setdefault(who, []).append(t.id)
+    text = "; ".join(f"{who}: trial(s) {ids}" for who, ids in sorted(by.items()))
+    if detached:
+        text += (". Trials asked by a shell are held until their result is told (gptask tell HISTORY ID VALUE) "
+                 "or they are given back (gptask release HISTORY ID); ask --lease SECONDS frees them by itself")
+    return text
+
