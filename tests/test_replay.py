@@ -196,8 +196,17 @@ def test_gt_fit_and_import_runs_take_recorded_campaign_files(conv, tmp_path):
     assert len(result.history) == len(keep) and sum(t.status is gt.Status.FAILED for t in result.history) == 5
     times = {k: raw["cache"][k]["time"] for k in fine[::90]}
     assert result.best(0)[1] == min(times.values())
+    assert {t.machine for t in result.history} == {1}  # the GPU that measured them, as the machine
+    assert result.machines[1]["label"] == conv[0].label and result.machines[1]["accelerators"] == [conv[0].label]
     report = gt.import_runs(problem, CONV / "MI250X.json.gz", tmp_path / "h.sqlite")
     assert len(report.trials) == 4362
+    # another GPU's campaign in the same history is a mix of machines: refused unless asked for
+    with pytest.raises(gt.provenance.MachineMismatch, match="mix_machines=True"):
+        gt.import_runs(problem, tmp_path / "a100.json", tmp_path / "h.sqlite")
+    mixed = gt.import_runs(problem, tmp_path / "a100.json", tmp_path / "h.sqlite", mix_machines=True)
+    assert len(mixed.trials) == len(keep)
+    labels = {m["label"] for m in gt.storage.SQLiteStorage(tmp_path / "h.sqlite").machines().values()}
+    assert labels == {conv[0].label, conv[1].label}
     other = gt.Problem(gt.Space([gt.Integer("m", 1, 9)]), problem.param_space, lambda t, p: 1.0)
     with pytest.raises(gt.importing.rows.DataError, match="one machine's recorded campaign"):
         gt.fit(other, CONV / "A100.json.gz")

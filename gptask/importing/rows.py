@@ -55,7 +55,7 @@ from typing import Any
 
 from ..models import defaults
 from ..problem import Problem
-from ..provenance import unflatten
+from ..provenance import COLUMN_PREFIX, unflatten
 from ..space import Dimension, choice_text
 from ..trials import Status, point_key
 
@@ -330,7 +330,10 @@ def _is_recording(path: Path) -> bool:
 def _recording_rows(problem: Problem, path: Path, value: str,
                     status: str | None) -> tuple[list[dict[str, Any]], str, str]:
     """A Kernel Tuner cache or T4 file as rows (with a status column): one machine's campaign, the
-    task being the problem's one categorical task dimension set to the recording's machine label."""
+    task being the problem's one categorical task dimension set to the recording's machine label,
+    and each row's machine record (``machine.*`` columns) that label, as the machine's name and its
+    accelerator: a history then knows which GPU measured what, and refuses a second GPU's file
+    unless mixing machines was asked for (:func:`gptask.provenance.check_history`)."""
     from ..replay import read_recording, recording_rows
     from ..space import Categorical
 
@@ -341,7 +344,9 @@ def _recording_rows(problem: Problem, path: Path, value: str,
                         f"be one categorical whose choices include that label (gptask.replay.replay_problem makes "
                         f"one), or convert it with gptask.replay.recording_rows(read_recording(path), task={{...}})")
     col = status or "status"
-    return recording_rows(rec, {dims[0].name: rec.label}, value="value", status=col), "value", col
+    machine = {f"{COLUMN_PREFIX}label": rec.label, f"{COLUMN_PREFIX}accelerators": [rec.label]}
+    rows = [{**row, **machine} for row in recording_rows(rec, {dims[0].name: rec.label}, value="value", status=col)]
+    return rows, "value", col
 
 
 def check_problem(problem: Any) -> Problem:
