@@ -256,3 +256,27 @@ def test_a_task_without_a_run_meeting_the_limits_has_no_recommendation_and_the_r
     assert main(["report", str(path), "--out", str(tmp_path / "over.html"), "-q"]) == 0
     page = (tmp_path / "over.html").read_text()
     assert "no complete evaluation meets the limits memory &lt;= 0.5, so no recommendation" in page
+
+
+def test_a_selection_table_falls_back_where_no_run_of_a_tuned_task_meets_the_limits(tmp_path):
+    """export-table raised on such a task (a KeyError on a model file, a ValueError on a result);
+    its entry is now a fallback that says why, and the tasks with a recommendation keep theirs."""
+    from gptask.insight.selection import LOOKUP_FALLBACK, selection_table
+    from gptask.model_io import read_recommendations
+
+    prob = gt.Problem(TASKS, PARAMS, over_on_big_tasks, objectives={"time": "min"}, outputs=["memory"],
+                      constraints_out={"memory": ("<=", 0.5)}, name="over")
+    res = gt.tune(prob, tasks=[{"t": 0.2}, {"t": 0.4}, {"t": 0.9}], budget=5, n_initial=4, seed=0, progress=False)
+    res.save_model(tmp_path / "over.json", accuracy=False)
+    model = gt.load_model(tmp_path / "over.json", problem=prob)
+    for source, stored in ((res, None), (model, read_recommendations(tmp_path / "over.json"))):
+        table = selection_table(source, "t=0.2|0.4|0.9", recommendations=stored)
+        by_t = {e.task["t"]: e for e in table.entries}
+        for t in (0.2, 0.4):
+            i = [0.2, 0.4].index(t)
+            assert by_t[t].source == "tuned" and by_t[t].params == res.recommend(i).params
+        over = by_t[0.9]
+        assert over.source == "fallback" and over.params == res.recommend(1).params and over.value is None
+        assert "no run of this tuned task meets the limits" in over.note and "memory <= 0.5" in over.note
+        assert "nearest tuned task t=0.4" in over.note
+        assert table.lookup({"t": 0.9})[1] == LOOKUP_FALLBACK

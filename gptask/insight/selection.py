@@ -39,7 +39,7 @@ import numpy as np
 from ..crossval import interval95
 from ..labels import task_label
 from ..progress import Progress
-from ..recommend import recommend
+from ..recommend import nothing_to_recommend, recommend
 from ..space import Dimension, Integer, Ordinal, Real, Space
 from ..transfer import TransferModel, as_transfer_model, predict_optimum
 from ..trials import point_key
@@ -212,9 +212,10 @@ def _interval(median: float, sd: float, use_log: bool) -> tuple[float, float]:
     return float(lo[0]), float(hi[0])
 
 
-def _tuned_entries(source: Any, tm: TransferModel, tuned: list[int],
-                   stored: Sequence[Mapping[str, Any] | None] | None) -> dict[int, tuple[dict, str]]:
-    """Task index -> (recommended params, note), by the one rule."""
+def _tuned_entries(source: Any, tm: TransferModel, tuned: list[int], stored: Sequence[Mapping[str, Any] | None] | None
+                   ) -> tuple[dict[int, tuple[dict, str]], dict[int, str]]:
+    """Task index -> (recommended params, note), by the one rule; and task index -> why it has no
+    recommendation (none of its runs meets the problem's output limits)."""
     out: dict[int, tuple[dict, str]] = {}
     if stored:
         for i in tuned:
@@ -223,12 +224,24 @@ def _tuned_entries(source: Any, tm: TransferModel, tuned: list[int],
                 out[i] = (tm.param_space.validate(rec["params"], what="a stored recommendation"),
                           f"recommended for this tuned task ({rec.get('basis', 'stored')}, model file)")
     missing = [i for i in tuned if i not in out]
+    unmet: dict[int, str] = {}
     if missing:
         result = source if hasattr(source, "records") else result_from_model(tm)
+        spec = getattr(tm.problem, "outputs", None)
         for i in missing:
+            if hasattr(source, "records"):
+                why = nothing_to_recommend(source, i)
+            elif spec is not None and spec.limits:  # a model file keeps the primary output only
+                why = ("the model file stores no recommendation for it: none of its runs met the limits "
+                       f"{', '.join(map(str, spec.limits))} when it was saved")
+            else:
+                why = None
+            if why:
+                unmet[i] = why
+                continue
             rec = recommend(result, i, progress=False)
             out[i] = (dict(rec.params), f"recommended for this tuned task ({rec.basis})")
-    return out
+    return out, unmet
 
 
 def _tuned_value(tm: TransferModel, i: int, params: dict) -> tuple[float, float]:
@@ -263,7 +276,11 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
     rng = _tuned_range(tm, tuned)
     points = grid_points(axes)
     keys = {point_key(tm.tasks[i]): i for i in tuned}
-    recs = _tuned_entries(source, tm, tuned, recommendations)
+    recs, unmet = _tuned_entries(source, tm, tuned, recommendations)
+    tuned = [i for i in tuned if i in recs]  # what the fallbacks choose from
+    if not tuned:
+        raise ValueError("no tuned task has a recommendation: " + "; ".join(
+            f"{task_label(tm.tasks[i])}: {why}" for i, why in unmet.items()))
     problem = tm.problem
     if fallback == "default" and (problem is None or problem.default is None):
         raise ValueError("fallback='default' needs the problem's default configuration: load the model with its "
@@ -278,7 +295,10 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
         for point in points:
             i = keys.get(point_key(point))
             why = _outside(tm.task_space, point, rng)
-            if i is not None:
+            if i is not None and i in unmet:  # tuned, but no run there meets the limits
+                entries.append(_fallback_entry(tm, point, f"no run of this tuned task meets the limits ({unmet[i]})",
+                                               fallback, tuned, tuned_X, recs, axes))
+            elif i is not None:
                 params, note = recs[i]
                 med, sd = _tuned_value(tm, i, params)
                 lo, hi = _interval(med, sd, use_log)
@@ -289,7 +309,8 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
                 entries.append(Entry(point, dict(pred.params), "predicted", pred.value, pred.value_std, lo, hi,
                                      f"run-free prediction ({pred.route} route)"))
             else:
-                entries.append(_fallback_entry(tm, point, why, fallback, tuned, tuned_X, recs, axes))
+                entries.append(_fallback_entry(tm, point, "outside the model's task range (" + "; ".join(why) + ")",
+                                               fallback, tuned, tuned_X, recs, axes))
             reporter.step(f"selection table: {task_label(point)} ({entries[-1].source})")
     finally:
         tla1.removeFilter(once)
@@ -300,9 +321,9 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
                           constraints_checked=problem is not None)
 
 
-def _fallback_entry(tm: TransferModel, point: dict, why: list[str], fallback: str, tuned: list[int],
+def _fallback_entry(tm: TransferModel, point: dict, reason: str, fallback: str, tuned: list[int],
                     tuned_X: np.ndarray, recs: dict[int, tuple[dict, str]], axes: Mapping[str, Any]) -> Entry:
-    reason = "outside the model's task range (" + "; ".join(why) + ")"
+    """The fallback entry at ``point`` (``reason``: why the model does not choose there)."""
     if fallback == "default":
         try:
             params = tm.problem.default_for(point)
