@@ -169,6 +169,16 @@ def test_release_refuses_a_trial_a_live_process_runs_but_not_a_detached_one(stor
         holder.wait()
 
 
+def test_release_refuses_a_tuner_on_another_host_until_its_lease_expires(storage):
+    remote = Owner("tune", "remote", "node-that-is-not-this-one", 4242, None, None)
+    held, = storage.add_trials([prop(0, 0.6)], remote)  # no lease: cannot be checked, counts as alive
+    with pytest.raises(TrialHeld, match="tune pid 4242 on node-that-is-not-this-one, on another host"):
+        storage.release(ids=[held.id])
+    leased, = storage.add_trials([prop(0, 0.7)], remote, lease=1e-3)
+    time.sleep(0.01)  # its lease expired: nothing holds it any more
+    assert storage.release(ids=[leased.id]) == [leased.id]
+
+
 def test_dead_and_released_holders_give_their_trials_back(storage):
     me, ghost = Owner.this_process("tune"), dead_owner()
     live, = storage.add_trials([prop(0, 0.1)], me)

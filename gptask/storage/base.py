@@ -73,7 +73,7 @@ class TrialNotPending(HistoryError):
 
 
 class TrialHeld(HistoryError):
-    """A PENDING trial that a live process on this host is running: releasing it would run its
+    """A PENDING trial that a live tuner process is running: releasing it would run its
     configuration twice."""
 
 
@@ -177,8 +177,9 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def release(self, owner: Owner | None = None, ids: Sequence[int] | None = None, force: bool = False) -> list[int]:
         """Give PENDING trials back (those of ``owner`` and/or with ``ids``): they stay PENDING and
-        are re-proposed by the next ask. Returns the ids released. A trial of ``ids`` that a live
-        process on this host holds raises TrialHeld (it would run twice) unless ``force``."""
+        are re-proposed by the next ask. Returns the ids released. A trial of ``ids`` that a tuner
+        process still holds (alive on this host, or on another host while its lease runs) raises
+        TrialHeld (it would run twice) unless ``force``."""
 
     # ---- machines (gptask.provenance) ----------------------------------------------------------
     def machines(self) -> dict[int, dict[str, Any]]:

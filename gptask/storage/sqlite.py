@@ -58,6 +58,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -741,9 +742,9 @@ class SQLiteStorage(Storage):
                     raise TrialNotPending(f"trial {i} is {row[0]}, not pending: there is nothing to release")
                 running = _live_process(row[1], row[2], now)
                 if running is not None and not force:
-                    raise TrialHeld(f"trial {i} is being run by {running}, which is alive: releasing it would run "
-                                    "its configuration twice; stop that process first (it releases its trials when "
-                                    "it stops), or force it (release(..., force=True), gptask release --force)")
+                    raise TrialHeld(f"trial {i} is being run by {running}: releasing it would run its configuration "
+                                    "twice; stop that process first (it releases its trials when it stops), or force "
+                                    "it (release(..., force=True), gptask release --force)")
                 found.append(int(i))
             for i in found:
                 db.execute("UPDATE trials SET owner = NULL, lease_expires = NULL WHERE id = ?", (i,))
@@ -847,14 +848,18 @@ def _given_up_reason(holder: str, attempts: int) -> str:
 
 
 def _live_process(holder: str | None, lease_expires: float | None, now: float) -> str | None:
-    """The description of a live process holder of a PENDING trial (one whose pid this host can
-    check, or one on another host that is alive by its lease), or None: released, dead, or a
-    detached holder (``gptask ask``: its trials are released by hand)."""
+    """What a tuner process holding a PENDING trial is, when it holds it still: "tune pid N on HOST,
+    which is alive" (this host checks its pid), or "..., on another host (not checked; its lease
+    has not expired)". None: released, dead, or a detached holder (``gptask ask``: its trials are
+    released by hand)."""
     if holder is None or not holder_alive(holder, lease_expires, now):
         return None
     try:
         owner = Owner.from_text(holder)
     except (ValueError, KeyError, TypeError):
         return None
-    return None if owner.pid is None else owner.describe()
-
+    if owner.pid is None:
+        return None
+    here = owner.host == socket.gethostname()
+    return owner.describe() + (", which is alive" if here else ", on another host (not checked; its lease has not "
+                                                               "expired)")
