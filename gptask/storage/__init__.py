@@ -11,14 +11,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .base import (HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory, SchemaTooNew,
+from .base import (HistoryBusy, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory, SchemaTooNew,
                    Storage, TrialHeld, TrialNotPending, UnknownTrial, normalised)
 from .owner import Owner
 from .sqlite import SCHEMA_VERSION, SQLiteStorage, read_signature
 
 __all__ = ["Storage", "SQLiteStorage", "open_storage", "read_signature", "Owner", "SCHEMA_VERSION",
            "HistoryError", "HistoryMismatch", "NotAHistory", "SchemaTooNew", "UnknownTrial", "TrialNotPending", "TrialHeld",
-           "HistoryDamaged", "HistoryWriteFailed"]
+           "HistoryDamaged", "HistoryWriteFailed", "HistoryBusy"]
 
 
 def open_storage(history: "str | os.PathLike | Storage | None", signature: Mapping[str, Any] | None = None,

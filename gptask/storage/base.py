@@ -56,6 +56,10 @@ class HistoryWriteFailed(HistoryError):
     written before it is kept."""
 
 
+class HistoryBusy(HistoryWriteFailed):
+    """Another process held the history's lock (SQLite's SQLITE_BUSY)."""
+
+
 class HistoryMismatch(HistoryError):
     """The history belongs to a different problem, task set or seed."""
 

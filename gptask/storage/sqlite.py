@@ -66,8 +66,8 @@ from pathlib import Path
 from typing import Any
 
 from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value, params_key
-from .base import (MAX_ATTEMPTS, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory, SchemaTooNew,
-                   Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, normalised)
+from .base import (MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory,
+                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, normalised)
 from .owner import Owner, holder_alive
 
 __all__ = ["SQLiteStorage", "SCHEMA_VERSION", "APPLICATION_ID", "FORMAT", "read_signature"]
@@ -80,6 +80,8 @@ FORMAT = "gptask.history"
 APPLICATION_ID = int.from_bytes(b"gpTk", "big")
 #: seconds a writer waits for another process's transaction before giving up
 BUSY_TIMEOUT_S = 60.0
+#: seconds between two tries to open a history that another process is creating or upgrading
+OPEN_RETRY_S = 0.05
 
 _V1_TABLES = {"meta", "tasks", "evaluations", "models"}
 
@@ -149,8 +151,8 @@ def _history_error(exc: sqlite3.DatabaseError, where: str) -> Exception:
         return HistoryWriteFailed(f"cannot write history {where}: {text} (is its disk full?); every result told "
                                   "before this one is kept: free space and run the same command again to resume")
     if name.startswith("SQLITE_BUSY") or "database is locked" in text:
-        return HistoryWriteFailed(f"history {where} stayed locked by another process for more than "
-                                  f"{BUSY_TIMEOUT_S:g} s ({text}); try again when it is done")
+        return HistoryBusy(f"history {where} stayed locked by another process for more than "
+                           f"{BUSY_TIMEOUT_S:g} s ({text}); try again when it is done")
     return exc
 
 
@@ -257,6 +259,18 @@ def _version(db: _Checked, where: str) -> int:
     names = ", ".join(sorted(tables)) or "none"
     raise NotAHistory(f"{where} is an SQLite database but not a gptask history (tables: {names}); "
                       "give another path for the history")
+
+
+def _consistent_version(db: _Checked, where: str) -> int:
+    """:func:`_version` read in one transaction: its reads see one state of the file, not the tables
+    from before another process created them and the application id from after."""
+    db.execute("BEGIN")
+    try:
+        return _version(db, where)
+    finally:
+        if db.raw.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.raw.execute("ROLLBACK")
 
 
 def _upgrade(db: _Checked, version: int) -> None:
@@ -377,13 +391,25 @@ class SQLiteStorage(Storage):
             except sqlite3.OperationalError as exc:
                 raise PermissionError(f"cannot open history {self.path}: {exc}") from None
         self._db = _Checked(db, where)
-        try:
-            self._open(self._db, where, signature)
-        except BaseException:
-            self.close()
-            if creating and self.path is not None:
-                _discard_unfinished(self.path)
-            raise
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._open(self._db, where, signature)
+                break
+            except HistoryBusy:
+                # processes opening one new history at once: SQLite answers some of them SQLITE_BUSY at
+                # once, without waiting (switching the journal to WAL while another creates the tables
+                # would deadlock). Try again: nothing was written, and the file is another's to finish
+                if time.monotonic() < deadline:
+                    time.sleep(OPEN_RETRY_S)
+                    continue
+                self.close()
+                raise
+            except BaseException:
+                self.close()
+                if creating and self.path is not None:
+                    _discard_unfinished(self.path)
+                raise
 
     @staticmethod
     def _connect_read_only(path: Path) -> sqlite3.Connection:
@@ -403,7 +429,7 @@ class SQLiteStorage(Storage):
             return sqlite3.connect(_uri(path, "ro") + "&immutable=1", uri=True, isolation_level=None)
 
     def _open(self, db: _Checked, where: str, signature: Mapping[str, Any] | None) -> None:
-        version = _version(db, where)
+        version = _consistent_version(db, where)
         if version > SCHEMA_VERSION:
             raise SchemaTooNew(f"{where} has history schema {version}; this gptask reads schema "
                                f"{SCHEMA_VERSION} and older: upgrade gptask to use it")
