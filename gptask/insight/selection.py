@@ -226,16 +226,15 @@ def _tuned_entries(source: Any, tm: TransferModel, tuned: list[int], stored: Seq
     missing = [i for i in tuned if i not in out]
     unmet: dict[int, str] = {}
     if missing:
-        result = source if hasattr(source, "records") else result_from_model(tm)
+        is_result = hasattr(source, "records")
+        result = source if is_result else result_from_model(tm)
         spec = getattr(tm.problem, "outputs", None)
+        no_stored = None  # a model file keeps the primary output only: with limits, no stored entry says it all
+        if spec is not None and spec.limits:
+            no_stored = ("the model file stores no recommendation for it: none of its runs met the limits "
+                         f"{', '.join(map(str, spec.limits))} when it was saved")
         for i in missing:
-            if hasattr(source, "records"):
-                why = nothing_to_recommend(source, i)
-            elif spec is not None and spec.limits:  # a model file keeps the primary output only
-                why = ("the model file stores no recommendation for it: none of its runs met the limits "
-                       f"{', '.join(map(str, spec.limits))} when it was saved")
-            else:
-                why = None
+            why = nothing_to_recommend(source, i) if is_result else no_stored
             if why:
                 unmet[i] = why
                 continue

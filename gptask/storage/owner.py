@@ -26,7 +26,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["Owner", "holder_alive", "process_alive"]
+__all__ = ["Owner", "holder_alive", "process_alive", "running_holder"]
 
 
 def _boot_id() -> str | None:
@@ -103,6 +103,17 @@ class Owner:
         d = json.loads(text)
         return cls(str(d["label"]), str(d["token"]), str(d["host"]), d.get("pid"), d.get("boot"), d.get("start"))
 
+    @classmethod
+    def read(cls, text: str | None) -> "Owner | None":
+        """The owner stored as ``text``, or None when there is none (a released trial) or it cannot be
+        read (a hand-edited history)."""
+        if text is None:
+            return None
+        try:
+            return cls.from_text(text)
+        except (ValueError, KeyError, TypeError):
+            return None
+
     def describe(self) -> str:
         """A short human text: ``tune pid 1234 on node07``."""
         where = f"pid {self.pid} on {self.host}" if self.pid is not None else f"on {self.host}"
@@ -119,9 +130,8 @@ def holder_alive(owner_text: str | None, lease_expires: float | None, now: float
         return False
     if lease_expires is not None and lease_expires < now:
         return False
-    try:
-        owner = Owner.from_text(owner_text)
-    except (ValueError, KeyError, TypeError):
+    owner = Owner.read(owner_text)
+    if owner is None:
         return True  # unreadable: never take a trial away on a guess
     if owner.pid is None or owner.host != socket.gethostname():
         return True
@@ -129,3 +139,17 @@ def holder_alive(owner_text: str | None, lease_expires: float | None, now: float
     if owner.boot is not None and boot is not None and owner.boot != boot:
         return False
     return process_alive(int(owner.pid), owner.start)
+
+
+def running_holder(owner_text: str | None, lease_expires: float | None, now: float) -> str | None:
+    """What a tuner process holding a PENDING trial is, when it holds it still: "tune pid N on HOST,
+    which is alive" (this host checks its pid), or "..., on another host (not checked; its lease
+    has not expired)". None: released, dead, or a detached holder (``gptask ask``: its trials are
+    released by hand)."""
+    owner = Owner.read(owner_text)
+    if owner is None or owner.pid is None or not holder_alive(owner_text, lease_expires, now):
+        return None
+    if owner.host == socket.gethostname():
+        return owner.describe() + ", which is alive"
+    return owner.describe() + ", on another host (not checked; its lease has not expired)"
+

@@ -58,7 +58,6 @@ import contextlib
 import json
 import logging
 import os
-import socket
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -68,7 +67,7 @@ from typing import Any
 from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value, params_key
 from .base import (MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory,
                    SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, normalised)
-from .owner import Owner, holder_alive
+from .owner import Owner, holder_alive, running_holder
 
 __all__ = ["SQLiteStorage", "SCHEMA_VERSION", "APPLICATION_ID", "FORMAT", "read_signature"]
 
@@ -766,7 +765,7 @@ class SQLiteStorage(Storage):
                     raise UnknownTrial(f"trial {i} is not in history {self.path}")
                 if row[0] != Status.PENDING.value:
                     raise TrialNotPending(f"trial {i} is {row[0]}, not pending: there is nothing to release")
-                running = _live_process(row[1], row[2], now)
+                running = running_holder(row[1], row[2], now)
                 if running is not None and not force:
                     raise TrialHeld(f"trial {i} is being run by {running}: releasing it would run its configuration "
                                     "twice; stop that process first (it releases its trials when it stops), or force "
@@ -864,28 +863,8 @@ def read_signature(path: str | os.PathLike) -> dict[str, Any]:
 
 def _given_up_reason(holder: str, attempts: int) -> str:
     """Why a PENDING trial is recorded as failed instead of being handed out again."""
-    try:
-        who = Owner.from_text(holder).describe()
-    except (ValueError, KeyError, TypeError):
-        who = "an unreadable holder"
+    owner = Owner.read(holder)
+    who = "an unreadable holder" if owner is None else owner.describe()
     return (f"handed out {attempts} times and every holder died or let its lease expire before telling a result "
             f"(the last: {who}): the evaluation may crash or kill the process running it (a segfault, the "
             "out-of-memory killer); not run again")
-
-
-def _live_process(holder: str | None, lease_expires: float | None, now: float) -> str | None:
-    """What a tuner process holding a PENDING trial is, when it holds it still: "tune pid N on HOST,
-    which is alive" (this host checks its pid), or "..., on another host (not checked; its lease
-    has not expired)". None: released, dead, or a detached holder (``gptask ask``: its trials are
-    released by hand)."""
-    if holder is None or not holder_alive(holder, lease_expires, now):
-        return None
-    try:
-        owner = Owner.from_text(holder)
-    except (ValueError, KeyError, TypeError):
-        return None
-    if owner.pid is None:
-        return None
-    here = owner.host == socket.gethostname()
-    return owner.describe() + (", which is alive" if here else ", on another host (not checked; its lease has not "
-                                                               "expired)")

@@ -81,10 +81,7 @@ def held_by(pending: Sequence[Trial]) -> str:
     by: dict[str, list[int]] = {}
     detached = False
     for t in pending:
-        try:
-            owner = Owner.from_text(t.owner) if t.owner else None
-        except (ValueError, KeyError, TypeError):
-            owner = None
+        owner = Owner.read(t.owner)
         who = "nobody" if owner is None else owner.describe()
         detached = detached or (owner is not None and owner.pid is None)
         by.setdefault(who, []).append(t.id)
