@@ -1,12 +1,18 @@
-"""The failure model (gptask/surrogate/failure.py) against a known failure region, and its Laplace
-mode against a direct optimisation of the same posterior."""
+"""The failure model (gptask/surrogate/failure.py) against a known failure region, its Laplace
+mode against a direct optimisation of the same posterior, its evidence, gradient and predictions
+against GPy's Laplace classifier, and its per-column length scales against inputs that do and do
+not decide a failure."""
+
+import math
+import warnings
 
 import numpy as np
+import pytest
 from scipy.optimize import minimize
 from scipy.special import log_ndtr
 
 import gptask as gt
-from gptask.surrogate.failure import FailureModel, _fit_laplace
+from gptask.surrogate.failure import FailureModel, _evidence_gradient, _fit_laplace
 from gptask.trials import Status, Trial
 
 PARAMS = gt.Space([gt.Real("a", 0.0, 1.0), gt.Real("b", 0.0, 1.0)])
@@ -57,7 +63,10 @@ def test_failures_inside_the_region_are_explained_and_an_isolated_one_is_not():
     rng = np.random.default_rng(1)
     tasks = [{"t": 0.0}, {"t": 1.0}]
     trials = trials_on(tasks, 30, rng)
-    lone = Trial(999, 0, tasks[0], {"a": 0.1, "b": 0.1}, Status.FAILED, reason="node crashed")
+    # among successes: four runs of its task lie within 0.2 of it, none failed (in the corner at
+    # (0.1, 0.1), with two runs near it, the fitted classifier puts P(success) at 0.48: too few
+    # neighbours to call a failure there isolated)
+    lone = Trial(999, 0, tasks[0], {"a": 0.3, "b": 0.3}, Status.FAILED, reason="node crashed")
     fm = FailureModel(PARAMS, TASKS)
     fm.update(trials + [lone])
     deep = [t for t in trials if t.status is Status.FAILED and t.params["a"] + t.params["b"] > 1.6 - 0.5 * t.task["t"]]
@@ -94,3 +103,61 @@ def test_the_laplace_mode_maximises_the_posterior():
     np.testing.assert_allclose(mode, direct.x, atol=1e-4)
     mu, _ = fit.latent(X)
     np.testing.assert_allclose(mu, mode, atol=1e-6)
+
+
+def _classified(seed, n=40):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 3))
+    return X, np.where(X[:, 0] + 0.2 * rng.standard_normal(n) > 0.5, 1.0, -1.0)
+
+
+def test_evidence_gradient_and_predictions_match_gpy_laplace():
+    GPy = pytest.importorskip("GPy")
+    X, y = _classified(4)
+    ls, s = np.array([0.3, 0.7, 2.0]), 1.5
+    fit = _fit_laplace(X, y, 1.0 / ls, s, 0.0)  # GPy's Laplace inference has no mean function
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = GPy.core.GP(X, (y[:, None] > 0).astype(float), kernel=GPy.kern.RBF(3, variance=s * s, lengthscale=ls, ARD=True),
+                        likelihood=GPy.likelihoods.Bernoulli(),
+                        inference_method=GPy.inference.latent_function_inference.Laplace())
+        np.testing.assert_allclose(fit.log_evidence, m.log_likelihood(), rtol=1e-6)
+        # GPy's gradient is in the variance and the length scales; ours in their logs
+        g_var, g_ls = m.gradient[0], m.gradient[1:]
+        np.testing.assert_allclose(_evidence_gradient(fit, y), np.append(ls * g_ls, 2 * s * s * g_var), rtol=1e-4, atol=1e-6)
+        Xs = np.random.default_rng(5).random((20, 3))
+        np.testing.assert_allclose(np.exp(fit.log_prob_success(Xs)), m.predict(Xs)[0].ravel(), rtol=1e-5)
+
+
+def test_evidence_gradient_with_a_prior_mean_matches_finite_differences():
+    X, y = _classified(6)
+    theta = np.log([0.3, 0.7, 2.0, 1.5])
+
+    def evidence(t):
+        return _fit_laplace(X, y, np.exp(-t[:-1]), math.exp(t[-1]), 0.4).log_evidence
+
+    fit = _fit_laplace(X, y, np.exp(-theta[:-1]), math.exp(theta[-1]), 0.4)
+    fd = [(evidence(theta + 1e-5 * e) - evidence(theta - 1e-5 * e)) / 2e-5 for e in np.eye(4)]
+    np.testing.assert_allclose(_evidence_gradient(fit, y), fd, rtol=1e-4, atol=1e-6)
+
+
+def test_length_scales_are_short_along_the_deciding_input_and_long_along_the_others():
+    """Runs fail below a process count (column 1, a thin strip of the unit cube) whatever the
+    block size or the thread count: the fitted length scale of that column is the shortest, the
+    failed runs are explained, and P(success) in the strip is low everywhere, not only near runs."""
+    space = gt.Space([gt.Real("nb", 0.0, 1.0), gt.Real("nproc", 0.0, 1.0), gt.Real("nth", 0.0, 1.0)])
+    rng = np.random.default_rng(7)
+    trials = []
+    for k in range(60):
+        p = {"nb": float(rng.random()), "nproc": float(rng.random()), "nth": float(rng.random())}
+        bad = p["nproc"] < 0.15
+        trials.append(Trial(k + 1, 0, {"t": 0.0}, p, Status.FAILED if bad else Status.COMPLETE,
+                            None if bad else 1.0, reason="out of memory" if bad else ""))
+    fm = FailureModel(space, TASKS)
+    fm.update(trials)
+    ls = 1.0 / fm.fitted.inv_ls[:3]
+    assert ls[1] < 0.5 * min(ls[0], ls[2]), ls
+    assert all(fm.explains(t) for t in trials if t.status is Status.FAILED)
+    probe = np.random.default_rng(8).random((400, 3))
+    p_ok = fm.prob_success({"t": 0.0}, probe)
+    assert np.all(p_ok[probe[:, 1] < 0.08] < 0.3) and np.all(p_ok[probe[:, 1] > 0.3] > 0.7)
