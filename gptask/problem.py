@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -162,6 +163,16 @@ class Problem:
         self.outputs: Outputs | None = outputs_spec(objectives, outputs, constraints_out)
         self._raised: dict[int, tuple[int, str]] = {}  # constraint index -> (times raised, first error)
         self._domains: dict[str, Any] = {}  # task -> its listed configurations (see domain())
+
+    def without_candidates(self) -> "Problem":
+        """This problem with no list of candidates (its constraints still apply): what another
+        machine's measurements of the same problem, made over that machine's own list, are checked
+        against. ``self`` when it lists none."""
+        if self.candidates is None:
+            return self
+        out = copy.copy(self)
+        out.candidates, out._domains, out._raised = None, {}, {}
+        return out
 
     def default_for(self, task: Mapping[str, Any]) -> dict[str, Any] | None:
         """The default configuration for ``task`` (a validated dict of parameters), or None when the

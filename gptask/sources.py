@@ -15,6 +15,10 @@ cross-validation are not built).
   when two machines would share a text). The machine that runs ``gt.tune`` is the record of its
   ``provenance`` ("auto": this process's); ``predict_optimum`` predicts for ``machine=`` (a label of
   a source, or a record/label of a machine with no run: a category the model has no data for).
+* **Listed configurations.** A problem with ``candidates`` (a recorded or partly measured space)
+  keeps its list for this machine's tasks; a source's task lists what that source measured, and a
+  source's rows are checked against the problem's constraints only (another machine ran its own
+  list: the 2-core and the 16-core PDGEQRF campaigns of ``bench/cross_machine.py``).
 * **Bad sources** are refused with :class:`SourceError` naming the source: another problem
   (the signatures differ: parameters, tasks, constants, constraints; each difference named), another
   unit of the objective, trials without a machine record (unless ``Source(data, machine=...)`` names
@@ -170,7 +174,8 @@ def _from_rows(problem: Problem, src: Source, default: dict | None, where: str) 
     from .importing.rows import DataError, group_runs, read_rows
 
     try:
-        runs = group_runs(read_rows(problem, src.data, value=src.value, status=src.status))
+        # another machine ran its own list of candidates: only the constraints apply to its rows
+        runs = group_runs(read_rows(problem.without_candidates(), src.data, value=src.value, status=src.status))
     except (DataError, ProvenanceError) as exc:
         raise SourceError(f"source {where}: {exc}") from None
     if not runs:
@@ -223,12 +228,33 @@ class _WithoutMachine:
         return self.fn({k: v for k, v in task.items() if k != self.dim}, *args)
 
 
-def combined_problem(problem: Problem, labels: Sequence[str]) -> Problem:
+class _CandidatesByMachine:
+    """The candidates of a combined problem with listed configurations: a task of a source lists
+    what that source measured on it (``measured``: task key -> params; filled by the plan), any
+    other task asks the problem's own candidates without the machine dimension (picklable)."""
+
+    def __init__(self, own: Any, dim: str, measured: dict[str, list[dict]]) -> None:
+        self.own, self.dim, self.measured = own, dim, measured
+
+    def __call__(self, task: Mapping[str, Any]) -> list[dict]:
+        from .trials import point_key
+
+        listed = self.measured.get(point_key(dict(task)))
+        if listed is not None:
+            return listed
+        if not callable(self.own):
+            return list(self.own)
+        return self.own({k: v for k, v in task.items() if k != self.dim})
+
+
+def combined_problem(problem: Problem, labels: Sequence[str], measured: dict[str, list[dict]] | None = None) -> Problem:
     """``problem`` with one more task dimension, the categorical :data:`MACHINE_DIM` over ``labels``;
-    its objective and default are called without it."""
+    its objective and default are called without it. A problem with ``candidates`` keeps them for
+    the tasks of this machine; a source's task lists the configurations in ``measured`` (task key
+    -> params, of the combined task space)."""
     if MACHINE_DIM in problem.task_space.names or MACHINE_DIM in problem.param_space.names:
         raise SourceError(f"problem {problem.name!r} already has a {MACHINE_DIM!r} dimension: sources add it")
-    for what in ("features", "cost_model", "candidates"):
+    for what in ("features", "cost_model"):
         if getattr(problem, what, None) is not None:
             raise SourceError(f"problem {problem.name!r} has {what}: sources do not support them yet")
     if problem.outputs is not None:
@@ -239,9 +265,11 @@ def combined_problem(problem: Problem, labels: Sequence[str]) -> Problem:
     default = problem.default
     if callable(default):
         default = _WithoutMachine(default, MACHINE_DIM)
+    candidates = None if problem.candidates is None else _CandidatesByMachine(
+        problem.candidates, MACHINE_DIM, {} if measured is None else measured)
     return Problem(task_space, problem.param_space, _WithoutMachine(problem.objective, MACHINE_DIM),
                    constraints=problem.constraints, constants=problem.constants, name=problem.name, default=default,
-                   unit=problem.unit, provenance=problem.provenance)
+                   unit=problem.unit, provenance=problem.provenance, candidates=candidates)
 
 
 @dataclass
@@ -264,7 +292,9 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
     records = [m.machine for _, m in measured]
     labels = machine_labels([*records, dict(target)])
     target_label = labels[-1]
-    cp = combined_problem(problem, [*labels, *extra_labels])
+    measured_params: dict[str, list[dict]] = {}  # the candidates of the sources' tasks
+    seen_params: set[tuple[str, str]] = set()
+    cp = combined_problem(problem, [*labels, *extra_labels], measured_params)
     tasks: dict[str, int] = {}
     source_tasks: list[dict] = []
     trials: list[Trial] = []
@@ -276,6 +306,10 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
         if key not in tasks:
             tasks[key] = len(source_tasks)
             source_tasks.append(task)
+        pkey = (key, point_key(m.params))
+        if label != target_label and pkey not in seen_params:  # this machine's tasks keep the problem's list
+            seen_params.add(pkey)
+            measured_params.setdefault(key, []).append(dict(m.params))
         trials.append(Trial(id=0, task_index=tasks[key], task=task, params=m.params, status=m.status, value=m.value,
                             samples=m.samples, reason="" if m.status is Status.COMPLETE else f"{m.status.value} in "
                             f"source #{k}", extra={"source": k}, source=SOURCE_TAG))

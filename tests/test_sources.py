@@ -130,3 +130,28 @@ def test_a_source_of_this_machine_and_task_counts_in_its_budget(tmp_path):
     assert target_tasks(r) == [0, 1] and sorted(t.task_index for t in r.history).count(0) == 5
     calls = [line.split()[0] for line in log.read_text().splitlines()]
     assert calls.count("0.5") == 2 and calls.count("0.9") == 5  # 3 of task 0's 5 came from the source
+
+
+def test_a_listed_problem_proposes_from_its_own_list_and_the_sources_keep_theirs():
+    """A problem with candidates (a recorded or partly measured space): this machine's task is
+    tuned over its own list only, a source's task lists what that source measured (so a source
+    measured on configurations this machine cannot run still informs the model), and the known
+    optimum of the target is found among its own candidates."""
+    calls = []
+
+    def objective(task, p):
+        calls.append((dict(task), dict(p)))
+        return 1.0 + (p["x"] / 20 - task["t"]) ** 2 + 0.05 * (p["k"] - 4) ** 2
+
+    own = [{"x": x, "k": k} for x, k in itertools.product(range(0, 21, 2), (2, 4, 6))]
+    listed = gt.Problem(gt.Space([gt.Real("t", 0.0, 1.0)]), gt.Space([gt.Integer("x", 0, 20), gt.Integer("k", 1, 8)]),
+                        objective, name="listed", candidates=lambda task: own)
+    # the source ran odd x only, none of them on this machine's list
+    odd = [{"x": x, "k": k} for x, k in itertools.product(range(1, 21, 2), (2, 4, 6))]
+    theirs = [{"t": t, **p, "value": objective({"t": t}, p), "machine.label": "old"} for t in (0.3, 0.7) for p in odd]
+    calls.clear()
+    r = gt.tune(listed, [{"t": 0.5}], 10, sources=[theirs], provenance="new", n_initial=3, seed=0, progress=False)
+    assert target_tasks(r) == [2] and r.model.n_tasks == 3
+    assert len(calls) == 10 and all(p in own and task == {"t": 0.5} for task, p in calls)
+    assert r.problem.candidate_list(r.tasks[0]) == odd and r.problem.candidate_list(r.tasks[2]) == own
+    assert r.best(2)[0] == {"x": 10, "k": 4}  # the known optimum, x / 20 = t, k = 4
