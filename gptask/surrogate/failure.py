@@ -64,7 +64,7 @@ from ..space import Space
 from ..trials import Status, Trial
 
 __all__ = ["FailureModel", "GRID_PARAMS", "GRID_TASKS", "GRID_SCALES", "LENGTH_BOUNDS", "SCALE_BOUNDS",
-           "LENGTH_PRIOR", "SCALE_PRIOR", "EXPLAINED", "SUCCESS_AT_LEAST", "BELOW_PENALTY"]
+           "LENGTH_PRIOR", "SCALE_PRIOR", "FIT_ITERS", "EXPLAINED", "SUCCESS_AT_LEAST", "BELOW_PENALTY"]
 
 log = logging.getLogger(__name__)
 
@@ -184,10 +184,9 @@ def _evidence_gradient(fit: _Laplace, y: np.ndarray) -> np.ndarray:
     C = solve_triangular(L, sW[:, None] * K, lower=True, check_finite=False)
     # d(-1/2 log|B|)/d f_i = -1/2 [(K^-1 + W)^-1]_ii dW_ii/df_i, and dW/df = -(third derivative)
     s2 = 0.5 * (np.diag(K) - np.sum(C * C, axis=0)) * _probit_third(f, y)
-    dK = [K * (np.subtract.outer(X[:, j], X[:, j]) * fit.inv_ls[j]) ** 2 for j in range(X.shape[1])]
-    dK.append(2.0 * K)
-    out = np.empty(len(dK))
-    for j, Cj in enumerate(dK):
+    out = np.empty(X.shape[1] + 1)
+    for j in range(X.shape[1] + 1):  # dK/d(log length scale j), then dK/d(log scale); one at a time
+        Cj = 2.0 * K if j == X.shape[1] else K * (np.subtract.outer(X[:, j], X[:, j]) * fit.inv_ls[j]) ** 2
         b = Cj @ a
         explicit = 0.5 * a @ b - 0.5 * float(np.sum(R * Cj))
         out[j] = explicit + s2 @ (b - K @ (R @ b))
