@@ -1,0 +1,34 @@
+"""A benchmark's rows in one JSON file, appended run by run so that a killed benchmark resumes
+(shared by bench/cross_machine.py and bench/leave_one_gpu_out.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from machine import describe_machine, load_average
+
+
+def load_rows(path: str) -> dict[str, Any]:
+    """The file's ``{"machine": ..., "rows": [...]}``, or a new one describing this machine."""
+    p = Path(path)
+    if p.exists():
+        return json.loads(p.read_text())
+    return {"machine": {"description": describe_machine(), "load_average": load_average(),
+                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, "rows": []}
+
+
+def save_rows(path: str, doc: dict[str, Any]) -> None:
+    """Write ``doc`` (all rows so far) to ``path``."""
+    Path(path).write_text(json.dumps(doc, indent=1))
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` or ``"0,3,5-7"`` -> the seeds."""
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.strip().partition("-")
+        out += list(range(int(a), int(b or a) + 1))
+    return out
