@@ -33,8 +33,8 @@ Layout (format tag ``"gptask.model"``, ``"version": 2``)::
      "checksum":  "sha256:<hex of the canonical JSON of every other key>"}
 
 Versions: 2 added ``provenance``. Version-1 files (written before it) still load, with
-``provenance`` None: their data's machines are unknown. (A model file is not a source of
-:mod:`gptask.sources`: it holds no raw measurements.)
+``provenance`` None: their data's machines are unknown. A model file can be a source of
+:mod:`gptask.sources` (its LCM's data, decoded, with the provenance's machines).
 
 Arrays that must be bit-exact (the LCM's data, Cholesky factor and weights) travel as the
 ``.npz`` bytes that :meth:`LCM.save` writes (read back with ``allow_pickle=False``), base64-encoded;

@@ -1,8 +1,8 @@
 """Several sources: measurements of the same problem made on other machines, in one model.
 
 ``gt.tune(problem, tasks, ..., sources=[...])`` and ``gt.predict_optimum(result, task, sources=[...])``
-take histories, tuning or fit results, and measurement files (CSV, or a list of dicts, with
-``machine.*`` columns) of the *same* problem measured elsewhere. Each machine becomes a value of
+take histories, tuning or fit results, model files and measurement files (CSV, or a list of dicts,
+with ``machine.*`` columns) of the *same* problem measured elsewhere. Each machine becomes a value of
 one more task dimension, the categorical :data:`MACHINE_DIM` ("machine"), so that every
 (task, machine) pair is a task of the one multitask model (LCM): the sources' trials are tasks
 the model learns from and that take no new run, this machine's tasks are tuned (the machine-as-a-
@@ -22,8 +22,15 @@ cross-validation are not built).
 * **Bad sources** are refused with :class:`SourceError` naming the source: another problem
   (the signatures differ: parameters, tasks, constants, constraints; each difference named), another
   unit of the objective, trials without a machine record (unless ``Source(data, machine=...)`` names
-  their machine: the explicit mapping), a model file (its raw measurements are not in it: give the
-  history or data it was fitted on), a problem that already has a ``machine`` task dimension.
+  their machine: the explicit mapping), a model file of another problem or written by a newer
+  gptask, a model file of a task measured on several machines (give its history), a problem that
+  already has a ``machine`` task dimension.
+* **Model files** (``save_model``; a shipped model of ``models/``) bring the data their model was
+  fitted on: the encoded configurations decoded, the values mapped back from model units (equal to
+  the measured ones to rounding), each task's machine from the file's provenance (a file written
+  before gptask recorded machines needs ``gt.Source(path, machine=...)``). What the model saw is
+  what comes in: repeated launches already reduced to one value per configuration, and a failed
+  run that the model saw as its task's worst value comes in as that value.
 * **Histories.** With sources, ``history=`` holds the combined problem (the task space plus
   ``machine``): the sources' trials are imported into it once (an import of the same trials again
   adds nothing), so a killed run resumes as any other. A history of the problem itself is refused
@@ -59,7 +66,7 @@ SOURCE_TAG = "source"
 
 
 class SourceError(ValueError):
-    """A source that cannot join the model: another problem, no machine record, a model file, ..."""
+    """A source that cannot join the model: another problem, no machine record, ..."""
 
 
 @dataclass(frozen=True)
@@ -138,8 +145,7 @@ def read_source(problem: Problem, item: Any, where: str = "") -> list[Measuremen
             raise SourceError(f"source {where}: no such file")
         head = path.read_bytes()[:512]
         if b'"gptask.model"' in head:
-            raise SourceError(f"source {where} is a model file: its measurements are not in it; give the history or "
-                              "the data it was fitted on")
+            return _from_model_file(problem, path, default, where)
         if head.startswith(b"SQLite format 3"):
             return _from_history(problem, path, default, where)
         return _from_rows(problem, src, default, where)
@@ -151,6 +157,46 @@ def read_source(problem: Problem, item: Any, where: str = "") -> list[Measuremen
         return _from_storage(problem, data, default, where)
     raise SourceError(f"source {where}: give a history file, a TuningResult, a CSV file or a list of dicts "
                       f"(or gt.Source(...) of one), got {type(data).__name__}")
+
+
+def _from_model_file(problem: Problem, path: Path, default: dict | None, where: str) -> list[Measurement]:
+    """The data a saved model was fitted on (module docstring): its encoded configurations decoded,
+    its values in model units mapped back to the problem's units, each task's machine from the
+    file's provenance."""
+    from .model_io import ModelFileError, load_model
+    from .provenance import data_machines
+
+    try:
+        tm = load_model(path, problem=problem)
+    except ModelFileError as exc:
+        raise SourceError(f"source {where}: {exc}") from None
+    if problem.outputs is not None or getattr(tm, "outputs", None):
+        raise SourceError(f"source {where}: a model file of several outputs cannot be a source yet; give its history")
+    prov = tm.provenance or {}
+    records = {k: dict(r) for k, r in (prov.get("machines") or {}).items()}
+    Xs, ys = tm.model.data()
+    out: list[Measurement] = []
+    for i, task in enumerate(tm.tasks):
+        if not len(ys[i]):
+            continue
+        counts = (prov.get("tasks") or [{}] * len(tm.tasks))[i] if prov else {}
+        known = [k for k in counts if k != "unknown"]
+        if len(known) > 1:
+            raise SourceError(f"source {where}: task {task} of the model mixes measurements of machines "
+                              f"{[records[k].get('label') or records[k].get('cpu') for k in known]}; give the "
+                              "history it was fitted on")
+        record = records.get(known[0]) if known and not counts.get("unknown") else default
+        if record is None:
+            raise SourceError(f"source {where}: the model file records no machine for task {task} (written before "
+                              f"gptask recorded machines{', or fitted on mixed records' if data_machines(prov) else ''}): "
+                              "give gt.Source(path, machine='label' or a record) to say which machine measured it")
+        values = tm.transform.backward(i, ys[i])
+        for params, value in zip(problem.param_space.decode(Xs[i]), values):
+            out.append(Measurement(dict(task), problem.param_space.validate(params), Status.COMPLETE, float(value),
+                                   (float(value),), dict(record)))
+    if not out:
+        raise SourceError(f"source {where} holds no measurement")
+    return out
 
 
 def _from_storage(problem: Problem, storage: Any, default: dict | None, where: str) -> list[Measurement]:

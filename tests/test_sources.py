@@ -5,6 +5,7 @@ import itertools
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import gptask as gt
@@ -90,13 +91,16 @@ def test_bad_sources_are_refused_with_their_reason(laptop_history, tmp_path):
     gt.tune(failing_problem(), tasks=1, budget=3, history=other, progress=False, provenance="laptop")
     unrecorded = tmp_path / "unrecorded.sqlite"
     gt.tune(problem, tasks=[{"t": 0.3}], budget=3, history=unrecorded, progress=False, provenance=None)
-    model = gt.tune(problem, tasks=2, budget=4, progress=False).save_model(tmp_path / "m.json")
+    model = gt.tune(problem, tasks=2, budget=4, progress=False, provenance=None).save_model(tmp_path / "m.json")
     run = dict(provenance="node", progress=False)
     with pytest.raises(SourceError, match=r"source #0 \(.*other.sqlite\) is of another problem than 'counting': "):
         gt.tune(problem, 1, 4, sources=[other], **run)
     with pytest.raises(SourceError, match="3 of its 3 finished trials carry no machine record"):
         gt.tune(problem, 1, 4, sources=[laptop_history, unrecorded], **run)
-    with pytest.raises(SourceError, match="is a model file: its measurements are not in it"):
+    other_model = gt.tune(failing_problem(), tasks=1, budget=3, progress=False).save_model(tmp_path / "o.json")
+    with pytest.raises(SourceError, match=r"source #0 \(.*o.json\): .* was saved for another problem"):
+        gt.tune(problem, 1, 4, sources=[other_model], **run)
+    with pytest.raises(SourceError, match="the model file records no machine"):  # fitted with provenance=None
         gt.tune(problem, 1, 4, sources=[model], **run)
     with pytest.raises(SourceError, match="no machine.\\* columns"):
         gt.predict_optimum(None, {"t": 0.5}, sources=[[{"t": 0.5, "x": 0.5, "k": 4, "value": 1.0}]],
@@ -155,3 +159,36 @@ def test_a_listed_problem_proposes_from_its_own_list_and_the_sources_keep_theirs
     assert len(calls) == 10 and all(p in own and task == {"t": 0.5} for task, p in calls)
     assert r.problem.candidate_list(r.tasks[0]) == odd and r.problem.candidate_list(r.tasks[2]) == own
     assert r.best(2)[0] == {"x": 10, "k": 4}  # the known optimum, x / 20 = t, k = 4
+
+
+def test_a_model_file_brings_the_data_it_was_fitted_on(laptop_history, tmp_path):
+    """A saved model as a source: the configurations and values of its data (the laptop's trials,
+    decoded from the model's encoding and mapped back from model units) with the laptop's machine
+    record from the file's provenance; the same model as tuning with the history as source."""
+    with SQLiteStorage(laptop_history, create=False) as s:
+        trials = [t for t in s.trials() if t.status is gt.Status.COMPLETE]
+    fitted = gt.fit(counting_problem(), [{**t.task, **t.params, "value": t.value, "machine.label": "laptop"}
+                                         for t in trials], progress=False, restarts=1)
+    path = fitted.save_model(tmp_path / "laptop.json")
+    from gptask.sources import read_source
+
+    got = read_source(counting_problem(), path)
+    expected = np.array(sorted((t.task["t"], t.params["x"], t.params["k"], t.value) for t in trials))
+    np.testing.assert_allclose(sorted((m.task["t"], m.params["x"], m.params["k"], m.value) for m in got), expected,
+                               rtol=1e-9, atol=1e-11)
+    assert {m.machine["label"] for m in got} == {"laptop"}
+    r = gt.tune(counting_problem(), [{"t": 0.5}], 4, sources=[path], provenance="node", n_initial=2, seed=1,
+                progress=False)
+    assert r.tasks == [{"t": 0.2, MACHINE_DIM: "laptop"}, {"t": 0.8, MACHINE_DIM: "laptop"},
+                       {"t": 0.5, MACHINE_DIM: "node"}] and target_tasks(r) == [2]
+    # a model file of a machine with no record: the explicit mapping
+    bare = gt.fit(counting_problem(), [{**t.task, **t.params, "value": t.value} for t in trials], progress=False,
+                  restarts=1).save_model(tmp_path / "bare.json")
+    assert {m.machine["label"] for m in read_source(counting_problem(), gt.Source(bare, machine="old"))} == {"old"}
+    # one task measured on two machines: which machine a value came from is not in the model
+    rows = [{**t.task, **t.params, "value": t.value, "machine.label": f"m{k % 2}"}
+            for t0 in (0.2, 0.8) for k, t in enumerate(t for t in trials if t.task["t"] == t0)]
+    mixed = gt.fit(counting_problem(), rows, mix_machines=True, progress=False, restarts=1).save_model(
+        tmp_path / "mixed.json")
+    with pytest.raises(SourceError, match=r"mixes measurements of machines \['m0', 'm1'\]"):
+        read_source(counting_problem(), mixed)
