@@ -31,7 +31,6 @@ What the sources gain or cost is reported per size and per budget.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import logging
 import sys
@@ -46,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
-from row_files import load_rows, parse_seeds, save_rows  # noqa: E402
+from row_files import command_line, load_rows, save_rows  # noqa: E402
 
 log = logging.getLogger("bench.cross_machine")
 
@@ -155,11 +154,11 @@ def run_one(direction: str, seed: int, with_sources: bool) -> dict[str, Any]:
     return {"direction": direction, "seed": seed, "sources": with_sources, "scores": out, "seconds": seconds}
 
 
-def cmd_run(args: argparse.Namespace) -> None:
-    doc = load_rows(args.out)
+def cmd_run(seeds: list[int], out: str) -> None:
+    doc = load_rows(out)
     done = {(r["direction"], r["seed"], r["sources"]) for r in doc["rows"]}
     for direction in DIRECTIONS:
-        for seed in args.seeds:
+        for seed in seeds:
             for with_sources in (False, True):
                 if (direction, seed, with_sources) in done:
                     continue
@@ -168,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> None:
                 log.info("%s, seed %d, sources %s: %s (%.0f s)", direction, seed, with_sources,
                          {b: round(float(np.mean(list(v.values()))), 3) for b, v in row["scores"].items()},
                          row["seconds"])
-                save_rows(args.out, doc)
+                save_rows(out, doc)
 
 
 def report(doc: dict) -> str:
@@ -199,26 +198,8 @@ def report(doc: dict) -> str:
     return "\n".join(lines)
 
 
-
-
-
-
-
-
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("command", choices=["run", "report"])
-    ap.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"))
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results_cross_machine.json"))
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    if args.command == "run":
-        cmd_run(args)
-    else:
-        print(report(load_rows(args.out)))
-    return 0
+    return command_line(__doc__.split("\n")[0], ROOT / "bench" / "results_cross_machine.json", cmd_run, report, argv, quiet=())
 
 
 if __name__ == "__main__":

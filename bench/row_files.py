@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,3 +35,23 @@ def parse_seeds(text: str) -> list[int]:
         a, _, b = part.strip().partition("-")
         out += list(range(int(a), int(b or a) + 1))
     return out
+
+
+def command_line(description: str, default_out: Path, run: Callable[[list[int], str], None],
+                 report: Callable[[dict[str, Any]], str], argv: list[str] | None = None,
+                 quiet: Sequence[str] = ()) -> int:
+    """``run [--seeds S] [--out F]`` calls ``run(seeds, out)``; ``report [--out F]`` prints
+    ``report(rows of F)``. quiet: loggers set to ERROR (one line per recorded failure otherwise)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("command", choices=["run", "report"])
+    ap.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"))
+    ap.add_argument("--out", default=str(default_out))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for name in quiet:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if args.command == "run":
+        run(args.seeds, args.out)
+    else:
+        print(report(load_rows(args.out)))
+    return 0

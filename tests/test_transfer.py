@@ -133,6 +133,14 @@ def test_tune_new_task_block_updates_only(mixed_result, tmp_path, factor_sizes):
     assert new.task_index == T and new.task == task and new.model.n_tasks == T + 1
     mine = new.records(T, status=None)
     assert len(mine) == 7 and mine[0]["params"] == new.prediction.params  # starts at the TLA1 point
+    # then the tuned tasks' best configurations, least predicted value on the new task first
+    from gptask.transfer.predict import predict_encoded
+    from gptask.transfer.model import as_transfer_model
+
+    bests = [mixed_result.best(i)[0] for i in range(T)]
+    bests = [b for b in bests if b != new.prediction.params]
+    median, _ = predict_encoded(as_transfer_model(mixed_result), task, mixed_problem().param_space.encode(bests))
+    assert [r["params"] for r in mine[1:3]] == [bests[k] for k in np.argsort(median, kind="stable")[:2]]
     prob = mixed_problem()
     assert all(prob.is_feasible(task, r["params"]) for r in mine)
     assert len({(r["params"]["x"], r["params"]["k"], r["params"]["alg"]) for r in mine}) == 7
@@ -147,7 +155,8 @@ def test_tune_new_task_periodic_and_auto_refit(mixed_result):
     new = gt.tune_new_task(mixed_result, {"t": 0.55}, budget=4, n_initial=2, refit=2, seed=1,
                            pso_particles=10, pso_iters=4)
     assert new.refits == 1 and [u["kind"] for u in new.updates] == ["extend", "append", "refit"]
-    assert new.model.n_factorizations == 1 and new.model.n_block_updates == 0  # a new full fit
+    # a new full fit: no block update since (its factorisations count the fit's health-check starts too)
+    assert new.model.n_block_updates == 0 and new.model.n_factorizations >= 1
     auto = gt.tune_new_task(mixed_result, {"t": 0.55}, budget=4, n_initial=2, refit="auto", seed=1,
                             pso_particles=10, pso_iters=4)
     assert [u["kind"] for u in auto.updates][:2] == ["extend", "append"] and len(auto.updates) == 3

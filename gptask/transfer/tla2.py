@@ -8,8 +8,14 @@ the same history (PENDING trials, resume, several processes on one file), execut
 (``executor=``, ``max_in_flight=``: the new task's proposals are spread by fantasies), noise
 policies and pruner, failure capture and MPI rules (rank 0 alone writes) as ``gt.tune``.
 
-1. Centred sampling (paper sec. 5.2.1 with its per-dimension variant): the initial design is the
-   TLA1 prediction itself plus ``n_initial - 1`` distinct feasible draws of
+1. The initial design: the TLA1 prediction itself; then the tuned tasks' best configurations
+   that are allowed on the new task, least predicted value on it first (what a user would re-run
+   first on a new machine, ranked by the model; on the recorded convolution campaign,
+   ``bench/leave_one_gpu_out.py``, without them a new GPU fell behind simply re-running the other
+   GPUs' best configurations: BENCHMARKS.md, issue 24; keeping only those predicted no worse than
+   the TLA1 prediction lost most of that gain, since a new GPU's predictions are a blend); then,
+   for the rest of ``n_initial``, centred sampling
+   (paper sec. 5.2.1 with its per-dimension variant): distinct feasible draws of
    ``N(centre, diag(sigma^2))`` in the encoded cube (out-of-cube or infeasible draws redrawn),
    with, per encoded column ``j``::
 
@@ -77,6 +83,7 @@ from ..tuning.asynchronous import check_executor
 from ..surrogate.data import usable
 from ..tuning.loop import run
 from .model import ScalarGP, TransferModel, as_transfer_model
+from .predict import predict_encoded
 from .tla1 import Prediction, predict_optimum
 
 __all__ = ["TransferResult", "NewTaskTuner", "tune_new_task", "sampling_spread"]
@@ -196,20 +203,40 @@ class NewTaskTuner(Tuner):
         return i == self.task_index
 
     def initial_design(self, i: int) -> list[dict]:
-        """The TLA1 prediction and ``n_initial - 1`` centred draws around it (module docstring)."""
+        """The TLA1 prediction, the tuned tasks' best configurations (least predicted value on the
+        new task first), and centred draws around the prediction for the rest of ``n_initial``
+        (module docstring)."""
         if i != self.task_index:
             return []
         if i not in self._initial:
             space, pred, task = self.problem.param_space, self.prediction, self.tasks[i]
-            std = np.array([pred.std[d.name] for d in space.dimensions for _ in range(d.n_columns)])
             design = [pred.params]
-            if self.n_initial > 1:
+            seen = {point_key(pred.params)}
+            for params in self._ranked_bests(task):
+                if len(design) >= self.n_initial:
+                    break
+                if point_key(params) not in seen:
+                    design.append(params)
+                    seen.add(point_key(params))
+            if len(design) < self.n_initial:
+                std = np.array([pred.std[d.name] for d in space.dimensions for _ in range(d.n_columns)])
                 design += centred_normal_points(space, pred.encoded, sampling_spread(self.transfer.model, std),
-                                                self.n_initial - 1, rng(self.seed, STAGE_CENTRED, i),
-                                                self.transfer.is_feasible(task), exclude={point_key(pred.params)},
+                                                self.n_initial - len(design), rng(self.seed, STAGE_CENTRED, i),
+                                                self.transfer.is_feasible(task), exclude=seen,
                                                 describe=self.transfer.constraint_text(task))
             self._initial[i] = design
         return self._initial[i]
+
+    def _ranked_bests(self, task: dict) -> list[dict]:
+        """The tuned tasks' best configurations that are allowed on ``task``, least predicted value
+        on it first (the model's prediction for the new task, as TLA1 makes it)."""
+        feasible = self.transfer.is_feasible(task)
+        bests = [dict(b[0]) for b in self.transfer.best if b is not None]
+        bests = [p for p in bests if feasible is None or feasible(p)]
+        if len(bests) < 2:
+            return bests
+        median, _ = predict_encoded(self.transfer, task, self.problem.param_space.encode(bests))
+        return [bests[k] for k in np.argsort(median, kind="stable")]
 
     def incumbents(self, i: int) -> np.ndarray | None:
         """The new task's best point, the TLA1 prediction, then the tuned tasks' best configurations."""
