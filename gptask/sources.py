@@ -19,6 +19,12 @@ cross-validation are not built).
   keeps its list for this machine's tasks; a source's task lists what that source measured, and a
   source's rows are checked against the problem's constraints only (another machine ran its own
   list: the 2-core and the 16-core PDGEQRF campaigns of ``bench/cross_machine.py``).
+* **Large sources.** ``source_points="auto"`` (the default): when the other machines' measurements
+  are more than :data:`SOURCE_POINTS_AUTO` in all, each of their tasks is summarised to an equal
+  share of that many (at least :data:`SOURCE_POINTS_MIN`): its best quarter and the rest drawn at
+  random (:mod:`gptask.source_summary`; the log says how many were kept). An integer sets the
+  share per task, None keeps every measurement (the exact model then refuses more than
+  ``EXACT_FIT_MAX_POINTS``). Measurements of this machine are never summarised.
 * **Bad sources** are refused with :class:`SourceError` naming the source: another problem
   (the signatures differ: parameters, tasks, constants, constraints; each difference named), another
   unit of the objective, trials without a machine record (unless ``Source(data, machine=...)`` names
@@ -54,7 +60,8 @@ from .result import TuningResult
 from .space import Categorical, Space
 from .trials import Status, Trial
 
-__all__ = ["Source", "SourceError", "MACHINE_DIM", "read_source", "machine_labels", "combined_problem",
+__all__ = ["Source", "SourceError", "MACHINE_DIM", "SOURCE_POINTS_AUTO", "SOURCE_POINTS_MIN", "read_source",
+           "machine_labels", "combined_problem",
            "tune", "predict_optimum", "target_tasks"]
 
 log = logging.getLogger(__name__)
@@ -63,6 +70,12 @@ log = logging.getLogger(__name__)
 MACHINE_DIM = "machine"
 #: the source tag of the trials a source brought into a combined history
 SOURCE_TAG = "source"
+#: source_points="auto": sources of other machines holding more measurements than this in all are
+#: summarised (:mod:`gptask.source_summary`) to this many, shared equally by their tasks, and never
+#: fewer than SOURCE_POINTS_MIN per task (a fit of the exact model at 1,000 points takes seconds on 2
+#: cores, at 5,000 hours)
+AUTO = "auto"
+SOURCE_POINTS_AUTO, SOURCE_POINTS_MIN = 1000, 50
 
 
 class SourceError(ValueError):
@@ -327,8 +340,47 @@ class _Plan:
     target_label: str
 
 
+def _source_cap(source_points: Any, n_points: int, n_tasks: int) -> int | None:
+    """Measurements kept per source task (None: all) for ``source_points`` ("auto", a positive
+    integer or None) when the other machines' tasks hold ``n_points`` in ``n_tasks`` tasks."""
+    if source_points is None:
+        return None
+    if isinstance(source_points, str) and source_points == AUTO:
+        if n_points <= SOURCE_POINTS_AUTO:
+            return None
+        return max(SOURCE_POINTS_MIN, SOURCE_POINTS_AUTO // max(1, n_tasks))
+    if isinstance(source_points, bool) or not isinstance(source_points, int) or source_points < 1:
+        raise SourceError(f"source_points must be 'auto', a positive number of measurements per source task or None "
+                          f"(all), got {source_points!r}")
+    return int(source_points)
+
+
+def _summarised(trials: list[Trial], records: list[dict], others: set[int],
+                cap: int | None) -> tuple[list[Trial], list[dict]]:
+    """``trials`` (and their ``records``) with every task in ``others`` cut to ``cap`` measurements
+    (:mod:`gptask.source_summary`)."""
+    from .source_summary import BEST_SHARE, summary_indices
+
+    by_task: dict[int, list[int]] = {}
+    for k, t in enumerate(trials):
+        by_task.setdefault(t.task_index, []).append(k)
+    big = {i: ks for i, ks in by_task.items() if i in others and cap is not None and len(ks) > cap}
+    if not big:
+        return trials, records
+    drop: set[int] = set()
+    for ks in big.values():
+        keep = set(summary_indices([trials[k].value if trials[k].status is Status.COMPLETE else None for k in ks],
+                                   cap).tolist())
+        drop.update(k for j, k in enumerate(ks) if j not in keep)
+    log.info("sources: %d task(s) of more than %d measurements summarised to %d each (the %d best, the rest drawn "
+             "at random), %d of %d measurements kept; source_points= sets how many", len(big), cap, cap,
+             int(cap * BEST_SHARE), len(trials) - len(drop), len(trials))
+    kept = [k for k in range(len(trials)) if k not in drop]
+    return [trials[k] for k in kept], [records[k] for k in kept]
+
+
 def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
-          extra_labels: Sequence[str] = ()) -> _Plan:
+          extra_labels: Sequence[str] = (), source_points: Any = AUTO) -> _Plan:
     if isinstance(sources, (str, os.PathLike, Source, TuningResult)) or not isinstance(sources, Sequence):
         raise SourceError(f"sources must be a list of histories, results or data, got {type(sources).__name__}")
     if not sources:
@@ -361,6 +413,9 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
                             f"source #{k}", extra={"source": k}, source=SOURCE_TAG))
     log.info("sources: %d measurements of %d machine(s) (%s) in %d task(s); this machine: %s", len(trials),
              len(set(labels[:-1])), ", ".join(sorted(set(labels[:-1]))), len(source_tasks), target_label)
+    others = {i for i, t in enumerate(source_tasks) if t[MACHINE_DIM] != target_label}
+    cap = _source_cap(source_points, sum(t.task_index in others for t in trials), len(others))
+    trials, records = _summarised(trials, records, others, cap)
     return _Plan(cp, source_tasks, trials, records, target_label)
 
 
@@ -385,9 +440,12 @@ def tune(problem: Problem, *args: Any, sources: Sequence[Any] | None = None, **o
     docstring), the problem's tasks are tuned on this machine (``provenance``) in one model with
     the sources' measurements. The result's tasks are the sources' tasks (``machine`` = their
     machine) followed by the tuned ones (``machine`` = this one); :func:`target_tasks` lists those.
-    ``history`` then holds the combined problem. Not with sources yet: """ + ", ".join(UNSUPPORTED) + """."""
+    ``history`` then holds the combined problem. ``source_points`` ("auto", an integer or None):
+    the most measurements of one source task the model takes (module docstring). Not with sources
+    yet: """ + ", ".join(UNSUPPORTED) + """."""
     from .tuning.loop import tune as tune_here
 
+    source_points = options.pop("source_points", AUTO)
     if sources is None:
         return tune_here(problem, *args, **options)
     bound = inspect.signature(tune_here).bind(problem, *args, **options)
@@ -397,12 +455,13 @@ def tune(problem: Problem, *args: Any, sources: Sequence[Any] | None = None, **o
     used = [k for k in UNSUPPORTED if k in options or (k in given and given[k] not in (None, False))]
     if used:
         raise SourceError(f"gt.tune(..., sources=...) does not take {used} yet")
-    return _tune_sourced(sources=sources, **given)
+    return _tune_sourced(sources=sources, source_points=source_points, **given)
 
 
 def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | None, seed: int, history: Any,
                   repeats: int, aggregate: str, timeout: float | None, progress: bool, sources: Sequence[Any],
-                  provenance: Any = "auto", mix_machines: bool = False, **options: Any) -> TuningResult:
+                  provenance: Any = "auto", mix_machines: bool = False, source_points: Any = AUTO,
+                  **options: Any) -> TuningResult:
     from .evaluate import Evaluator
     from .storage import Storage, open_storage
     from .tuning.loop import run
@@ -414,7 +473,7 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
     target = resolve_record(provenance, problem)
     if target is None:
         raise SourceError("tuning with sources needs this machine's record: provenance=None is not allowed")
-    plan = _plan(problem, sources, target)  # sources mix machines: the user asked for it (mix_machines unused)
+    plan = _plan(problem, sources, target, source_points=source_points)  # mixing machines is asked for here
     mine = [plan.problem.task_space.validate({**t, MACHINE_DIM: plan.target_label})
             for t in resolve_tasks(problem, tasks, seed)]
     all_tasks = plan.source_tasks + [t for t in mine if t not in plan.source_tasks]
@@ -434,13 +493,13 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
 
 
 def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[Any] | None = None,
-                    machine: Any = None, **fit_options: Any) -> Any:
+                    machine: Any = None, source_points: Any = AUTO, **fit_options: Any) -> Any:
     """``gt.predict_optimum``: :func:`gptask.transfer.tla1.predict_optimum` itself without
     ``sources``. With them: ``source`` (a TuningResult, or None for no run on the machine to
     predict for) and ``sources`` are fitted as one model (``gt.fit`` on the combined problem,
     ``fit_options`` passed on), and the prediction is for ``task`` on ``machine`` (a record or
-    label; default this process's). Returns the :class:`~gptask.transfer.Prediction`, whose task
-    holds the ``machine`` label."""
+    label; default this process's); source_points: as for ``gt.tune``. Returns the
+    :class:`~gptask.transfer.Prediction`, whose task holds the ``machine`` label."""
     from .transfer.tla1 import predict_optimum as predict_here
 
     if sources is None:
@@ -458,7 +517,7 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
         target = this_machine() if machine is None else check_record(machine, "machine")
     except ProvenanceError as exc:
         raise SourceError(str(exc)) from None
-    plan = _plan(problem, items, target)
+    plan = _plan(problem, items, target, source_points=source_points)
     rows = [{**t.task, **t.params, "value": t.value, "status": t.status.value,
              **flatten(plan.records[k])} for k, t in enumerate(plan.trials)]
     from .importing import fit
