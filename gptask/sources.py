@@ -445,8 +445,12 @@ def tune(problem: Problem, *args: Any, sources: Sequence[Any] | None = None, **o
     yet: """ + ", ".join(UNSUPPORTED) + """."""
     from .tuning.loop import tune as tune_here
 
+    given_points = "source_points" in options
     source_points = options.pop("source_points", AUTO)
     if sources is None:
+        if given_points:
+            raise SourceError("source_points= sets how many measurements of each source task the model takes; "
+                              "it needs sources=")
         return tune_here(problem, *args, **options)
     bound = inspect.signature(tune_here).bind(problem, *args, **options)
     bound.apply_defaults()

@@ -58,3 +58,5 @@ def test_large_sources_are_summarised_and_the_model_still_finds_the_optimum():
     assert r.task[MACHINE_DIM] == "new"
     with pytest.raises(SourceError, match="source_points must be 'auto', a positive number"):
         gt.tune(problem, [{"t": 0.5}], 3, sources=[big], source_points=0, provenance="new", progress=False)
+    with pytest.raises(SourceError, match="it needs sources="):
+        gt.tune(problem, [{"t": 0.5}], 3, source_points=40, progress=False)
