@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
-from row_files import command_line, load_rows, save_rows  # noqa: E402
+from row_files import command_line, run_per_gpu  # noqa: E402
 from gptask.replay import read_recording, replay_problem  # noqa: E402
 
 log = logging.getLogger("bench.leave_one_gpu_out")
@@ -95,19 +95,16 @@ def run_one(held: str, seed: int) -> dict[str, Any]:
     return out
 
 
+def run_logged(held: str, seed: int) -> dict[str, Any]:
+    row = run_one(held, seed)
+    log.info("%s held out, seed %d: run-free %.3f, others' best %.3f, transfer %.3f / %.3f, scratch %.3f / %.3f",
+             held, seed, row["run_free"][-1], row["others_best"][-1], row["transfer"][4], row["transfer"][9],
+             row["scratch"][4], row["scratch"][9])
+    return row
+
+
 def cmd_run(seeds: list[int], out: str) -> None:
-    doc = load_rows(out)
-    done = {(r["gpu"], r["seed"]) for r in doc["rows"]}
-    for seed in seeds:
-        for held in GPUS:
-            if (held, seed) in done:
-                continue
-            row = run_one(held, seed)
-            doc["rows"].append(row)
-            log.info("%s held out, seed %d: run-free %.3f, others' best %.3f, transfer %.3f / %.3f, scratch %.3f / %.3f",
-                     held, seed, row["run_free"][-1], row["others_best"][-1], row["transfer"][4], row["transfer"][9],
-                     row["scratch"][4], row["scratch"][9])
-            save_rows(out, doc)
+    run_per_gpu(out, seeds, GPUS, run_logged)
 
 
 def report(doc: dict) -> str:

@@ -55,3 +55,19 @@ def command_line(description: str, default_out: Path, run: Callable[[list[int], 
     else:
         print(report(load_rows(args.out)))
     return 0
+
+
+def run_per_gpu(out: str, seeds: Sequence[int], gpus: Sequence[str],
+                run_one: Callable[[str, int], dict[str, Any]]) -> list[dict[str, Any]]:
+    """``run_one(gpu, seed)`` for every seed and GPU whose row ("gpu", "seed") is not in ``out``
+    yet, each row saved as it comes (a killed run resumes); returns the new rows."""
+    doc = load_rows(out)
+    done = {(r["gpu"], r["seed"]) for r in doc["rows"]}
+    new = []
+    for seed in seeds:
+        for gpu in gpus:
+            if (gpu, seed) not in done:
+                new.append(run_one(gpu, seed))
+                doc["rows"].append(new[-1])
+                save_rows(out, doc)
+    return new

@@ -39,7 +39,7 @@ import gptask as gt  # noqa: E402
 from gptask.replay import read_recording  # noqa: E402
 from gptask.transfer.model import as_transfer_model  # noqa: E402
 from gptask.transfer.predict import predict_encoded  # noqa: E402
-from row_files import command_line, load_rows, save_rows  # noqa: E402
+from row_files import command_line, run_per_gpu  # noqa: E402
 
 DATA = ROOT / "data" / "hub_convolution"
 GPUS = ("A100", "A4000", "A6000", "MI250X", "W6600", "W7800")
@@ -140,13 +140,7 @@ def run_one(held: str, seed: int) -> dict[str, Any]:
 
 
 def cmd_run(seeds: list[int], out: str) -> None:
-    doc = load_rows(out)
-    done = {(r["gpu"], r["seed"]) for r in doc["rows"]}
-    for seed in seeds:
-        for held in HELD_OUT:
-            if (held, seed) not in done:
-                doc["rows"].append(run_one(held, seed))
-                save_rows(out, doc)
+    run_per_gpu(out, seeds, HELD_OUT, run_one)
 
 
 def report(doc: dict) -> str:
