@@ -187,12 +187,13 @@ def _from_model_file(problem: Problem, path: Path, default: dict | None, where: 
         raise SourceError(f"source {where}: a model file of several outputs cannot be a source yet; give its history")
     prov = tm.provenance or {}
     records = {k: dict(r) for k, r in (prov.get("machines") or {}).items()}
+    per_task = prov.get("tasks") or [{}] * len(tm.tasks)  # machine id -> trials, per task
     Xs, ys = tm.model.data()
     out: list[Measurement] = []
     for i, task in enumerate(tm.tasks):
         if not len(ys[i]):
             continue
-        counts = (prov.get("tasks") or [{}] * len(tm.tasks))[i] if prov else {}
+        counts = per_task[i]
         known = [k for k in counts if k != "unknown"]
         if len(known) > 1:
             raise SourceError(f"source {where}: task {task} of the model mixes measurements of machines "
@@ -361,10 +362,12 @@ def _summarised(trials: list[Trial], records: list[dict], others: set[int],
     (:mod:`gptask.source_summary`)."""
     from .source_summary import BEST_SHARE, summary_indices
 
+    if cap is None:
+        return trials, records
     by_task: dict[int, list[int]] = {}
     for k, t in enumerate(trials):
         by_task.setdefault(t.task_index, []).append(k)
-    big = {i: ks for i, ks in by_task.items() if i in others and cap is not None and len(ks) > cap}
+    big = {i: ks for i, ks in by_task.items() if i in others and len(ks) > cap}
     if not big:
         return trials, records
     drop: set[int] = set()

@@ -159,14 +159,9 @@ def _fit_laplace(X: np.ndarray, y: np.ndarray, inv_ls: np.ndarray, scale: float,
         if abs(obj - old) < NEWTON_TOL * max(1.0, abs(obj)):
             break
         old = obj
-    return _at_mode(X, y, inv_ls, scale, mean, K, f, a)
-
-
-def _at_mode(X: np.ndarray, y: np.ndarray, inv_ls: np.ndarray, scale: float, mean: float, K: np.ndarray,
-             f: np.ndarray, a: np.ndarray) -> _Laplace:
     log_lik, grad, W = _probit_derivatives(f, y)
     sW = np.sqrt(W)
-    L = np.linalg.cholesky(np.eye(len(y)) + sW[:, None] * K * sW[None, :])
+    L = np.linalg.cholesky(np.eye(n) + sW[:, None] * K * sW[None, :])
     evidence = -0.5 * a @ (f - mean) + float(np.sum(log_lik)) - float(np.sum(np.log(np.diag(L))))
     return _Laplace(X, inv_ls, scale, mean, grad, sW, L, evidence)
 
@@ -214,21 +209,27 @@ def _fit_ard(X: np.ndarray, y: np.ndarray, mean: float, starts: Sequence[np.ndar
             fits[key] = _fit_laplace(X, y, np.exp(-theta[:-1]), float(math.exp(theta[-1])), mean)
         return fits[key]
 
-    def negative(theta: np.ndarray) -> tuple[float, np.ndarray]:
+    def value(theta: np.ndarray) -> float:
+        """Minus (log evidence + log prior); 1e10 where the Laplace fit fails."""
         try:
-            fit = fitted(theta)
+            return -(fitted(theta).log_evidence + _log_prior(theta)[0])
         except np.linalg.LinAlgError:
-            return 1e10, np.zeros_like(theta)
-        lp, dlp = _log_prior(theta)
-        return -(fit.log_evidence + lp), -(_evidence_gradient(fit, y) + dlp)
+            return 1e10
 
-    values = [negative(np.asarray(t, float))[0] for t in starts]
-    theta0 = np.asarray(starts[int(np.argmin(values))], float)
-    bounds = [tuple(math.log(v) for v in LENGTH_BOUNDS)] * (theta0.size - 1) + [
-        tuple(math.log(v) for v in SCALE_BOUNDS)]
-    theta0 = np.clip(theta0, [b[0] for b in bounds], [b[1] for b in bounds])
+    def negative(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        v = value(theta)
+        if v >= 1e10:
+            return v, np.zeros_like(theta)
+        return v, -(_evidence_gradient(fitted(theta), y) + _log_prior(theta)[1])
+
+    size = len(starts[0])
+    bounds = [tuple(math.log(v) for v in LENGTH_BOUNDS)] * (size - 1) + [tuple(math.log(v) for v in SCALE_BOUNDS)]
+    lo, hi = [b[0] for b in bounds], [b[1] for b in bounds]
+    clipped = [np.clip(np.asarray(t, float), lo, hi) for t in starts]
+    values = [value(t) for t in clipped]
+    theta0, value0 = clipped[int(np.argmin(values))], min(values)
     res = minimize(negative, theta0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": FIT_ITERS})
-    theta = res.x if np.isfinite(res.fun) and res.fun <= negative(theta0)[0] else theta0
+    theta = res.x if np.isfinite(res.fun) and res.fun <= value0 else theta0
     try:
         return fitted(np.asarray(theta, float))
     except np.linalg.LinAlgError:
