@@ -46,11 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
 from row_files import command_line, load_rows, save_rows  # noqa: E402
+from suite_families import PDGEQRF16_RUNS, Lookup  # noqa: E402
+from suite_families import landscape as partial_landscape  # noqa: E402
 
 log = logging.getLogger("bench.cross_machine")
 
 DATA = ROOT / "apps" / "scalapack_qr" / "data"
-XEON16_RUNS = DATA / "xeon16" / "runs.csv"
 TASK_NAMES, PARAM_NAMES = ("m", "n"), ("mb", "nb", "nproc", "p", "nth")
 BUDGETS, BUDGET, N_INITIAL = (15, 30), 30, 6
 #: configurations per size taken from a machine's measurements when it is a source
@@ -73,46 +74,19 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def landscape(machine: str) -> Table:
     """Task (m, n) -> configuration (mb, nb, nproc, p, nth) -> the fastest recorded time (s)."""
     if machine == "xeon16":
-        rows = _rows(XEON16_RUNS)
+        rows = _rows(PDGEQRF16_RUNS)
     else:
         rows = [r for path in sorted(DATA.glob("grid_m*_n*.csv")) for r in _rows(path)
                 if r.get("status", "complete") == "complete"]
-    table: Table = {}
-    for r in rows:
-        t = tuple(int(r[k]) for k in TASK_NAMES)
-        c = tuple(int(r[k]) for k in PARAM_NAMES)
-        table.setdefault(t, {})[c] = min(float(r["time"]), table.get(t, {}).get(c, np.inf))
-    return table
-
-
-class Lookup:
-    """The objective of a partial landscape (picklable)."""
-
-    def __init__(self, table: Table) -> None:
-        self.table = table
-
-    def __call__(self, task: dict, params: dict) -> float:
-        got = self.table[tuple(task[k] for k in TASK_NAMES)].get(tuple(params[k] for k in PARAM_NAMES))
-        if got is None:
-            raise gt.EvaluationFailed("not measured")
-        return got
-
-
-class Measured:
-    """The candidates of a partial landscape: what was measured for the task."""
-
-    def __init__(self, table: Table) -> None:
-        self.table = table
-
-    def __call__(self, task: dict) -> list[dict]:
-        return [dict(zip(PARAM_NAMES, c)) for c in self.table[tuple(task[k] for k in TASK_NAMES)]]
+    return partial_landscape(rows, list(TASK_NAMES), list(PARAM_NAMES))
 
 
 def problem(table: Table) -> gt.Problem:
     tasks = gt.Space([gt.Integer("m", 128, 4000, log=True), gt.Integer("n", 128, 4000, log=True)])
     params = gt.Space([gt.Integer("mb", 1, 256, log=True), gt.Integer("nb", 1, 256, log=True),
                        gt.Integer("nproc", 1, 16), gt.Integer("p", 1, 16), gt.Integer("nth", 1, 16)])
-    return gt.Problem(tasks, params, Lookup(table), candidates=Measured(table), name="pdgeqrf_recorded", unit="s")
+    lookup = Lookup(table, list(TASK_NAMES), list(PARAM_NAMES))
+    return gt.Problem(tasks, params, lookup, candidates=lookup.measured, name="pdgeqrf_recorded", unit="s")
 
 
 def source_rows(table: Table, machine: str) -> list[dict[str, Any]]:

@@ -35,22 +35,20 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
-from row_files import command_line, run_per_gpu  # noqa: E402
 from gptask.replay import read_recording, replay_problem  # noqa: E402
+from row_files import command_line, run_per_gpu  # noqa: E402
+from suite_families import CONVOLUTION_DIR, CONVOLUTION_RESTRICTIONS  # noqa: E402
+from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
 
 log = logging.getLogger("bench.leave_one_gpu_out")
 
-DATA = ROOT / "data" / "hub_convolution"
-GPUS = ("A100", "A4000", "A6000", "MI250X", "W6600", "W7800")
 SOURCE_BUDGET, NEW_BUDGET = 40, 10
-METHODS = ("run_free", "others_best", "transfer", "scratch", "random")
 
 
 def campaign() -> tuple[gt.Problem, dict[str, Any]]:
-    restrictions = [line.strip() for line in (DATA / "restrictions.txt").read_text().splitlines()
-                    if line.strip() and not line.startswith("#")]
-    recordings = {g: read_recording(DATA / f"{g}.json.gz") for g in GPUS}
-    return replay_problem(list(recordings.values()), restrictions, task_name="gpu", name="convolution"), recordings
+    recordings = {g: read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in GPUS}
+    return replay_problem(list(recordings.values()), CONVOLUTION_RESTRICTIONS, task_name="gpu",
+                          name="convolution"), recordings
 
 
 def _fractions(values: list[float | None], optimum: float, n: int) -> list[float]:

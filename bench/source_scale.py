@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,71 +37,36 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
-from gptask.replay import read_recording  # noqa: E402
+from gptask.replay import Recording, read_recording, recording_rows, replay_problem  # noqa: E402
 from gptask.transfer.model import as_transfer_model  # noqa: E402
 from gptask.transfer.predict import predict_encoded  # noqa: E402
 from row_files import command_line, run_per_gpu  # noqa: E402
+from suite_families import CONVOLUTION_DIR, CONVOLUTION_RESTRICTIONS  # noqa: E402
+from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
 
-DATA = ROOT / "data" / "hub_convolution"
-GPUS = ("A100", "A4000", "A6000", "MI250X", "W6600", "W7800")
 HELD_OUT = ("A100", "W7800")
 EXACT_PER_GPU, SUMMARY_PER_GPU, TARGET_RUNS = 300, 75, 10
 TASK = {"kernel": "convolution"}
 
 
-class Lookup:
-    """The held-out GPU's recording as an objective (failed configurations fail)."""
-
-    def __init__(self, recording: Any) -> None:
-        self.recording = recording
-
-    def __call__(self, task: dict, params: dict) -> float:
-        v = self.recording.lookup(params)
-        if v is None or isinstance(v, str):
-            raise gt.EvaluationFailed(f"recorded failure: {v}")
-        return float(v)
-
-
-def setting() -> tuple[dict, gt.Space, list[str]]:
-    recordings = {g: read_recording(DATA / f"{g}.json.gz") for g in GPUS}
-    restrictions = [line.strip() for line in (DATA / "restrictions.txt").read_text().splitlines()
-                    if line.strip() and not line.startswith("#")]
-    first = recordings[GPUS[0]]
-    from gptask.replay import replay_problem
-
-    space = replay_problem([first], restrictions, task_name="gpu").param_space
-    return recordings, space, restrictions
-
-
-def problem_for(recording: Any, space: gt.Space, restrictions: list[str]) -> gt.Problem:
-    configs = [{n: c[n] for n in space.names} for c in recording.configurations()]
-    constants = {n: v[0] for n, v in recording.parameters.items() if n not in space.names}
-    return gt.Problem(gt.Space([gt.Categorical("kernel", ["convolution"])]), space, Lookup(recording),
-                      constraints=restrictions, constants=constants, candidates=configs, name="convolution", unit="ms")
-
-
-def rows_of(recording: Any, space: gt.Space, gpu: str, picks: np.ndarray | None = None) -> list[dict]:
-    items = list(recording.results.items())
+def source_rows(recording: Recording, gpu: str, picks: np.ndarray | None = None) -> list[dict]:
+    """The recording's measurements (those at ``picks`` when given) as rows of ``TASK`` measured on
+    machine ``gpu``."""
+    rows = recording_rows(recording, TASK)
     if picks is not None:
-        items = [items[k] for k in picks]
-    out = []
-    for key, v in items:
-        params = dict(zip(recording.parameters, key))
-        failed = isinstance(v, str)
-        out.append({**TASK, **{n: params[n] for n in space.names}, "value": None if failed else float(v),
-                    "status": "failed" if failed else "complete", "machine.label": gpu})
-    return out
+        rows = [rows[k] for k in picks]
+    return [{**row, "machine.label": gpu} for row in rows]
 
 
 def run_one(held: str, seed: int) -> dict[str, Any]:
-    recordings, space, restrictions = setting()
-    rec = recordings[held]
-    prob = problem_for(rec, space, restrictions)
+    recordings = {g: read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in GPUS}
+    rec = replace(recordings[held], label=TASK["kernel"])  # the held-out GPU's recording as the kernel's task
+    prob = replay_problem([rec], CONVOLUTION_RESTRICTIONS, task_name="kernel", name="convolution")
     optimum = rec.best()[1]
     others = [g for g in GPUS if g != held]
     out: dict[str, Any] = {"gpu": held, "seed": seed}
     # full: every measurement of the five GPUs, summarised by "auto"
-    full = [gt.Source(rows_of(recordings[g], space, g), status="status") for g in others]
+    full = [gt.Source(source_rows(recordings[g], g), status="status") for g in others]
     t0 = time.perf_counter()
     r = gt.tune(prob, [TASK], 4, n_initial=3, seed=seed, sources=full, provenance=held, progress=False)
     out["full_seconds"] = time.perf_counter() - t0
@@ -111,14 +77,14 @@ def run_one(held: str, seed: int) -> dict[str, Any]:
     # accuracy: exact on EXACT_PER_GPU per GPU against two subsets of SUMMARY_PER_GPU of the same
     rng = np.random.default_rng(seed)
     picks = {g: rng.choice(len(recordings[g].results), EXACT_PER_GPU, replace=False) for g in others}
-    exact_rows = {g: rows_of(recordings[g], space, g, picks[g]) for g in others}
+    exact_rows = {g: source_rows(recordings[g], g, picks[g]) for g in others}
     random_rows = {g: [exact_rows[g][k] for k in rng.choice(EXACT_PER_GPU, SUMMARY_PER_GPU, replace=False)]
                    for g in others}
     target_configs = prob.candidate_list(TASK)
     mine = rng.choice(len(target_configs), TARGET_RUNS, replace=False)
-    listed = gt.Problem(prob.task_space, prob.param_space, prob.objective, constraints=restrictions,
-                        constants=prob.constants, candidates=[target_configs[k] for k in mine], name="convolution",
-                        unit="ms")  # the same 10 runs for the three models
+    listed = gt.Problem(prob.task_space, prob.param_space, prob.objective, constraints=prob.constraints,
+                        constants=prob.constants, candidates=[target_configs[k] for k in mine],
+                        name="convolution")  # the same 10 runs for the three models
     held_params = [c for c in target_configs if not isinstance(rec.lookup(c), str)]
     measured = np.array([float(rec.lookup(c)) for c in held_params])
     for name, sources, points in (("exact", exact_rows, None), ("summary", exact_rows, SUMMARY_PER_GPU),

@@ -102,8 +102,9 @@ def convolution_unlike() -> Family:
     return convolution(("A100", "MI250X"), "convolution_unlike")
 
 
-class _Lookup:
-    """Objective of a partial landscape: task key -> configuration key -> value."""
+class Lookup:
+    """Objective of a partial landscape: task key -> configuration key -> value (picklable); its
+    ``measured`` method gives a task's candidates, the configurations measured for it."""
 
     def __init__(self, table: dict[tuple, dict[tuple, float]], task_names: list[str], param_names: list[str]) -> None:
         self.table, self.task_names, self.param_names = table, task_names, param_names
@@ -114,26 +115,30 @@ class _Lookup:
             raise gt.EvaluationFailed("not measured")
         return got
 
+    def measured(self, task: dict) -> list[dict]:
+        return [dict(zip(self.param_names, c)) for c in self.table[tuple(task[n] for n in self.task_names)]]
+
+
+def landscape(rows: list[dict[str, str]], task_names: list[str], param_names: list[str]) -> dict[tuple, dict[tuple, float]]:
+    """Task key -> configuration key -> the fastest ``time`` of CSV rows (repeated launches: the
+    fastest, as repeats do)."""
+    table: dict[tuple, dict[tuple, float]] = {}
+    for row in rows:
+        t = tuple(int(row[n]) for n in task_names)
+        c = tuple(int(row[n]) for n in param_names)
+        table.setdefault(t, {})[c] = min(float(row["time"]), table.get(t, {}).get(c, np.inf))
+    return table
+
 
 def pdgeqrf16() -> Family:
     task_names, param_names = ["m", "n"], ["mb", "nb", "nproc", "p", "nth"]
-    table: dict[tuple, dict[tuple, float]] = {}
     with open(PDGEQRF16_RUNS, newline="") as fh:
-        for row in csv.DictReader(fh):
-            t = tuple(int(row[n]) for n in task_names)
-            c = tuple(int(row[n]) for n in param_names)
-            v = float(row["time"])
-            table.setdefault(t, {})
-            table[t][c] = min(v, table[t].get(c, np.inf))  # repeated launches: the fastest, as repeats do
+        table = landscape(list(csv.DictReader(fh)), task_names, param_names)
     tasks_space = gt.Space([gt.Integer("m", 1000, 4000), gt.Integer("n", 1000, 4000)])
     params = gt.Space([gt.Integer("mb", 1, 256, log=True), gt.Integer("nb", 1, 256, log=True),
                        gt.Integer("nproc", 1, 16), gt.Integer("p", 1, 16), gt.Integer("nth", 1, 16)])
-
-    def candidates(task: dict) -> list[dict]:
-        return [dict(zip(param_names, c)) for c in table[(task["m"], task["n"])]]
-
-    problem = gt.Problem(tasks_space, params, _Lookup(table, task_names, param_names), candidates=candidates,
-                         name="pdgeqrf16")
+    lookup = Lookup(table, task_names, param_names)
+    problem = gt.Problem(tasks_space, params, lookup, candidates=lookup.measured, name="pdgeqrf16")
     tasks = [dict(zip(task_names, t)) for t in table]
     vals = [list(table[tuple(t[n] for n in task_names)].values()) for t in tasks]
     return Family("pdgeqrf16", problem, tasks, [min(v) for v in vals], [float(np.median(v)) for v in vals],
