@@ -205,3 +205,23 @@ def test_search_options_are_checked():
         maximize(lambda x: x[:, 0], s, seed=0, n_candidates=-1)
     with pytest.raises(ValueError, match="one value per row"):
         maximize(lambda x: x[:1, 0], s, seed=0)
+
+
+def test_search_task_chooses_among_given_configurations_until_they_are_all_claimed():
+    from gptask.tuning.propose import search_task
+
+    prob = gt.Problem(gt.Space([gt.Real("t", 0, 1)]), gt.Space([gt.Real("a", 0, 1), gt.Real("b", 0, 1)]),
+                      lambda task, p: 0.0, name="among")
+    among = np.array([[0.2, 0.8], [0.65, 0.3], [0.9, 0.9]])
+    best = int(np.argmax(bumpy(among)))  # the brute-force answer among the three: (0.65, 0.3)
+
+    def ask(claimed):
+        return search_task(None, 0, prob, {"t": 0.5}, None, np.asarray(claimed, float).reshape(-1, 2), None,
+                           seed=0, particles=30, iters=60, acquisition=bumpy, among=among)
+
+    np.testing.assert_array_equal(ask([]), among[best])
+    rest = [k for k in range(3) if k != best]
+    np.testing.assert_array_equal(ask([among[best]]), among[max(rest, key=lambda k: bumpy(among[k:k + 1])[0])])
+    # every one of them claimed: the whole space is searched again, which finds the peak near (0.7, 0.25)
+    got = ask(among)
+    assert abs(got[0] - 0.7) < 0.02 and abs(got[1] - 0.25) < 0.02

@@ -151,6 +151,26 @@ def test_tune_new_task_block_updates_only(mixed_result, tmp_path, factor_sizes):
     assert new.best_new()[1] <= prob.objective(task, new.prediction.params)
 
 
+def test_tune_new_task_on_a_discrete_space_tries_the_tuned_tasks_best_configurations():
+    # an enumerated grid: the first search proposal and every other one after it are cross-task
+    # picks, chosen among the tuned tasks' two best runs each (the brute-force ranking of their records)
+    from gptask.transfer.tla2 import PICK_TOP
+
+    prob = gt.Problem(gt.Space([gt.Real("t", 0.0, 1.0)]), gt.Space([gt.Integer("a", 1, 9), gt.Integer("b", 1, 9)]),
+                      lambda task, p: 1.0 + (p["a"] - 2 - 5 * task["t"]) ** 2 + 0.5 * (p["b"] - 3 - task["t"]) ** 2,
+                      name="grid")
+    tuned = gt.tune(prob, tasks=[{"t": t} for t in (0.0, 0.35, 0.7, 1.0)], budget=10, n_initial=5, seed=0,
+                    progress=False)
+    new = gt.tune_new_task(tuned, {"t": 0.5}, budget=8, n_initial=2, seed=1)
+    mine = [r["params"] for r in new.records(new.task_index, status=None)]
+    tops = [r["params"] for i in range(4) for r in sorted(tuned.records(i), key=lambda r: r["value"])[:PICK_TOP]]
+    assert len(mine) == 8 and len({(p["a"], p["b"]) for p in mine}) == 8
+    for k in (2, 4, 6):  # searched runs 0, 2, 4
+        assert mine[k] in tops and mine[k] not in mine[:k]
+    # the true optimum of t = 0.5 is a = 4.5 +- 0.5, b = 3.5 +- 0.5: value 1.375
+    assert new.best_new()[1] <= 1.375 + 1.0
+
+
 def test_tune_new_task_periodic_and_auto_refit(mixed_result):
     new = gt.tune_new_task(mixed_result, {"t": 0.55}, budget=4, n_initial=2, refit=2, seed=1,
                            pso_particles=10, pso_iters=4)

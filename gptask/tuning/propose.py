@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..acquisition import log_ei
+from ..domain import row_keys
 from ..parallel import allgather_rows, collective, my_items
 from ..problem import Problem
 from ..sampling import NoFeasiblePoint, SpaceExhausted, feasible_lhs
@@ -49,13 +50,16 @@ def initial_design(problem: Problem, task: Mapping[str, Any], n: int, rng: np.ra
 
 def search_task(model: Any, i: int, problem: Problem, task: Mapping[str, Any], best_z: float | None,
                 claimed: np.ndarray, incumbents: np.ndarray | None, seed: int, particles: int,
-                iters: int, acquisition: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray | None:
+                iters: int, acquisition: Callable[[np.ndarray], np.ndarray] | None = None,
+                among: np.ndarray | None = None) -> np.ndarray | None:
     """Task ``i``'s next configuration, encoded: a (D,) row, or None when every feasible
     configuration is among ``claimed`` ((k, D) encoded trials of the task, finished or pending).
 
     best_z: the incumbent in model units (None: the smallest predicted mean at ``claimed``).
     incumbents: (m, D) encoded good configurations placed in the initial swarm. acquisition: the
     function of encoded configurations (n, D) -> (n,) to maximise instead of ``model``'s log-EI.
+    among: (m, D) encoded allowed configurations to choose from instead of searching the space
+    (those in ``claimed`` skipped; the space is searched when none is left).
     """
     space = problem.param_space
     if acquisition is None:
@@ -66,6 +70,11 @@ def search_task(model: Any, i: int, problem: Problem, task: Mapping[str, Any], b
             mean, var = model.predict(i, x)
             return log_ei(mean, np.sqrt(np.maximum(var, 0.0)), best_z)
 
+    if among is not None and len(among):
+        taken = set(row_keys(claimed)) if len(claimed) else set()
+        fresh = np.asarray(among, dtype=float)[[k not in taken for k in row_keys(among)]]
+        if len(fresh):
+            return fresh[int(np.argmax(acquisition(fresh)))]
     domain = problem.domain(task)
     try:
         if domain is not None:

@@ -137,9 +137,9 @@ class Tuner:
 
     Tuners of other kinds (TLA2's new-task tuner, :mod:`gptask.transfer.tla2`) subclass this one
     and override its hooks: :meth:`proposes_for`, :meth:`initial_design`, :meth:`incumbents`,
-    :meth:`model_ready`, :meth:`model_trials`, :meth:`full_fit`, :meth:`transform_stale`,
-    :meth:`result`, and ``records_run`` (False: leave the run's seed, settings and models in the
-    history alone).
+    :meth:`search_among`, :meth:`model_ready`, :meth:`model_trials`, :meth:`full_fit`,
+    :meth:`transform_stale`, :meth:`result`, and ``records_run`` (False: leave the run's seed,
+    settings and models in the history alone).
     """
 
     #: whether this tuner checks and stores the run's seed, settings, output transform and fitted
@@ -551,7 +551,8 @@ class Tuner:
         assert view is not None
         return search_task(view.model, i, self.problem, self.tasks[i], view.best[i], claimed,
                            self.incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
-                           self.pso_particles, self.pso_iters, self.outputs.acquisition(view, i, claimed))
+                           self.pso_particles, self.pso_iters, self.outputs.acquisition(view, i, claimed),
+                           among=self.search_among(i))
 
     def incumbents(self, i: int) -> np.ndarray | None:
         """Encoded configurations (m, D) placed in task ``i``'s initial swarm: its own best first,
@@ -562,6 +563,12 @@ class Tuner:
             if ok:
                 best.append(min(ok, key=lambda t: t.value).params)
         return self.problem.param_space.encode(best[: max(1, self.pso_particles // 4)]) if best else None
+
+    def search_among(self, i: int) -> np.ndarray | None:
+        """Encoded configurations (m, D) that task ``i``'s next search chooses from by the
+        acquisition instead of searching its whole space (a hook; TLA2's tuner offers the tuned
+        tasks' best configurations); None (here always): the whole space."""
+        return None
 
     # ---- the model (gptask.surrogate) ----------------------------------------------------------
     def make_surrogate(self, settings: ModelSettings, policy: RefitPolicy, use_log: bool | None,
