@@ -42,7 +42,8 @@ policies and pruner, failure capture and MPI rules (rank 0 alone writes) as ``gt
    engineer would try next, and EI still ranks them by what the new task's runs taught the model.
    On the recorded convolution campaign (a GPU held out, the other five tuned;
    ``bench/leave_one_gpu_out.py``, 5 seeds) they raised the fraction of the optimum after 10 runs
-   from 0.761 to 0.831 (BENCHMARKS.md, issue 24). Continuous spaces get none: there one task's
+   from 0.761 to 0.831 (0.830 with the consensus run-free pick as the first run; BENCHMARKS.md,
+   issue 24). Continuous spaces get none: there one task's
    best point is rarely another's (on the transfer benchmark's sphere family, whose optimum moves
    with the task, picks cost regret at 10 runs), and the search's swarm already starts from the
    tuned tasks' best points.
