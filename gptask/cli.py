@@ -634,10 +634,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     print(format_table(rows))
     unit = f" {problem.unit}" if problem is not None and problem.unit else ""
     print(f"predicted objective there: {pred.value:.6g} +- {pred.value_std:.3g}{unit}")
-    print("chosen by: " + {
-        "joint": "the joint model (least predicted value among feasible candidates)",
-        "consensus": "consensus (the tuned tasks' best configuration of least mean predicted value over them)",
-    }.get(pred.route, "TLA1 (one GP per parameter over the tuned tasks' best configurations)"))
+    print("chosen by: " + ("the joint model (least predicted value among feasible candidates)" if pred.route == "joint"
+                           else "TLA1 (one GP per parameter over the tuned tasks' best configurations)"))
     if pred.feasible is None:
         built = read_metadata(args.model).get("problem")
         hint = ""

@@ -171,30 +171,6 @@ def test_tune_new_task_on_a_discrete_space_tries_the_tuned_tasks_best_configurat
     assert new.best_new()[1] <= 1.375 + 1.0
 
 
-def test_a_new_category_gets_the_consensus_of_the_tuned_best_configurations():
-    # three machines by name: two alike (optimum a = 3, b = 6) and one unlike (a = 8, b = 2); for a
-    # fourth machine nothing places it among them, and the per-parameter blend of the three optima
-    # (a ~ 5, b ~ 5) is poor on all of them: the run-free pick is the tuned best that is best on
-    # average over the tuned machines, by brute force over the true landscapes
-    where = {"m1": (3, 6), "m2": (3, 6), "m3": (8, 2), "m4": (3, 5)}
-
-    def f(task, p):
-        a0, b0 = where[task["machine"]]
-        return 1.0 + 0.3 * (p["a"] - a0) ** 2 + 0.3 * (p["b"] - b0) ** 2
-
-    prob = gt.Problem(gt.Space([gt.Categorical("machine", list(where))]),
-                      gt.Space([gt.Integer("a", 1, 10), gt.Integer("b", 1, 10)]), f, name="machines")
-    tuned = gt.tune(prob, tasks=[{"machine": m} for m in ("m1", "m2", "m3")], budget=14, n_initial=6, seed=0,
-                    progress=False)
-    pred = gt.predict_optimum(tuned, {"machine": "m4"})
-    bests = [tuned.best(i)[0] for i in range(3)]
-    mean_value = [np.mean([f({"machine": m}, p) for m in ("m1", "m2", "m3")]) for p in bests]
-    assert pred.route == "consensus" and pred.params == bests[int(np.argmin(mean_value))]
-    assert (pred.params["a"], pred.params["b"]) in {(3, 6), (2, 6), (4, 6), (3, 5), (3, 7)}
-    # a tuned category keeps TLA1's own route
-    assert gt.predict_optimum(tuned, {"machine": "m1"}).route == "optima"
-
-
 def test_tune_new_task_periodic_and_auto_refit(mixed_result):
     new = gt.tune_new_task(mixed_result, {"t": 0.55}, budget=4, n_initial=2, refit=2, seed=1,
                            pso_particles=10, pso_iters=4)

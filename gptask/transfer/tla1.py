@@ -22,17 +22,6 @@ another node of the same kind for 6 sizes the shipped model never saw, both were
 than the hand default (medians 0.963 and 0.960 of its median; ``bench/run_free.py device``): real
 launches do not separate them.
 
-A new task of a problem whose tasks are categories only (a machine or GPU by name) lies at no
-distance from the tuned ones: one GP per parameter then blends the tuned tasks' optima, and the
-blend of the best block sizes of unlike machines is rarely good on any. There the configuration
-returned is the *consensus* of the tuned tasks' best configurations (``Prediction.route ==
-"consensus"``): the one, among those allowed on the new task, of least mean posterior value over
-the tuned tasks (each in its own standardised units, so every task weighs the same): a
-configuration that did well everywhere is the safest bet on an unknown machine. On the recorded
-convolution campaign (a GPU held out, the other five tuned, 40 runs each;
-``bench/leave_one_gpu_out.py``, 5 seeds) the run-free pick went from 0.559 (worst seed 0.478) to
-0.616 (0.564) of the optimum; the consensus over every allowed configuration gave 0.619 (0.520).
-
 ``Prediction.std`` is the GP predictive std of each parameter *in encoded units* (fractions of the
 unit interval the parameter is mapped to; log scale for log dimensions), including the GP's noise
 term, i.e. the scatter of the tuned tasks' best points around the smooth trend. For a categorical
@@ -78,9 +67,7 @@ class Prediction:
     before snapping and projection; projected: True when a constraint forced a move away from the
     snapped prediction; feasible: True/False, or None when the constraints are unknown (loaded model
     without ``problem=``); task: the task; route: ``"optima"`` when ``params`` is the TLA1
-    configuration, ``"joint"`` when it is the joint model's pick among candidates, ``"consensus"``
-    when it is the tuned tasks' best configuration of least mean predicted value over them (a new
-    category; module docstring).
+    configuration, ``"joint"`` when it is the joint model's pick among candidates (module docstring).
     """
 
     task: dict
@@ -168,35 +155,11 @@ def predict_optimum(source: Any, task: Mapping[str, Any]) -> Prediction:
     if feas is not None and tm.task_index(task) is None and tm.joint() is not None:
         enc, route = _joint_pick(tm, task, feas, enc), "joint"
         projected = False
-    elif tm.task_index(task) is None and all(isinstance(d, Categorical) for d in tm.task_space.dimensions):
-        pick = _consensus_pick(tm, task)
-        if pick is not None:
-            enc, route, projected = pick, "consensus", False
     params = space.decode(enc[None, :])[0]
     mean, sd = predict(tm, task, params)
     return Prediction(task=task, params=params, std=_param_std(space, std_cols, enc), value=float(mean),
                       value_std=float(sd), encoded=enc, raw=raw, projected=projected,
                       feasible=None if feas is None else bool(feas(params)), route=route)
-
-
-def _consensus_pick(tm: TransferModel, task: dict) -> np.ndarray | None:
-    """The encoded configuration (D,) among the tuned tasks' best ones allowed on ``task`` (its
-    constraints and, for a listed problem, its candidates) of least mean posterior value over the
-    tuned tasks in model units; None when none is allowed (module docstring)."""
-    space = tm.param_space
-    feasible = tm.is_feasible(task)
-    bests = [dict(b[0]) for b in tm.best if b is not None]
-    bests = [p for p in bests if feasible is None or feasible(p)]
-    if not bests:
-        return None
-    C = space.encode(bests)
-    domain = tm.problem.domain(task) if tm.problem is not None else None
-    if domain is not None:
-        C = domain.encode(domain.rows_of(C))
-        if not len(C):
-            return None
-    mean = np.mean([tm.model.predict(i, C)[0] for i in range(len(tm.tasks))], axis=0)
-    return C[int(np.argmin(mean))]
 
 
 def _joint_pick(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.ndarray) -> np.ndarray:

@@ -41,9 +41,9 @@ policies and pruner, failure capture and MPI rules (rank 0 alone writes) as ``gt
    tuned ones; the tuned tasks' near-best configurations are the candidates a performance
    engineer would try next, and EI still ranks them by what the new task's runs taught the model.
    On the recorded convolution campaign (a GPU held out, the other five tuned;
-   ``bench/leave_one_gpu_out.py``, 5 seeds) they raised the fraction of the optimum after 10 runs
-   from 0.761 to 0.831 (0.830 with the consensus run-free pick as the first run; BENCHMARKS.md,
-   issue 24). Continuous spaces get none: there one task's
+   ``bench/leave_one_gpu_out.py``, 10 seeds) they raised the fraction of the optimum after 10 runs
+   from 0.751 (worst seed 0.617) to 0.823 (0.711; BENCHMARKS.md, issue 24). Continuous spaces get
+   none: there one task's
    best point is rarely another's (on the transfer benchmark's sphere family, whose optimum moves
    with the task, picks cost regret at 10 runs), and the search's swarm already starts from the
    tuned tasks' best points.
@@ -111,8 +111,8 @@ AUTO_MAX_EXTENDED = 3
 #: cross-task picks on discrete spaces: every PICK_EVERY-th search proposal (the first after the
 #: initial design, then every other) chooses by the acquisition among the PICK_TOP best
 #: configurations of every tuned task that the new task has not run (module docstring, step 3;
-#: the top 3 and every third proposal measured 0.80 after 10 runs on the convolution campaign, the
-#: top 2 every other proposal 0.83)
+#: on the convolution campaign, 5 seeds, the top 3 every third proposal reached 0.80 after 10 runs,
+#: the top 2 every other proposal 0.83)
 PICK_EVERY, PICK_TOP = 2, 2
 
 
