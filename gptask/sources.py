@@ -58,7 +58,7 @@ from .problem import Problem
 from .provenance import ProvenanceError, check_record, flatten, resolve_record, same_machine, this_machine
 from .result import TuningResult
 from .space import Categorical, Space
-from .trials import Status, Trial
+from .trials import Status, Trial, point_key
 
 __all__ = ["Source", "SourceError", "MACHINE_DIM", "SOURCE_POINTS_AUTO", "SOURCE_POINTS_MIN", "read_source",
            "machine_labels", "combined_problem",
@@ -297,8 +297,6 @@ class _CandidatesByMachine:
         self.own, self.dim, self.measured = own, dim, measured
 
     def __call__(self, task: Mapping[str, Any]) -> list[dict]:
-        from .trials import point_key
-
         listed = self.measured.get(point_key(dict(task)))
         if listed is not None:
             return listed
@@ -399,8 +397,6 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
     tasks: dict[str, int] = {}
     source_tasks: list[dict] = []
     trials: list[Trial] = []
-    from .trials import point_key
-
     for (k, m), label in zip(measured, labels):
         task = cp.task_space.validate({**m.task, MACHINE_DIM: label}, what=f"source #{k} task")
         key = point_key(task)

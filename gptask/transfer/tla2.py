@@ -272,24 +272,15 @@ class NewTaskTuner(Tuner):
 
     def _top_configurations(self, task: dict) -> np.ndarray:
         """(m, D) encoded: every tuned task's PICK_TOP configurations of least model value (its
-        data in the tuned model), those allowed on ``task``, without repeats; none (0, D) when the
-        space is not a listed or enumerated one."""
-        space = self.problem.param_space
+        data in the tuned model), those in ``task``'s domain (which holds only what its constraints
+        allow), without repeats; none (0, D) when the space is not a listed or enumerated one."""
         domain = self.problem.domain(task)
-        X_list, z_list = self.transfer.model.data()
-        rows = [X[np.argsort(z, kind="stable")[:PICK_TOP]] for X, z in zip(X_list, z_list) if len(z)]
-        if domain is None or not rows:
-            return np.empty((0, space.n_columns))
-        params = space.decode(np.vstack(rows))
-        feasible = self.transfer.is_feasible(task)
-        keep, seen = [], set()
-        for p in params:
-            key = point_key(p)
-            if key in seen or (feasible is not None and not feasible(p)):
-                continue
-            seen.add(key)
-            keep.append(p)
-        return domain.encode(domain.rows_of(space.encode(keep))) if keep else np.empty((0, space.n_columns))
+        X_list, z_list = self.old_data
+        tops = [X[np.argsort(z, kind="stable")[:PICK_TOP]] for X, z in zip(X_list, z_list) if len(z)]
+        if domain is None or not tops:
+            return np.empty((0, self.problem.param_space.n_columns))
+        rows = dict.fromkeys(domain.rows_of(np.vstack(tops)).tolist())  # first occurrence kept, in order
+        return domain.encode(np.fromiter(rows, dtype=np.int64, count=len(rows)))
 
     def incumbents(self, i: int) -> np.ndarray | None:
         """The new task's best point, the TLA1 prediction, then the tuned tasks' best configurations."""
