@@ -32,7 +32,9 @@ class TuningResult:
     machines (id -> machine record of the machines the trials ran on, which ``Trial.machine`` names;
     :mod:`gptask.provenance`), outputs (for a problem with named outputs, :mod:`gptask.objectives`: each modelled output's
     ``(model, transform)``, the primary objective's being ``model`` and ``transform``; the models
-    see ``sign * value``, -1 for a maximised objective)."""
+    see ``sign * value``, -1 for a maximised objective), source_selection (a run with
+    ``sources=..., select_sources=True``: which sources were kept and why,
+    :class:`gptask.source_selection.SourceSelection`; None otherwise)."""
 
     problem: Problem
     tasks: list[dict]
@@ -45,6 +47,7 @@ class TuningResult:
     history_file: Path | None = None
     machines: dict = field(default_factory=dict)
     outputs: dict = field(default_factory=dict)
+    source_selection: Any = None
 
     def records(self, i: int, status: Status | str | None = Status.COMPLETE) -> list:
         """Task ``i``'s finished trials (only complete ones by default; ``status=None``: all)."""

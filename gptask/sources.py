@@ -6,8 +6,9 @@ with ``machine.*`` columns) of the *same* problem measured elsewhere. Each machi
 one more task dimension, the categorical :data:`MACHINE_DIM` ("machine"), so that every
 (task, machine) pair is a task of the one multitask model (LCM): the sources' trials are tasks
 the model learns from and that take no new run, this machine's tasks are tuned (the machine-as-a-
-category design of issue 24; machines described by features and a per-source weight learned by
-cross-validation are not built).
+category design of issue 24; machines described by features are not built). With
+``select_sources=True`` the sources are first judged by cross-validation on this machine's runs and
+those that hurt are left out (:mod:`gptask.source_selection`).
 
 * **Machines.** Every measurement carries its machine record (:mod:`gptask.provenance`); records
   of the same machine (:func:`~gptask.provenance.same_machine`) share one category, labelled by the
@@ -50,13 +51,14 @@ import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .problem import Problem
 from .provenance import ProvenanceError, check_record, flatten, resolve_record, same_machine, this_machine
 from .result import TuningResult
+from .source_selection import SourceSelection, select_sources as select_by_cv
 from .space import Categorical, Space
 from .trials import Status, Trial, point_key
 
@@ -337,6 +339,7 @@ class _Plan:
     trials: list[Trial]
     records: list[dict]
     target_label: str
+    names: dict[int, str] = field(default_factory=dict)  # per source item, how it was given (for reports)
 
 
 def _source_cap(source_points: Any, n_points: int, n_tasks: int) -> int | None:
@@ -415,7 +418,7 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
     others = {i for i, t in enumerate(source_tasks) if t[MACHINE_DIM] != target_label}
     cap = _source_cap(source_points, sum(t.task_index in others for t in trials), len(others))
     trials, records = _summarised(trials, records, others, cap)
-    return _Plan(cp, source_tasks, trials, records, target_label)
+    return _Plan(cp, source_tasks, trials, records, target_label, {k: _named(item) for k, item in enumerate(sources)})
 
 
 def _named(item: Any) -> str:
@@ -438,8 +441,11 @@ def tune(problem: Problem, *args: Any, sources: Sequence[Any] | None = None, **o
     """``gt.tune``: :func:`gptask.tuning.loop.tune` itself without ``sources``; with them (module
     docstring), the problem's tasks are tuned on this machine (``provenance``) in one model with
     the sources' measurements. The result's tasks are the sources' tasks (``machine`` = their
-    machine) followed by the tuned ones (``machine`` = this one); :func:`target_tasks` lists those.
-    ``history`` then holds the combined problem. ``source_points`` ("auto", an integer or None):
+    machine) followed by the tuned ones (``machine`` = this one; with ``select_sources=True`` the
+    tuned ones first, then the kept sources' tasks); :func:`target_tasks` lists the tuned ones.
+    ``history`` then holds the combined problem. ``select_sources``: judge the sources by this
+    machine's initial designs first and leave out those that hurt (:mod:`gptask.source_selection`;
+    ``result.source_selection`` reports it). ``source_points`` ("auto", an integer or None):
     the most measurements of one source task the model takes (module docstring). Not with sources
     yet: """ + ", ".join(UNSUPPORTED) + """."""
     from .tuning.loop import tune as tune_here
@@ -450,6 +456,9 @@ def tune(problem: Problem, *args: Any, sources: Sequence[Any] | None = None, **o
         if given_points:
             raise SourceError("source_points= sets how many measurements of each source task the model takes; "
                               "it needs sources=")
+        if options.get("select_sources"):
+            raise SourceError("select_sources=True judges the sources by this machine's runs; it needs sources=")
+        options.pop("select_sources", None)
         return tune_here(problem, *args, **options)
     bound = inspect.signature(tune_here).bind(problem, *args, **options)
     bound.apply_defaults()
@@ -464,7 +473,7 @@ def tune(problem: Problem, *args: Any, sources: Sequence[Any] | None = None, **o
 def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | None, seed: int, history: Any,
                   repeats: int, aggregate: str, timeout: float | None, progress: bool, sources: Sequence[Any],
                   provenance: Any = "auto", mix_machines: bool = False, source_points: Any = AUTO,
-                  **options: Any) -> TuningResult:
+                  select_sources: bool = False, **options: Any) -> TuningResult:
     from .evaluate import Evaluator
     from .storage import Storage, open_storage
     from .tuning.loop import run
@@ -479,24 +488,98 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
     plan = _plan(problem, sources, target, source_points=source_points)  # mixing machines is asked for here
     mine = [plan.problem.task_space.validate({**t, MACHINE_DIM: plan.target_label})
             for t in resolve_tasks(problem, tasks, seed)]
-    all_tasks = plan.source_tasks + [t for t in mine if t not in plan.source_tasks]
     own = not isinstance(history, Storage)
     storage = open_storage(history, plan.problem.signature())
+    evaluator = Evaluator(plan.problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
+    tuner_args = dict(provenance=target, mix_machines=True, **options)
+    selection = None
     try:
+        if select_sources:
+            selection = _selection(plan, mine, storage, evaluator, budget, n_initial, seed, progress, tuner_args)
+            trials, records = _kept(plan, selection)
+            all_tasks = mine + [t for t in {point_key(t.task): t.task for t in trials}.values() if t not in mine]
+        else:
+            trials, records = plan.trials, plan.records
+            all_tasks = plan.source_tasks + [t for t in mine if t not in plan.source_tasks]
         storage.set_tasks(all_tasks)
-        storage.import_trials(plan.trials, plan.records)
+        index = {point_key(t): i for i, t in enumerate(all_tasks)}
+        storage.import_trials([replace(t, task_index=index[point_key(t.task)]) for t in trials], records)
         proposes = {i for i, t in enumerate(all_tasks) if t in mine}
-        evaluator = Evaluator(plan.problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
-        with SourcedTuner(plan.problem, all_tasks, budget, n_initial, seed, storage, provenance=target,
-                          mix_machines=True, proposes=proposes, **options) as tuner:
-            return run(tuner, evaluator, progress=progress)
+        with SourcedTuner(plan.problem, all_tasks, budget, n_initial, seed, storage, proposes=proposes,
+                          **tuner_args) as tuner:
+            result = run(tuner, evaluator, progress=progress)
+        result.source_selection = selection
+        return result
     finally:
         if own:
             storage.close()
 
 
+#: the history's meta entry that holds a source selection (:mod:`gptask.source_selection`)
+SELECTION_META = "source_selection"
+
+
+def _fingerprint(plan: _Plan) -> list[list]:
+    """Per source item: its index and how many measurements of which machines it brought."""
+    counts: dict[int, dict[str, int]] = {}
+    for t in plan.trials:
+        by = counts.setdefault(int(t.extra["source"]), {})
+        by[t.task[MACHINE_DIM]] = by.get(t.task[MACHINE_DIM], 0) + 1
+    return [[k, [[m, n] for m, n in sorted(by.items())]] for k, by in sorted(counts.items())]
+
+
+def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budget: int, n_initial: int | None,
+               seed: int, progress: bool, tuner_args: dict) -> Any:
+    """select_sources=True: this machine's initial designs run first (no model, no source), then
+    each source is judged by them (:func:`gptask.source_selection.select_sources`); the outcome is
+    kept in the history, so a resumed run reuses it (and refuses other sources)."""
+    from .tuning.loop import run
+    from .tuning.sourced import DesignTuner
+
+    stored = storage.get_meta(SELECTION_META)
+    if stored is not None:
+        if stored.get("fingerprint") != _fingerprint(plan):
+            raise SourceError(f"history {getattr(storage, 'path', '')} selected among other sources than these "
+                              "(their number, machines or measurements differ): give the same sources, or another "
+                              "history")
+        return SourceSelection.from_json(stored["selection"])
+    log.info("sources: this machine's initial designs run first; the sources are judged by them")
+    with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage, **tuner_args) as design:
+        run(design, evaluator, progress=progress)
+        settings = design.surrogate.settings
+    target, by_source, labels = _split(plan)
+    target += [t for t in storage.trials() if t.status.finished]
+    selection = select_by_cv(plan.problem.param_space, target, by_source, plan.names, labels,
+                               output_transform=settings.output_transform, kernel=settings.kernel,
+                               n_latent=settings.n_latent, restarts=settings.restarts, seed=seed)
+    for line in selection.lines():
+        log.info("sources: %s", line)
+    storage.set_meta(SELECTION_META, {"fingerprint": _fingerprint(plan), "selection": selection.to_json()})
+    return selection
+
+
+def _split(plan: _Plan) -> tuple[list[Trial], dict[int, list[Trial]], dict[int, str]]:
+    """The plan's trials of this machine; the others by source item; each item's machine label(s)."""
+    target = [t for t in plan.trials if t.task[MACHINE_DIM] == plan.target_label]
+    by_source: dict[int, list[Trial]] = {}
+    for t in plan.trials:
+        if t.task[MACHINE_DIM] != plan.target_label:
+            by_source.setdefault(int(t.extra["source"]), []).append(t)
+    labels = {k: ", ".join(sorted({t.task[MACHINE_DIM] for t in ts})) for k, ts in by_source.items()}
+    return target, by_source, labels
+
+
+def _kept(plan: _Plan, selection: Any) -> tuple[list[Trial], list[dict]]:
+    """The plan's trials (and records) of this machine and of the sources ``selection`` keeps."""
+    keep = set(selection.kept)
+    rows = [k for k, t in enumerate(plan.trials)
+            if t.task[MACHINE_DIM] == plan.target_label or int(t.extra["source"]) in keep]
+    return [plan.trials[k] for k in rows], [plan.records[k] for k in rows]
+
+
 def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[Any] | None = None,
-                    machine: Any = None, source_points: Any = AUTO, **fit_options: Any) -> Any:
+                    machine: Any = None, source_points: Any = AUTO, select_sources: bool = False,
+                    **fit_options: Any) -> Any:
     """``gt.predict_optimum``: :func:`gptask.transfer.tla1.predict_optimum` itself without
     ``sources``. With them: ``source`` (a TuningResult, or None for no run on the machine to
     predict for) and ``sources`` are fitted as one model (``gt.fit`` on the combined problem,
@@ -506,6 +589,8 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
     from .transfer.tla1 import predict_optimum as predict_here
 
     if sources is None:
+        if select_sources:
+            raise SourceError("select_sources=True judges the sources by this machine's runs; it needs sources=")
         return predict_here(source, task)
     if source is not None and not isinstance(source, TuningResult):
         raise SourceError("predict_optimum with sources takes a TuningResult (or None) first: a model file holds no "
@@ -521,8 +606,16 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
     except ProvenanceError as exc:
         raise SourceError(str(exc)) from None
     plan = _plan(problem, items, target, source_points=source_points)
+    trials, records = plan.trials, plan.records
+    if select_sources:
+        target_runs, by_source, labels = _split(plan)
+        selection = select_by_cv(plan.problem.param_space, target_runs, by_source, plan.names, labels,
+                                         seed=int(fit_options.get("seed", 0)))
+        for line in selection.lines():
+            log.info("sources: %s", line)
+        trials, records = _kept(plan, selection)
     rows = [{**t.task, **t.params, "value": t.value, "status": t.status.value,
-             **flatten(plan.records[k])} for k, t in enumerate(plan.trials)]
+             **flatten(records[k])} for k, t in enumerate(trials)]
     from .importing import fit
 
     result = fit(plan.problem, rows, status="status", mix_machines=True, progress=fit_options.pop("progress", False),
