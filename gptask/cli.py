@@ -458,6 +458,8 @@ def _cmd_release(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     from .labels import stored_unit, task_label
     from .recommend import COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, nothing_to_recommend
+    from .source_selection import SourceSelection
+    from .sources import SELECTION_META
     from .storage import SQLiteStorage
     from .storage.owner import Owner
     from .trials import Status
@@ -474,6 +476,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
               + (f"  unit: {unit}" if unit else ""))
         for line in machine_lines(h.machines(), trials):
             print(line)
+        selection = h.get_meta(SELECTION_META)
+        if selection is not None:
+            print("sources judged by this machine's initial designs (select_sources=True):")
+            for line in SourceSelection.from_json(selection["selection"]).lines():
+                print(f"  {line}")
         print("raw best (the single best launch per task; gain: over the default as measured while tuning):")
         print(format_table(best_table(h), unit, ("best", "default")))
         for i, reason in sorted(h.closed_tasks().items()):

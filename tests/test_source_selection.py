@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
+from gptask.cli import main
 from gptask.models import LCM
 from gptask.models.priors import LCMPrior
 from gptask.source_selection import SELECT_MARGIN, SELECT_MIN_RUNS, heldout_score
@@ -34,7 +35,7 @@ HELPFUL = _grid(0.3, "good") + _grid(0.7, "good")          # the problem itself,
 MISLEADING = _grid(0.3, "mis", 0.95) + _grid(0.7, "mis", 0.95)  # its minimum always near x = 0.95
 
 
-def test_a_misleading_source_is_dropped_a_helpful_one_kept_and_a_resumed_run_reuses_the_verdict(tmp_path):
+def test_a_misleading_source_is_dropped_a_helpful_one_kept_and_a_resumed_run_reuses_the_verdict(tmp_path, capsys):
     calls, h = tmp_path / "calls.txt", tmp_path / "runs.sqlite"
     args = dict(n_initial=5, seed=0, sources=[HELPFUL, MISLEADING], select_sources=True, provenance="node",
                 history=h, progress=False)
@@ -52,6 +53,9 @@ def test_a_misleading_source_is_dropped_a_helpful_one_kept_and_a_resumed_run_reu
     mine = [t for t in r.history if t.task[MACHINE_DIM] == "node"]
     assert len(mine) == 8 and len(calls.read_text().splitlines()) == 8  # the design runs count in the budget
     assert min(t.value for t in mine) < 1.05  # the optimum is 1.0 at x = 0.5, k = 4
+    assert main(["show", str(h)]) == 0  # gptask show lists the verdicts
+    shown = capsys.readouterr().out
+    assert "select_sources=True" in shown and f"source #1 (mis, {len(MISLEADING)} measurements): dropped" in shown
     # resumed: the stored verdict is reused, nothing runs again
     again = gt.tune(counting_problem(str(calls)), [{"t": 0.5}], 8, **args)
     assert again.source_selection == sel and len(calls.read_text().splitlines()) == 8
