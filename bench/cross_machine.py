@@ -16,13 +16,17 @@ One problem describes both (tasks m, n on a log scale in [128, 4000]; mb, nb log
 tuner may propose only the configurations that machine measured for a task (``candidates``), and
 a run is the recorded time (the fastest of repeated launches).
 
-Two directions, each with 5 seeds, 30 runs per tuned task (6 initial), scored after 15 and 30:
+Two directions (5 seeds by default; BENCHMARKS.md gives 10), 30 runs per tuned task (6 initial), scored after
+15 and 30:
 
 * **16 cores tuned, 2-core sources**: the eight xeon16 sizes tuned with ``gt.tune`` alone, and
   with ``sources=`` the xeon2 measurements (40 configurations per size drawn once, seed 0, from
   each of its four grids: a 2-core campaign of the kind a user has on file, 160 measurements);
 * **2 cores tuned, 16-core sources**: the four xeon2 sizes tuned alone, and with the xeon16
   measurements as sources (40 per size, 320).
+
+A third arm gives the same sources with ``select_sources=True``: this machine's initial designs
+run first and judge the source by leave-one-out (``gptask.source_selection``), which keeps or drops it.
 
 Score per tuned size: the fraction of the optimum's performance reached, ``best recorded time of
 the size / best time found``; per seed the mean over the sizes; over seeds the mean and the worst.
@@ -56,6 +60,8 @@ TASK_NAMES, PARAM_NAMES = ("m", "n"), ("mb", "nb", "nproc", "p", "nth")
 BUDGETS, BUDGET, N_INITIAL = (15, 30), 30, 6
 #: configurations per size taken from a machine's measurements when it is a source
 SOURCE_PER_TASK = 40
+#: the third arm: the sources judged by this machine's initial designs (``select_sources=True``)
+SELECT = "select"
 MACHINES = {
     "xeon2": {"label": "xeon2", "cpu": "Intel(R) Xeon(R) Processor", "cores": 2},
     "xeon16": {"label": "xeon16", "cpu": "Intel(R) Xeon(R) Processor", "cores": 16},
@@ -103,17 +109,22 @@ def source_rows(table: Table, machine: str) -> list[dict[str, Any]]:
     return out
 
 
-def run_one(direction: str, seed: int, with_sources: bool) -> dict[str, Any]:
+def run_one(direction: str, seed: int, with_sources: bool | str) -> dict[str, Any]:
+    """with_sources: False (none), True (the other machine's), or SELECT (them, judged first by
+    ``select_sources=True``)."""
     target, other = DIRECTIONS[direction]
     table = landscape(target)
     prob = problem(table)
     tasks = [dict(zip(TASK_NAMES, t)) for t in sorted(table)]
     options: dict[str, Any] = dict(budget=BUDGET, n_initial=N_INITIAL, seed=seed, progress=False, max_failures=None)
     t0 = time.perf_counter()
+    kept = None
     if with_sources:
         res = gt.tune(prob, tasks, sources=[source_rows(landscape(other), other)], provenance=MACHINES[target],
-                      **options)
+                      select_sources=with_sources == SELECT, **options)
         index = {tuple(t[k] for k in TASK_NAMES): i for i, t in enumerate(res.tasks) if t["machine"] == target}
+        if res.source_selection is not None:
+            kept = res.source_selection.kept
     else:
         res = gt.tune(prob, tasks, **options)
         index = {tuple(t[k] for k in TASK_NAMES): i for i, t in enumerate(res.tasks)}
@@ -125,7 +136,8 @@ def run_one(direction: str, seed: int, with_sources: bool) -> dict[str, Any]:
             done = [r["value"] for r in res.records(index[t])[:b]]
             fractions["x".join(map(str, t))] = min(table[t].values()) / min(done) if done else 0.0
         out[str(b)] = fractions
-    return {"direction": direction, "seed": seed, "sources": with_sources, "scores": out, "seconds": seconds}
+    row = {"direction": direction, "seed": seed, "sources": with_sources, "scores": out, "seconds": seconds}
+    return row if kept is None else {**row, "kept": kept}
 
 
 def cmd_run(seeds: list[int], out: str) -> None:
@@ -133,7 +145,7 @@ def cmd_run(seeds: list[int], out: str) -> None:
     done = {(r["direction"], r["seed"], r["sources"]) for r in doc["rows"]}
     for direction in DIRECTIONS:
         for seed in seeds:
-            for with_sources in (False, True):
+            for with_sources in (False, True, SELECT):
                 if (direction, seed, with_sources) in done:
                     continue
                 row = run_one(direction, seed, with_sources)
@@ -169,7 +181,26 @@ def report(doc: dict) -> str:
             lines.append(f"| {size} | " + " | ".join(cells) + " |")
         secs = {src: np.mean([r["seconds"] for r in rows if r["sources"] == src]) for src in (False, True)}
         lines += ["", f"Tuner seconds per seed: alone {secs[False]:.0f}, with sources {secs[True]:.0f}.", ""]
+        lines += _selected(rows, seeds, by)
     return "\n".join(lines)
+
+
+def _selected(rows: list[dict], seeds: list[int], by: dict) -> list[str]:
+    """The select_sources arm against the other two, over the sizes (when it was run)."""
+    picked = {r["seed"]: r for r in rows if r["sources"] == SELECT and r["seed"] in seeds}
+    if not picked:
+        return []
+    cells = []
+    for b in BUDGETS:
+        def mean(src: Any) -> np.ndarray:
+            return np.array([np.mean(list((picked[k]["scores"] if src == SELECT else by[(src, k)])[str(b)].values()))
+                             for k in sorted(picked)])
+        got = {src: mean(src) for src in (False, True, SELECT)}
+        cells.append(f"after {b} runs " + ", ".join(f"{name} {got[src].mean():.3f} ({got[src].min():.3f})" for name, src in
+                                                     (("alone", False), ("with sources", True), ("selected", SELECT))))
+    dropped = sum(not picked[k]["kept"] for k in picked)
+    return [f"With `select_sources=True` ({len(picked)} seeds; the source dropped in {dropped}): "
+            + "; ".join(cells) + ".", ""]
 
 
 def main(argv: list[str] | None = None) -> int:
