@@ -25,7 +25,6 @@ scores with and without it at the round that decided it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -33,14 +32,13 @@ from typing import Any
 import numpy as np
 
 from .models import LCM
+from .models.defaults import SURROGATE_KERNEL
 from .models.priors import LCMPrior
 from .space import Space
 from .surrogate.data import training_data
 from .trials import Trial, point_key
 
 __all__ = ["SELECT_MARGIN", "SELECT_MIN_RUNS", "SourceScore", "SourceSelection", "select_sources", "heldout_score"]
-
-log = logging.getLogger(__name__)
 
 #: a source is dropped when leaving it out raises this machine's held-out log density by more (nats)
 SELECT_MARGIN = 2.0
@@ -113,7 +111,8 @@ def _renumbered(trials: Sequence[Trial], first: Sequence[Mapping[str, Any]]) -> 
 
 
 def heldout_score(space: Space, target: Sequence[Trial], others: Sequence[Trial], target_tasks: Sequence[Mapping],
-                  use_log: bool, n_latent: int = 1, kernel: str = "rbf", restarts: int = 3, seed: int = 0) -> float:
+                  use_log: bool, n_latent: int = 1, kernel: str = SURROGATE_KERNEL, restarts: int = 3,
+                  seed: int = 0) -> float:
     """The leave-one-out log predictive density (nats, summed) of ``target``'s measured trials, by
     an LCM fitted on ``target`` and ``others`` (finished trials; tasks told apart by their task
     dicts, ``target_tasks`` first) with the tuner's prior: step 1 of the module docstring."""
@@ -132,11 +131,12 @@ def heldout_score(space: Space, target: Sequence[Trial], others: Sequence[Trial]
 
 def select_sources(space: Space, target: Sequence[Trial], sources: Mapping[int, Sequence[Trial]],
                    names: Mapping[int, str], machines: Mapping[int, str], *, output_transform: str = "auto",
-                   n_latent: int = 1, kernel: str = "rbf", restarts: int = 3, seed: int = 0) -> SourceSelection:
+                   n_latent: int = 1, kernel: str = SURROGATE_KERNEL, restarts: int = 3,
+                   seed: int = 0) -> SourceSelection:
     """Backward elimination of ``sources`` (source index -> its finished trials) by the held-out fit
     of this machine's finished ``target`` trials (module docstring). names, machines: per source,
     how it was given and its machine label(s), for the report. output_transform: the tuner's
-    ("auto": log when every value is positive)."""
+    ("auto": log when every value is positive). The callers log :meth:`SourceSelection.lines`."""
     target = [t for t in target if t.status.finished]
     everything = [*target, *(t for ts in sources.values() for t in ts)]
     n_target = int(sum(t.ok for t in target))
@@ -165,8 +165,6 @@ def select_sources(space: Space, target: Sequence[Trial], sources: Mapping[int, 
         if without[worst] - current <= SELECT_MARGIN:
             break
         verdict[worst] = (current, without[worst], False)
-        log.info("sources: #%d%s dropped: this machine's held-out log density %.2f without it against %.2f with it",
-                 worst, names.get(worst, ""), without[worst], current)
         kept.remove(worst)
         current = without[worst]
     scores = [SourceScore(k, names.get(k, ""), machines.get(k, ""), len(sources[k]), *verdict[k])

@@ -550,8 +550,8 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
     target, by_source, labels = _split(plan)
     target += [t for t in storage.trials() if t.status.finished]
     selection = select_by_cv(plan.problem.param_space, target, by_source, plan.names, labels,
-                               output_transform=settings.output_transform, kernel=settings.kernel,
-                               n_latent=settings.n_latent, restarts=settings.restarts, seed=seed)
+                             output_transform=settings.output_transform, kernel=settings.kernel,
+                             n_latent=settings.n_latent, restarts=settings.restarts, seed=seed)
     for line in selection.lines():
         log.info("sources: %s", line)
     storage.set_meta(SELECTION_META, {"fingerprint": _fingerprint(plan), "selection": selection.to_json()})
@@ -609,8 +609,10 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
     trials, records = plan.trials, plan.records
     if select_sources:
         target_runs, by_source, labels = _split(plan)
+        model_options = {k: fit_options[k] for k in ("kernel", "n_latent", "restarts", "seed", "output_transform")
+                         if fit_options.get(k) is not None}
         selection = select_by_cv(plan.problem.param_space, target_runs, by_source, plan.names, labels,
-                                         seed=int(fit_options.get("seed", 0)))
+                                 **model_options)
         for line in selection.lines():
             log.info("sources: %s", line)
         trials, records = _kept(plan, selection)

@@ -13,6 +13,7 @@ import pytest
 import gptask as gt
 from gptask.cli import main
 from gptask.models import LCM
+from gptask.models.defaults import SURROGATE_KERNEL
 from gptask.models.priors import LCMPrior
 from gptask.source_selection import SELECT_MARGIN, SELECT_MIN_RUNS, heldout_score
 from gptask.sources import MACHINE_DIM, SourceError
@@ -108,11 +109,11 @@ def test_heldout_score_is_the_sum_of_leave_one_out_log_densities_by_refactorisat
     got = heldout_score(space, target, other, [mine], use_log=True, restarts=1, seed=4)
     # the same fit by hand: this machine's task first, then the source's
     data = training_data([*target, *[replace(t, task_index=1) for t in other]], 2, space, True)
-    model = LCM().fit(data.X, data.y, restarts=1, seed=4, prior=LCMPrior(dimension=2.0))
+    model = LCM(kernel=SURROGATE_KERNEL).fit(data.X, data.y, restarts=1, seed=4, prior=LCMPrior(dimension=2.0))
     total = 0.0
     for k in range(len(target)):
         keep = np.arange(len(target)) != k
-        held = LCM().condition([data.X[0][keep], data.X[1]], [data.y[0][keep], data.y[1]], model.get_params())
+        held = LCM(kernel=SURROGATE_KERNEL).condition([data.X[0][keep], data.X[1]], [data.y[0][keep], data.y[1]], model.get_params())
         m, v = held.predict(0, data.X[0][k:k + 1], include_noise=True)
         total += float(-0.5 * np.log(2 * np.pi * v[0]) - 0.5 * (data.y[0][k] - m[0]) ** 2 / v[0])
     assert got == pytest.approx(total, rel=1e-6, abs=1e-6)
