@@ -1,0 +1,51 @@
+"""Cross-task picks gated by an empirical rank correlation (issue 23 experiment, not in gptask).
+
+Put this folder first on PYTHONPATH (bench/suite.py starts worker processes, which import it too)
+and set GPTASK_GATED_PICKS to a JSON object, e.g.
+
+    GPTASK_GATED_PICKS='{"every": 2, "thr": 0.5, "top": 2}' \\
+    PYTHONPATH=bench/experiments/gated_picks:. python bench/suite.py run --families convolution \\
+        --methods mla --seeds 0-15 --tag g05 --out F
+
+On every ``every``-th searched run of a task i with a listed or enumerated domain, the search
+chooses by EI among the ``top`` best configurations of each other task j whose model, conditioned
+on j's data only (``LCM.subset([j])``, the joint fit's hyperparameters), ranks task i's measured
+values with a Spearman correlation of at least ``thr``; the whole domain otherwise.
+"""
+
+import json
+import os
+
+if os.environ.get("GPTASK_GATED_PICKS"):
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    import gptask.tuning.tuner as tuner_module
+    from gptask.surrogate.data import usable
+
+    CFG = json.loads(os.environ["GPTASK_GATED_PICKS"])
+
+    def search_among(self, i):
+        domain = self.problem.domain(self.tasks[i])
+        model = self.model
+        if domain is None or model is None:
+            return None
+        if sum(t.source == "search" for t in self.trials_of(i)) % CFG["every"]:
+            return None
+        X, y = model.data()
+        if len(y[i]) < 4:
+            return None
+        rows = []
+        for j in range(self.n_tasks):
+            if j == i:
+                continue
+            rho = spearmanr(model.subset([j]).predict(0, X[i])[0], y[i])[0]
+            if not np.isfinite(rho) or rho < CFG["thr"]:
+                continue
+            rows += [t.params for t in sorted((t for t in self.trials_of(j) if usable(t)),
+                                              key=lambda t: t.value)[: CFG["top"]]]
+        if not rows:
+            return None
+        return domain.encode(domain.rows_of(self.problem.param_space.encode(rows)))
+
+    tuner_module.Tuner.search_among = search_among
