@@ -433,6 +433,8 @@ def target_tasks(result: TuningResult) -> list[int]:
 
 
 # ---- the entry points -------------------------------------------------------------------------------------
+#: the error of select_sources=True without sources
+NEEDS_SOURCES = "select_sources=True judges the sources by this machine's runs; it needs sources="
 #: gt.tune arguments that the sources path does not take yet
 UNSUPPORTED = ("comm", "parallel_evaluations", "noise", "pruner", "max_time", "executor", "max_in_flight")
 
@@ -457,7 +459,7 @@ def tune(problem: Problem, *args: Any, sources: Sequence[Any] | None = None, **o
             raise SourceError("source_points= sets how many measurements of each source task the model takes; "
                               "it needs sources=")
         if options.get("select_sources"):
-            raise SourceError("select_sources=True judges the sources by this machine's runs; it needs sources=")
+            raise SourceError(NEEDS_SOURCES)
         options.pop("select_sources", None)
         return tune_here(problem, *args, **options)
     bound = inspect.signature(tune_here).bind(problem, *args, **options)
@@ -529,7 +531,7 @@ def _fingerprint(plan: _Plan) -> list[list]:
 
 
 def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budget: int, n_initial: int | None,
-               seed: int, progress: bool, tuner_args: dict) -> Any:
+               seed: int, progress: bool, tuner_args: dict) -> SourceSelection:
     """select_sources=True: this machine's initial designs run first (no model, no source), then
     each source is judged by them (:func:`gptask.source_selection.select_sources`); the outcome is
     kept in the history, so a resumed run reuses it (and refuses other sources)."""
@@ -569,7 +571,7 @@ def _split(plan: _Plan) -> tuple[list[Trial], dict[int, list[Trial]], dict[int, 
     return target, by_source, labels
 
 
-def _kept(plan: _Plan, selection: Any) -> tuple[list[Trial], list[dict]]:
+def _kept(plan: _Plan, selection: SourceSelection) -> tuple[list[Trial], list[dict]]:
     """The plan's trials (and records) of this machine and of the sources ``selection`` keeps."""
     keep = set(selection.kept)
     rows = [k for k, t in enumerate(plan.trials)
@@ -590,7 +592,7 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
 
     if sources is None:
         if select_sources:
-            raise SourceError("select_sources=True judges the sources by this machine's runs; it needs sources=")
+            raise SourceError(NEEDS_SOURCES)
         return predict_here(source, task)
     if source is not None and not isinstance(source, TuningResult):
         raise SourceError("predict_optimum with sources takes a TuningResult (or None) first: a model file holds no "
