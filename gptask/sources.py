@@ -551,6 +551,9 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
         settings = design.surrogate.settings
     target, by_source, labels = _split(plan)
     target += [t for t in storage.trials() if t.status.finished]
+    n = len(by_source)
+    log.info("sources: judging %d source(s) by this machine's %d design runs (at most %d model fits)", n,
+             sum(t.ok for t in target), n * (n + 1) // 2 + 1)
     selection = select_by_cv(plan.problem.param_space, target, by_source, plan.names, labels,
                              output_transform=settings.output_transform, kernel=settings.kernel,
                              n_latent=settings.n_latent, restarts=settings.restarts, seed=seed)
