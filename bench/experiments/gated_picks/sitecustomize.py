@@ -10,7 +10,8 @@ and set GPTASK_GATED_PICKS to a JSON object, e.g.
 On every ``every``-th searched run of a task i with a listed or enumerated domain, the search
 chooses by EI among the ``top`` best configurations of each other task j whose model, conditioned
 on j's data only (``LCM.subset([j])``, the joint fit's hyperparameters), ranks task i's measured
-values with a Spearman correlation of at least ``thr``; the whole domain otherwise.
+values with a Spearman correlation of at least ``thr`` (with ``"pool": 1``, the mean of every
+estimate made for the pair so far in the run); the whole domain otherwise.
 """
 
 import json
@@ -40,6 +41,11 @@ if os.environ.get("GPTASK_GATED_PICKS"):
             if j == i:
                 continue
             rho = spearmanr(model.subset([j]).predict(0, X[i])[0], y[i])[0]
+            if CFG.get("pool"):
+                seen = self.__dict__.setdefault("_gate_estimates", {}).setdefault((i, j), [])
+                if np.isfinite(rho):
+                    seen.append(rho)
+                rho = float(np.mean(seen)) if seen else rho
             if not np.isfinite(rho) or rho < CFG["thr"]:
                 continue
             rows += [t.params for t in sorted((t for t in self.trials_of(j) if usable(t)),
