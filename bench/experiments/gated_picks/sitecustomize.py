@@ -10,8 +10,9 @@ and set GPTASK_GATED_PICKS to a JSON object, e.g.
 On every ``every``-th searched run of a task i with a listed or enumerated domain, the search
 chooses by EI among the ``top`` best configurations of each other task j whose model, conditioned
 on j's data only (``LCM.subset([j])``, the joint fit's hyperparameters), ranks task i's measured
-values with a Spearman correlation of at least ``thr`` (with ``"pool": 1``, the mean of every
-estimate made for the pair so far in the run); the whole domain otherwise.
+values with a Spearman correlation of at least ``thr`` (with ``"topq": 1``, instead: the share of
+task i's best quarter of runs that j's model also ranks in its best quarter; with ``"pool": 1``,
+the mean of every estimate made for the pair so far in the run); the whole domain otherwise.
 """
 
 import json
@@ -40,7 +41,13 @@ if os.environ.get("GPTASK_GATED_PICKS"):
         for j in range(self.n_tasks):
             if j == i:
                 continue
-            rho = spearmanr(model.subset([j]).predict(0, X[i])[0], y[i])[0]
+            predicted = model.subset([j]).predict(0, X[i])[0]
+            rho = spearmanr(predicted, y[i])[0]
+            if CFG.get("topq"):
+                q = max(2, len(y[i]) // 4)
+                both = set(np.argsort(y[i], kind="stable")[:q].tolist()) & set(
+                    np.argsort(predicted, kind="stable")[:q].tolist())
+                rho = len(both) / q
             if CFG.get("pool"):
                 seen = self.__dict__.setdefault("_gate_estimates", {}).setdefault((i, j), [])
                 if np.isfinite(rho):
