@@ -12,7 +12,8 @@ chooses by EI among the ``top`` best configurations of each other task j whose m
 on j's data only (``LCM.subset([j])``, the joint fit's hyperparameters), ranks task i's measured
 values with a Spearman correlation of at least ``thr`` (with ``"topq": 1``, instead: the share of
 task i's best quarter of runs that j's model also ranks in its best quarter; with ``"pool": 1``,
-the mean of every estimate made for the pair so far in the run); the whole domain otherwise.
+the mean of every estimate made for the pair so far in the run; with ``"start": k``, only from the
+task's k-th searched run on); the whole domain otherwise.
 """
 
 import json
@@ -32,7 +33,8 @@ if os.environ.get("GPTASK_GATED_PICKS"):
         model = self.model
         if domain is None or model is None:
             return None
-        if sum(t.source == "search" for t in self.trials_of(i)) % CFG["every"]:
+        searched = sum(t.source == "search" for t in self.trials_of(i))
+        if searched % CFG["every"] or searched < CFG.get("start", 0):
             return None
         X, y = model.data()
         if len(y[i]) < 4:
