@@ -35,7 +35,7 @@ from .models import LCM
 from .models.defaults import SURROGATE_KERNEL
 from .models.priors import LCMPrior
 from .space import Space
-from .surrogate.data import training_data
+from .surrogate.data import log_possible, training_data, usable
 from .trials import Trial, point_key
 
 __all__ = ["SELECT_MARGIN", "SELECT_MIN_RUNS", "SourceScore", "SourceSelection", "select_sources", "heldout_score"]
@@ -136,7 +136,7 @@ def select_sources(space: Space, target: Sequence[Trial], sources: Mapping[int, 
     """Backward elimination of ``sources`` (source index -> its finished trials) by the held-out fit
     of this machine's finished ``target`` trials (module docstring). names, machines: per source,
     how it was given and its machine label(s), for the report. output_transform: the tuner's
-    ("auto": log when every value is positive). The callers log :meth:`SourceSelection.lines`."""
+    ("auto": log when every usable value is positive, the tuner's rule). The callers log :meth:`SourceSelection.lines`."""
     target = [t for t in target if t.status.finished]
     everything = [*target, *(t for ts in sources.values() for t in ts)]
     n_target = int(sum(t.ok for t in target))
@@ -147,8 +147,8 @@ def select_sources(space: Space, target: Sequence[Trial], sources: Mapping[int, 
                 f"every source kept")
         return SourceSelection(sorted(sources), [], [], n_target, note)
     tasks = list({point_key(t.task): t.task for t in target}.values())
-    positive = all(t.value > 0 for t in everything if t.ok)
-    use_log = {"log": True, "none": False}.get(output_transform, positive)
+    values = np.array([t.value for t in everything if usable(t)], dtype=float)
+    use_log = {"log": True, "none": False}.get(output_transform, log_possible([values]))
 
     def score(kept: Sequence[int]) -> float:
         others = [t for k in kept for t in sources[k]]

@@ -43,10 +43,9 @@ policies and pruner, failure capture and MPI rules (rank 0 alone writes) as ``gt
    On the recorded convolution campaign (a GPU held out, the other five tuned;
    ``bench/leave_one_gpu_out.py``, 10 seeds) they raised the fraction of the optimum after 10 runs
    from 0.751 (worst seed 0.617) to 0.823 (0.711; BENCHMARKS.md, issue 24). Continuous spaces get
-   none: there one task's
-   best point is rarely another's (on the transfer benchmark's sphere family, whose optimum moves
-   with the task, picks cost regret at 10 runs), and the search's swarm already starts from the
-   tuned tasks' best points.
+   none: there one task's best point is rarely another's (on the transfer benchmark's sphere
+   family, whose optimum moves with the task, picks cost regret at 10 runs), and the search's
+   swarm already starts from the tuned tasks' best points.
 
 The new task's output transform: log if the old tasks used log, then the per-task affine map
 *transferred* from the old tasks: its ``mu`` and ``log sigma`` are predicted at the new task by
