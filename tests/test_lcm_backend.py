@@ -278,3 +278,49 @@ def test_cuda_request_without_a_gpu_is_refused():
         pytest.skip("a CUDA device is present")
     with pytest.raises(ValueError, match="no CUDA device"):
         LCM(1, device="cuda")
+
+
+def test_tune_on_the_torch_backend_proposes_what_numpy_proposes(monkeypatch, tmp_path):
+    """gt.tune(..., device=...) runs every model of the run on the torch backend (here torch's CPU
+    build stands in for a GPU: the device name "cuda" is mapped to it) and proposes what the numpy
+    run proposes, to rounding; the history and the model-based prediction work on it too."""
+    pytest.importorskip("torch")
+    import gptask as gt
+    import gptask.tuning.tuner as tuner_mod
+
+    resolve = lcm_mod._resolve_backend
+    monkeypatch.setattr(lcm_mod, "_resolve_backend",
+                        lambda backend, device: get_backend("torch", "cpu") if device == "cuda" else resolve(backend, device))
+    monkeypatch.setattr(tuner_mod, "check_device", lambda device: device)
+    prob = gt.Problem(gt.Space([gt.Real("t", 0, 1)]), gt.Space([gt.Real("x", 0, 1), gt.Real("y", 0, 1)]),
+                      lambda t, p: (p["x"] - t["t"]) ** 2 + (p["y"] - 0.3) ** 2 + 0.1)
+    tasks = [{"t": 0.2}, {"t": 0.7}]
+    on_numpy = gt.tune(prob, tasks, 10, seed=1, progress=False)
+    on_torch = gt.tune(prob, tasks, 10, seed=1, progress=False, device="cuda", history=tmp_path / "h.sqlite")
+    assert on_numpy.model.backend == "numpy" and on_torch.model.backend == "torch"
+    a, b = ([[t.params["x"], t.params["y"]] for t in r.history] for r in (on_numpy, on_torch))
+    np.testing.assert_allclose(b, a, atol=1e-6)
+    p_numpy, p_torch = (gt.predict_optimum(r, {"t": 0.5}) for r in (on_numpy, on_torch))
+    assert p_torch.value == pytest.approx(p_numpy.value, rel=1e-6)
+
+
+def test_tune_refuses_a_missing_device_before_any_run():
+    """device= names a device that is not there: refused at the API boundary, nothing runs."""
+    import gptask as gt
+
+    calls = []
+    prob = gt.Problem(gt.Space([gt.Real("t", 0, 1)]), gt.Space([gt.Real("x", 0, 1)]),
+                      lambda t, p: calls.append(p) or p["x"])
+    with pytest.raises(ValueError, match="device must be a string"):
+        gt.tune(prob, 2, 4, progress=False, device=3)
+    try:
+        import torch
+    except ImportError:
+        with pytest.raises(ImportError, match="gpu"):
+            gt.tune(prob, 2, 4, progress=False, device="cuda")
+    else:
+        if torch.cuda.is_available():
+            pytest.skip("a CUDA device is present")
+        with pytest.raises(ValueError, match="no CUDA device"):
+            gt.tune(prob, 2, 4, progress=False, device="cuda")
+    assert calls == []

@@ -154,6 +154,16 @@ class NumpyBackend:
 NUMPY = NumpyBackend()
 
 
+def check_device(device: str | None) -> str | None:
+    """``device`` of a tuner or fit, checked at the API boundary: None for numpy on the CPU
+    (None or "cpu"), else the torch device string after the backend was created there once (so a
+    missing torch or CUDA device is refused before any run, with :func:`get_backend`'s errors)."""
+    if device is None or device == "cpu":
+        return None
+    get_backend("torch", device)
+    return device
+
+
 def get_backend(name: str = "numpy", device: str | None = None):
     """The backend object for ``name`` ("numpy" or "torch") on ``device``.
 

@@ -60,7 +60,9 @@ class ModelStore(Protocol):
 class ModelSettings:
     """How the LCM is fitted. n_latent, kernel: the model; restarts: starts of a cold fit;
     refit_restarts: of a warm-started one; output_transform: "auto", "log" or "none"; seed: the
-    run's seed (each fit draws from ``(seed, STAGE_FIT, iteration)``)."""
+    run's seed (each fit draws from ``(seed, STAGE_FIT, iteration)``); device: where the LCM
+    computes (None: numpy on the CPU; a torch device such as "cuda": the torch backend there,
+    equal to numpy's to rounding, :mod:`gptask.models.backend`)."""
 
     n_latent: int
     kernel: str
@@ -68,6 +70,7 @@ class ModelSettings:
     refit_restarts: int
     output_transform: str
     seed: int
+    device: str | None = None
 
     def key(self) -> list:
         """What changes a fit's result besides the data (folded into the data key)."""
@@ -207,7 +210,7 @@ class Surrogate:
         return "fit"
 
     def _new_model(self) -> LCM:
-        return LCM(n_latent=self.settings.n_latent, kernel=self.settings.kernel)
+        return LCM(n_latent=self.settings.n_latent, kernel=self.settings.kernel, device=self.settings.device)
 
     @property
     def prior(self) -> LCMPrior:

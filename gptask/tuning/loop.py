@@ -137,7 +137,9 @@ def tune(
     refit_on_drift, output_transform ("auto": log of positive outputs or not, decided once by
     likelihood; "log"; "none"), provenance (the machine record stored with every trial: "auto", this
     process's; a record or label; None: none) and mix_machines (accept this machine's trials in a
-    history holding another machine's; refused otherwise, :mod:`gptask.provenance`) (see :class:`Tuner`).
+    history holding another machine's; refused otherwise, :mod:`gptask.provenance`), failure_model
+    and device (where the LCM computes: None, numpy on the CPU; "cuda", the torch backend on a GPU,
+    for models of tens of thousands of points) (see :class:`Tuner`).
     """
     tasks, budget, n_initial = smoke_limits(tasks, budget, n_initial)  # GPTASK_MAX_TASKS / _BUDGET, if set
     max_time = check_seconds("max_time", max_time)

@@ -53,6 +53,7 @@ from ..checks import check_int, check_seconds
 from ..evaluate import Outcome
 from ..failures import AUTO, FailureWatch
 from ..models import LCM
+from ..models.backend import check_device
 from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
 from ..surrogate import ModelSettings, SearchView, Surrogate
 from ..surrogate.data import usable
@@ -133,7 +134,9 @@ class Tuner:
     ("auto": this process's, with the problem's application versions; a record or label from
     :mod:`gptask.provenance`; None: none). mix_machines: allow trials of a machine the history has
     not seen next to those of another (:func:`gptask.provenance.check_history`; refused otherwise).
-    The other arguments are those of :func:`gptask.tune`.
+    device: where the LCM of every objective computes (None or "cpu": numpy; a torch device such
+    as "cuda" or "cuda:1": the torch backend there, for models of tens of thousands of points;
+    refused before any run when torch or the device is missing). The other arguments are those of :func:`gptask.tune`.
 
     Tuners of other kinds (TLA2's new-task tuner, :mod:`gptask.transfer.tla2`) subclass this one
     and override its hooks: :meth:`proposes_for`, :meth:`initial_design`, :meth:`incumbents`,
@@ -172,6 +175,7 @@ class Tuner:
         provenance: Any = "auto",
         mix_machines: bool = False,
         failure_model: bool = True,
+        device: str | None = None,
     ) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
@@ -196,6 +200,7 @@ class Tuner:
             raise TypeError(f"owner must be a gptask.storage.Owner, got {owner!r}")
         self.kernel = kernel
         self.output_transform = output_transform
+        self.device = check_device(device)
         self.comm = comm
         self.rank, self.size = rank_size(comm)
         self.owner = owner if owner is not None else Owner.this_process("tune")
@@ -217,7 +222,7 @@ class Tuner:
                 self.storage.close()
             raise
         settings = ModelSettings(self.n_latent, kernel, self.restarts, self.refit_restarts,
-                                 transform_for(problem, output_transform), self.seed)
+                                 transform_for(problem, output_transform), self.seed, self.device)
         self.surrogate = self.make_surrogate(settings, policy, state["use_log"], int(state["iteration"]))
         meta = HistoryMeta(lambda k: self._on_root(lambda: self.storage.get_meta(k), "reading the history"),
                            lambda k, v: self._on_root(lambda: self.storage.set_meta(k, v), "writing the history")
