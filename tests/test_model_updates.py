@@ -117,3 +117,26 @@ def test_a_model_that_stops_predicting_is_refitted():
     assert any("stopped predicting" in u["reason"] for u in tu.updates)
     with pytest.raises(ValueError, match="refit_every"):
         Tuner(prob, tasks=2, budget=4, refit_every=0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_cold_fit_on_many_points_starts_from_a_subset_and_reaches_a_full_fit(seed, monkeypatch, caplog):
+    """A cold fit on more than SUBSET_FIT_ABOVE points runs its starts on a subset of each task and
+    refines on all the points: its log-likelihood is that of fitting every start on all the points
+    (the independent reference: LCM.fit on the model's own data, the same prior and kernel)."""
+    import logging
+
+    import gptask.models.defaults as model_defaults
+    from gptask.models.priors import LCMPrior
+
+    monkeypatch.setattr(model_defaults, "SUBSET_FIT_ABOVE", 100)
+    monkeypatch.setattr(model_defaults, "SUBSET_POINTS", 60)
+    prob = gt.Problem(gt.Space([gt.Real("t", 0, 1)]), gt.Space([gt.Real("x", 0, 1), gt.Real("y", 0, 1)]),
+                      lambda t, p: np.sin(5 * p["x"] + 2 * t["t"]) + (p["y"] - 0.3) ** 2 + 2)
+    with caplog.at_level(logging.INFO, logger="gptask.surrogate.core"):
+        res = gt.tune(prob, [{"t": 0.1}, {"t": 0.5}, {"t": 0.9}], 40, n_initial=40, seed=seed, progress=False,
+                      output_transform="none")
+    assert any("started from a subset of 60" in r.getMessage() for r in caplog.records)
+    Xs, ys = res.model.data()
+    full = LCM(res.model.n_latent, res.model.kernel).fit(Xs, ys, restarts=3, seed=seed, prior=LCMPrior(dimension=2.0))
+    assert res.model.log_likelihood() >= full.log_likelihood() - 0.5

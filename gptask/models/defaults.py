@@ -94,6 +94,18 @@ BLAS_THREADS_MIN_N = 4000
 #: 10^6 points would need a 7.3 TiB matrix. Read at call time: a user with more patience may raise it
 #: (gptask.models.defaults.EXACT_FIT_MAX_POINTS = ...) before tuning or fitting
 EXACT_FIT_MAX_POINTS = 5000
+#: a cold fit of the tuner's model on more points than SUBSET_FIT_ABOVE (reachable once
+#: EXACT_FIT_MAX_POINTS is raised, e.g. for the exact model of large sources on a GPU) starts from a
+#: subset (issue 24): every task summarised to an equal share of SUBSET_POINTS
+#: (gptask.source_summary's rule), fitted with every start, then the winner refined on all the
+#: points by one start of at most SUBSET_REFINE_ITERS L-BFGS-B iterations (no exploration round).
+#: On one H200 at 21,820 points (five source GPUs' campaigns): 20-25 s against about 115 s for one
+#: start from scratch, with the same held-out accuracy on the new GPU in two cases; at 2,010 points on
+#: 2 cores a start from scratch predicted the new GPU better in 2 of 4 cases, hence the threshold
+#: (BENCHMARKS.md, issue 24)
+SUBSET_FIT_ABOVE = 5000
+SUBSET_POINTS = 1500
+SUBSET_REFINE_ITERS = 25
 #: the most measurement rows gt.fit, gt.import_runs and gptask fit read (repeats included): 40 rows per
 #: configuration at EXACT_FIT_MAX_POINTS; a file with more is refused after a streamed count of its
 #: lines, before any row is parsed (10^6 rows took 125 s and 3.6 GB to read)
