@@ -105,13 +105,17 @@ def run_arm(name: str, held: str, seed: int, recordings: dict, per_gpu: int | No
     if on_cuda:
         torch.cuda.reset_peak_memory_stats()
     clock = _FitClock()
-    logging.getLogger("gptask").addHandler(clock)
+    fits = logging.getLogger("gptask.surrogate.core")  # where the fit's lines come from
+    level = fits.level
+    fits.setLevel(logging.INFO)
+    fits.addHandler(clock)
     t0 = time.perf_counter()
     try:
         res = gt.tune(timed_prob, [TASK], INITIAL_RUNS + 1, n_initial=INITIAL_RUNS, seed=seed, sources=sources,
                       provenance=held, progress=False, refit_every=None, failure_model=False, **options)
     finally:
-        logging.getLogger("gptask").removeHandler(clock)
+        fits.removeHandler(clock)
+        fits.setLevel(level)
     total = time.perf_counter() - t0
     optimum = rec.best()[1]
     configs = prob.candidate_list(TASK)

@@ -112,3 +112,23 @@ def test_an_integer_axis_keeps_its_bounds_and_takes_every_integer_when_it_can():
     coarse = quality._axis(tile, 10)
     assert coarse[0] == 4 and coarse[-1] == 256 and len(coarse) == 10
     assert quality._axis(tile, 253) == list(range(4, 257))
+
+
+def test_source_scale_gpu_runs_its_arms_on_the_cpu_and_reports(tmp_path, capsys):
+    """bench/source_scale_gpu.py on a small draw of the sources (30 per GPU) on the CPU: every arm
+    shares the held-out GPU's initial runs, the subset start is taken above --subset-above, and the
+    report lists every arm."""
+    import source_scale_gpu
+
+    out = tmp_path / "rows.jsonl"
+    assert source_scale_gpu.main(["--gpus", "A100", "--per-gpu", "30", "--device", "cpu", "--subset-above", "100",
+                                  "--arms", "exact,exact_cold", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines() if "arm" in line]
+    assert [r["arm"] for r in rows] == ["summary", "exact", "exact_cold"]
+    assert rows[1]["initial"] == rows[0]["initial"] == rows[2]["initial"]
+    assert rows[1]["points"] == rows[2]["points"] == 161
+    assert any("started from a subset" in line for line in rows[1]["fit_log"])
+    assert not any("started from a subset" in line for line in rows[2]["fit_log"])
+    assert all(-1 <= r["spearman"] <= 1 and 0 < r["top5"] <= 1 for r in rows)
+    source_scale_gpu.main(["--report", "--out", str(out)])
+    assert capsys.readouterr().out.count("| A100, 0 |") == 3
