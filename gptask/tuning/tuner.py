@@ -285,7 +285,13 @@ class Tuner:
                 "iteration": len(storage.models())}
 
     def refresh(self) -> None:
-        """Read every trial and task closure from the history (rank 0) onto every rank."""
+        """Read every trial and task closure from the history (rank 0) onto every rank. A single
+        process takes them as read (no JSON round trip: with tens of thousands of imported trials
+        that was most of each ``ask``)."""
+        if self.size == 1:
+            self._trials = list(self.storage.trials())
+            self._closed = dict(self.storage.closed_tasks())
+            return
         state = self._on_root(lambda: {"trials": [t.to_json() for t in self.storage.trials()],
                                        "closed": {str(k): v for k, v in self.storage.closed_tasks().items()}},
                               "reading the history")
