@@ -15,6 +15,7 @@ optimum's performance ``f_opt / best``. Over seeds: the mean and the worst seed.
     python bench/suite.py run --families quick --methods mla,mla_alone,random,optuna_gp,skopt \\
         --seeds 0-4 --jobs 2 --out bench/results_suite.jsonl
     python bench/suite.py report bench/results_suite.jsonl --out bench/results_suite.md
+    python bench/suite.py compare F... --base mla@OLD --new mla@NEW   # paired by seed, with standard errors
 
 Runs are appended to the JSON-lines file one by one and skipped when already there (resume). Use
 ``--tag NAME`` to keep the runs of a code version or setting apart (the method shows as
@@ -253,6 +254,48 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def paired(records: list[dict[str, Any]], base: str, new: str) -> list[dict[str, Any]]:
+    """Per (family, budget) where both methods ran common seeds: the paired per-seed difference of
+    ``new`` against ``base`` in the family's score (the fraction of the optimum for time objectives,
+    else minus the regret: positive means ``new`` is better), its mean, the standard error of the
+    mean, and the seeds won and lost."""
+    from suite_families import family
+
+    by: dict[tuple, dict[str, dict[int, float]]] = {}
+    for rec in records:
+        if rec["method"] in (base, new):
+            fam = family(rec["family"])
+            sc = scores(rec, fam)
+            value = sc["fraction"] if fam.positive else -sc["regret"]
+            by.setdefault((rec["family"], rec["budget"]), {}).setdefault(rec["method"], {})[rec["seed"]] = value
+    out = []
+    for (fname, budget), cell in sorted(by.items()):
+        seeds = sorted(set(cell.get(base, {})) & set(cell.get(new, {})))
+        if not seeds:
+            continue
+        d = np.array([cell[new][k] - cell[base][k] for k in seeds])
+        se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+        out.append({"family": fname, "budget": budget, "seeds": len(seeds), "mean": float(d.mean()), "se": se,
+                    "wins": int((d > 0).sum()), "losses": int((d < 0).sum())})
+    return out
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    records = []
+    for path in args.inputs:
+        records += [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = [f"{args.new} against {args.base}, paired by seed (fraction of the optimum for time objectives, "
+             "else minus the regret; positive: better)", "",
+             "| family | runs/task | seeds | mean difference | standard error | seeds won / lost |", "|---|---|---|---|---|---|"]
+    for row in paired(records, args.base, args.new):
+        beyond = abs(row["mean"]) > 2 * row["se"]  # outside two standard errors of no difference
+        lines.append(f"| {row['family']} | {row['budget']} | {row['seeds']} | "
+                     f"{'**' if beyond else ''}{row['mean']:+.4f}{'**' if beyond else ''} | {row['se']:.4f} | "
+                     f"{row['wins']} / {row['losses']} |")
+    print("\n".join(lines))
+    return 0
+
+
 def _checks(summary: dict[tuple, dict[str, Any]], methods: list[str], mla: str) -> list[str]:
     """The issue's targets, family by family, for the method ``mla``."""
     alone = mla.replace("mla", "mla_alone", 1)
@@ -295,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--options", default="", help="JSON dict of gt.tune options for gptask's runs")
     r.add_argument("--out", default="bench/results_suite.jsonl")
     r.set_defaults(func=cmd_run)
+    c = sub.add_parser("compare", help="two methods (e.g. mla@A and mla@B) paired by seed, family by family")
+    c.add_argument("inputs", nargs="+")
+    c.add_argument("--base", required=True)
+    c.add_argument("--new", required=True)
+    c.set_defaults(func=cmd_compare)
     p = sub.add_parser("report", help="tables and target checks from result files")
     p.add_argument("inputs", nargs="+")
     p.add_argument("--out", default=None)

@@ -132,3 +132,29 @@ def test_source_scale_gpu_runs_its_arms_on_the_cpu_and_reports(tmp_path, capsys)
     assert all(-1 <= r["spearman"] <= 1 and 0 < r["top5"] <= 1 for r in rows)
     source_scale_gpu.main(["--report", "--out", str(out)])
     assert capsys.readouterr().out.count("| A100, 0 |") == 3
+
+
+def test_suite_compare_pairs_runs_by_seed_and_flags_a_difference_beyond_two_standard_errors(tmp_path, capsys):
+    """bench/suite.py compare: per family and budget, the per-seed differences of the new method
+    against the base (fraction of the optimum for a time objective), their mean and standard error,
+    the seeds won and lost; seeds only one method ran are left out."""
+    import suite
+    from suite_families import family
+
+    fam = family("convolution")
+    f_opt = fam.f_opt
+
+    def rec(method: str, seed: int, factor: float) -> dict:  # every task's best run at factor x its optimum
+        return {"family": "convolution", "budget": 2, "method": method, "seed": seed,
+                "values": [[None, f * factor] for f in f_opt]}
+
+    records = [rec("mla@old", s, 2.0) for s in range(4)] + [rec("mla@new", s, 1.25 + 0.25 * (s % 2)) for s in range(3)]
+    rows = suite.paired(records, "mla@old", "mla@new")
+    expected = np.array([1 / 1.25 - 0.5, 1 / 1.5 - 0.5, 1 / 1.25 - 0.5])  # seed 3: the base's alone
+    assert len(rows) == 1 and rows[0]["seeds"] == 3 and (rows[0]["wins"], rows[0]["losses"]) == (3, 0)
+    assert rows[0]["mean"] == pytest.approx(expected.mean())
+    assert rows[0]["se"] == pytest.approx(expected.std(ddof=1) / np.sqrt(3))
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records))
+    assert suite.main(["compare", str(path), "--base", "mla@old", "--new", "mla@new"]) == 0
+    assert f"| convolution | 2 | 3 | **{expected.mean():+.4f}** |" in capsys.readouterr().out
