@@ -584,19 +584,21 @@ def _kept(plan: _Plan, selection: SourceSelection) -> tuple[list[Trial], list[di
 
 def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[Any] | None = None,
                     machine: Any = None, source_points: Any = AUTO, select_sources: bool = False,
-                    **fit_options: Any) -> Any:
+                    consensus: bool = True, **fit_options: Any) -> Any:
     """``gt.predict_optimum``: :func:`gptask.transfer.tla1.predict_optimum` itself without
     ``sources``. With them: ``source`` (a TuningResult, or None for no run on the machine to
     predict for) and ``sources`` are fitted as one model (``gt.fit`` on the combined problem,
     ``fit_options`` passed on), and the prediction is for ``task`` on ``machine`` (a record or
-    label; default this process's); source_points: as for ``gt.tune``. Returns the
+    label; default this process's); source_points: as for ``gt.tune``; consensus: for a machine (or
+    any category) no measurement has, the configuration best on average over the known ones (False:
+    TLA1's blend of their optima; :func:`gptask.transfer.tla1.predict_optimum`). Returns the
     :class:`~gptask.transfer.Prediction`, whose task holds the ``machine`` label."""
     from .transfer.tla1 import predict_optimum as predict_here
 
     if sources is None:
         if select_sources:
             raise SourceError(NEEDS_SOURCES)
-        return predict_here(source, task)
+        return predict_here(source, task, consensus=consensus)
     if source is not None and not isinstance(source, TuningResult):
         raise SourceError("predict_optimum with sources takes a TuningResult (or None) first: a model file holds no "
                           "measurements to combine")
@@ -629,4 +631,4 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
                  **fit_options)
     want = plan.problem.task_space.validate({**problem.task_space.validate(dict(task)),
                                              MACHINE_DIM: plan.target_label})
-    return predict_here(result, want)
+    return predict_here(result, want, consensus=consensus)

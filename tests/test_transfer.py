@@ -341,3 +341,26 @@ def test_over_tasks_trend_falls_back_to_a_constant_with_too_few_tasks():
     assert _trend_design(four, False).shape == (5, 1)
     collinear = np.array([[t, t] for t in np.linspace(0.0, 1.0, 6)])  # encodings on a line: not spanned
     assert _trend_design(collinear, True).shape == (6, 1)
+
+
+def test_a_new_category_gets_the_configuration_best_on_average_over_the_seen_ones():
+    """A task whose category (a machine) no tuned task has: the model cannot tell it apart from the
+    seen machines, so the prediction is the configuration of least mean log value over them (route
+    "consensus"), checked against that minimiser of the true functions by brute force; the
+    parameter-wise blend of their optima (about 0.38 here) is far from it."""
+    optima, steep = {"A": 0.1, "B": 0.15, "C": 0.9}, {"A": 10.0, "B": 10.0, "C": 0.5}
+
+    def f(machine: str, x: float) -> float:
+        return 1.0 + steep[machine] * (x - optima[machine]) ** 2
+
+    prob = gt.Problem(gt.Space([gt.Categorical("machine", ["A", "B", "C", "new"])]), gt.Space([gt.Real("x", 0, 1)]),
+                      lambda t, p: f(t["machine"], p["x"]))
+    res = gt.tune(prob, [{"machine": m} for m in optima], 15, seed=0, progress=False)
+    pred = gt.predict_optimum(res, {"machine": "new"})
+    grid = np.linspace(0, 1, 2001)
+    mean_log = lambda x: np.mean([np.log(f(m, x)) for m in optima])  # noqa: E731
+    best = grid[np.argmin([mean_log(x) for x in grid])]
+    assert pred.route == "consensus"
+    assert abs(pred.params["x"] - best) < 0.03
+    assert mean_log(pred.params["x"]) - mean_log(best) < 0.01 < mean_log(np.mean(list(optima.values()))) - mean_log(best)
+    assert gt.predict_optimum(res, {"machine": "A"}).route == "optima"  # a tuned category: TLA1 as before

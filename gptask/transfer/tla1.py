@@ -22,6 +22,14 @@ another node of the same kind for 6 sizes the shipped model never saw, both were
 than the hand default (medians 0.963 and 0.960 of its median; ``bench/run_free.py device``): real
 launches do not separate them.
 
+For a new task whose category no tuned task has (a machine or GPU never measured, as a
+categorical task dimension) and no joint model, the model cannot tell the new category from the
+seen ones, and a blend of their optima parameter by parameter can land where none of them is good.
+The configuration returned is then the one of least mean log predicted value over the task with
+each seen category in place of the new one, among the task's listed configurations or the Latin
+hypercube draws above (``Prediction.route == "consensus"``, :func:`_consensus_pick`): the
+configuration that is good on every machine seen, relative to each one's own best.
+
 ``Prediction.std`` is the GP predictive std of each parameter *in encoded units* (fractions of the
 unit interval the parameter is mapped to; log scale for log dimensions), including the GP's noise
 term, i.e. the scatter of the tuned tasks' best points around the smooth trend. For a categorical
@@ -31,6 +39,7 @@ tasks' optima say the new task's optimum may lie (TLA2 samples around the predic
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +50,7 @@ import numpy as np
 from ..sampling import NoFeasiblePoint, lhs_points
 from ..seeding import STAGE_JOINT_SEARCH, STAGE_PROJECT, rng
 from ..space import Categorical, Space
+from ..trials import point_key
 from .model import TransferModel, as_transfer_model
 from .predict import predict, predict_encoded
 
@@ -54,6 +64,9 @@ PROJECT_SPREADS = (0.01, 0.03, 0.1, 0.3, 1.0)
 PROJECT_DRAWS, PROJECT_UNIFORM, PROJECT_BISECTIONS = 200, 1000, 25
 #: a new task's optimum under the joint model: Latin hypercube draws of which the feasible ones are candidates
 JOINT_SEARCH_DRAWS = 4096
+#: the consensus pick: at most this many listed configurations are scored (a seeded draw of larger
+#: domains), and at most this many combinations of the seen categories are averaged over
+CONSENSUS_MAX_CANDIDATES, CONSENSUS_MAX_TASKS = 20_000, 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,7 +80,9 @@ class Prediction:
     before snapping and projection; projected: True when a constraint forced a move away from the
     snapped prediction; feasible: True/False, or None when the constraints are unknown (loaded model
     without ``problem=``); task: the task; route: ``"optima"`` when ``params`` is the TLA1
-    configuration, ``"joint"`` when it is the joint model's pick among candidates (module docstring).
+    configuration, ``"joint"`` when it is the joint model's pick among candidates, ``"consensus"``
+    when it is the configuration predicted best on average over the categories the task's new one
+    could resemble (module docstring).
     """
 
     task: dict
@@ -134,11 +149,13 @@ def _param_std(space: Space, std_cols: np.ndarray, encoded: np.ndarray) -> dict[
     return out
 
 
-def predict_optimum(source: Any, task: Mapping[str, Any]) -> Prediction:
+def predict_optimum(source: Any, task: Mapping[str, Any], *, consensus: bool = True) -> Prediction:
     """TLA1: predict a good configuration for ``task`` without running anything.
 
     source: a :class:`gptask.TuningResult` or a model from :func:`gptask.load_model`.
-    task: a dict of the task space (a new or a tuned task). Returns a :class:`Prediction`.
+    task: a dict of the task space (a new or a tuned task). consensus: for a task of a category no
+    tuned task has, return the consensus pick (module docstring; False: TLA1's blend, what TLA2
+    centres its design on). Returns a :class:`Prediction`.
     """
     tm = as_transfer_model(source)
     task = tm.validate_task(task)
@@ -155,11 +172,64 @@ def predict_optimum(source: Any, task: Mapping[str, Any]) -> Prediction:
     if feas is not None and tm.task_index(task) is None and tm.joint() is not None:
         enc, route = _joint_pick(tm, task, feas, enc), "joint"
         projected = False
+    elif consensus and feas is not None and tm.task_index(task) is None and _unseen_categories(tm, task):
+        enc, route = _consensus_pick(tm, task, feas, enc), "consensus"
+        projected = False
     params = space.decode(enc[None, :])[0]
     mean, sd = predict(tm, task, params)
     return Prediction(task=task, params=params, std=_param_std(space, std_cols, enc), value=float(mean),
                       value_std=float(sd), encoded=enc, raw=raw, projected=projected,
                       feasible=None if feas is None else bool(feas(params)), route=route)
+
+
+def _unseen_categories(tm: TransferModel, task: Mapping[str, Any]) -> dict[str, list]:
+    """The categorical task dimensions whose value in ``task`` no tuned task (one with data) has,
+    each with the values the tuned tasks do have (in the space's order); empty when there is none."""
+    tuned = [tm.tasks[j] for j in range(len(tm.tasks)) if tm.model.n_points[j] > 0]
+    out = {}
+    for dim in tm.task_space.dimensions:
+        if isinstance(dim, Categorical):
+            seen = {point_key({"v": t[dim.name]}) for t in tuned}
+            if point_key({"v": task[dim.name]}) not in seen:
+                out[dim.name] = [c for c in dim.choices if point_key({"v": c}) in seen]
+    return out if all(out.values()) else {}
+
+
+def _consensus_candidates(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.ndarray) -> np.ndarray:
+    """Encoded candidates (n, D) of ``task``: its listed configurations (a seeded draw of
+    ``CONSENSUS_MAX_CANDIDATES`` when there are more), else TLA1's and the feasible ones of
+    ``JOINT_SEARCH_DRAWS`` Latin hypercube draws."""
+    space = tm.param_space
+    domain = tm.problem.domain(task) if tm.problem is not None else None
+    if domain is not None and len(domain):
+        rows = np.arange(len(domain))
+        if len(rows) > CONSENSUS_MAX_CANDIDATES:
+            rows = np.sort(rng(0, STAGE_JOINT_SEARCH).choice(len(rows), CONSENSUS_MAX_CANDIDATES, replace=False))
+        return domain.encode(rows)
+    draws = lhs_points(space, JOINT_SEARCH_DRAWS, rng(0, STAGE_JOINT_SEARCH))
+    return np.vstack([tla1[None, :], space.encode([p for p in draws if is_feasible(p)])])
+
+
+def _consensus_pick(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.ndarray) -> np.ndarray:
+    """The encoded configuration (D,) predicted best on average over the seen categories: for a task
+    whose category (a machine, a GPU) no tuned task has, the model knows nothing that sets it apart
+    from the seen ones, and TLA1 blends their optima parameter by parameter (on the recorded
+    convolution campaign, with the other five GPUs' campaigns as sources, 0.68 of the new GPU's
+    optimum on average and 0.17 on W6600). Instead each candidate is scored on the task with every
+    combination of seen values in place of the new ones (at most ``CONSENSUS_MAX_TASKS``), by the
+    mean log of its predicted values (a time: the geometric mean, so each category's relative
+    differences count alike; for outputs that are not all positive, the mean of per-category
+    standardised predictions), and the best candidate wins (0.80 on that campaign, 0.54 at worst;
+    BENCHMARKS.md, issue 24)."""
+    unseen = _unseen_categories(tm, task)
+    combos = [dict(zip(unseen, values)) for values in itertools.product(*unseen.values())][:CONSENSUS_MAX_TASKS]
+    C = _consensus_candidates(tm, task, is_feasible, tla1)
+    P = np.array([predict_encoded(tm, {**task, **combo}, C)[0] for combo in combos])  # (V, n) user units
+    if np.all(P > 0.0):
+        score = np.log(P).mean(axis=0)
+    else:
+        score = ((P - P.mean(axis=1, keepdims=True)) / np.maximum(P.std(axis=1, keepdims=True), 1e-300)).mean(axis=0)
+    return C[int(np.argmin(score))]
 
 
 def _joint_pick(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.ndarray) -> np.ndarray:
