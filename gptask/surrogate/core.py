@@ -247,8 +247,7 @@ class Surrogate:
 
     def _fit_from_subset(self, data: TrainingData, seed: int) -> LCM:
         """A cold fit on many points (more than ``SUBSET_FIT_ABOVE``): every start on a subset of about
-        ``SUBSET_POINTS``
-        (each task's best quarter of its share and a uniform draw of the rest,
+        ``SUBSET_POINTS`` (each task's best quarter of its share and a uniform draw of the rest,
         :func:`gptask.source_summary.summary_indices`), then one start on all the points from the
         subset's hyperparameters, at most ``SUBSET_REFINE_ITERS`` iterations."""
         share = max(1, model_defaults.SUBSET_POINTS // self.n_tasks)

@@ -136,7 +136,8 @@ class Tuner:
     not seen next to those of another (:func:`gptask.provenance.check_history`; refused otherwise).
     device: where the LCM of every objective computes (None or "cpu": numpy; a torch device such
     as "cuda" or "cuda:1": the torch backend there, for models of tens of thousands of points;
-    refused before any run when torch or the device is missing). The other arguments are those of :func:`gptask.tune`.
+    refused before any run when torch or the device is missing). The other arguments are those of
+    :func:`gptask.tune`.
 
     Tuners of other kinds (TLA2's new-task tuner, :mod:`gptask.transfer.tla2`) subclass this one
     and override its hooks: :meth:`proposes_for`, :meth:`initial_design`, :meth:`incumbents`,
