@@ -40,6 +40,8 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -138,37 +140,51 @@ def run_arm(name: str, held: str, seed: int, recordings: dict, per_gpu: int | No
             "proposal": 0.0 if last is None or isinstance(last, str) else float(optimum / float(last))}
 
 
-def run(gpus: list[str], seeds: list[int], per_gpu: int | None, device: str, out: Path, arms: list[str]) -> None:
+#: the exact arms: (gptask.models.defaults values set for the arm, gt.tune options besides the exact ones)
+ARMS = {
+    "exact": ({}, {}),  # the default cold fit: every start on a subset, refined on all the points
+    "exact_refine60": ({"SUBSET_REFINE_ITERS": 60}, {}),  # refined by up to 60 iterations instead of 25
+    "exact_cold": ({"SUBSET_FIT_ABOVE": 10**9}, {"restarts": 1}),  # one start on all the points, no subset
+}
+#: loggers quietened while the benchmark runs (one line per recorded failure otherwise)
+QUIET = ("gptask.evaluate", "gptask.tuning", "gptask.sources")
+
+
+@contextmanager
+def model_defaults_set(**values: Any) -> Iterator[None]:
+    """``gptask.models.defaults`` attributes set to ``values`` inside, restored on exit (a caller in
+    the same process, e.g. the test suite, sees the library's own afterwards)."""
+    old = {name: getattr(model_defaults, name) for name in values}
+    for name, value in values.items():
+        setattr(model_defaults, name, value)
+    try:
+        yield
+    finally:
+        for name, value in old.items():
+            setattr(model_defaults, name, value)
+
+
+def run(gpus: list[str], seeds: list[int], per_gpu: int | None, device: str, out: Path, arms: list[str],
+        subset_above: int | None = None) -> None:
     recordings = {g: read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in GPUS}
-    model_defaults.EXACT_FIT_MAX_POINTS = 30_000  # the exact arm holds every source measurement
     with out.open("a") as f:
         f.write(json.dumps({"machine": describe_machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                             "device": device}) + "\n")
+    limits = {"EXACT_FIT_MAX_POINTS": 30_000}  # the exact arms hold every source measurement
+    if subset_above is not None:
+        limits["SUBSET_FIT_ABOVE"] = subset_above
     for seed in seeds:
         for held in gpus:
             summary = run_arm("summary", held, seed, recordings, per_gpu)
             rows = [summary]
             exact = dict(source_points=None, device=device, output_transform="log" if summary["use_log"] else "none")
-            if "exact" in arms:  # the default cold fit: every start on a subset, refined on all points
-                rows.append(run_arm("exact", held, seed, recordings, per_gpu, **exact))
-            if "exact_refine60" in arms:  # the subset start refined by up to 60 iterations instead of 25
-                refine = model_defaults.SUBSET_REFINE_ITERS
-                model_defaults.SUBSET_REFINE_ITERS = 60
-                try:
-                    rows.append(run_arm("exact_refine60", held, seed, recordings, per_gpu, **exact))
-                finally:
-                    model_defaults.SUBSET_REFINE_ITERS = refine
-            if "exact_cold" in arms:  # one start on all the points from scratch (no subset)
-                above = model_defaults.SUBSET_FIT_ABOVE
-                model_defaults.SUBSET_FIT_ABOVE = model_defaults.EXACT_FIT_MAX_POINTS
-                try:
-                    rows.append(run_arm("exact_cold", held, seed, recordings, per_gpu, restarts=1, **exact))
-                finally:
-                    model_defaults.SUBSET_FIT_ABOVE = above
-            for row in rows[1:]:
-                if row["initial"] != summary["initial"]:
+            for name in (a for a in ARMS if a in arms):
+                values, options = ARMS[name]
+                with model_defaults_set(**{**limits, **values}):
+                    rows.append(run_arm(name, held, seed, recordings, per_gpu, **options, **exact))
+                if rows[-1]["initial"] != summary["initial"]:
                     logging.warning("%s seed %d: the %s arm's initial runs differ from the summary's", held, seed,
-                                    row["arm"])
+                                    name)
             for row in rows:
                 logging.info("%s", {k: v for k, v in row.items() if k != "initial"})
                 with out.open("a") as f:
@@ -205,11 +221,15 @@ def main(argv: list[str] | None = None) -> int:
         print(report(Path(args.out)))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if args.subset_above is not None:
-        model_defaults.SUBSET_FIT_ABOVE = args.subset_above
-    for name in ("gptask.evaluate", "gptask.tuning", "gptask.sources"):
+    levels = {name: logging.getLogger(name).level for name in QUIET}
+    for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)
-    run(args.gpus.split(","), args.seeds, args.per_gpu, args.device, Path(args.out), args.arms.split(","))
+    try:
+        run(args.gpus.split(","), args.seeds, args.per_gpu, args.device, Path(args.out), args.arms.split(","),
+            args.subset_above)
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
     return 0
 
 

@@ -554,12 +554,18 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
     n = len(by_source)
     log.info("sources: judging %d source(s) by this machine's %d design runs (at most %d model fits)", n,
              sum(t.ok for t in target), n * (n + 1) // 2 + 1)
-    selection = select_by_cv(plan.problem.param_space, target, by_source, plan.names, labels,
-                             output_transform=settings.output_transform, kernel=settings.kernel,
-                             n_latent=settings.n_latent, restarts=settings.restarts, seed=seed)
+    selection = _judged(plan, target, by_source, labels, output_transform=settings.output_transform,
+                        kernel=settings.kernel, n_latent=settings.n_latent, restarts=settings.restarts, seed=seed)
+    storage.set_meta(SELECTION_META, {"fingerprint": _fingerprint(plan), "selection": selection.to_json()})
+    return selection
+
+
+def _judged(plan: _Plan, target: list[Trial], by_source: dict[int, list[Trial]], labels: dict[int, str],
+            **model_options: Any) -> SourceSelection:
+    """:func:`gptask.source_selection.select_sources` on the plan's sources, each verdict logged."""
+    selection = select_by_cv(plan.problem.param_space, target, by_source, plan.names, labels, **model_options)
     for line in selection.lines():
         log.info("sources: %s", line)
-    storage.set_meta(SELECTION_META, {"fingerprint": _fingerprint(plan), "selection": selection.to_json()})
     return selection
 
 
@@ -618,11 +624,7 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
         target_runs, by_source, labels = _split(plan)
         model_options = {k: fit_options[k] for k in ("kernel", "n_latent", "restarts", "seed", "output_transform")
                          if fit_options.get(k) is not None}
-        selection = select_by_cv(plan.problem.param_space, target_runs, by_source, plan.names, labels,
-                                 **model_options)
-        for line in selection.lines():
-            log.info("sources: %s", line)
-        trials, records = _kept(plan, selection)
+        trials, records = _kept(plan, _judged(plan, target_runs, by_source, labels, **model_options))
     rows = [{**t.task, **t.params, "value": t.value, "status": t.status.value,
              **flatten(records[k])} for k, t in enumerate(trials)]
     from .importing import fit

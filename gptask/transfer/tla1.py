@@ -172,8 +172,8 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, consensus: bool = T
     if feas is not None and tm.task_index(task) is None and tm.joint() is not None:
         enc, route = _joint_pick(tm, task, feas, enc), "joint"
         projected = False
-    elif consensus and feas is not None and tm.task_index(task) is None and _unseen_categories(tm, task):
-        enc, route = _consensus_pick(tm, task, feas, enc), "consensus"
+    elif consensus and feas is not None and tm.task_index(task) is None and (unseen := _unseen_categories(tm, task)):
+        enc, route = _consensus_pick(tm, task, unseen, feas, enc), "consensus"
         projected = False
     params = space.decode(enc[None, :])[0]
     mean, sd = predict(tm, task, params)
@@ -195,22 +195,27 @@ def _unseen_categories(tm: TransferModel, task: Mapping[str, Any]) -> dict[str, 
     return out if all(out.values()) else {}
 
 
+def _drawn_candidates(space: Space, is_feasible: Any, tla1: np.ndarray) -> np.ndarray:
+    """Encoded candidates (n, D): TLA1's configuration ``tla1`` (D,) and the feasible ones of
+    ``JOINT_SEARCH_DRAWS`` Latin hypercube draws."""
+    draws = lhs_points(space, JOINT_SEARCH_DRAWS, rng(0, STAGE_JOINT_SEARCH))
+    return np.vstack([tla1[None, :], space.encode([p for p in draws if is_feasible(p)])])
+
+
 def _consensus_candidates(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.ndarray) -> np.ndarray:
     """Encoded candidates (n, D) of ``task``: its listed configurations (a seeded draw of
-    ``CONSENSUS_MAX_CANDIDATES`` when there are more), else TLA1's and the feasible ones of
-    ``JOINT_SEARCH_DRAWS`` Latin hypercube draws."""
-    space = tm.param_space
+    ``CONSENSUS_MAX_CANDIDATES`` when there are more), else :func:`_drawn_candidates`."""
     domain = tm.problem.domain(task) if tm.problem is not None else None
     if domain is not None and len(domain):
         rows = np.arange(len(domain))
         if len(rows) > CONSENSUS_MAX_CANDIDATES:
             rows = np.sort(rng(0, STAGE_JOINT_SEARCH).choice(len(rows), CONSENSUS_MAX_CANDIDATES, replace=False))
         return domain.encode(rows)
-    draws = lhs_points(space, JOINT_SEARCH_DRAWS, rng(0, STAGE_JOINT_SEARCH))
-    return np.vstack([tla1[None, :], space.encode([p for p in draws if is_feasible(p)])])
+    return _drawn_candidates(tm.param_space, is_feasible, tla1)
 
 
-def _consensus_pick(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.ndarray) -> np.ndarray:
+def _consensus_pick(tm: TransferModel, task: dict, unseen: dict[str, list], is_feasible: Any,
+                    tla1: np.ndarray) -> np.ndarray:
     """The encoded configuration (D,) predicted best on average over the seen categories: for a task
     whose category (a machine, a GPU) no tuned task has, the model knows nothing that sets it apart
     from the seen ones, and TLA1 blends their optima parameter by parameter (on the recorded
@@ -220,8 +225,7 @@ def _consensus_pick(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.nd
     mean log of its predicted values (a time: the geometric mean, so each category's relative
     differences count alike; for outputs that are not all positive, the mean of per-category
     standardised predictions), and the best candidate wins (0.80 on that campaign, 0.54 at worst;
-    BENCHMARKS.md, issue 24)."""
-    unseen = _unseen_categories(tm, task)
+    BENCHMARKS.md, issue 24). unseen: :func:`_unseen_categories` of ``task``."""
     combos = [dict(zip(unseen, values)) for values in itertools.product(*unseen.values())][:CONSENSUS_MAX_TASKS]
     C = _consensus_candidates(tm, task, is_feasible, tla1)
     P = np.array([predict_encoded(tm, {**task, **combo}, C)[0] for combo in combos])  # (V, n) user units
@@ -238,8 +242,6 @@ def _joint_pick(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.ndarra
 
     The tuned tasks' best configurations are not candidates: their values are the luckiest launches
     of their tasks, which the GP partly keeps, so the argmin would favour them for that luck."""
-    space = tm.param_space
-    draws = lhs_points(space, JOINT_SEARCH_DRAWS, rng(0, STAGE_JOINT_SEARCH))
-    C = np.vstack([tla1[None, :], space.encode([p for p in draws if is_feasible(p)])])
+    C = _drawn_candidates(tm.param_space, is_feasible, tla1)
     median, _ = predict_encoded(tm, task, C)
     return C[int(np.argmin(median))]
