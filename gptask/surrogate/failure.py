@@ -63,7 +63,7 @@ from scipy.special import log_ndtr, ndtri
 from ..space import Space
 from ..trials import Status, Trial
 
-__all__ = ["FailureModel", "GRID_PARAMS", "GRID_TASKS", "GRID_SCALES", "LENGTH_BOUNDS", "SCALE_BOUNDS",
+__all__ = ["FailureModel", "success_threshold", "GRID_PARAMS", "GRID_TASKS", "GRID_SCALES", "LENGTH_BOUNDS", "SCALE_BOUNDS",
            "LENGTH_PRIOR", "SCALE_PRIOR", "FIT_ITERS", "EXPLAINED", "SUCCESS_AT_LEAST", "BELOW_PENALTY"]
 
 log = logging.getLogger(__name__)
@@ -236,14 +236,28 @@ def _fit_ard(X: np.ndarray, y: np.ndarray, mean: float, starts: Sequence[np.ndar
         return None
 
 
+def success_threshold(failure_model: bool | float) -> float | None:
+    """The least probability of success a proposal needs under ``failure_model`` (a tuner's
+    option): True, :data:`SUCCESS_AT_LEAST`; a number p with 1/2 <= p < 1, p; False, None (no
+    failure model: failures are imputed). Raises ValueError naming the option otherwise."""
+    if isinstance(failure_model, (bool, np.bool_)):
+        return SUCCESS_AT_LEAST if failure_model else None
+    if isinstance(failure_model, (int, float, np.integer, np.floating)) and 0.5 <= float(failure_model) < 1.0:
+        return float(failure_model)
+    raise ValueError("failure_model must be True, False or a probability of success p with 0.5 <= p < 1, "
+                     f"got {failure_model!r}")
+
+
 class FailureModel:
     """P(success) of configurations of a problem's tasks (module docstring).
 
-    params, tasks: the parameter and task spaces (their encodings are the inputs).
+    params, tasks: the parameter and task spaces (their encodings are the inputs). at_least: the
+    probability of success below which the acquisition's factor penalises (:meth:`log_factor`).
     """
 
-    def __init__(self, params: Space, tasks: Space) -> None:
+    def __init__(self, params: Space, tasks: Space, at_least: float = SUCCESS_AT_LEAST) -> None:
         self.params, self.tasks = params, tasks
+        self.at_least = float(at_least)
         self.fitted: _Laplace | None = None
         self._key: tuple | None = None
         self._explained: set[int] = set()
@@ -322,7 +336,7 @@ class FailureModel:
 
     def log_factor(self, task: dict, X: np.ndarray) -> np.ndarray:
         """(m,) what the failure model adds to a log acquisition at configurations ``X`` (m, D) of
-        ``task``: log P(success), less BELOW_PENALTY where P(success) < SUCCESS_AT_LEAST (module
+        ``task``: log P(success), less BELOW_PENALTY where P(success) < ``at_least`` (module
         docstring); zeros without a fitted model."""
         lp = self.log_prob_success(task, X)
-        return np.where(lp < math.log(SUCCESS_AT_LEAST), lp - BELOW_PENALTY, lp)
+        return np.where(lp < math.log(self.at_least), lp - BELOW_PENALTY, lp)

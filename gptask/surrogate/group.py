@@ -62,7 +62,7 @@ from ..transforms import OutputTransform
 from ..trials import Status, Trial
 from .core import ModelSettings, SearchView, Surrogate
 from .data import usable
-from .failure import FailureModel
+from .failure import FailureModel, success_threshold
 from .updates import RefitPolicy
 
 __all__ = ["OutputModels", "OutputsView", "HistoryMeta", "project", "transform_for", "REF_MARGIN", "REF_DEFAULT"]
@@ -148,12 +148,13 @@ class OutputModels:
     primary: the tuner's surrogate, the model of the primary objective (or of the one number);
     settings, policy, comm: those of the other outputs' surrogates; meta: the history's meta values
     (their fits and transforms); failure_model: whether failures are modelled (False: imputed
-    as the worst value, as before).
+    as the worst value, as before), or the least probability of success the acquisition accepts
+    (:func:`.failure.success_threshold`).
     """
 
     def __init__(self, problem: Any, tasks: Sequence[Mapping[str, Any]], primary: Surrogate,
                  settings: ModelSettings, policy: RefitPolicy, meta: HistoryMeta, comm: Any = None,
-                 failure_model: bool = True) -> None:
+                 failure_model: bool | float = True) -> None:
         self.spec: Outputs | None = problem.outputs
         self.space: Space = problem.param_space
         self.tasks = [dict(t) for t in tasks]
@@ -166,7 +167,8 @@ class OutputModels:
                                           use_log=meta.get(f"use_log:{name}"),
                                           iteration=0 if stored is None else int(stored.get("iteration", 0)),
                                           comm=comm)
-        self.failure = FailureModel(self.space, problem.task_space) if failure_model else None
+        at_least = success_threshold(failure_model)
+        self.failure = None if at_least is None else FailureModel(self.space, problem.task_space, at_least)
         self.records: list[Trial] = []  # the finished trials the models hold (explained failures left out)
 
     # ---- the models ----------------------------------------------------------------------------

@@ -8,10 +8,10 @@ uninterrupted run would have (up to the warm start of the model fit).
 
 from __future__ import annotations
 
-from ..seeding import STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng
+from ..seeding import STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_STEER, STAGE_TASKS, int_seed, rng
 from ..surrogate.settings import DRIFT_E2, DRIFT_WINDOW, VALUE_LIMIT
 
-__all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "VALUE_LIMIT", "CLAIM_ROUNDS",
+__all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_STEER", "VALUE_LIMIT", "CLAIM_ROUNDS",
            "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS",
            "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH", "SOURCE_IMPORTED", "rng", "int_seed"]
 

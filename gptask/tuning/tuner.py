@@ -57,6 +57,7 @@ from ..models.backend import check_device
 from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
 from ..surrogate import ModelSettings, SearchView, Surrogate
 from ..surrogate.data import usable
+from ..surrogate.failure import success_threshold
 from ..surrogate.group import HistoryMeta, OutputModels, OutputsView, transform_for
 from ..surrogate.updates import RefitPolicy
 from ..parallel import bcast_json, collective, rank_size
@@ -67,8 +68,9 @@ from ..sampling import lhs_points
 from ..storage import HistoryMismatch, Owner, Storage, open_storage
 from ..trials import Proposal, Status, Trial, params_key, point_key
 from .propose import initial_design, search_task, search_tasks
+from .steering import POOL_FACTOR, steer_design
 from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH,
-                       STAGE_INITIAL, STAGE_SEARCH, STAGE_TASKS, int_seed, rng)
+                       STAGE_INITIAL, STAGE_SEARCH, STAGE_STEER, STAGE_TASKS, int_seed, rng)
 
 __all__ = ["Tuner", "resolve_tasks", "check_int", "check_seconds"]
 
@@ -175,7 +177,7 @@ class Tuner:
         max_failures: int | str | None = AUTO,
         provenance: Any = "auto",
         mix_machines: bool = False,
-        failure_model: bool = True,
+        failure_model: bool | float = True,
         device: str | None = None,
     ) -> None:
         if not isinstance(problem, Problem):
@@ -201,6 +203,10 @@ class Tuner:
             raise TypeError(f"owner must be a gptask.storage.Owner, got {owner!r}")
         self.kernel = kernel
         self.output_transform = output_transform
+        # failure_model=p, a number: design points steered too (gptask.tuning.steering)
+        at_least = success_threshold(failure_model)  # checked before any run
+        self.steer_at = None if isinstance(failure_model, (bool, np.bool_)) else at_least
+        self._steer_pool: dict[int, list[dict]] = {}
         self.device = check_device(device)
         self.comm = comm
         self.rank, self.size = rank_size(comm)
@@ -229,7 +235,7 @@ class Tuner:
                            lambda k, v: self._on_root(lambda: self.storage.set_meta(k, v), "writing the history")
                            if self.records_run else None)
         self.outputs = OutputModels(problem, self.tasks, self.surrogate, settings, policy, meta, comm,
-                                    bool(failure_model))
+                                    failure_model)
         self._search_view: SearchView | OutputsView | None = None
         self._initial: dict[int, list[dict]] = {}
         self._trials: list[Trial] = []
@@ -477,7 +483,7 @@ class Tuner:
         """Design points round robin over tasks (the k-th point of every task before any k+1-th)."""
         out: list[Trial] = []
         for _ in range(CLAIM_ROUNDS):
-            queues = {i: self._initial_todo(i) for i in range(self.n_tasks) if self._takes_new(i)}
+            queues = {i: self._steered(i, self._initial_todo(i)) for i in range(self.n_tasks) if self._takes_new(i)}
             props: list[Proposal] = []
             for r in range(max((len(q) for q in queues.values()), default=0)):
                 props += [Proposal(i, self.tasks[i], q[r], self._source(i, q[r])) for i, q in queues.items()
@@ -492,6 +498,30 @@ class Tuner:
                 break
             self.refresh()  # another process claimed some of these first: look again
         return out
+
+    def _steered(self, i: int, todo: list[dict]) -> list[dict]:
+        """Task ``i``'s design points ``todo`` with those the failure model expects to fail replaced
+        (only under ``failure_model=p``; :mod:`gptask.tuning.steering`); the replacements take
+        their places in the task's design."""
+        failure = self.outputs.failure
+        if self.steer_at is None or not todo or failure is None:
+            return todo
+        failure.update(self.records)
+        if not failure.active:
+            return todo
+        if i not in self._steer_pool:
+            self._steer_pool[i] = initial_design(self.problem, self.tasks[i], POOL_FACTOR * self.n_initial,
+                                                 rng(self.seed, STAGE_STEER, i), self._describe_constraints(i))
+        default = self.defaults[i]
+        swaps = steer_design(todo, set() if default is None else {params_key(default)}, self.tasks[i],
+                             self.problem.param_space, failure, self.steer_at, self._steer_pool[i],
+                             [t.params for t in self.trials_of(i)])
+        if not swaps:
+            return todo
+        log.info("task %d: %d design point(s) the failure model expects to fail replaced", i, len(swaps))
+        new = {params_key(todo[k]): p for k, p in swaps.items()}
+        self._initial[i] = [new.get(params_key(p), p) for p in self._initial[i]]
+        return [swaps.get(k, p) for k, p in enumerate(todo)]
 
     def _source(self, i: int, params: dict) -> str:
         default = self.defaults[i]
