@@ -161,3 +161,30 @@ def test_length_scales_are_short_along_the_deciding_input_and_long_along_the_oth
     probe = np.random.default_rng(8).random((400, 3))
     p_ok = fm.prob_success({"t": 0.0}, probe)
     assert np.all(p_ok[probe[:, 1] < 0.08] < 0.3) and np.all(p_ok[probe[:, 1] > 0.3] > 0.7)
+
+
+def test_above_the_fit_limit_the_failures_and_their_nearest_successes_place_the_same_boundary(monkeypatch):
+    import gptask.surrogate.failure as failure
+
+    rng = np.random.default_rng(5)
+    tasks = [{"t": 0.0}, {"t": 0.5}, {"t": 1.0}]
+    trials = trials_on(tasks, 100, rng)
+    full = FailureModel(PARAMS, TASKS)
+    full.update(trials)
+    monkeypatch.setattr(failure, "FIT_MAX_POINTS", 120)
+    capped = FailureModel(PARAMS, TASKS)
+    capped.update(trials)
+    assert capped.fitted.X.shape[0] == 120 < len(trials) == full.fitted.X.shape[0]
+    g = np.linspace(0.02, 0.98, 25)
+    A, B = np.meshgrid(g, g)
+    grid = [{"a": float(a), "b": float(b)} for a, b in zip(A.ravel(), B.ravel())]
+    X = PARAMS.encode(grid)
+    for task in tasks + [{"t": 0.25}]:
+        truth = np.array([fails(task, p) for p in grid])
+        p_ok = capped.prob_success(task, X)
+        assert np.mean((p_ok < 0.5) == truth) > 0.9, task
+        assert np.mean((p_ok < 0.5) == (full.prob_success(task, X) < 0.5)) > 0.9, task
+    # every failure is judged, also those the capped fit did not see
+    failed = [t for t in trials if t.status is Status.FAILED]
+    deep = [t for t in failed if t.params["a"] + t.params["b"] > 1.6 - 0.5 * t.task["t"]]
+    assert len(failed) > 60 and deep and all(capped.explains(t) for t in deep)

@@ -24,6 +24,10 @@ trial of every task at once:
   success of 0.4-0.8 and the search went on spending runs there.
 * **Prediction.** ``P(success | x) = Phi(m(x) / sqrt(1 + v(x)))`` with the Laplace posterior mean
   ``m`` and variance ``v`` of the latent function (algorithm 3.2), vectorised over candidates.
+* **Many runs** (a history with thousands of imported measurements): above
+  :data:`FIT_MAX_POINTS` finished trials the classifier fits on the failed ones and the successful
+  ones nearest to them, with the prior mean still the base rate of every run; far from those the
+  prediction is that base rate.
 
 It is fitted only when the data hold a failed trial; without one there is no model and the factor
 it puts on an acquisition is exactly 1 (a run without failures proposes what it proposed before).
@@ -64,7 +68,7 @@ from ..space import Space
 from ..trials import Status, Trial
 
 __all__ = ["FailureModel", "success_threshold", "GRID_PARAMS", "GRID_TASKS", "GRID_SCALES", "LENGTH_BOUNDS", "SCALE_BOUNDS",
-           "LENGTH_PRIOR", "SCALE_PRIOR", "FIT_ITERS", "EXPLAINED", "SUCCESS_AT_LEAST", "BELOW_PENALTY"]
+           "LENGTH_PRIOR", "SCALE_PRIOR", "FIT_ITERS", "FIT_MAX_POINTS", "EXPLAINED", "SUCCESS_AT_LEAST", "BELOW_PENALTY"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,11 @@ LENGTH_BOUNDS, SCALE_BOUNDS = (0.02, 20.0), (0.3, 3.0)
 LENGTH_PRIOR, SCALE_PRIOR = (0.3, 1.5), (2.0, 1.0)
 #: L-BFGS-B iterations of the hyperparameter fit
 FIT_ITERS = 60
+#: the classifier fits on at most this many finished trials (a fit costs about the cube of the
+#: count: 0.2 s at 200 trials, 6 s at 800 on one core of the machine of BENCHMARKS.md, and it runs
+#: whenever a result arrives); beyond, on the failures and the successes nearest to them
+#: (``_training_rows``), so that a history holding thousands of imported runs stays cheap
+FIT_MAX_POINTS = 500
 #: a failed trial whose own failure probability is at least this is left to the failure model
 EXPLAINED = 0.5
 #: the acquisition's factor: configurations less likely than this to succeed are penalised by
@@ -248,6 +257,27 @@ def success_threshold(failure_model: bool | float) -> float | None:
                      f"got {failure_model!r}")
 
 
+def _training_rows(X: np.ndarray, y: np.ndarray, limit: int) -> np.ndarray:
+    """Sorted indices of at most ``limit`` rows of inputs ``X`` (n, c) with labels ``y`` (n,) to fit
+    on (all of them up to ``limit``): the failed rows (``limit // 2`` evenly spaced over them when
+    more), then the successful rows nearest to a kept failure in the classifier's inputs, which
+    are what place the boundary. Far from every kept row the fitted model predicts the base rate of
+    all rows (its prior mean)."""
+    if len(y) <= limit:
+        return np.arange(len(y))
+    fail = np.flatnonzero(y < 0)
+    if len(fail) > limit // 2:  # evenly spaced over the trials, so every task and period keeps some
+        fail = fail[np.unique(np.linspace(0, len(fail) - 1, limit // 2).round().astype(int))]
+    ok = np.flatnonzero(y > 0)
+    room = limit - len(fail)
+    if len(ok) > room:
+        nearest = np.full(len(ok), np.inf)
+        for f in fail:  # at most limit // 2 passes, each vectorised over the successful rows
+            nearest = np.minimum(nearest, np.sum((X[ok] - X[f]) ** 2, axis=1))
+        ok = ok[np.argsort(nearest, kind="stable")[:room]]
+    return np.sort(np.concatenate([fail, ok]))
+
+
 class FailureModel:
     """P(success) of configurations of a problem's tasks (module docstring).
 
@@ -285,10 +315,13 @@ class FailureModel:
         if not failed:
             self.fitted, self._explained = None, set()
             return
-        X = np.vstack([self.inputs(t.task, self.params.encode([t.params])) for t in finished])
-        y = np.array([-1.0 if t.status is Status.FAILED else 1.0 for t in finished])
-        n_ok = int(np.sum(y > 0))
-        mean = float(ndtri((n_ok + 1.0) / (len(y) + 2.0)))
+        X_all = np.hstack([self.params.encode([t.params for t in finished]),
+                           self.tasks.encode([t.task for t in finished])])
+        y_all = np.array([-1.0 if t.status is Status.FAILED else 1.0 for t in finished])
+        n_ok = int(np.sum(y_all > 0))
+        mean = float(ndtri((n_ok + 1.0) / (len(y_all) + 2.0)))  # the base rate of every run, not the subset's
+        rows = _training_rows(X_all, y_all, FIT_MAX_POINTS)
+        X, y = X_all[rows], y_all[rows]
         d = self.params.n_columns
         best = None
         for lp in GRID_PARAMS:
@@ -311,11 +344,12 @@ class FailureModel:
             log.warning("the failure model could not be fitted on %d trials; failures are imputed as before", len(y))
             self._explained = set()
             return
-        p_fail = -np.expm1(best.log_prob_success(X[y < 0]))
+        p_fail = -np.expm1(best.log_prob_success(X_all[y_all < 0]))
         self._explained = {t.id for t, p in zip(failed, p_fail) if p >= EXPLAINED}
-        log.info("failure model: %d failed of %d runs, length scales %s (parameters, then tasks), scale %.2g; "
-                 "%d failure(s) left to it", len(failed), len(y), " ".join(f"{v:.2g}" for v in 1.0 / best.inv_ls),
-                 best.scale, len(self._explained))
+        log.info("failure model: %d failed of %d runs%s, length scales %s (parameters, then tasks), scale %.2g; "
+                 "%d failure(s) left to it", len(failed), len(y_all),
+                 f" (fitted on {len(y)} of them)" if len(y) < len(y_all) else "",
+                 " ".join(f"{v:.2g}" for v in 1.0 / best.inv_ls), best.scale, len(self._explained))
 
     def explains(self, trial: Trial) -> bool:
         """Whether failed ``trial`` lies where the model predicts failure (left out of the
