@@ -327,7 +327,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     kwargs = dict(tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed, history=args.history,
                   repeats=args.repeats, aggregate=args.aggregate, timeout=args.timeout, n_latent=args.n_latent,
                   progress=not quiet, max_time=args.max_time, target=args.target, max_failures=args.max_failures,
-                  mix_machines=args.mix_machines)
+                  mix_machines=args.mix_machines, failure_model=failure_model_arg(args.failure_model))
     if args.workers is None:
         result = tune(problem, **kwargs)
     else:
@@ -390,7 +390,8 @@ def _tuner_for_ask(args: argparse.Namespace):
     seed = args.seed if args.seed is not None else (stored.get("seed") or 0)
     # an ask runs nothing: the machine is the one that tells (gptask tell --machine)
     return Tuner(problem, tasks, budget, n_initial, seed, args.history, target=args.target,
-                 owner=Owner.detached("gptask ask"), lease=args.lease, provenance=None)
+                 owner=Owner.detached("gptask ask"), lease=args.lease, provenance=None,
+                 failure_model=failure_model_arg(args.failure_model))
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
@@ -682,6 +683,25 @@ def max_failures_arg(text: str) -> int | str:
     return value
 
 
+def failure_model_arg(text: str) -> bool | float:
+    """``--failure-model``: "on", "off" or the least probability of success of a proposal (a
+    ValueError naming the option otherwise)."""
+    if text in ("on", "off"):
+        return text == "on"
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.5 <= value < 1.0:
+        raise ValueError(f"--failure-model must be 'on', 'off' or a probability p with 0.5 <= p < 1, got {text!r}")
+    return value
+
+
+FAILURE_MODEL_HELP = ("'on' (default): once a run failed, a model of where runs fail keeps the search where success "
+                      "is likelier than not; P (0.5 <= P < 1): cautious, every proposal, initial designs included, at "
+                      "least P likely to succeed (fewer failed runs, e.g. 0.7); 'off': failures count as the worst value")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gptask", description="Multitask GP autotuning for HPC applications")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
@@ -713,6 +733,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop with exit status 3 when the first K evaluations all failed for the same reason "
                         "(the objective looks broken; finished trials stay in the history); 'auto' (default): "
                         "the number of tasks plus min(tasks, 5), at least 3; 0: never stop")
+    t.add_argument("--failure-model", default="on", metavar="on|off|P",
+                   help=FAILURE_MODEL_HELP)
     t.add_argument("--workers", type=int, default=None,
                    help="run the objective in K worker processes, K trials at a time (asynchronous)")
     t.add_argument("--max-time", type=float, default=None,
@@ -742,6 +764,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--target", type=float, default=None, help="a task stops once its best value is <= TARGET")
     a.add_argument("--lease", type=float, default=None,
                    help="seconds after which a trial not told is given to the next ask (default: never)")
+    a.add_argument("--failure-model", default="on", metavar="on|off|P",
+                   help=FAILURE_MODEL_HELP)
     a.set_defaults(func=_cmd_ask)
 
     tl = sub.add_parser("tell", help="record the result of a PENDING trial")

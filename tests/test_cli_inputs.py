@@ -46,6 +46,8 @@ def run(args, capsys) -> tuple[int, str]:
     (["ask", "{h}", *PROBLEM, "--lease", "inf"], "--lease"),
     (["tell", "{h}", "1", "0.25", "--duration", "inf"], "--duration"),
     (["fit", "d.csv", *PROBLEM, "--restarts", HUGE], "--restarts"),
+    (["tune", *PROBLEM, "--failure-model", "1.5"], "--failure-model"),
+    (["ask", "{h}", *PROBLEM, "--failure-model", "yes"], "--failure-model"),
 ])
 def test_out_of_range_numbers_are_one_clear_line(history, capsys, args, argument):
     before = [(t.id, t.status, t.owner) for t in SQLiteStorage(history, read_only=True).trials()]
@@ -58,6 +60,7 @@ def test_out_of_range_numbers_are_one_clear_line(history, capsys, args, argument
 def test_numbers_in_range_still_work(history, capsys):
     assert run(["tell", history, "1", "0.25", "--duration", "3"], capsys)[0] == 0
     assert run(["release", history, "2"], capsys)[0] == 0
+    assert run(["ask", history, *PROBLEM, "-n", "1", "--failure-model", "0.7"], capsys)[0] == 0
 
 
 # ---- outputs never overwrite inputs (issue 27, audit item 7) ---------------------------------------------

@@ -136,6 +136,13 @@ class Tuner:
     ("auto": this process's, with the problem's application versions; a record or label from
     :mod:`gptask.provenance`; None: none). mix_machines: allow trials of a machine the history has
     not seen next to those of another (:func:`gptask.provenance.check_history`; refused otherwise).
+    failure_model: True (the default): once a run has failed, a classifier of the probability of
+    success (:mod:`gptask.surrogate.failure`) weights every search and keeps it where success is at
+    least 1/2 likely; a probability p with 1/2 <= p < 1: a cautious run, every proposal at least p
+    likely to succeed, the initial designs' included (:mod:`gptask.tuning.steering`): far fewer
+    failed runs where failures cover a region of the space, a higher regret where the optimum lies
+    on the failure boundary (BENCHMARKS.md, issue 25); False: failures imputed as the task's worst
+    value. Refused before any run otherwise.
     device: where the LCM of every objective computes (None or "cpu": numpy; a torch device such
     as "cuda" or "cuda:1": the torch backend there, for models of tens of thousands of points;
     refused before any run when torch or the device is missing). The other arguments are those of
