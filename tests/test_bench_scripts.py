@@ -158,3 +158,14 @@ def test_suite_compare_pairs_runs_by_seed_and_flags_a_difference_beyond_two_stan
     path.write_text("\n".join(json.dumps(r) for r in records))
     assert suite.main(["compare", str(path), "--base", "mla@old", "--new", "mla@new"]) == 0
     assert f"| convolution | 2 | 3 | **{expected.mean():+.4f}** |" in capsys.readouterr().out
+
+
+def test_failure_fit_scale_fits_the_limit_then_every_trial_and_restores_the_limit(capsys):
+    import gptask.surrogate.failure as failure
+    import failure_fit_scale
+
+    before = failure.FIT_MAX_POINTS
+    assert failure_fit_scale.main(["--sizes", "600"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(", ")[-1] for line in lines] == [f"{before} fitted", "600 fitted"], lines
+    assert failure.FIT_MAX_POINTS == before
