@@ -513,7 +513,7 @@ class Tuner:
         failure = self.outputs.failure
         if self.steer_at is None or not todo or failure is None:
             return todo
-        failure.update(self.records)
+        failure.update(self.model_trials())
         if not failure.active:
             return todo
         if i not in self._steer_pool:
