@@ -3,6 +3,8 @@ farthest pool point it expects to succeed (gptask/tuning/steering.py, checked ag
 maximin choice), every search proposal is at least p likely to succeed, and a bad p is refused
 before any run."""
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -94,3 +96,27 @@ def test_a_bad_failure_model_option_is_refused_before_any_run(bad):
     with pytest.raises(ValueError, match="failure_model"):
         gt.tune(prob, tasks=[{"t": 0.0}], budget=4, n_initial=2, progress=False, failure_model=bad)
     assert calls == []
+
+
+def test_a_cautious_run_stopped_in_its_designs_resumes_without_repeating_or_losing_a_run(tmp_path, caplog):
+    prob = gt.Problem(TASKS, PARAMS, failing, name="failing_cautious")
+    path = tmp_path / "cautious.sqlite"
+    ev = gt.Evaluator(failing)
+    tasks = [{"t": 0.0}, {"t": 1.0}]
+    told = 0
+    with gt.Tuner(prob, tasks=tasks, budget=12, n_initial=8, seed=1, history=path, max_failures=None,
+                  failure_model=0.7) as tu:
+        while told < 9:  # stopped in the middle of the designs, after some runs have failed
+            for t in tu.ask(2):
+                tu.tell(t, ev(t.task, t.params))
+                told += 1
+        assert any(t.status is Status.FAILED for t in tu.records)
+    with caplog.at_level(logging.INFO, logger="gptask.tuning.tuner"):
+        res = gt.tune(prob, tasks=tasks, budget=12, n_initial=8, seed=1, history=path, progress=False,
+                      max_failures=None, failure_model=0.7)
+    assert "expects to fail replaced" in caplog.text  # the resumed designs were steered
+    for i in range(2):
+        runs = [t for t in res.history if t.task_index == i]
+        assert len(runs) == 12 and all(t.status.finished for t in runs)
+        assert len({params_key(t.params) for t in runs}) == 12  # nothing ran twice
+        assert sum(t.source == "initial" for t in runs) == 8
