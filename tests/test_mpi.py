@@ -84,3 +84,15 @@ def test_a_dying_rank_loses_none_of_rank_0s_finished_evaluations(tmp_path):
     res = gt.tune(counting_problem(), tasks=2, budget=5, n_initial=3, seed=0, history=hist, progress=False)
     assert len(res.history) == 10 and res.history[0] == trials[0]  # kept, not run again
     assert res.history[1].id == trials[1].id and res.history[1].attempts == 2
+
+
+def test_a_cautious_run_on_two_ranks_steers_and_proposes_what_a_serial_one_does(tmp_path):
+    runs = {}
+    for mode in ("serial", "mpi"):
+        out = tmp_path / f"{mode}.json"
+        args = [sys.executable, str(SCRIPTS / "cautious_run.py"), str(out), mode]
+        r = run([mpiexec(), "-n", "2", *args] if mode == "mpi" else args)
+        assert r.returncode == 0, r.stderr
+        runs[mode] = json.loads(out.read_text())
+    assert runs["mpi"] == runs["serial"]
+    assert any(status == "failed" for _, _, status, _ in runs["serial"])
