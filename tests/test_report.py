@@ -58,13 +58,13 @@ def _images(text):
 
 def test_the_page_is_self_contained_and_holds_every_section(finished_page):
     text = finished_page.read_text()
-    for anchor in ("campaign", "recommended", "convergence", "runs", "sensitivity", "accuracy", "task-space",
-                   "provenance"):
+    for anchor in ("campaign", "recommended", "convergence", "runs", "failures", "sensitivity", "accuracy",
+                   "task-space", "provenance"):
         assert f'<section id="{anchor}">' in text
     # nothing fetched: no script, no external link, style or image; every figure an inline PNG that decodes
     assert "<script" not in text and not re.search(r'(src|href)="(https?:|//)', text)
     images = _images(text)
-    assert len(images) == 4  # convergence, sensitivity, held-out predictions, the map of the task space
+    assert len(images) == 5  # convergence, failure region, sensitivity, held-out predictions, map of the task space
     import matplotlib.image as mpimg
 
     for data in images:
@@ -230,3 +230,31 @@ def test_tasks_asked_about_are_answered_on_the_page(finished, tmp_path):
     with pytest.raises(ValueError, match=r"missing \['n'\]"):
         write_report(finished, tmp_path / "bad.html", options=ReportOptions(tasks=("m=3000",)))
     assert not (tmp_path / "bad.html").exists()
+
+
+def test_the_failure_region_on_the_page_is_the_known_one(tmp_path):
+    from gptask.insight.failure_map import failure_map
+    from gptask.storage import SQLiteStorage
+
+    def oom(task, p):
+        """Runs with a + b above a limit that falls with the task run out of memory; c never matters."""
+        if p["a"] + p["b"] > 1.3 - 0.5 * task["t"]:
+            raise MemoryError("out of memory")
+        return 1.0 + (p["a"] - 0.4) ** 2 + p["b"] + 0.1 * p["c"]
+
+    prob = gt.Problem(gt.Space([gt.Real("t", 0.0, 1.0)]),
+                      gt.Space([gt.Real("a", 0.0, 1.0), gt.Real("c", 0.0, 1.0), gt.Real("b", 0.0, 1.0)]), oom,
+                      name="oom")
+    path = tmp_path / "oom.sqlite"
+    gt.tune(prob, tasks=[{"t": 0.0}, {"t": 1.0}], budget=24, n_initial=16, seed=3, history=path, progress=False,
+            max_failures=None, failure_model=False)  # imputed: the design and search run into the region freely
+    with SQLiteStorage(path, read_only=True) as h:
+        trials = h.trials()
+    fmap = failure_map(prob, trials)
+    assert set(fmap.names) == {"a", "b"}  # the inputs that decide a failure, not c
+    truth = np.array([[x + y > 1.3 - 0.5 * fmap.task["t"] for x in fmap.xs] for y in fmap.ys])  # a + b
+    assert np.mean((fmap.p_success < 0.5) == truth) > 0.85
+    text = write_report(path, tmp_path / "oom.html").read_text()
+    section = text[text.index('<section id="failures">'):]
+    section = section[:section.index("</section>")]
+    assert "changes fastest across" in section and len(_images(section)) == 1

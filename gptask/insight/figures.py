@@ -15,7 +15,8 @@ import numpy as np
 
 from ..labels import task_label
 
-__all__ = ["convergence_grid", "sensitivity_bars", "heldout_scatter", "task_map", "task_line", "MAX_PANELS"]
+__all__ = ["convergence_grid", "sensitivity_bars", "heldout_scatter", "task_map", "task_line", "failure_region",
+           "MAX_PANELS"]
 
 #: the most tasks drawn as panels of the convergence figure
 MAX_PANELS = 16
@@ -187,6 +188,49 @@ def task_line(xname: str, xs: Sequence[float], value: np.ndarray, lower: np.ndar
         ax.grid(alpha=0.3)
     for ax in flat[panels:]:
         ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def _grid_position(value: Any, grid: Sequence[Any]) -> float:
+    """Where ``value`` lies on the index axis of ``grid`` (its index, or interpolated between
+    numeric grid values)."""
+    if value in grid:
+        return float(list(grid).index(value))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(np.interp(value, np.asarray(grid, dtype=float), np.arange(len(grid))))
+    return float("nan")
+
+
+def failure_region(fmap: Any) -> Any:
+    """P(success) of a :class:`gptask.insight.failure_map.FailureMap` over its one or two parameters
+    (green: likely to succeed, red: likely to fail; the 1/2 contour in black), the task's failed
+    runs as red crosses and its complete runs as black dots."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.0, 4.4 if len(fmap.names) > 1 else 2.2))
+    X, Y = np.meshgrid(np.arange(len(fmap.xs)), np.arange(len(fmap.ys)))
+    im = ax.pcolormesh(X, Y, fmap.p_success, shading="nearest", cmap="RdYlGn", vmin=0.0, vmax=1.0)
+    if min(len(fmap.xs), len(fmap.ys)) >= 6 and np.nanmin(fmap.p_success) < 0.5 < np.nanmax(fmap.p_success):
+        ax.contour(X, Y, fmap.p_success, levels=[0.5], colors="k", linewidths=1.2)
+    step = max(1, len(fmap.xs) // 10)
+    ax.set_xticks(range(0, len(fmap.xs), step), [f"{v:.4g}" if isinstance(v, float) else str(v)
+                                                 for v in fmap.xs[::step]], fontsize=7, rotation=45)
+    ax.set_xlabel(fmap.names[0], fontsize=8)
+    if len(fmap.names) > 1:
+        ystep = max(1, len(fmap.ys) // 10)
+        ax.set_yticks(range(0, len(fmap.ys), ystep), [f"{v:.4g}" if isinstance(v, float) else str(v)
+                                                      for v in fmap.ys[::ystep]], fontsize=7)
+        ax.set_ylabel(fmap.names[1], fontsize=8)
+    else:
+        ax.set_yticks([])
+    for runs, style in ((fmap.ok, dict(marker="o", color="k", markersize=3, linestyle="none")),
+                        (fmap.failed, dict(marker="x", color="red", markersize=7, mew=2, linestyle="none"))):
+        xs = [_grid_position(r[fmap.names[0]], fmap.xs) for r in runs]
+        ys = [_grid_position(r[fmap.names[1]], fmap.ys) for r in runs] if len(fmap.names) > 1 else [0.0] * len(runs)
+        ax.plot(xs, ys, **style)
+    ax.set_title(f"P(success), {series_label(fmap.task_index, fmap.task)}", fontsize=9)
+    bar = fig.colorbar(im, ax=ax)
+    bar.ax.tick_params(labelsize=7)
     fig.tight_layout()
     return fig
 

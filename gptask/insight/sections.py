@@ -32,6 +32,8 @@ MAX_RUN_ROWS = 2000
 MAP_POINTS = 7
 #: held-out points per task scored by the leave-one-task-out check (each task refits the new-task model)
 LOTO_POINTS = 40
+#: the failure map is drawn from this many failed and finished runs on (fewer teach the model nothing)
+FAILURE_MAP_MIN = (2, 10)
 
 
 @dataclass(frozen=True)
@@ -334,6 +336,35 @@ def provenance(data: ReportData, opts: ReportOptions) -> str:
     return f"<pre>{esc(json.dumps(rec, indent=1, default=str))}</pre>"
 
 
+def failure_section(data: ReportData, opts: ReportOptions) -> str:
+    from .failure_map import failure_map
+
+    if not any(t.status is Status.FAILED for t in data.finished):
+        return note_html("No evaluation failed: there is no failure region to draw.")
+    if data.result is None:
+        return note_html("The history holds no task space: the failure model cannot be fitted.", "missing")
+    n_failed = sum(t.status is Status.FAILED for t in data.finished)
+    if n_failed < FAILURE_MAP_MIN[0] or len(data.finished) < FAILURE_MAP_MIN[1]:
+        return note_html(f"{n_failed} of {len(data.finished)} finished runs failed: too few to learn where runs "
+                         f"fail (the map needs {FAILURE_MAP_MIN[0]} failed and {FAILURE_MAP_MIN[1]} finished runs); "
+                         "their reasons are under Measured runs.", "missing")
+    fmap = failure_map(data.result.problem, data.finished)
+    if fmap is None:
+        return note_html("The failure model could not be fitted on these runs.", "missing")
+    held = ", ".join(f"{k} = {v}" for k, v in fmap.base.items() if k not in fmap.names)
+    out = note_html(
+        f"{fmap.n_failed} of {fmap.n_finished} finished runs failed. The failure model (a Gaussian-process "
+        "classifier over configuration and task, the one that steers the search away from failures) gives the "
+        "probability that a run succeeds; it changes fastest across "
+        + " and ".join(fmap.names) + f", drawn for task {fmap.task_index} (the most failures)"
+        + (f" with the other parameters at the task's best run ({held})" if held else "")
+        + ". Crosses: the task's failed runs; dots: its complete runs.")
+    out += figure_html(figures.failure_region(fmap), "Where runs fail: the learnt probability of success.",
+                       "the learnt failure region")
+    rows = [{"parameter": k, "length scale (unit cube)": round(v, 3)} for k, v in fmap.length_scales.items()]
+    return out + "<h3>How sharply each parameter decides a failure (shortest first)</h3>" + table_html(rows)
+
+
 @dataclass(frozen=True)
 class Section:
     """anchor: the HTML id; title: the heading; build(data, options) -> the body HTML."""
@@ -349,6 +380,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("recommended", "Recommended configurations and gains over the default", recommendations),
     Section("convergence", "Convergence per task", convergence),
     Section("runs", "Measured runs", runs),
+    Section("failures", "Where runs fail", failure_section),
     Section("sensitivity", "Which parameters matter (sensitivity)", sensitivity_section),
     Section("accuracy", "Held-out accuracy of the model", accuracy),
     Section("task-space", "Best configuration across the task space", task_space_section),
