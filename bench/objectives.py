@@ -463,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="failures: the failure_model settings compared (true, false or a probability)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    args.settings = [{"true": True, "false": False}.get(v, None) if v in ("true", "false") else float(v)
+    args.settings = [{"true": True, "false": False}[v] if v in ("true", "false") else float(v)
                      for v in args.settings.split(",")]
     lo, _, hi = args.seeds.partition("-")
     args.seeds = list(range(int(lo), int(hi) + 1)) if hi else [int(s) for s in args.seeds.split(",")]

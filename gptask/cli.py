@@ -686,15 +686,15 @@ def max_failures_arg(text: str) -> int | str:
 def failure_model_arg(text: str) -> bool | float:
     """``--failure-model``: "on", "off" or the least probability of success of a proposal (a
     ValueError naming the option otherwise)."""
+    from .surrogate.failure import success_threshold
+
     if text in ("on", "off"):
         return text == "on"
     try:
-        value = float(text)
+        return success_threshold(float(text))
     except ValueError:
-        value = math.nan
-    if not 0.5 <= value < 1.0:
-        raise ValueError(f"--failure-model must be 'on', 'off' or a probability p with 0.5 <= p < 1, got {text!r}")
-    return value
+        raise ValueError(f"--failure-model must be 'on', 'off' or a probability p with 0.5 <= p < 1, got {text!r}") \
+            from None
 
 
 FAILURE_MODEL_HELP = ("'on' (default): once a run failed, a model of where runs fail keeps the search where success "

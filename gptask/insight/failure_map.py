@@ -59,10 +59,7 @@ def failure_map(problem: Any, trials: Sequence[Trial]) -> FailureMap | None:
     if model.fitted is None:
         return None
     scales = 1.0 / model.fitted.inv_ls[: space.n_columns]
-    per_dim, start = {}, 0
-    for d in space.dimensions:
-        per_dim[d.name] = float(np.min(scales[start:start + d.n_columns]))
-        start += d.n_columns
+    per_dim = {d.name: float(np.min(scales[sl])) for d, sl in zip(space.dimensions, space.column_slices())}
     ranked = sorted(per_dim, key=per_dim.get)
     counts = np.bincount([t.task_index for t in failed])
     i = int(np.argmax(counts))

@@ -212,14 +212,14 @@ def failure_region(fmap: Any) -> Any:
     im = ax.pcolormesh(X, Y, fmap.p_success, shading="nearest", cmap="RdYlGn", vmin=0.0, vmax=1.0)
     if min(len(fmap.xs), len(fmap.ys)) >= 6 and np.nanmin(fmap.p_success) < 0.5 < np.nanmax(fmap.p_success):
         ax.contour(X, Y, fmap.p_success, levels=[0.5], colors="k", linewidths=1.2)
-    step = max(1, len(fmap.xs) // 10)
-    ax.set_xticks(range(0, len(fmap.xs), step), [f"{v:.4g}" if isinstance(v, float) else str(v)
-                                                 for v in fmap.xs[::step]], fontsize=7, rotation=45)
+    def ticks(values: list[Any]) -> tuple[range, list[str]]:  # at most about 10 labelled values
+        step = max(1, len(values) // 10)
+        return range(0, len(values), step), [f"{v:.4g}" if isinstance(v, float) else str(v) for v in values[::step]]
+
+    ax.set_xticks(*ticks(fmap.xs), fontsize=7, rotation=45)
     ax.set_xlabel(fmap.names[0], fontsize=8)
     if len(fmap.names) > 1:
-        ystep = max(1, len(fmap.ys) // 10)
-        ax.set_yticks(range(0, len(fmap.ys), ystep), [f"{v:.4g}" if isinstance(v, float) else str(v)
-                                                      for v in fmap.ys[::ystep]], fontsize=7)
+        ax.set_yticks(*ticks(fmap.ys), fontsize=7)
         ax.set_ylabel(fmap.names[1], fontsize=8)
     else:
         ax.set_yticks([])

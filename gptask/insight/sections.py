@@ -339,11 +339,11 @@ def provenance(data: ReportData, opts: ReportOptions) -> str:
 def failure_section(data: ReportData, opts: ReportOptions) -> str:
     from .failure_map import failure_map
 
-    if not any(t.status is Status.FAILED for t in data.finished):
+    n_failed = sum(t.status is Status.FAILED for t in data.finished)
+    if not n_failed:
         return note_html("No evaluation failed: there is no failure region to draw.")
     if data.result is None:
         return note_html("The history holds no task space: the failure model cannot be fitted.", "missing")
-    n_failed = sum(t.status is Status.FAILED for t in data.finished)
     if n_failed < FAILURE_MAP_MIN[0] or len(data.finished) < FAILURE_MAP_MIN[1]:
         return note_html(f"{n_failed} of {len(data.finished)} finished runs failed: too few to learn where runs "
                          f"fail (the map needs {FAILURE_MAP_MIN[0]} failed and {FAILURE_MAP_MIN[1]} finished runs); "

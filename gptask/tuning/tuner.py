@@ -210,9 +210,9 @@ class Tuner:
             raise TypeError(f"owner must be a gptask.storage.Owner, got {owner!r}")
         self.kernel = kernel
         self.output_transform = output_transform
+        success_threshold(failure_model)  # checked before any run
         # failure_model=p, a number: design points steered too (gptask.tuning.steering)
-        at_least = success_threshold(failure_model)  # checked before any run
-        self.steer_at = None if isinstance(failure_model, (bool, np.bool_)) else at_least
+        self.steers_designs = not isinstance(failure_model, (bool, np.bool_))
         self._steer_pool: dict[int, list[dict]] = {}
         self.device = check_device(device)
         self.comm = comm
@@ -490,7 +490,7 @@ class Tuner:
         """Design points round robin over tasks (the k-th point of every task before any k+1-th)."""
         out: list[Trial] = []
         for _ in range(CLAIM_ROUNDS):
-            queues = {i: self._steered(i, self._initial_todo(i)) for i in range(self.n_tasks) if self._takes_new(i)}
+            queues = self._steered({i: self._initial_todo(i) for i in range(self.n_tasks) if self._takes_new(i)})
             props: list[Proposal] = []
             for r in range(max((len(q) for q in queues.values()), default=0)):
                 props += [Proposal(i, self.tasks[i], q[r], self._source(i, q[r])) for i, q in queues.items()
@@ -506,29 +506,31 @@ class Tuner:
             self.refresh()  # another process claimed some of these first: look again
         return out
 
-    def _steered(self, i: int, todo: list[dict]) -> list[dict]:
-        """Task ``i``'s design points ``todo`` with those the failure model expects to fail replaced
-        (only under ``failure_model=p``; :mod:`gptask.tuning.steering`); the replacements take
-        their places in the task's design."""
+    def _steered(self, queues: dict[int, list[dict]]) -> dict[int, list[dict]]:
+        """The design points still to claim per task (``queues``) with those the failure model
+        expects to fail replaced (only under ``failure_model=p``; :mod:`gptask.tuning.steering`);
+        the replacements take their places in the tasks' designs."""
         failure = self.outputs.failure
-        if self.steer_at is None or not todo or failure is None:
-            return todo
+        if not self.steers_designs or failure is None or not any(queues.values()):
+            return queues
         failure.update(self.model_trials())
         if not failure.active:
-            return todo
-        if i not in self._steer_pool:
-            self._steer_pool[i] = initial_design(self.problem, self.tasks[i], POOL_FACTOR * self.n_initial,
-                                                 rng(self.seed, STAGE_STEER, i), self._describe_constraints(i))
-        default = self.defaults[i]
-        swaps = steer_design(todo, set() if default is None else {params_key(default)}, self.tasks[i],
-                             self.problem.param_space, failure, self.steer_at, self._steer_pool[i],
-                             [t.params for t in self.trials_of(i)])
-        if not swaps:
-            return todo
-        log.info("task %d: %d design point(s) the failure model expects to fail replaced", i, len(swaps))
-        new = {params_key(todo[k]): p for k, p in swaps.items()}
-        self._initial[i] = [new.get(params_key(p), p) for p in self._initial[i]]
-        return [swaps.get(k, p) for k, p in enumerate(todo)]
+            return queues
+        out = {}
+        for i, todo in queues.items():
+            if i not in self._steer_pool:
+                self._steer_pool[i] = initial_design(self.problem, self.tasks[i], POOL_FACTOR * self.n_initial,
+                                                     rng(self.seed, STAGE_STEER, i), self._describe_constraints(i))
+            default = self.defaults[i]
+            swaps = steer_design(todo, set() if default is None else {params_key(default)}, self.tasks[i],
+                                 self.problem.param_space, failure, failure.at_least, self._steer_pool[i],
+                                 [t.params for t in self.trials_of(i)])
+            if swaps:
+                log.info("task %d: %d design point(s) the failure model expects to fail replaced", i, len(swaps))
+                new = {params_key(todo[k]): p for k, p in swaps.items()}
+                self._initial[i] = [new.get(params_key(p), p) for p in self._initial[i]]
+            out[i] = [swaps.get(k, p) for k, p in enumerate(todo)]
+        return out
 
     def _source(self, i: int, params: dict) -> str:
         default = self.defaults[i]
