@@ -388,10 +388,13 @@ def _tuner_for_ask(args: argparse.Namespace):
     budget = args.budget if args.budget is not None else stored.get("budget", 20)
     n_initial = args.n_initial if args.n_initial is not None else stored.get("n_initial")
     seed = args.seed if args.seed is not None else (stored.get("seed") or 0)
+    target = args.target if args.target is not None else stored.get("target")
+    failure_model = (failure_model_arg(args.failure_model) if args.failure_model is not None
+                     else stored.get("failure_model", True))
     # an ask runs nothing: the machine is the one that tells (gptask tell --machine)
-    return Tuner(problem, tasks, budget, n_initial, seed, args.history, target=args.target,
+    return Tuner(problem, tasks, budget, n_initial, seed, args.history, target=target,
                  owner=Owner.detached("gptask ask"), lease=args.lease, provenance=None,
-                 failure_model=failure_model_arg(args.failure_model))
+                 failure_model=failure_model)
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
@@ -761,11 +764,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--n-initial", type=int, default=None,
                    help="initial design size per task (first ask; default: the history's, or half the budget)")
     a.add_argument("--seed", type=int, default=None, help="seed (first ask; default: the history's, or 0)")
-    a.add_argument("--target", type=float, default=None, help="a task stops once its best value is <= TARGET")
+    a.add_argument("--target", type=float, default=None,
+                   help="a task stops once its best value is <= TARGET (default: the history's, or none)")
     a.add_argument("--lease", type=float, default=None,
                    help="seconds after which a trial not told is given to the next ask (default: never)")
-    a.add_argument("--failure-model", default="on", metavar="on|off|P",
-                   help=FAILURE_MODEL_HELP)
+    a.add_argument("--failure-model", default=None, metavar="on|off|P",
+                   help=FAILURE_MODEL_HELP + " (default: the history's setting, or 'on')")
     a.set_defaults(func=_cmd_ask)
 
     tl = sub.add_parser("tell", help="record the result of a PENDING trial")

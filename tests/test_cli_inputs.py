@@ -189,3 +189,34 @@ def test_asking_with_another_budget_says_that_it_changes_the_historys(history, c
     assert len(said) == 1 and "budget of 4 runs per task" in said[0] and "changes it to 100" in said[0], said
     with SQLiteStorage(history, read_only=True) as h:
         assert h.get_meta("settings")["budget"] == 100
+
+
+def test_a_later_ask_keeps_the_target_and_failure_model_of_the_first(tmp_path, capsys, caplog):
+    # a batch job's later asks are typed without the options of its first: they must not fall
+    # back to the defaults (the failure model to 'on', no target) without a word
+    h = tmp_path / "h.sqlite"
+    assert main(["ask", str(h), *PROBLEM, "--tasks", "2", "--budget", "6", "-n", "2",
+                 "--target", "1.5", "--failure-model", "0.7"]) == 0
+    asked = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    with SQLiteStorage(h, read_only=True) as s:
+        assert s.get_meta("settings")["failure_model"] == 0.7 and s.get_meta("settings")["target"] == [1.5, 1.5]
+        first = {t.id: t.task_index for t in s.trials()}
+    # task 0 reaches the target, task 1 does not
+    for trial_id in asked:
+        assert main(["tell", str(h), trial_id, "1.2" if first[int(trial_id)] == 0 else "3.0"]) == 0
+    capsys.readouterr()
+    with caplog.at_level("WARNING", logger="gptask"):
+        assert main(["ask", str(h), *PROBLEM, "-n", "4"]) == 0
+    later = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    with SQLiteStorage(h, read_only=True) as s:
+        tasks_of = {t.id: t.task_index for t in s.trials()}
+        assert s.get_meta("settings")["failure_model"] == 0.7 and s.get_meta("settings")["target"] == [1.5, 1.5]
+    assert later and {tasks_of[int(row[0])] for row in later} == {1}  # task 0 stopped at its target
+    assert not [r for r in caplog.records if "changes it" in r.getMessage()]
+    # naming another value says so, and the history then holds it
+    with caplog.at_level("WARNING", logger="gptask"):
+        assert main(["ask", str(h), *PROBLEM, "-n", "1", "--failure-model", "on"]) == 0
+    said = [r.getMessage() for r in caplog.records if "changes it" in r.getMessage()]
+    assert len(said) == 1 and "failure_model=0.7" in said[0] and "changes it to True" in said[0], said
+    with SQLiteStorage(h, read_only=True) as s:
+        assert s.get_meta("settings")["failure_model"] is True

@@ -110,6 +110,20 @@ def _check_target(target: Any, n_tasks: int) -> list[float | None]:
     return [one(v, f"target[{i}]") for i, v in enumerate(target)]
 
 
+#: the run settings a history keeps, and how a resumed run that changes one is told
+CHANGED_SETTINGS = {"budget": "a budget of {} runs per task", "failure_model": "failure_model={}",
+                    "target": "target={}"}
+
+
+def _warn_changed(path: Any, before: Mapping[str, Any], now: Mapping[str, Any]) -> None:
+    """Log each run setting of ``now`` that differs from the one the history was tuned with
+    (``gptask ask`` takes the history's when not given; ``gt.tune`` takes what the call says)."""
+    for key, words in CHANGED_SETTINGS.items():
+        if key in before and before[key] != now[key]:
+            log.warning("history %s was tuned with %s; this run changes it to %s",
+                        path, words.format(before[key]), now[key])
+
+
 class Tuner:
     """Ask/tell multitask tuner; ``tune`` is a loop over it, and batch-scheduler users drive it directly:
 
@@ -211,8 +225,11 @@ class Tuner:
         self.kernel = kernel
         self.output_transform = output_transform
         success_threshold(failure_model)  # checked before any run
+        #: the failure_model option as given, in the history's JSON (True, False or p)
+        self.failure_model: bool | float = (bool(failure_model) if isinstance(failure_model, (bool, np.bool_))
+                                            else float(failure_model))
         # failure_model=p, a number: design points steered too (gptask.tuning.steering)
-        self.steers_designs = not isinstance(failure_model, (bool, np.bool_))
+        self.steers_designs = not isinstance(self.failure_model, bool)
         self._steer_pool: dict[int, list[dict]] = {}
         self.device = check_device(device)
         self.comm = comm
@@ -223,7 +240,7 @@ class Tuner:
         self.failures = FailureWatch(max_failures)  # stops a run whose first evaluations all fail alike
         # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
         self.storage: Storage | None = None
-        state = self._on_root(lambda: self._open_history(history, tasks), "opening the history")
+        state = self._on_root(lambda: self._open_history(history, tasks, target), "opening the history")
         self.tasks: list[dict] = state["tasks"]
         self.n_tasks = len(self.tasks)
         try:
@@ -255,7 +272,7 @@ class Tuner:
         """``fn()`` on rank 0 (JSON-serialisable result), the result on every rank."""
         return bcast_json(collective(lambda: fn() if self.rank == 0 else None, self.comm, what), self.comm)
 
-    def _open_history(self, path: Any, tasks: Any) -> dict[str, Any]:
+    def _open_history(self, path: Any, tasks: Any, target: Any) -> dict[str, Any]:
         storage = open_storage(path, self.problem.signature())
         try:
             check_history(storage.machines(), self.machine, self.mix_machines,
@@ -286,11 +303,11 @@ class Tuner:
             storage.set_meta("seed", self.seed)
             record_defaults(storage, self.problem)
             record_unit(storage, self.problem)
-            before = storage.get_meta("settings") or {}
-            if before.get("budget") not in (None, self.budget):
-                log.warning("history %s was tuned with a budget of %s runs per task; this run changes it to %d",
-                            path, before["budget"], self.budget)
-            storage.set_meta("settings", {"budget": self.budget, "n_initial": self.n_initial, "kernel": self.kernel})
+            settings = {"budget": self.budget, "n_initial": self.n_initial, "kernel": self.kernel,
+                        "failure_model": self.failure_model,
+                        "target": _check_target(target, len(storage.tasks()))}
+            _warn_changed(path, storage.get_meta("settings") or {}, settings)
+            storage.set_meta("settings", settings)
         except BaseException:
             storage.close()
             raise
