@@ -5,7 +5,8 @@
 On the convolution campaign (bench/suite_families.py), per seed: RUNS_PER_TASK random completed
 configurations per GPU; fitted on them (log times standardised per GPU): gptask's LCM over all GPUs
 (the tuner's prior and kernel), one GP per GPU, and scikit-learn's random forest and extra trees
-(GPU one-hot as a feature). Printed per model: the Spearman rank correlation of predicted and
+(GPU one-hot as a feature), and, where torch is installed, the two free-form ICM models of
+bench/experiments/icm_kernels.py (product and additive kernels). Printed per model: the Spearman rank correlation of predicted and
 measured times on every unseen completed configuration (mean over GPUs, then seeds; the worst seed
 in brackets), and the fraction of the optimum of the best of the 5 unseen configurations predicted
 fastest.
@@ -28,6 +29,11 @@ from gptask.models.priors import LCMPrior  # noqa: E402
 
 TOP = 5
 
+try:
+    from icm_kernels import FreeICM
+except ImportError:  # torch missing
+    FreeICM = None
+
 
 def campaign() -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per GPU: the encoded allowed configurations, their log times (NaN where failed), and a mask of the completed."""
@@ -48,6 +54,8 @@ def campaign() -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
 
 def main(n: int, seeds: int) -> None:
     data = campaign()
+    fam = sf.family("convolution")
+    slices = fam.problem.domain(fam.tasks[0]).space.column_slices()
     T, dim = len(data), 7.0
     rho: dict[str, list[float]] = {}
     top: dict[str, list[float]] = {}
@@ -66,6 +74,11 @@ def main(n: int, seeds: int) -> None:
             trees = cls(n_estimators=300, min_samples_leaf=2, max_features=0.5, random_state=seed).fit(F, np.concatenate(ys))
             preds[name] = [trees.predict(np.hstack([data[i][0], np.tile(np.eye(T)[i], (len(data[i][0]), 1))]))
                            for i in range(T)]
+        if FreeICM is not None:
+            X, t = np.vstack(Xs), np.repeat(np.arange(T), n)
+            for kind in ("product", "additive"):
+                icm = FreeICM(kind, T, X.shape[1], slices).fit(X, t, np.concatenate(ys), seed=seed)
+                preds[f"free ICM, {kind}"] = [icm.predict(i, data[i][0]) for i in range(T)]
         for name, P in preds.items():
             r, f = [], []
             for i, (_, y, ok) in enumerate(data):
@@ -78,7 +91,7 @@ def main(n: int, seeds: int) -> None:
             top.setdefault(name, []).append(float(np.mean(f)))
     print(f"{n} random runs per GPU, {seeds} seeds: Spearman on the unseen (worst seed), best of the top {TOP}")
     for name in rho:
-        print(f"  {name:14s} {np.mean(rho[name]):.3f} ({min(rho[name]):.3f})   {np.mean(top[name]):.3f}")
+        print(f"  {name:24s} {np.mean(rho[name]):.3f} ({min(rho[name]):.3f})   {np.mean(top[name]):.3f}")
 
 
 if __name__ == "__main__":
