@@ -277,6 +277,7 @@ class StorageMachine(RuleBasedStateMachine):
         self.me, self.peer = Owner.this_process("tune"), Owner.this_process("tune")
         self.model = {}  # id -> dict(task, key, status, holder: "me" | "peer" | "ghost" | None)
         self.max_budget = {0: 0, 1: 0}
+        self.views = {limit: ([], 0) for limit in (500, 1)}  # incremental readers: (trials, last id read)
 
     def _holder(self, name):
         return {"me": self.me, "peer": self.peer, "ghost": StorageMachine.GHOST}[name]
@@ -352,6 +353,24 @@ class StorageMachine(RuleBasedStateMachine):
         assert len(keys) == len(set(keys))
         for task in (0, 1):
             assert sum(1 for t in trials if t.task_index == task) <= self.max_budget[task]
+
+    @invariant()
+    def incremental_reads_see_the_full_read(self):
+        # a tuner re-reads only the newer trials and those it saw unfinished (Tuner.refresh); with
+        # one id allowed by name it reads on from the oldest unfinished one instead
+        import gptask.storage.sqlite as sqlite_storage
+
+        full = [(t.id, t.status, t.value, t.owner, t.attempts) for t in self.s.trials()]
+        for limit, (view, upto) in list(self.views.items()):
+            saved, sqlite_storage.TRIALS_AFTER_MAX_IDS = sqlite_storage.TRIALS_AFTER_MAX_IDS, limit
+            try:
+                fresh = self.s.trials_after(upto, [t.id for t in view if not t.status.finished])
+            finally:
+                sqlite_storage.TRIALS_AFTER_MAX_IDS = saved
+            merged = {t.id: t for t in view} | {t.id: t for t in fresh}
+            view = [merged[i] for i in sorted(merged)]
+            assert [(t.id, t.status, t.value, t.owner, t.attempts) for t in view] == full
+            self.views[limit] = (view, max((t.id for t in view), default=0))
 
     def teardown(self):
         self.s.close()

@@ -12,7 +12,7 @@ import pytest
 
 import gptask as gt
 from gptask.storage import HistoryMismatch, SQLiteStorage, TrialNotPending, UnknownTrial
-from gptask.trials import Proposal, Status
+from gptask.trials import Proposal, Status, Trial
 from gptask.tuning import Tuner
 from gptask.surrogate.data import training_data
 from gptask.tuning.settings import VALUE_LIMIT
@@ -274,3 +274,45 @@ def test_a_late_result_from_a_lapsed_holder_wins_and_the_run_goes_on(tmp_path, c
     assert [(t.id, t.status) for t in res.history] == [(first.id, Status.COMPLETE), (second.id, Status.COMPLETE)]
     assert res.history[0].value == 42.0 and res.history[1].attempts == 2
     assert any("already told" in r.message for r in caplog.records)
+
+
+def test_two_tuners_on_one_history_each_see_every_trial_after_a_refresh(tmp_path):
+    # each tuner re-reads only what changed since its last read; the other's claims, tells and
+    # releases (older ids than its own newest claim among them) must all show up, in id order
+    h = tmp_path / "h.sqlite"
+    problem = counting_problem()
+    with Tuner(problem, 2, budget=8, n_initial=4, seed=3, history=h, provenance=None) as a, \
+            Tuner(problem, 2, budget=8, n_initial=4, seed=3, history=h, provenance=None) as b:
+        def full():
+            with SQLiteStorage(h, read_only=True) as s:
+                return [(t.id, t.status, t.value, t.owner) for t in s.trials()]
+
+        def seen(tuner):
+            tuner.refresh()
+            return [(t.id, t.status, t.value, t.owner) for t in tuner.trials]
+
+        # another process writes a trial between a's read and a's claim (while a's model proposes):
+        # a then holds a newer id than that trial's before its next read
+        claim = a.storage.add_trials
+
+        def another_first(*args, **kwargs):
+            a.storage.add_trials = claim
+            with SQLiteStorage(h) as other:
+                other.import_trials([Trial(0, 1, a.tasks[1], {"x": 0.123, "k": 2}, Status.COMPLETE, 1.5)])
+            return claim(*args, **kwargs)
+
+        a.storage.add_trials = another_first
+        rounds = 0
+        while not (a.done and b.done) and rounds < 20:
+            rounds += 1
+            first = a.ask(1)
+            second = b.ask(2)
+            for k, t in enumerate(second):
+                b.tell(t, None if k == 1 and rounds == 2 else problem.objective(t.task, t.params))
+            for t in first:
+                a.tell(t, problem.objective(t.task, t.params))
+            if rounds == 3:
+                b.ask(1)
+                b.release()
+            assert seen(a) == full() and seen(b) == full()
+        assert a.done and b.done and len(full()) == 16

@@ -128,6 +128,14 @@ class Storage(abc.ABC):
     def trials(self, task_index: int | None = None, status: Status | None = None) -> list[Trial]:
         """Trials in id order, optionally of one task and/or one status."""
 
+    def trials_after(self, last_id: int, ids: Sequence[int] = ()) -> list[Trial]:
+        """What may have changed for a reader that read every trial up to id ``last_id`` and saw
+        those of ``ids`` unfinished: the trials with a larger id and those of ``ids``, in id order.
+        A finished trial never changes again (a trial takes exactly one result), and trial ids
+        become visible in increasing order, so nothing else can differ from what the reader holds."""
+        wanted = set(ids)
+        return [t for t in self.trials() if t.id > last_id or t.id in wanted]
+
     @abc.abstractmethod
     def add_trials(self, proposals: Sequence[Proposal], owner: Owner, budget: int | None = None,
                    lease: float | None = None) -> list[Trial | None]:

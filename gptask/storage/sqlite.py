@@ -79,6 +79,8 @@ FORMAT = "gptask.history"
 APPLICATION_ID = int.from_bytes(b"gpTk", "big")
 #: seconds a writer waits for another process's transaction before giving up
 BUSY_TIMEOUT_S = 60.0
+#: most unfinished trial ids re-read by name in one incremental read (more: read on from the oldest)
+TRIALS_AFTER_MAX_IDS = 500
 #: seconds between two tries to open a history that another process is creating or upgrading
 OPEN_RETRY_S = 0.05
 
@@ -565,6 +567,15 @@ class SQLiteStorage(Storage):
         sql = self._select(self.db) + (" WHERE " + " AND ".join("t." + w for w in where) if where else "")
         tasks = self.tasks()
         return [self._trial(r, tasks) for r in self.db.execute(sql + " ORDER BY t.id", args).fetchall()]
+
+    def trials_after(self, last_id: int, ids: Sequence[int] = ()) -> list[Trial]:
+        ids = sorted({int(i) for i in ids if i <= last_id})
+        if len(ids) > TRIALS_AFTER_MAX_IDS:  # too many to list: re-read from the oldest of them on
+            last_id, ids = ids[0] - 1, []
+        where = "t.id > ?" + (f" OR t.id IN ({', '.join('?' * len(ids))})" if ids else "")
+        tasks = self.tasks()
+        rows = self.db.execute(self._select(self.db) + f" WHERE {where} ORDER BY t.id", [int(last_id), *ids])
+        return [self._trial(r, tasks) for r in rows.fetchall()]
 
     def _fetch(self, db: _Checked, trial_id: int) -> Trial:
         return self._trial(db.execute(self._select(db) + " WHERE t.id = ?", (trial_id,)).fetchone(), self.tasks())

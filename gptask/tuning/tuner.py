@@ -263,6 +263,7 @@ class Tuner:
         self._search_view: SearchView | OutputsView | None = None
         self._initial: dict[int, list[dict]] = {}
         self._trials: list[Trial] = []
+        self._read_upto: int | None = None  # the largest trial id of the last read (single process)
         self._closed: dict[int, str] = {}
         self._open = True
         self.refresh()
@@ -317,10 +318,16 @@ class Tuner:
 
     def refresh(self) -> None:
         """Read every trial and task closure from the history (rank 0) onto every rank. A single
-        process takes them as read (no JSON round trip: with tens of thousands of imported trials
-        that was most of each ``ask``)."""
+        process reads only what may have changed since its last read (the newer trials and those
+        it saw unfinished: :meth:`Storage.trials_after`) and takes them as read, without a JSON
+        round trip: with tens of thousands of imported trials a full read was most of each ``ask``."""
         if self.size == 1:
-            self._trials = list(self.storage.trials())
+            if self._read_upto is None:
+                self._trials = list(self.storage.trials())
+            else:
+                self._merge(self.storage.trials_after(
+                    self._read_upto, [t.id for t in self._trials if not t.status.finished]))
+            self._read_upto = max((t.id for t in self._trials), default=0)
             self._closed = dict(self.storage.closed_tasks())
             return
         state = self._on_root(lambda: {"trials": [t.to_json() for t in self.storage.trials()],
@@ -330,13 +337,18 @@ class Tuner:
         self._closed = {int(k): v for k, v in state["closed"].items()}
 
     def _merge(self, trials: Sequence[Trial]) -> None:
+        """Put ``trials`` in place of the held ones of the same id, the new ones in id order."""
         index = {t.id: k for k, t in enumerate(self._trials)}
+        added = False
         for t in trials:
             if t.id in index:
                 self._trials[index[t.id]] = t
             else:
                 index[t.id] = len(self._trials)
                 self._trials.append(t)
+                added = True
+        if added:  # a claim merged before a refresh brought another process's older ids
+            self._trials.sort(key=lambda t: t.id)
 
     def _claim(self, proposals: Sequence[Proposal]) -> list[Trial | None]:
         if not proposals:
