@@ -292,3 +292,24 @@ def test_restarts_over_fake_communicator_give_the_serial_model(size, monkeypatch
         for key in KEYS:
             np.testing.assert_allclose(m.get_params()[key], serial.get_params()[key], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(m.fit_report.objective, serial.fit_report.objective, rtol=1e-12)
+
+
+def test_one_tasks_leave_one_out_is_conditioning_on_the_other_points():
+    """LCM.loo_task against its definition: the fitted model conditioned on every point but one
+    (same hyperparameters), predicting the held-out one with its noise; and against loo()."""
+    rng = np.random.default_rng(5)
+    X = [rng.random((9, 2)), rng.random((7, 2)), rng.random((8, 2))]
+    y = [np.sin(4 * x[:, 0]) + 0.3 * x[:, 1] * (1 + i) + 0.05 * rng.standard_normal(len(x)) for i, x in enumerate(X)]
+    model = LCM(n_latent=2).fit(X, y, restarts=1, seed=0)
+    observed, mean, var = model.loo_task(1)
+    full = model.loo()
+    np.testing.assert_allclose(observed, y[1])
+    np.testing.assert_allclose(mean, full[1][1], rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(var, full[2][1], rtol=1e-8, atol=1e-12)
+    for k in range(len(X[1])):
+        keep = np.arange(len(X[1])) != k
+        held = LCM(n_latent=2).condition([X[0], X[1][keep], X[2]], [y[0], y[1][keep], y[2]], model.get_params())
+        m, v = held.predict(1, X[1][k:k + 1], include_noise=True)
+        assert mean[k] == pytest.approx(m[0], rel=1e-6, abs=1e-8) and var[k] == pytest.approx(v[0], rel=1e-6)
+    with pytest.raises(ValueError, match="task"):
+        model.loo_task(3)

@@ -916,6 +916,21 @@ class LCM:
         return ([self._y[self._t == i].copy() for i in range(T)], [mean[self._t == i] for i in range(T)],
                 [var[self._t == i] for i in range(T)])
 
+    def loo_task(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`loo` for task ``i`` alone: its observed values (n_i,) and the leave-one-out
+        means and variances (n_i,), from one triangular solve with n_i right-hand sides,
+        O(N^2 n_i) instead of the whole inverse's O(N^3) (a model of tens of thousands of points)."""
+        self._require_data()
+        i = self._check_task(i)
+        bk = self._bk
+        rows = np.flatnonzero(self._t == i)
+        unit = np.zeros((len(self._t), len(rows)))
+        unit[rows, np.arange(len(rows))] = 1.0
+        columns = bk.to_numpy(bk.solve_lower(self._L, bk.asarray(unit)))  # L^-1 e_k for each row k
+        var = 1.0 / np.einsum("nk,nk->k", columns, columns)  # 1 / [K^-1]_kk
+        alpha = bk.to_numpy(self._alpha)
+        return self._y[rows].copy(), self._y[rows] - alpha[rows] * var, var
+
     def predict_cov(self, i: int, X: np.ndarray, include_noise: bool = False):
         """Posterior mean (n,) and full covariance (n, n) of task i's latent output at X."""
         i, X, mean, v = self._posterior_parts(i, X)

@@ -13,7 +13,8 @@ from ..surrogate.settings import DRIFT_E2, DRIFT_WINDOW, VALUE_LIMIT
 
 __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_STEER", "VALUE_LIMIT", "CLAIM_ROUNDS",
            "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS",
-           "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH", "SOURCE_IMPORTED", "rng", "int_seed"]
+           "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH", "SOURCE_IMPORTED", "CROSS_PICK_EVERY",
+           "CROSS_PICK_TOP", "CROSS_PICK_OWN_BELOW", "CROSS_PICK_MIN_POINTS", "rng", "int_seed"]
 
 #: ``Trial.source`` of the engine's trials: the initial Latin hypercube, the problem's default
 #: configuration (measured first on every task), an acquisition maximiser, and measurements
@@ -33,3 +34,13 @@ WAIT_MIN_S, WAIT_MAX_S, WAIT_LOG_S = 0.2, 5.0, 60.0
 #: with 1 on the 2-core machine of BENCHMARKS.md (loaded), and the searches of an 8-task run were
 #: 70 % of the tuner's time. The LCM fit limits its own threads (gptask.models.defaults).
 SEARCH_BLAS_THREADS = 1
+
+#: cross-task picks of the joint search on listed or enumerated domains (gptask.tuning.crosstask):
+#: every CROSS_PICK_EVERY-th searched run of a task (its first included) chooses by the acquisition
+#: among the CROSS_PICK_TOP best configurations of every other task, once the task has
+#: CROSS_PICK_MIN_POINTS values in the model and only while the rank correlation of the model's
+#: leave-one-out predictions of them with the measured values is below CROSS_PICK_OWN_BELOW.
+#: Measured on the benchmark suite (BENCHMARKS.md, issue 23): the own-prediction gate at 0.93 leaves
+#: smooth listed families alone (their correlation is 0.95-1.0 for 90 % of the searches) and picks on
+#: rugged campaigns (convolution: median 0.79); at 0.5 it picked too rarely to matter
+CROSS_PICK_EVERY, CROSS_PICK_TOP, CROSS_PICK_OWN_BELOW, CROSS_PICK_MIN_POINTS = 2, 2, 0.93, 4

@@ -11,7 +11,9 @@ Contract
   process's, enters the model the search uses as a fantasy (kriging believer,
   :mod:`.fantasy`), so several proposals for one task, or a proposal made while others run, are
   spread out instead of piling onto one EI maximiser. The search waits for a finished trial of
-  every task (the LCM needs data for each).
+  every task (the LCM needs data for each). On listed or enumerated domains every other search of
+  a task that the model predicts poorly chooses among the other tasks' best configurations
+  (cross-task picks, :mod:`.crosstask`).
 * The model is brought up to date only when finished trials arrived since, by this process or any
   other sharing the history (asking twice never refits twice): by a full (warm-started) fit, or by
   cheap block appends between full fits as ``refit_every`` and ``refit_on_drift`` say
@@ -67,6 +69,7 @@ from ..result import TuningResult
 from ..sampling import lhs_points
 from ..storage import HistoryMismatch, Owner, Storage, open_storage
 from ..trials import Proposal, Status, Trial, params_key, point_key
+from .crosstask import cross_task_picks
 from .propose import initial_design, search_task, search_tasks
 from .steering import POOL_FACTOR, steer_design
 from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH,
@@ -646,9 +649,14 @@ class Tuner:
 
     def search_among(self, i: int) -> np.ndarray | None:
         """Encoded configurations (m, D) that task ``i``'s next search chooses from by the
-        acquisition instead of searching its whole space (a hook; TLA2's tuner offers the tuned
-        tasks' best configurations); None (here always): the whole space."""
-        return None
+        acquisition instead of searching its whole space, None: the whole space. A hook: here the
+        cross-task picks of :mod:`gptask.tuning.crosstask` (listed or enumerated domains only);
+        TLA2's tuner offers the tuned tasks' best configurations to its new task."""
+        model = self.model
+        if model is None:
+            return None
+        searched = sum(1 for t in self.trials_of(i) if t.source == SOURCE_SEARCH)
+        return cross_task_picks(model, i, searched, self.problem.domain(self.tasks[i]))
 
     # ---- the model (gptask.surrogate) ----------------------------------------------------------
     def make_surrogate(self, settings: ModelSettings, policy: RefitPolicy, use_log: bool | None,
