@@ -151,19 +151,24 @@ def test_tune_new_task_block_updates_only(mixed_result, tmp_path, factor_sizes):
     assert new.best_new()[1] <= prob.objective(task, new.prediction.params)
 
 
-def test_tune_new_task_on_a_discrete_space_tries_the_tuned_tasks_best_configurations():
+@pytest.mark.parametrize("tuned_at", [(0.0, 0.35, 0.7, 1.0), (0.0, 0.02, 0.35, 0.37)])  # the second: shared bests
+def test_tune_new_task_on_a_discrete_space_tries_the_tuned_tasks_best_configurations(tuned_at):
     # an enumerated grid: the first search proposal and every other one after it are cross-task
-    # picks, chosen among the tuned tasks' two best runs each (the brute-force ranking of their records)
+    # picks, chosen among the tuned tasks' two best runs each, a task's next best where an earlier
+    # task offers the same (the brute-force ranking of their records)
     from gptask.transfer.tla2 import PICK_TOP
 
     prob = gt.Problem(gt.Space([gt.Real("t", 0.0, 1.0)]), gt.Space([gt.Integer("a", 1, 9), gt.Integer("b", 1, 9)]),
                       lambda task, p: 1.0 + (p["a"] - 2 - 5 * task["t"]) ** 2 + 0.5 * (p["b"] - 3 - task["t"]) ** 2,
                       name="grid")
-    tuned = gt.tune(prob, tasks=[{"t": t} for t in (0.0, 0.35, 0.7, 1.0)], budget=10, n_initial=5, seed=0,
-                    progress=False)
+    tuned = gt.tune(prob, tasks=[{"t": t} for t in tuned_at], budget=10, n_initial=5, seed=0, progress=False)
     new = gt.tune_new_task(tuned, {"t": 0.5}, budget=8, n_initial=2, seed=1)
     mine = [r["params"] for r in new.records(new.task_index, status=None)]
-    tops = [r["params"] for i in range(4) for r in sorted(tuned.records(i), key=lambda r: r["value"])[:PICK_TOP]]
+    tops: list[dict] = []  # each task's PICK_TOP best configurations not offered by an earlier task
+    for i in range(4):
+        tops += [r["params"] for r in sorted(tuned.records(i), key=lambda r: r["value"])
+                 if r["params"] not in tops][:PICK_TOP]
+    assert len(tops) == 4 * PICK_TOP
     assert len(mine) == 8 and len({(p["a"], p["b"]) for p in mine}) == 8
     for k in (2, 4, 6):  # searched runs 0, 2, 4
         assert mine[k] in tops and mine[k] not in mine[:k]

@@ -36,13 +36,17 @@ policies and pruner, failure capture and MPI rules (rank 0 alone writes) as ``gt
    *Cross-task picks*, on a listed or enumerated discrete space (``Problem.domain``): the first
    search proposal and then every other one (:data:`PICK_EVERY`) chooses by EI among the
    :data:`PICK_TOP` best configurations of every tuned task that the new task allows and has not
-   run, instead of searching the whole space (the whole space once they are all run). A model
+   run (a task's next best where an earlier task offers the same configuration: tasks tuned
+   jointly with the joint search's own cross-task picks often share their bests), instead of
+   searching the whole space (the whole space once they are all run). A model
    extended by a handful of runs predicts a new machine poorly where its landscape is unlike the
    tuned ones; the tuned tasks' near-best configurations are the candidates a performance
    engineer would try next, and EI still ranks them by what the new task's runs taught the model.
    On the recorded convolution campaign (a GPU held out, the other five tuned;
    ``bench/leave_one_gpu_out.py``, 10 seeds) they raised the fraction of the optimum after 10 runs
-   from 0.751 (worst seed 0.617) to 0.823 (0.711; BENCHMARKS.md, issue 24). Continuous spaces get
+   from 0.751 (worst seed 0.617) to 0.823 (0.711; BENCHMARKS.md, issue 24; 0.787 since the
+   source GPUs are tuned with the joint search's own picks, whose run-free pick rose from 0.549
+   to 0.685). Continuous spaces get
    none: there one task's best point is rarely another's (on the transfer benchmark's sphere
    family, whose optimum moves with the task, picks cost regret at 10 runs), and the search's
    swarm already starts from the tuned tasks' best points.
@@ -273,14 +277,17 @@ class NewTaskTuner(Tuner):
 
     def _top_configurations(self, task: dict) -> np.ndarray:
         """(m, D) encoded: every tuned task's PICK_TOP configurations of least model value (its
-        data in the tuned model), those in ``task``'s domain (which holds only what its constraints
-        allow), without repeats; none (0, D) when the space is not a listed or enumerated one."""
+        data in the tuned model) among those in ``task``'s domain (which holds only what its
+        constraints allow) and not offered by an earlier task; none (0, D) when the space is not a
+        listed or enumerated one."""
         domain = self.problem.domain(task)
         X_list, z_list = self.old_data
-        tops = [X[np.argsort(z, kind="stable")[:PICK_TOP]] for X, z in zip(X_list, z_list) if len(z)]
-        if domain is None or not tops:
+        if domain is None or not any(len(z) for z in z_list):
             return np.empty((0, self.problem.param_space.n_columns))
-        rows = dict.fromkeys(domain.rows_of(np.vstack(tops)).tolist())  # first occurrence kept, in order
+        rows: dict[int, None] = {}
+        for X, z in zip(X_list, z_list):  # each task's PICK_TOP best not offered by an earlier task
+            mine = [r for r in domain.rows_of(X[np.argsort(z, kind="stable")]).tolist() if r not in rows]
+            rows.update(dict.fromkeys(mine[:PICK_TOP]))
         return domain.encode(np.fromiter(rows, dtype=np.int64, count=len(rows)))
 
     def incumbents(self, i: int) -> np.ndarray | None:

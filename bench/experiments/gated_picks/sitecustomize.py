@@ -1,4 +1,10 @@
-"""Cross-task picks gated by an empirical rank correlation (issue 23 experiment, not in gptask).
+"""Cross-task picks gated by an empirical rank correlation (issue 23 experiments).
+
+The setting ``{"every": 2, "thr": -2, "top": 2, "self": 0.93}`` is what gptask now does by itself
+(gptask/tuning/crosstask.py, bit for bit on the suite's runs); the hook replaces
+``Tuner.search_among``, and with it gptask's own picks, so that on a gptask of a71ce01 or later it
+runs exactly the variant its options describe. The other options are the variants measured before
+(BENCHMARKS.md, issue 23).
 
 Put this folder first on PYTHONPATH (bench/suite.py starts worker processes, which import it too)
 and set GPTASK_GATED_PICKS to a JSON object, e.g.
@@ -33,12 +39,30 @@ if os.environ.get("GPTASK_GATED_PICKS"):
         model = self.model
         if domain is None or model is None:
             return None
-        searched = sum(t.source == "search" for t in self.trials_of(i))
+        mine = self.trials_of(i)
+        searched = sum(t.source == "search" for t in mine)
         if searched % CFG["every"] or searched < CFG.get("start", 0):
             return None
+        picked = self.__dict__.setdefault("_picked_at", set())
+        if CFG.get("stall"):  # only after a searched run that did not improve, and never twice in a row
+            done = [t for t in mine if t.status.finished]
+            last = max((k for k, t in enumerate(done) if t.source == "search"), default=None)
+            if last is None or (i, searched - 1) in picked:
+                return None
+            before = [t.value for t in done[:last] if usable(t)]
+            if usable(done[last]) and (not before or done[last].value < min(before)):
+                return None
         X, y = model.data()
         if len(y[i]) < 4:
             return None
+        if "self" in CFG:  # only where the task's own leave-one-out predictions rank its runs poorly
+            observed, loo_mean, _ = model.loo()
+            own = spearmanr(loo_mean[i], observed[i])[0]
+            if CFG.get("log"):  # record (task, searched runs, own correlation) to study the gate
+                with open(CFG["log"], "a") as fh:
+                    fh.write(f"{self.problem.name} {i} {searched} {own:.4f}\n")
+            if np.isfinite(own) and own >= CFG["self"]:
+                return None
         rows = []
         for j in range(self.n_tasks):
             if j == i:
@@ -61,6 +85,7 @@ if os.environ.get("GPTASK_GATED_PICKS"):
                                               key=lambda t: t.value)[: CFG["top"]]]
         if not rows:
             return None
+        picked.add((i, searched))
         return domain.encode(domain.rows_of(self.problem.param_space.encode(rows)))
 
     tuner_module.Tuner.search_among = search_among
