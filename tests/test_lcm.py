@@ -311,5 +311,9 @@ def test_one_tasks_leave_one_out_is_conditioning_on_the_other_points():
         held = LCM(n_latent=2).condition([X[0], X[1][keep], X[2]], [y[0], y[1][keep], y[2]], model.get_params())
         m, v = held.predict(1, X[1][k:k + 1], include_noise=True)
         assert mean[k] == pytest.approx(m[0], rel=1e-6, abs=1e-8) and var[k] == pytest.approx(v[0], rel=1e-6)
+    some = model.loo_task(0, at_most=4)  # points 0, 3, 5, 8 of task 0's nine
+    np.testing.assert_allclose(some[1], full[1][0][[0, 3, 5, 8]], rtol=1e-8, atol=1e-10)
     with pytest.raises(ValueError, match="task"):
         model.loo_task(3)
+    with pytest.raises(ValueError, match="at_most"):
+        model.loo_task(0, at_most=0)

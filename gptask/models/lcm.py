@@ -916,14 +916,18 @@ class LCM:
         return ([self._y[self._t == i].copy() for i in range(T)], [mean[self._t == i] for i in range(T)],
                 [var[self._t == i] for i in range(T)])
 
-    def loo_task(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def loo_task(self, i: int, at_most: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`loo` for task ``i`` alone: its observed values (n_i,) and the leave-one-out
         means and variances (n_i,), from one triangular solve with n_i right-hand sides,
-        O(N^2 n_i) instead of the whole inverse's O(N^3) (a model of tens of thousands of points)."""
+        O(N^2 n_i) instead of the whole inverse's O(N^3) (a model of tens of thousands of points).
+        at_most: where the task has more points, only that many of them, evenly spaced in data
+        order (the solve's right-hand sides are an N x n_i array)."""
         self._require_data()
         i = self._check_task(i)
         bk = self._bk
         rows = np.flatnonzero(self._t == i)
+        if at_most is not None and len(rows) > _check_int(at_most, "at_most", 1):
+            rows = rows[np.unique(np.linspace(0, len(rows) - 1, at_most).round().astype(int))]
         unit = np.zeros((len(self._t), len(rows)))
         unit[rows, np.arange(len(rows))] = 1.0
         columns = bk.to_numpy(bk.solve_lower(self._L, bk.asarray(unit)))  # L^-1 e_k for each row k

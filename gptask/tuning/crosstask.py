@@ -21,15 +21,17 @@ from scipy.stats import spearmanr
 
 from ..domain import Domain
 from ..models import LCM
-from .settings import CROSS_PICK_EVERY, CROSS_PICK_MIN_POINTS, CROSS_PICK_OWN_BELOW, CROSS_PICK_TOP
+from .settings import (CROSS_PICK_EVERY, CROSS_PICK_LOO_POINTS, CROSS_PICK_MIN_POINTS, CROSS_PICK_OWN_BELOW,
+                       CROSS_PICK_TOP)
 
 __all__ = ["cross_task_picks", "predicts_itself"]
 
 
 def predicts_itself(model: LCM, i: int) -> bool:
     """Whether the model's leave-one-out predictions of task ``i``'s values rank them with a
-    Spearman correlation of at least :data:`CROSS_PICK_OWN_BELOW` (False when undefined)."""
-    observed, mean, _ = model.loo_task(i)
+    Spearman correlation of at least :data:`CROSS_PICK_OWN_BELOW` (False when undefined; at most
+    :data:`CROSS_PICK_LOO_POINTS` of them judged)."""
+    observed, mean, _ = model.loo_task(i, at_most=CROSS_PICK_LOO_POINTS)
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = spearmanr(mean, observed)[0]
     return bool(np.isfinite(rho) and rho >= CROSS_PICK_OWN_BELOW)

@@ -14,7 +14,8 @@ from ..surrogate.settings import DRIFT_E2, DRIFT_WINDOW, VALUE_LIMIT
 __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_STEER", "VALUE_LIMIT", "CLAIM_ROUNDS",
            "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS",
            "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH", "SOURCE_IMPORTED", "CROSS_PICK_EVERY",
-           "CROSS_PICK_TOP", "CROSS_PICK_OWN_BELOW", "CROSS_PICK_MIN_POINTS", "rng", "int_seed"]
+           "CROSS_PICK_TOP", "CROSS_PICK_OWN_BELOW", "CROSS_PICK_MIN_POINTS", "CROSS_PICK_LOO_POINTS", "rng",
+           "int_seed"]
 
 #: ``Trial.source`` of the engine's trials: the initial Latin hypercube, the problem's default
 #: configuration (measured first on every task), an acquisition maximiser, and measurements
@@ -42,5 +43,7 @@ SEARCH_BLAS_THREADS = 1
 #: leave-one-out predictions of them with the measured values is below CROSS_PICK_OWN_BELOW.
 #: Measured on the benchmark suite (BENCHMARKS.md, issue 23): the own-prediction gate at 0.93 leaves
 #: smooth listed families alone (their correlation is 0.95-1.0 for 90 % of the searches) and picks on
-#: rugged campaigns (convolution: median 0.79); at 0.5 it picked too rarely to matter
+#: rugged campaigns (convolution: median 0.79); at 0.5 it picked too rarely to matter. A task with
+#: more than CROSS_PICK_LOO_POINTS values (imported runs) is judged on that many of them
 CROSS_PICK_EVERY, CROSS_PICK_TOP, CROSS_PICK_OWN_BELOW, CROSS_PICK_MIN_POINTS = 2, 2, 0.93, 4
+CROSS_PICK_LOO_POINTS = 200
