@@ -220,3 +220,14 @@ def test_a_later_ask_keeps_the_target_and_failure_model_of_the_first(tmp_path, c
     assert len(said) == 1 and "failure_model=0.7" in said[0] and "changes it to True" in said[0], said
     with SQLiteStorage(h, read_only=True) as s:
         assert s.get_meta("settings")["failure_model"] is True
+
+
+def test_more_tasks_in_a_history_are_not_a_change_of_target(caplog):
+    from gptask.tuning.tuner import warn_if_changed
+
+    with caplog.at_level("WARNING", logger="gptask"):
+        warn_if_changed("h", {"target": [None, None]}, {"target": [None, None, None]})  # a source's tasks added
+        warn_if_changed("h", {"target": [1.5, None]}, {"target": [1.5, None, None]})
+        assert not caplog.records
+        warn_if_changed("h", {"target": [1.5, None]}, {"target": [2.0, None, None]})
+    assert len(caplog.records) == 1 and "target=[1.5, None]" in caplog.records[0].getMessage()

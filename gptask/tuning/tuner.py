@@ -118,13 +118,21 @@ CHANGED_SETTINGS = {"budget": "a budget of {} runs per task", "failure_model": "
                     "target": "target={}"}
 
 
-def _warn_changed(path: Any, before: Mapping[str, Any], now: Mapping[str, Any]) -> None:
+def warn_if_changed(path: Any, before: Mapping[str, Any], now: Mapping[str, Any]) -> None:
     """Log each run setting of ``now`` that differs from the one the history was tuned with
-    (``gptask ask`` takes the history's when not given; ``gt.tune`` takes what the call says)."""
+    (``gptask ask`` takes the history's when not given; ``gt.tune`` takes what the call says).
+    Targets are compared task by task over the tasks both runs know (sources and new tasks add
+    tasks to a history without changing the targets of the others)."""
     for key, words in CHANGED_SETTINGS.items():
-        if key in before and before[key] != now[key]:
-            log.warning("history %s was tuned with %s; this run changes it to %s",
-                        path, words.format(before[key]), now[key])
+        if key not in before:
+            continue
+        old, new = before[key], now[key]
+        if key == "target" and isinstance(old, list) and isinstance(new, list):
+            changed = old[: len(new)] != new[: len(old)]
+        else:
+            changed = old != new
+        if changed:
+            log.warning("history %s was tuned with %s; this run changes it to %s", path, words.format(old), new)
 
 
 class Tuner:
@@ -310,7 +318,7 @@ class Tuner:
             settings = {"budget": self.budget, "n_initial": self.n_initial, "kernel": self.kernel,
                         "failure_model": self.failure_model,
                         "target": _check_target(target, len(storage.tasks()))}
-            _warn_changed(path, storage.get_meta("settings") or {}, settings)
+            warn_if_changed(path, storage.get_meta("settings") or {}, settings)
             storage.set_meta("settings", settings)
         except BaseException:
             storage.close()
