@@ -16,8 +16,10 @@ a run from the local search, and the gate leaves them alone. Figures in BENCHMAR
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import ConstantInputWarning, spearmanr
 
 from ..domain import Domain
 from ..models import LCM
@@ -32,7 +34,8 @@ def predicts_itself(model: LCM, i: int) -> bool:
     Spearman correlation of at least :data:`CROSS_PICK_OWN_BELOW` (False when undefined; at most
     :data:`CROSS_PICK_LOO_POINTS` of them judged)."""
     observed, mean, _ = model.loo_task(i, at_most=CROSS_PICK_LOO_POINTS)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with warnings.catch_warnings():  # constant values (every run imputed alike): no correlation
+        warnings.simplefilter("ignore", ConstantInputWarning)
         rho = spearmanr(mean, observed)[0]
     return bool(np.isfinite(rho) and rho >= CROSS_PICK_OWN_BELOW)
 

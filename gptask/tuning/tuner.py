@@ -255,7 +255,7 @@ class Tuner:
         self.tasks: list[dict] = state["tasks"]
         self.n_tasks = len(self.tasks)
         try:
-            self.target = _check_target(target, self.n_tasks)
+            self.target: list[float | None] = state["target"]  # checked against the history's tasks
             self.n_latent = check_int("n_latent", min(self.n_tasks, SURROGATE_N_LATENT) if n_latent is None
                                       else n_latent, 1)
             self.defaults = defaults_of(problem, self.tasks)  # each task's default, checked before any run
@@ -295,11 +295,12 @@ class Tuner:
         if not self.records_run:
             try:
                 storage.set_tasks(resolve_tasks(self.problem, tasks, self.seed))
+                checked = _check_target(target, len(storage.tasks()))
             except BaseException:
                 storage.close()
                 raise
             self.storage = storage
-            return {"tasks": storage.tasks(), "use_log": None, "iteration": 0}
+            return {"tasks": storage.tasks(), "target": checked, "use_log": None, "iteration": 0}
         try:
             stored_seed = storage.get_meta("seed")
             if stored_seed is not None and stored_seed != self.seed:
@@ -315,16 +316,16 @@ class Tuner:
             storage.set_meta("seed", self.seed)
             record_defaults(storage, self.problem)
             record_unit(storage, self.problem)
+            checked = _check_target(target, len(storage.tasks()))
             settings = {"budget": self.budget, "n_initial": self.n_initial, "kernel": self.kernel,
-                        "failure_model": self.failure_model,
-                        "target": _check_target(target, len(storage.tasks()))}
+                        "failure_model": self.failure_model, "target": checked}
             warn_if_changed(path, storage.get_meta("settings") or {}, settings)
             storage.set_meta("settings", settings)
         except BaseException:
             storage.close()
             raise
         self.storage = storage
-        return {"tasks": storage.tasks(), "use_log": storage.get_meta("use_log"),
+        return {"tasks": storage.tasks(), "target": checked, "use_log": storage.get_meta("use_log"),
                 "iteration": len(storage.models())}
 
     def refresh(self) -> None:
@@ -338,7 +339,7 @@ class Tuner:
             else:
                 self._merge(self.storage.trials_after(
                     self._read_upto, [t.id for t in self._trials if not t.status.finished]))
-            self._read_upto = max((t.id for t in self._trials), default=0)
+            self._read_upto = self._trials[-1].id if self._trials else 0  # held in id order
             self._closed = dict(self.storage.closed_tasks())
             return
         state = self._on_root(lambda: {"trials": [t.to_json() for t in self.storage.trials()],
