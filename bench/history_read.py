@@ -51,7 +51,7 @@ def one_size(n: int, folder: Path) -> tuple[float, float]:
         s.import_trials([Trial(0, i % 2, TASKS[i % 2], {"x": float(rng.random()), "k": int(rng.integers(1, 9))},
                                Status.COMPLETE, 1.0 + float(rng.random())) for i in range(n)])
     with Tuner(problem, TASKS, budget=n, n_initial=2, seed=0, history=path, provenance=None) as tuner:
-        full = best_of(lambda: tuner.storage.trials())
+        full = best_of(lambda: tuner.mirror.storage.trials())
         incremental = best_of(tuner.refresh)
         if len(tuner.trials) != n:
             raise AssertionError(f"the tuner holds {len(tuner.trials)} trials, the history {n}")

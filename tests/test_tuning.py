@@ -293,15 +293,15 @@ def test_two_tuners_on_one_history_each_see_every_trial_after_a_refresh(tmp_path
 
         # another process writes a trial between a's read and a's claim (while a's model proposes):
         # a then holds a newer id than that trial's before its next read
-        claim = a.storage.add_trials
+        claim = a.mirror.storage.add_trials
 
         def another_first(*args, **kwargs):
-            a.storage.add_trials = claim
+            a.mirror.storage.add_trials = claim
             with SQLiteStorage(h) as other:
                 other.import_trials([Trial(0, 1, a.tasks[1], {"x": 0.123, "k": 2}, Status.COMPLETE, 1.5)])
             return claim(*args, **kwargs)
 
-        a.storage.add_trials = another_first
+        a.mirror.storage.add_trials = another_first
         rounds = 0
         while not (a.done and b.done) and rounds < 20:
             rounds += 1

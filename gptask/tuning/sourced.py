@@ -37,7 +37,7 @@ class DesignTuner(Tuner):
         return super().closed_reason(i)
 
     def close(self, release: bool = True) -> None:
-        if release and self.storage is not None:
+        if release and self.mirror.storage is not None:
             self.release()
 
     def result(self) -> TuningResult:

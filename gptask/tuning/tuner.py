@@ -62,7 +62,7 @@ from ..surrogate.data import usable
 from ..surrogate.failure import success_threshold
 from ..surrogate.group import HistoryMeta, OutputModels, OutputsView, transform_for
 from ..surrogate.updates import RefitPolicy
-from ..parallel import bcast_json, collective, rank_size
+from ..parallel import rank_size
 from ..problem import Problem
 from ..provenance import check_history, resolve_record
 from ..result import TuningResult
@@ -70,6 +70,7 @@ from ..sampling import lhs_points
 from ..storage import HistoryMismatch, Owner, Storage, open_storage
 from ..trials import Proposal, Status, Trial, params_key, point_key
 from .crosstask import cross_task_picks
+from .mirror import HistoryMirror, HistoryModels
 from .propose import initial_design, search_task, search_tasks
 from .steering import POOL_FACTOR, steer_design
 from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH,
@@ -247,11 +248,11 @@ class Tuner:
         self.rank, self.size = rank_size(comm)
         self.owner = owner if owner is not None else Owner.this_process("tune")
         self.lease = check_seconds("lease", lease)
+        # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
+        self.mirror = HistoryMirror(comm, self.owner, self.budget, self.lease)
         policy = RefitPolicy(refit_every, bool(refit_on_drift))
         self.failures = FailureWatch(max_failures)  # stops a run whose first evaluations all fail alike
-        # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
-        self.storage: Storage | None = None
-        state = self._on_root(lambda: self._open_history(history, tasks, target), "opening the history")
+        state = self.mirror.on_root(lambda: self._open_history(history, tasks, target), "opening the history")
         self.tasks: list[dict] = state["tasks"]
         self.n_tasks = len(self.tasks)
         try:
@@ -260,30 +261,20 @@ class Tuner:
                                       else n_latent, 1)
             self.defaults = defaults_of(problem, self.tasks)  # each task's default, checked before any run
         except BaseException:
-            if self.storage is not None:
-                self.storage.close()
+            self.mirror.close_storage()
             raise
         settings = ModelSettings(self.n_latent, kernel, self.restarts, self.refit_restarts,
                                  transform_for(problem, output_transform), self.seed, self.device)
         self.surrogate = self.make_surrogate(settings, policy, state["use_log"], int(state["iteration"]))
-        meta = HistoryMeta(lambda k: self._on_root(lambda: self.storage.get_meta(k), "reading the history"),
-                           lambda k, v: self._on_root(lambda: self.storage.set_meta(k, v), "writing the history")
-                           if self.records_run else None)
+        meta = HistoryMeta(self.mirror.get_meta, self.mirror.set_meta if self.records_run else None)
         self.outputs = OutputModels(problem, self.tasks, self.surrogate, settings, policy, meta, comm,
                                     failure_model)
         self._search_view: SearchView | OutputsView | None = None
         self._initial: dict[int, list[dict]] = {}
-        self._trials: list[Trial] = []
-        self._read_upto: int | None = None  # the largest trial id of the last read (single process)
-        self._closed: dict[int, str] = {}
         self._open = True
         self.refresh()
 
-    # ---- the history (rank 0) ----------------------------------------------------------------
-    def _on_root(self, fn: Any, what: str) -> Any:
-        """``fn()`` on rank 0 (JSON-serialisable result), the result on every rank."""
-        return bcast_json(collective(lambda: fn() if self.rank == 0 else None, self.comm, what), self.comm)
-
+    # ---- the history (rank 0 reads and writes it: .mirror) -------------------------------------
     def _open_history(self, path: Any, tasks: Any, target: Any) -> dict[str, Any]:
         storage = open_storage(path, self.problem.signature())
         try:
@@ -299,7 +290,7 @@ class Tuner:
             except BaseException:
                 storage.close()
                 raise
-            self.storage = storage
+            self.mirror.storage = storage
             return {"tasks": storage.tasks(), "target": checked, "use_log": None, "iteration": 0}
         try:
             stored_seed = storage.get_meta("seed")
@@ -324,56 +315,18 @@ class Tuner:
         except BaseException:
             storage.close()
             raise
-        self.storage = storage
+        self.mirror.storage = storage
         return {"tasks": storage.tasks(), "target": checked, "use_log": storage.get_meta("use_log"),
                 "iteration": len(storage.models())}
 
     def refresh(self) -> None:
-        """Read every trial and task closure from the history (rank 0) onto every rank. A single
-        process reads only what may have changed since its last read (the newer trials and those
-        it saw unfinished: :meth:`Storage.trials_after`) and takes them as read, without a JSON
-        round trip: with tens of thousands of imported trials a full read was most of each ``ask``."""
-        if self.size == 1:
-            if self._read_upto is None:
-                self._trials = list(self.storage.trials())
-            else:
-                self._merge(self.storage.trials_after(
-                    self._read_upto, [t.id for t in self._trials if not t.status.finished]))
-            self._read_upto = self._trials[-1].id if self._trials else 0  # held in id order
-            self._closed = dict(self.storage.closed_tasks())
-            return
-        state = self._on_root(lambda: {"trials": [t.to_json() for t in self.storage.trials()],
-                                       "closed": {str(k): v for k, v in self.storage.closed_tasks().items()}},
-                              "reading the history")
-        self._trials = [Trial.from_json(d) for d in state["trials"]]
-        self._closed = {int(k): v for k, v in state["closed"].items()}
-
-    def _merge(self, trials: Sequence[Trial]) -> None:
-        """Put ``trials`` in place of the held ones of the same id, the new ones in id order."""
-        index = {t.id: k for k, t in enumerate(self._trials)}
-        added = False
-        for t in trials:
-            if t.id in index:
-                self._trials[index[t.id]] = t
-            else:
-                index[t.id] = len(self._trials)
-                self._trials.append(t)
-                added = True
-        if added:  # a claim merged before a refresh brought another process's older ids
-            self._trials.sort(key=lambda t: t.id)
-
-    def _claim(self, proposals: Sequence[Proposal]) -> list[Trial | None]:
-        if not proposals:
-            return []
-        got = self._on_root(lambda: [None if t is None else t.to_json() for t in self.storage.add_trials(
-            proposals, self.owner, budget=self.budget, lease=self.lease)], "claiming trials")
-        trials = [None if d is None else Trial.from_json(d) for d in got]
-        self._merge([t for t in trials if t is not None])
-        return trials
+        """Read every trial and task closure from the history (rank 0) onto every rank
+        (:meth:`HistoryMirror.refresh`: a single process reads only what may have changed)."""
+        self.mirror.refresh()
 
     def release(self) -> list[int]:
         """Give back this tuner's PENDING trials (they stay PENDING for whoever asks next)."""
-        return self._on_root(lambda: self.storage.release(self.owner), "releasing trials")
+        return self.mirror.release()
 
     def close(self, release: bool = True) -> None:
         """Close the history, first releasing this tuner's PENDING trials (they stay PENDING for the
@@ -387,9 +340,7 @@ class Tuner:
             if released and self.rank == 0:
                 log.info("%d trial(s) left pending for the next run: ids %s", len(released), released)
         finally:
-            if self.storage is not None:
-                self.storage.close()
-                self.storage = None
+            self.mirror.close_storage()
 
     def __enter__(self) -> "Tuner":
         return self
@@ -401,24 +352,24 @@ class Tuner:
     @property
     def trials(self) -> list[Trial]:
         """Every trial of the history as last read, in id order."""
-        return list(self._trials)
+        return self.mirror.trials
 
     @property
     def records(self) -> list[Trial]:
         """The finished trials (COMPLETE, FAILED, CENSORED), in id order."""
-        return [t for t in self._trials if t.status.finished]
+        return self.mirror.records
 
     @property
     def pending(self) -> list[Trial]:
-        return [t for t in self._trials if t.status is Status.PENDING]
+        return self.mirror.pending
 
     def trials_of(self, i: int) -> list[Trial]:
         """Task ``i``'s trials in any state, in id order."""
-        return [t for t in self._trials if t.task_index == i]
+        return self.mirror.of_task(i)
 
     def count(self, i: int) -> int:
         """Finished trials of task ``i``."""
-        return sum(1 for t in self._trials if t.task_index == i and t.status.finished)
+        return self.mirror.count(i)
 
     def best_value(self, i: int) -> float | None:
         """The smallest COMPLETE value of task ``i`` (None when it has none); with named outputs,
@@ -439,8 +390,8 @@ class Tuner:
     def stopped_early(self, i: int) -> str | None:
         """Why task ``i`` takes no new trials before its budget is used (its target is reached, or
         every feasible configuration has been claimed), or None."""
-        if i in self._closed:
-            return self._closed[i]
+        if i in self.mirror.closed:
+            return self.mirror.closed[i]
         best, target = self.best_value(i), self.target[i]
         if target is not None and best is not None and best <= target:
             return f"target {target:g} reached ({best:.6g})"
@@ -507,7 +458,7 @@ class Tuner:
         if n is not None:
             n = check_int("n", n, 1)
         self.refresh()
-        out = self._reclaim(n)
+        out = self.mirror.reclaim(n)
         out += self._ask_initial(None if n is None else n - len(out))
         if n is None and any(t.source in (SOURCE_INITIAL, SOURCE_DEFAULT) for t in out):
             return out
@@ -519,13 +470,6 @@ class Tuner:
                 break
             out += got
         return out
-
-    def _reclaim(self, limit: int | None) -> list[Trial]:
-        got = self._on_root(lambda: [t.to_json() for t in self.storage.reclaim(self.owner, limit, lease=self.lease)],
-                            "reclaiming trials")
-        trials = [Trial.from_json(d) for d in got]
-        self._merge(trials)
-        return trials
 
     def _ask_initial(self, room: int | None) -> list[Trial]:
         """Design points round robin over tasks (the k-th point of every task before any k+1-th)."""
@@ -540,7 +484,7 @@ class Tuner:
                 props = props[: room - len(out)]
             if not props:
                 break
-            got = self._claim(props)
+            got = self.mirror.claim(props)
             out += [t for t in got if t is not None]
             if all(t is not None for t in got):
                 break
@@ -601,11 +545,14 @@ class Tuner:
             rows = search_tasks(active, self._search, self.problem.param_space.n_columns, self.comm)
             for i, row in zip(active, rows):
                 if row is None:
-                    self._close_task(i, f"every feasible configuration has been claimed ({len(self.trials_of(i))} "
-                                        f"trials of a budget of {self.budget})")
+                    reason = (f"every feasible configuration has been claimed ({len(self.trials_of(i))} "
+                              f"trials of a budget of {self.budget})")
+                    if self.rank == 0:
+                        log.warning("task %d (%s): %s; the task ends here", i, self.tasks[i], reason)
+                    self.mirror.close_task(i, reason)
             found = [(i, row) for i, row in zip(active, rows) if row is not None]
             params = self.problem.param_space.decode(np.array([row for _, row in found])) if found else []
-            got = self._claim([Proposal(i, self.tasks[i], p, SOURCE_SEARCH) for (i, _), p in zip(found, params)])
+            got = self.mirror.claim([Proposal(i, self.tasks[i], p, SOURCE_SEARCH) for (i, _), p in zip(found, params)])
             out += [t for t in got if t is not None]
             retry = [i for (i, _), t in zip(found, got) if t is None]
             if not retry:
@@ -615,12 +562,6 @@ class Tuner:
             if not active:
                 break
         return out
-
-    def _close_task(self, i: int, reason: str) -> None:
-        if self.rank == 0:
-            log.warning("task %d (%s): %s; the task ends here", i, self.tasks[i], reason)
-        self._on_root(lambda: self.storage.close_task(i, reason), "closing a task")
-        self._closed[i] = reason
 
     def _believe_pending(self) -> None:
         """The search view: the model with every PENDING trial not in it as a fantasy, and each
@@ -672,7 +613,8 @@ class Tuner:
                        iteration: int) -> Surrogate:
         """The model of the objective this tuner searches on (a hook: TLA2's tuner returns its
         new-task surrogate). use_log, iteration: what the history says of earlier fits."""
-        return Surrogate(self.problem.param_space, self.n_tasks, settings, _HistoryModels(self), policy,
+        return Surrogate(self.problem.param_space, self.n_tasks, settings,
+                         HistoryModels(self.mirror, self.records_run), policy,
                          use_log=use_log, iteration=iteration, comm=self.comm)
 
     @property
@@ -707,7 +649,7 @@ class Tuner:
     def model_ready(self) -> bool:
         """Whether the model can be fitted: every task has a finished trial (the LCM needs data for
         each task; until then a search waits, the initial designs run)."""
-        return len({t.task_index for t in self._trials if t.status.finished}) == self.n_tasks
+        return len(self.mirror.tasks_with_results()) == self.n_tasks
 
     def model_trials(self) -> list[Trial]:
         """The finished trials the model is built on (every one here)."""
@@ -717,7 +659,7 @@ class Tuner:
         """The model brought up to date with every finished trial (:meth:`Surrogate.update`)."""
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task: there is nothing to fit a model on yet")
-        return self.outputs.update(self.model_trials(), self._trials)
+        return self.outputs.update(self.model_trials(), self.trials)
 
     # ---- tell --------------------------------------------------------------------------------
     def tell(self, trial: Trial | int, result: Outcome | float | None, reason: str = "") -> Trial:
@@ -732,10 +674,11 @@ class Tuner:
         """
         trial_id, expected = self._resolve(trial)
         outcome = Outcome.of(result, reason, self.problem.outputs)
-        done = Trial.from_json(self._on_root(lambda: self._finish(trial_id, outcome, expected).to_json(), "telling"))
-        self._merge([done])
+        done = Trial.from_json(self.mirror.on_root(
+            lambda: self.mirror.finish(trial_id, outcome, expected, self.machine).to_json(), "telling"))
+        self.mirror.merge([done])
         self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
-                              getattr(self.storage, "path", ""))
+                              getattr(self.mirror.storage, "path", ""))
         return done
 
     def _resolve(self, trial: Any) -> tuple[int, Trial | None]:
@@ -747,21 +690,15 @@ class Tuner:
             raise TypeError("tell takes a Trial returned by ask() (or its id); a Proposal was never asked")
         raise TypeError(f"tell takes a Trial returned by ask() or its integer id, got {trial!r}")
 
-    def _finish(self, trial_id: int, outcome: Outcome, expected: Trial | None) -> Trial:
-        assert self.storage is not None
-        return self.storage.finish(trial_id, outcome.status, outcome.value, outcome.samples, outcome.reason,
-                                   outcome.extra, outcome.duration, expected, machine=self.machine,
-                                   values=outcome.values)
-
     def tell_local(self, trial: Trial, result: Outcome) -> Trial | None:
         """Rank 0's tell inside a collective step (no communication); other ranks do nothing and
         see the result at the next read of the history."""
         if self.rank != 0:
             return None
-        done = self._finish(trial.id, Outcome.of(result, outputs=self.problem.outputs), trial)
-        self._merge([done])
+        done = self.mirror.finish(trial.id, Outcome.of(result, outputs=self.problem.outputs), trial, self.machine)
+        self.mirror.merge([done])
         self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
-                              getattr(self.storage, "path", ""))
+                              getattr(self.mirror.storage, "path", ""))
         return done
 
     # ---- result ------------------------------------------------------------------------------
@@ -779,10 +716,13 @@ class Tuner:
             except (ValueError, np.linalg.LinAlgError) as exc:
                 log.error("the final model could not be brought up to date (%s): the result has no model", exc)
         # confirmation runs (result.recommend) are kept apart from the trials; they go to the same file
-        stored = self._on_root(lambda: {"confirmations": [t.to_json() for t in self.storage.confirmations()],
-                                        "path": None if self.storage.path is None else str(self.storage.path),
-                                        "machines": {str(k): v for k, v in self.storage.machines().items()}},
-                               "reading the confirmation runs")
+        def read() -> dict:
+            storage = self.mirror.storage
+            return {"confirmations": [t.to_json() for t in storage.confirmations()],
+                    "path": None if storage.path is None else str(storage.path),
+                    "machines": {str(k): v for k, v in storage.machines().items()}}
+
+        stored = self.mirror.on_root(read, "reading the confirmation runs")
         return TuningResult(self.problem, list(self.tasks), self.records, model, transform, pending=self.pending,
                             closed={i: r for i in range(self.n_tasks) if (r := self.stopped_early(i))},
                             confirmations=[Trial.from_json(d) for d in stored["confirmations"]],
@@ -793,28 +733,4 @@ class Tuner:
     def _current_models(self) -> dict[str | None, tuple[LCM, Any]]:
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task")
-        return self.outputs.current(self.model_trials(), self._trials)
-
-
-class _HistoryModels:
-    """The :class:`~gptask.surrogate.ModelStore` of a tuner: its history, read and written on
-    rank 0 alone (the result broadcast to every rank). A tuner that does not record its run
-    (``records_run`` False) stores no fits and no transform."""
-
-    def __init__(self, tuner: Tuner) -> None:
-        self.tuner = tuner
-
-    def last_model(self) -> dict | None:
-        if not self.tuner.records_run:
-            return None
-        return self.tuner._on_root(lambda: self.tuner.storage.last_model(), "reading the last model")
-
-    def add_model(self, iteration: int, params: dict, log_likelihood: float, data_key: str) -> None:
-        if self.tuner.records_run:
-            self.tuner._on_root(lambda: self.tuner.storage.add_model(iteration, params, log_likelihood, data_key),
-                                "storing the model")
-
-    def set_use_log(self, use_log: bool) -> None:
-        if self.tuner.records_run:
-            self.tuner._on_root(lambda: self.tuner.storage.set_meta("use_log", use_log),
-                                "storing the output transform")
+        return self.outputs.current(self.model_trials(), self.trials)
