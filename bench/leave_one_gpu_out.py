@@ -51,13 +51,13 @@ def campaign() -> tuple[gt.Problem, dict[str, Any]]:
                           name="convolution"), recordings
 
 
-def _fractions(values: list[float | None], optimum: float, n: int) -> list[float]:
+def fractions_reached(values: list[float | None], optimum: float, n: int) -> list[float]:
     """The fraction of the optimum of the best of the first 1..n values (None: failed)."""
     best = np.minimum.accumulate([np.inf if v is None else float(v) for v in values][:n])
     return [float(optimum / b) for b in best]
 
 
-def _values(records: list[dict]) -> list[float | None]:
+def trial_values(records: list[dict]) -> list[float | None]:
     return [r["value"] if r["status"] == gt.Status.COMPLETE else None for r in records]
 
 
@@ -78,17 +78,17 @@ def run_one(held: str, seed: int) -> dict[str, Any]:
     new = {"gpu": rec.label}
     out: dict[str, Any] = {"gpu": held, "seed": seed, "source_seconds": source_seconds}
     pred = gt.predict_optimum(sources, new)
-    out["run_free"] = _fractions([value(pred.params)], optimum, 1)
-    out["others_best"] = _fractions([value(sources.best(i)[0]) for i in range(len(others))], optimum, len(others))
+    out["run_free"] = fractions_reached([value(pred.params)], optimum, 1)
+    out["others_best"] = fractions_reached([value(sources.best(i)[0]) for i in range(len(others))], optimum, len(others))
     t0 = time.perf_counter()
     tr = gt.tune_new_task(sources, new, budget=NEW_BUDGET, seed=seed)
     out["transfer_seconds"] = time.perf_counter() - t0
-    out["transfer"] = _fractions(_values(tr.records(tr.task_index, status=None)), optimum, NEW_BUDGET)
+    out["transfer"] = fractions_reached(trial_values(tr.records(tr.task_index, status=None)), optimum, NEW_BUDGET)
     alone = gt.tune(problem, tasks=[new], budget=NEW_BUDGET, seed=seed, progress=False, max_failures=None)
-    out["scratch"] = _fractions(_values(alone.records(0, status=None)), optimum, NEW_BUDGET)
+    out["scratch"] = fractions_reached(trial_values(alone.records(0, status=None)), optimum, NEW_BUDGET)
     configs = problem.candidate_list(new)
     rng = np.random.default_rng(seed)
-    out["random"] = _fractions([value(configs[k]) for k in rng.choice(len(configs), NEW_BUDGET, replace=False)],
+    out["random"] = fractions_reached([value(configs[k]) for k in rng.choice(len(configs), NEW_BUDGET, replace=False)],
                                optimum, NEW_BUDGET)
     return out
 

@@ -1,0 +1,81 @@
+"""TLA2 variants on the leave-one-GPU-out benchmark, each source run tuned once (issue 24 experiment).
+
+    PYTHONPATH=. python bench/experiments/tla2_variants.py SEEDS OUT VARIANTS
+    e.g.  ... 0-9 /tmp/tla2.jsonl base,cons,every1,cons_every1,cons_init6,cons_top3
+
+For each held-out GPU and seed the five other GPUs are tuned as ``bench/leave_one_gpu_out.py`` does
+(40 runs each, the seed's run), then every variant transfers to the held-out GPU from that same
+result (10 runs), so paired differences are TLA2's alone. A JSON line per (GPU, seed): each
+variant's fraction of the optimum after 1..10 runs. Variants (names combine):
+
+* ``base``: TLA2 as it is;
+* ``cons``: the first design point is the consensus pick (``predict_optimum(..., consensus=True)``)
+  instead of TLA1's blend;
+* ``every1``: cross-task picks at every searched run (``PICK_EVERY = 1``);
+* ``top3``: each tuned task's three best offered (``PICK_TOP = 3``);
+* ``init6``: an initial design of 6 runs instead of 3.
+
+Results: BENCHMARKS.md, issue 24 ("TLA2 variants since the source GPUs are tuned with picks").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from multiprocessing import Pool
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import gptask as gt  # noqa: E402
+import gptask.transfer.tla2 as tla2  # noqa: E402
+import leave_one_gpu_out as logo  # noqa: E402
+from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
+
+PREDICT_OPTIMUM = tla2.predict_optimum
+PICK_EVERY, PICK_TOP = tla2.PICK_EVERY, tla2.PICK_TOP
+
+
+def use_variant(name: str) -> dict:
+    """Set TLA2's module switches for variant ``name``; the keyword arguments of tune_new_task."""
+    tla2.PICK_EVERY = 1 if "every1" in name else PICK_EVERY
+    tla2.PICK_TOP = 3 if "top3" in name else PICK_TOP
+    tla2.predict_optimum = ((lambda tm, task, consensus=True: PREDICT_OPTIMUM(tm, task, consensus=True))
+                            if "cons" in name else PREDICT_OPTIMUM)
+    return {"n_initial": 6} if "init6" in name else {}
+
+
+def one(job: tuple[str, int, list[str]]) -> dict:
+    held, seed, variants = job
+    problem, recordings = logo.campaign()
+    rec = recordings[held]
+    optimum = rec.best()[1]
+    others = [g for g in GPUS if g != held]
+    sources = gt.tune(problem, tasks=[{"gpu": recordings[g].label} for g in others], budget=logo.SOURCE_BUDGET,
+                      seed=seed, progress=False, max_failures=None)
+    out: dict = {"gpu": held, "seed": seed}
+    for name in variants:
+        kwargs = use_variant(name)
+        tr = gt.tune_new_task(sources, {"gpu": rec.label}, budget=logo.NEW_BUDGET, seed=seed, **kwargs)
+        out[name] = logo.fractions_reached(logo.trial_values(tr.records(tr.task_index, status=None)), optimum, logo.NEW_BUDGET)
+    use_variant("base")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    first, last = (int(x) for x in argv[0].split("-"))
+    variants = argv[2].split(",")
+    logging.disable(logging.WARNING)
+    jobs = [(g, s, variants) for s in range(first, last + 1) for g in GPUS]
+    with Pool(2) as pool, open(argv[1], "a") as fh:
+        for row in pool.imap_unordered(one, jobs):
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
