@@ -46,7 +46,19 @@ def test_two_ranks_give_the_serial_model_and_proposals(serial, tmp_path, evals):
     assert got["proposals"] == serial["proposals"]
     assert got["model"] == serial["model"]
     rank1 = json.loads(out.with_suffix(".rank1.json").read_text())
-    assert rank1 == [p[:2] for p in serial["proposals"]]
+    assert rank1 == serial["proposals"]  # statuses included: nothing told on rank 0 alone is missed
+
+
+def test_every_rank_reads_what_rank_0_told_alone(tmp_path):
+    """Ranks read the history incrementally; results rank 0 told alone inside a collective step
+    (parallel evaluations) reach every rank at the next read, as a full read of the history has them."""
+    prefix = str(tmp_path / "mirror")
+    r = run([mpiexec(), "-n", "2", sys.executable, str(SCRIPTS / "mirror_run.py"), prefix])
+    assert r.returncode == 0, r.stderr
+    rank0, rank1 = (json.loads(Path(f"{prefix}.rank{k}.json").read_text()) for k in (0, 1))
+    assert len(rank0) >= 3 and rank1 == rank0
+    assert rank0[-1] == json.loads(Path(prefix + ".stored.json").read_text())
+    assert len(rank0[-1]) == 12 and all(status == "complete" for _, status, _ in rank0[-1])
 
 
 def test_failing_objective_on_one_rank_is_recorded_not_hung(tmp_path):

@@ -1,10 +1,11 @@
 """A tuner's copy of its history: the trials and task closures as last read, on every MPI rank.
 
 Rank 0 alone reads and writes the :class:`~gptask.storage.Storage`; what it reads or claims reaches
-the other ranks as JSON (:func:`gptask.parallel.bcast_json`). A single process reads only what may
-have changed since its last read (:meth:`Storage.trials_after`: the newer trials and those it saw
-unfinished; finished trials never change and ids are given in order), and keeps the trials in id
-order. :class:`HistoryModels` is the model store of :mod:`gptask.surrogate` on the same history.
+the other ranks as JSON (:func:`gptask.parallel.bcast_json`). After the first read, a read takes
+only what may have changed since the last one (:meth:`Storage.trials_after`: the newer trials and
+those held unfinished; finished trials never change and ids are given in order), on one process
+and on MPI ranks alike: with tens of thousands of imported trials a full read and its broadcast
+were most of each ``ask``. The trials are kept in id order. :class:`HistoryModels` is the model store of :mod:`gptask.surrogate` on the same history.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class HistoryMirror:
         self.storage: Storage | None = None
         self.closed: dict[int, str] = {}  # task index -> why it takes no new trials (the history's)
         self._trials: list[Trial] = []
-        self._read_upto: int | None = None  # the largest trial id of the last read (single process)
+        self._read_upto: int | None = None  # the largest trial id of the last read (the same on every rank)
+        self._told_alone: set[int] = set()  # rank 0: trials it finished alone since the last read
 
     def on_root(self, fn: Callable[[], Any], what: str) -> Any:
         """``fn()`` on rank 0 (a JSON-serialisable result), the result on every rank."""
@@ -44,21 +46,30 @@ class HistoryMirror:
 
     # ---- reading -------------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Read the trials and task closures (see the module docstring for what a single process reads)."""
+        """Read the trials and task closures (module docstring). The first read takes every trial;
+        later ones only what may have changed since: the newer trials, those held unfinished, and
+        those rank 0 finished alone since (:meth:`keep_told`), which the other ranks hold unfinished."""
+        first = self._read_upto is None
+        again = sorted({t.id for t in self._trials if not t.status.finished} | self._told_alone)
+
+        def read() -> list[Trial]:
+            return list(self.storage.trials()) if first else self.storage.trials_after(self._read_upto, again)
+
         if self.size == 1:
-            if self._read_upto is None:
-                self._trials = list(self.storage.trials())
-            else:
-                self.merge(self.storage.trials_after(
-                    self._read_upto, [t.id for t in self._trials if not t.status.finished]))
-            self._read_upto = self._trials[-1].id if self._trials else 0  # held in id order
-            self.closed = dict(self.storage.closed_tasks())
-            return
-        state = self.on_root(lambda: {"trials": [t.to_json() for t in self.storage.trials()],
-                                      "closed": {str(k): v for k, v in self.storage.closed_tasks().items()}},
-                             "reading the history")
-        self._trials = [Trial.from_json(d) for d in state["trials"]]
-        self.closed = {int(k): v for k, v in state["closed"].items()}
+            got, closed = read(), dict(self.storage.closed_tasks())
+        else:
+            state = self.on_root(lambda: {"trials": [t.to_json() for t in read()],
+                                          "closed": {str(k): v for k, v in self.storage.closed_tasks().items()}},
+                                 "reading the history")
+            got = [Trial.from_json(d) for d in state["trials"]]
+            closed = {int(k): v for k, v in state["closed"].items()}
+        if first:
+            self._trials = got
+        else:
+            self.merge(got)
+        self._read_upto = self._trials[-1].id if self._trials else 0  # held in id order, alike on every rank
+        self._told_alone.clear()
+        self.closed = closed
 
     def merge(self, trials: Sequence[Trial]) -> None:
         """Put ``trials`` in place of the held ones of the same id, the new ones in id order."""
@@ -147,6 +158,12 @@ class HistoryMirror:
     def set_meta(self, key: str, value: Any) -> None:
         """Store the setting ``key`` (JSON) in the history."""
         self.on_root(lambda: self.storage.set_meta(key, value), "writing the history")
+
+    def keep_told(self, done: Trial) -> None:
+        """Rank 0: hold ``done``, a trial it finished alone (inside a collective step, without
+        communication); the other ranks receive it at the next :meth:`refresh`."""
+        self.merge([done])
+        self._told_alone.add(done.id)
 
     def close_storage(self) -> None:
         if self.storage is not None:

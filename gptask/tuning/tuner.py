@@ -321,7 +321,7 @@ class Tuner:
 
     def refresh(self) -> None:
         """Read every trial and task closure from the history (rank 0) onto every rank
-        (:meth:`HistoryMirror.refresh`: a single process reads only what may have changed)."""
+        (:meth:`HistoryMirror.refresh`: after the first read, only what may have changed)."""
         self.mirror.refresh()
 
     def release(self) -> list[int]:
@@ -696,7 +696,7 @@ class Tuner:
         if self.rank != 0:
             return None
         done = self.mirror.finish(trial.id, Outcome.of(result, outputs=self.problem.outputs), trial, self.machine)
-        self.mirror.merge([done])
+        self.mirror.keep_told(done)
         self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
                               getattr(self.mirror.storage, "path", ""))
         return done
