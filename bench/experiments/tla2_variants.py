@@ -13,7 +13,10 @@ variant's fraction of the optimum after 1..10 runs. Variants (names combine):
   instead of TLA1's blend;
 * ``every1``: cross-task picks at every searched run (``PICK_EVERY = 1``);
 * ``top3``: each tuned task's three best offered (``PICK_TOP = 3``);
-* ``init6``: an initial design of 6 runs instead of 3.
+* ``init6``: an initial design of 6 runs instead of 3;
+* ``model_consensus`` (not TLA2): the ten configurations of least mean log predicted time over the
+  five tuned GPUs (the sources' model, the run-free rule extended to a list), run in that order
+  with no model update: what the sources' model knows before any run of the new GPU.
 
 Results: BENCHMARKS.md, issue 24 ("TLA2 variants since the source GPUs are tuned with picks").
 """
@@ -30,9 +33,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import numpy as np  # noqa: E402
+
 import gptask as gt  # noqa: E402
 import gptask.transfer.tla2 as tla2  # noqa: E402
 import leave_one_gpu_out as logo  # noqa: E402
+from gptask.transfer.model import as_transfer_model  # noqa: E402
+from gptask.transfer.predict import predict_encoded  # noqa: E402
 from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
 
 PREDICT_OPTIMUM = tla2.predict_optimum
@@ -48,6 +55,15 @@ def use_variant(name: str) -> dict:
     return {"n_initial": 6} if "init6" in name else {}
 
 
+def model_consensus(sources, problem, label: str, others: list[str], recordings: dict) -> list[dict]:
+    """The new GPU's NEW_BUDGET configurations of least mean log predicted time over the tuned GPUs."""
+    model, domain = as_transfer_model(sources), problem.domain({"gpu": label})
+    every = domain.encode(np.arange(len(domain)))
+    P = np.array([predict_encoded(model, {"gpu": recordings[g].label}, every)[0] for g in others])
+    score = np.where((P > 0).all(axis=0), np.log(np.maximum(P, 1e-300)).mean(axis=0), np.inf)
+    return domain.params(np.argsort(score, kind="stable")[: logo.NEW_BUDGET])
+
+
 def one(job: tuple[str, int, list[str]]) -> dict:
     held, seed, variants = job
     problem, recordings = logo.campaign()
@@ -57,7 +73,12 @@ def one(job: tuple[str, int, list[str]]) -> dict:
     sources = gt.tune(problem, tasks=[{"gpu": recordings[g].label} for g in others], budget=logo.SOURCE_BUDGET,
                       seed=seed, progress=False, max_failures=None)
     out: dict = {"gpu": held, "seed": seed}
+    value = (lambda p: None if (v := rec.lookup(p)) is None or isinstance(v, str) else float(v))
     for name in variants:
+        if name == "model_consensus":
+            out[name] = logo.fractions_reached([value(p) for p in model_consensus(sources, problem, rec.label, others,
+                                                                                  recordings)], optimum, logo.NEW_BUDGET)
+            continue
         kwargs = use_variant(name)
         tr = gt.tune_new_task(sources, {"gpu": rec.label}, budget=logo.NEW_BUDGET, seed=seed, **kwargs)
         out[name] = logo.fractions_reached(logo.trial_values(tr.records(tr.task_index, status=None)), optimum, logo.NEW_BUDGET)
