@@ -97,6 +97,7 @@ from ..surrogate import ModelSettings, Surrogate
 from ..surrogate.updates import RefitPolicy
 from ..tuning import Tuner
 from ..tuning.asynchronous import check_executor
+from ..tuning.crosstask import best_rows
 from ..surrogate.data import usable
 from ..tuning.loop import run
 from .model import ScalarGP, TransferModel, as_transfer_model
@@ -284,11 +285,8 @@ class NewTaskTuner(Tuner):
         X_list, z_list = self.old_data
         if domain is None or not any(len(z) for z in z_list):
             return np.empty((0, self.problem.param_space.n_columns))
-        rows: dict[int, None] = {}
-        for X, z in zip(X_list, z_list):  # each task's PICK_TOP best not offered by an earlier task
-            mine = [r for r in domain.rows_of(X[np.argsort(z, kind="stable")]).tolist() if r not in rows]
-            rows.update(dict.fromkeys(mine[:PICK_TOP]))
-        return domain.encode(np.fromiter(rows, dtype=np.int64, count=len(rows)))
+        rows = best_rows(X_list, z_list, domain, PICK_TOP, refill=True)
+        return domain.encode(np.array(rows, dtype=np.int64))
 
     def incumbents(self, i: int) -> np.ndarray | None:
         """The new task's best point, the TLA1 prediction, then the tuned tasks' best configurations."""

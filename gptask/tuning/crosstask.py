@@ -26,7 +26,30 @@ from ..models import LCM
 from .settings import (CROSS_PICK_EVERY, CROSS_PICK_LOO_POINTS, CROSS_PICK_MIN_POINTS, CROSS_PICK_OWN_BELOW,
                        CROSS_PICK_TOP)
 
-__all__ = ["cross_task_picks", "predicts_itself"]
+__all__ = ["cross_task_picks", "predicts_itself", "best_rows"]
+
+
+def best_rows(X_list: list[np.ndarray], y_list: list[np.ndarray], domain: Domain, top: int,
+              skip: int | None = None, refill: bool = False) -> list[int]:
+    """Row numbers of ``domain`` offered from each task's best configurations, task by task, each
+    row once.
+
+    X_list, y_list: per task, encoded configurations (n_j, D) and their model values (n_j,)
+    (smaller is better); skip: a task left out. refill False (the joint search): each task's
+    ``top`` configurations of least value, those outside the domain or offered already dropped;
+    True (TLA2): each task's ``top`` best among those in the domain not offered by an earlier task
+    (tasks tuned with cross-task picks often share their bests, and a repeat would offer nothing)."""
+    rows: dict[int, None] = {}
+    for j, (X, y) in enumerate(zip(X_list, y_list)):
+        if j == skip or not len(y):
+            continue
+        ranked = X[np.argsort(y, kind="stable")]
+        if refill:
+            mine = [r for r in domain.rows_of(ranked).tolist() if r not in rows][:top]
+        else:
+            mine = domain.rows_of(ranked[:top]).tolist()
+        rows.update(dict.fromkeys(mine))
+    return list(rows)
 
 
 def predicts_itself(model: LCM, i: int) -> bool:
@@ -54,9 +77,5 @@ def cross_task_picks(model: LCM, i: int, searched: int, domain: Domain | None) -
     X_list, y_list = model.data()
     if len(y_list[i]) < CROSS_PICK_MIN_POINTS or predicts_itself(model, i):
         return None
-    tops = [X[np.argsort(y, kind="stable")[:CROSS_PICK_TOP]] for j, (X, y) in enumerate(zip(X_list, y_list))
-            if j != i and len(y)]
-    if not tops:
-        return None
-    rows = list(dict.fromkeys(domain.rows_of(np.vstack(tops)).tolist()))  # in order, each once
+    rows = best_rows(X_list, y_list, domain, CROSS_PICK_TOP, skip=i)
     return domain.encode(np.array(rows, dtype=np.int64)) if rows else None
