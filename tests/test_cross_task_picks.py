@@ -11,7 +11,7 @@ from gptask.models import LCM
 from gptask.storage import SQLiteStorage
 from gptask.trials import Status, Trial
 from gptask.tuning import Tuner
-from gptask.tuning.crosstask import cross_task_picks, predicts_itself
+from gptask.tuning.crosstask import best_rows, cross_task_picks, predicts_itself
 from gptask.tuning.settings import CROSS_PICK_TOP
 
 VALUES = list(range(0, 48, 4))  # 12 allowed values per parameter, 144 configurations
@@ -62,6 +62,19 @@ def test_the_offer_is_each_other_tasks_best_configurations_once():
     assert cross_task_picks(model, 0, 1, dom) is None  # every other searched run only
     assert cross_task_picks(model, 0, 2, dom) is not None
     assert cross_task_picks(model, 0, 0, None) is None  # continuous space: no picks
+
+
+def test_the_two_offer_rules_on_tasks_that_share_their_best():
+    """Three tasks: 0 and 1 share their best configuration (row 5), task 2's best is task 0's second
+    (row 9). The joint search's rule offers each task's top 2 once; TLA2's refills a task's share
+    with its next best where an earlier task already offered one."""
+    dom = problem(rugged).domain(TASKS[0])
+    X = [dom.encode([5, 9, 3]), dom.encode([7, 5, 11]), dom.encode([9, 2, 4])]
+    y = [np.array([0.1, 0.2, 0.3]), np.array([0.3, 0.1, 0.2]), np.array([0.0, 0.5, 0.4])]
+    assert best_rows(X, y, dom, 2) == [5, 9, 11, 4]  # task 1: 5 (offered) and 11; task 2: 9 (offered) and 4
+    assert best_rows(X, y, dom, 2, refill=True) == [5, 9, 11, 7, 4, 2]  # task 1 refills with 7, task 2 with 2
+    assert best_rows(X, y, dom, 2, skip=0) == [5, 11, 9, 4]
+    assert best_rows([X[0], X[1][:0]], [y[0], y[1][:0]], dom, 2, refill=True) == [5, 9]  # a task without data
 
 
 def test_no_picks_where_the_model_predicts_the_task_well_or_knows_too_little():
