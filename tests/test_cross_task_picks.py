@@ -4,7 +4,6 @@ one task and measured there is tried on another task at its first searched run w
 rugged, while a smooth landscape is searched exactly as without picks."""
 
 import numpy as np
-import pytest
 
 import gptask as gt
 from gptask.models import LCM
