@@ -14,6 +14,8 @@ variant's fraction of the optimum after 1..10 runs. Variants (names combine):
 * ``every1``: cross-task picks at every searched run (``PICK_EVERY = 1``);
 * ``top3``: each tuned task's three best offered (``PICK_TOP = 3``);
 * ``init6``: an initial design of 6 runs instead of 3;
+* ``refitauto``, ``refit3``: ``refit="auto"`` (a full refit when the model stops predicting the new
+  task) or a full refit every 3 new runs, instead of block updates only;
 * ``model_consensus`` (not TLA2): the ten configurations of least mean log predicted time over the
   five tuned GPUs (the sources' model, the run-free rule extended to a list), run in that order
   with no model update: what the sources' model knows before any run of the new GPU.
@@ -52,7 +54,12 @@ def use_variant(name: str) -> dict:
     tla2.PICK_TOP = 3 if "top3" in name else PICK_TOP
     tla2.predict_optimum = ((lambda tm, task, consensus=True: PREDICT_OPTIMUM(tm, task, consensus=True))
                             if "cons" in name else PREDICT_OPTIMUM)
-    return {"n_initial": 6} if "init6" in name else {}
+    kwargs: dict = {"n_initial": 6} if "init6" in name else {}
+    if "refitauto" in name:
+        kwargs["refit"] = "auto"
+    if "refit3" in name:
+        kwargs["refit"] = 3
+    return kwargs
 
 
 def model_consensus(sources, problem, label: str, others: list[str], recordings: dict) -> list[dict]:
