@@ -5,7 +5,8 @@ the other ranks as JSON (:func:`gptask.parallel.bcast_json`). After the first re
 only what may have changed since the last one (:meth:`Storage.trials_after`: the newer trials and
 those held unfinished; finished trials never change and ids are given in order), on one process
 and on MPI ranks alike: with tens of thousands of imported trials a full read and its broadcast
-were most of each ``ask``. The trials are kept in id order. :class:`HistoryModels` is the model store of :mod:`gptask.surrogate` on the same history.
+were most of each ``ask``. The trials are kept in id order. :class:`HistoryModels` is the model
+store of :mod:`gptask.surrogate` on the same history.
 """
 
 from __future__ import annotations
