@@ -83,12 +83,12 @@ def one(job: tuple[str, int, list[str]]) -> dict:
     value = (lambda p: None if (v := rec.lookup(p)) is None or isinstance(v, str) else float(v))
     for name in variants:
         if name == "model_consensus":
-            out[name] = logo.fractions_reached([value(p) for p in model_consensus(sources, problem, rec.label, others,
-                                                                                  recordings)], optimum, logo.NEW_BUDGET)
-            continue
-        kwargs = use_variant(name)
-        tr = gt.tune_new_task(sources, {"gpu": rec.label}, budget=logo.NEW_BUDGET, seed=seed, **kwargs)
-        out[name] = logo.fractions_reached(logo.trial_values(tr.records(tr.task_index, status=None)), optimum, logo.NEW_BUDGET)
+            picks = model_consensus(sources, problem, rec.label, others, recordings)
+            values = [value(p) for p in picks]
+        else:
+            tr = gt.tune_new_task(sources, {"gpu": rec.label}, budget=logo.NEW_BUDGET, seed=seed, **use_variant(name))
+            values = logo.trial_values(tr.records(tr.task_index, status=None))
+        out[name] = logo.fractions_reached(values, optimum, logo.NEW_BUDGET)
     use_variant("base")
     return out
 

@@ -668,9 +668,9 @@ class Tuner:
 
         result: an :class:`Outcome`, a number (complete; NaN or inf: failed), or None (failed,
         saying ``reason``); for a problem with named outputs a mapping of them instead of a number
-        (a missing or extra key, or NaN under one: failed). Errors: TypeError for something that is not a trial, UnknownTrial for
-        an id this history does not hold, TrialNotPending for a trial already told,
-        HistoryMismatch for a trial asked from another history.
+        (a missing or extra key, or NaN under one: failed). Errors: TypeError for something that
+        is not a trial, UnknownTrial for an id this history does not hold, TrialNotPending for a
+        trial already told, HistoryMismatch for a trial asked from another history.
         """
         trial_id, expected = self._resolve(trial)
         outcome = Outcome.of(result, reason, self.problem.outputs)
