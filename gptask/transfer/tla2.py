@@ -282,10 +282,9 @@ class NewTaskTuner(Tuner):
         constraints allow) and not offered by an earlier task; none (0, D) when the space is not a
         listed or enumerated one."""
         domain = self.problem.domain(task)
-        X_list, z_list = self.old_data
-        if domain is None or not any(len(z) for z in z_list):
+        if domain is None:
             return np.empty((0, self.problem.param_space.n_columns))
-        rows = best_rows(X_list, z_list, domain, PICK_TOP, refill=True)
+        rows = best_rows(*self.old_data, domain, PICK_TOP, refill=True)  # none when no task has data
         return domain.encode(np.array(rows, dtype=np.int64))
 
     def incumbents(self, i: int) -> np.ndarray | None:
