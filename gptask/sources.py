@@ -26,6 +26,12 @@ those that hurt are left out (:mod:`gptask.source_selection`).
   random (:mod:`gptask.source_summary`; the log says how many were kept). An integer sets the
   share per task, None keeps every measurement (the exact model then refuses more than
   ``EXACT_FIT_MAX_POINTS``). Measurements of this machine are never summarised.
+* **A new machine of a task the sources ran.** Where other machines measured the same task (the
+  same task values), a tuned task starts with the configurations best on average over them, measured
+  by all and failed on none (:mod:`gptask.consensus`), and every other searched run chooses among the
+  next ones (:mod:`gptask.tuning.sourced`); ``predict_optimum`` for a machine with no run values
+  each candidate by the sources' measurements where they have one, those the summary left out of
+  the model included.
 * **Bad sources** are refused with :class:`SourceError` naming the source: another problem
   (the signatures differ: parameters, tasks, constants, constraints; each difference named), another
   unit of the objective, trials without a machine record (unless ``Source(data, machine=...)`` names
@@ -55,6 +61,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .consensus import consensus_order
 from .problem import Problem
 from .provenance import ProvenanceError, check_record, flatten, resolve_record, same_machine, this_machine
 from .result import TuningResult
@@ -340,6 +347,7 @@ class _Plan:
     records: list[dict]
     target_label: str
     names: dict[int, str] = field(default_factory=dict)  # per source item, how it was given (for reports)
+    measured: list[Trial] = field(default_factory=list)  # every measurement, before the summary
 
 
 def _source_cap(source_points: Any, n_points: int, n_tasks: int) -> int | None:
@@ -417,8 +425,10 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
              len(set(labels[:-1])), ", ".join(sorted(set(labels[:-1]))), len(source_tasks), target_label)
     others = {i for i, t in enumerate(source_tasks) if t[MACHINE_DIM] != target_label}
     cap = _source_cap(source_points, sum(t.task_index in others for t in trials), len(others))
+    measured = trials
     trials, records = _summarised(trials, records, others, cap)
-    return _Plan(cp, source_tasks, trials, records, target_label, {k: _named(item) for k, item in enumerate(sources)})
+    return _Plan(cp, source_tasks, trials, records, target_label, {k: _named(item) for k, item in enumerate(sources)},
+                 measured)
 
 
 def _named(item: Any) -> str:
@@ -508,13 +518,31 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
         storage.import_trials([replace(t, task_index=index[point_key(t.task)]) for t in trials], records)
         proposes = {i for i, t in enumerate(all_tasks) if t in mine}
         with SourcedTuner(plan.problem, all_tasks, budget, n_initial, seed, storage, proposes=proposes,
-                          **tuner_args) as tuner:
+                          designs=_consensus_designs(plan, all_tasks, mine), **tuner_args) as tuner:
             result = run(tuner, evaluator, progress=progress)
         result.source_selection = selection
         return result
     finally:
         if own:
             storage.close()
+
+
+def _consensus_designs(plan: _Plan, tasks: list[dict], mine: list[dict]) -> dict[int, list[dict]]:
+    """Per index in ``tasks`` of a task of ``mine`` that other machines measured (the same task
+    values): the configurations all of them measured and none failed, best on average first
+    (:func:`gptask.consensus.consensus_order`), those this machine may run."""
+    out: dict[int, list[dict]] = {}
+    for i, task in enumerate(tasks):
+        if task not in mine:
+            continue
+        alike = [t for t in plan.source_tasks if t[MACHINE_DIM] != plan.target_label
+                 and {k: v for k, v in t.items() if k != MACHINE_DIM} == {k: v for k, v in task.items() if k != MACHINE_DIM}]
+        order = [p for p in consensus_order(plan.measured, alike) if plan.problem.is_feasible(task, p)]
+        if order:
+            log.info("sources: task %s starts with the configurations best on average over %d other machine(s) "
+                     "(%d measured by all, none failed)", task, len(alike), len(order))
+            out[i] = order
+    return out
 
 
 #: the history's meta entry that holds a source selection (:mod:`gptask.source_selection`)
@@ -546,7 +574,8 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
                               "history")
         return SourceSelection.from_json(stored["selection"])
     log.info("sources: this machine's initial designs run first; the sources are judged by them")
-    with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage, **tuner_args) as design:
+    with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage, proposes=range(len(mine)),
+                     designs=_consensus_designs(plan, mine, mine), **tuner_args) as design:
         run(design, evaluator, progress=progress)
         settings = design.surrogate.settings
     target, by_source, labels = _split(plan)
@@ -580,11 +609,14 @@ def _split(plan: _Plan) -> tuple[list[Trial], dict[int, list[Trial]], dict[int, 
     return target, by_source, labels
 
 
+def _kept_trial(plan: _Plan, selection: SourceSelection, trial: Trial) -> bool:
+    """Whether ``trial`` is of this machine or of a source ``selection`` keeps."""
+    return trial.task[MACHINE_DIM] == plan.target_label or int(trial.extra["source"]) in selection.kept
+
+
 def _kept(plan: _Plan, selection: SourceSelection) -> tuple[list[Trial], list[dict]]:
     """The plan's trials (and records) of this machine and of the sources ``selection`` keeps."""
-    keep = set(selection.kept)
-    rows = [k for k, t in enumerate(plan.trials)
-            if t.task[MACHINE_DIM] == plan.target_label or int(t.extra["source"]) in keep]
+    rows = [k for k, t in enumerate(plan.trials) if _kept_trial(plan, selection, t)]
     return [plan.trials[k] for k in rows], [plan.records[k] for k in rows]
 
 
@@ -619,12 +651,14 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
     except ProvenanceError as exc:
         raise SourceError(str(exc)) from None
     plan = _plan(problem, items, target, source_points=source_points)
-    trials, records = plan.trials, plan.records
+    trials, records, measured = plan.trials, plan.records, plan.measured
     if select_sources:
         target_runs, by_source, labels = _split(plan)
         model_options = {k: fit_options[k] for k in ("kernel", "n_latent", "restarts", "seed", "output_transform")
                          if fit_options.get(k) is not None}
-        trials, records = _kept(plan, _judged(plan, target_runs, by_source, labels, **model_options))
+        selection = _judged(plan, target_runs, by_source, labels, **model_options)
+        trials, records = _kept(plan, selection)
+        measured = [t for t in measured if _kept_trial(plan, selection, t)]
     rows = [{**t.task, **t.params, "value": t.value, "status": t.status.value,
              **flatten(records[k])} for k, t in enumerate(trials)]
     from .importing import fit
@@ -633,4 +667,4 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
                  **fit_options)
     want = plan.problem.task_space.validate({**problem.task_space.validate(dict(task)),
                                              MACHINE_DIM: plan.target_label})
-    return predict_here(result, want, consensus=consensus)
+    return predict_here(result, want, consensus=consensus, measured=measured)

@@ -28,7 +28,9 @@ seen ones, and a blend of their optima parameter by parameter can land where non
 The configuration returned is then the one of least mean log predicted value over the task with
 each seen category in place of the new one, among the task's listed configurations or the Latin
 hypercube draws above (``Prediction.route == "consensus"``, :func:`_consensus_pick`): the
-configuration that is good on every machine seen, relative to each one's own best.
+configuration that is good on every machine seen, relative to each one's own best. Where
+``measured`` trials (the sources' measurements, :mod:`gptask.sources`) hold a candidate's value on
+a seen machine, that value stands in for the model's prediction.
 
 ``Prediction.std`` is the GP predictive std of each parameter *in encoded units* (fractions of the
 unit interval the parameter is mapped to; log scale for log dimensions), including the GP's noise
@@ -41,16 +43,17 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..consensus import consensus_scores, measured_values
 from ..sampling import NoFeasiblePoint, lhs_points
 from ..seeding import STAGE_JOINT_SEARCH, STAGE_PROJECT, rng
 from ..space import Categorical, Space
-from ..trials import point_key
+from ..trials import Trial, point_key
 from .model import TransferModel, as_transfer_model
 from .predict import predict, predict_encoded
 
@@ -149,13 +152,16 @@ def _param_std(space: Space, std_cols: np.ndarray, encoded: np.ndarray) -> dict[
     return out
 
 
-def predict_optimum(source: Any, task: Mapping[str, Any], *, consensus: bool = True) -> Prediction:
+def predict_optimum(source: Any, task: Mapping[str, Any], *, consensus: bool = True,
+                    measured: Sequence[Trial] | None = None) -> Prediction:
     """TLA1: predict a good configuration for ``task`` without running anything.
 
     source: a :class:`gptask.TuningResult` or a model from :func:`gptask.load_model`.
     task: a dict of the task space (a new or a tuned task). consensus: for a task of a category no
     tuned task has, return the consensus pick (module docstring; False: TLA1's blend, what TLA2
-    centres its design on). Returns a :class:`Prediction`.
+    centres its design on). measured: trials of the seen tasks (those the model leaves out, such as
+    a summary of large sources drops): where one measured a candidate of the consensus pick, its
+    measurement takes the place of the model's prediction. Returns a :class:`Prediction`.
     """
     tm = as_transfer_model(source)
     task = tm.validate_task(task)
@@ -173,7 +179,7 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, consensus: bool = T
         enc, route = _joint_pick(tm, task, feas, enc), "joint"
         projected = False
     elif consensus and feas is not None and tm.task_index(task) is None and (unseen := _unseen_categories(tm, task)):
-        enc, route = _consensus_pick(tm, task, unseen, feas, enc), "consensus"
+        enc, route = _consensus_pick(tm, task, unseen, feas, enc, measured or ()), "consensus"
         projected = False
     params = space.decode(enc[None, :])[0]
     mean, sd = predict(tm, task, params)
@@ -215,25 +221,24 @@ def _consensus_candidates(tm: TransferModel, task: dict, is_feasible: Any, tla1:
 
 
 def _consensus_pick(tm: TransferModel, task: dict, unseen: dict[str, list], is_feasible: Any,
-                    tla1: np.ndarray) -> np.ndarray:
+                    tla1: np.ndarray, measured: Sequence[Trial] = ()) -> np.ndarray:
     """The encoded configuration (D,) predicted best on average over the seen categories: for a task
     whose category (a machine, a GPU) no tuned task has, the model knows nothing that sets it apart
     from the seen ones, and TLA1 blends their optima parameter by parameter (on the recorded
     convolution campaign, with the other five GPUs' campaigns as sources, 0.68 of the new GPU's
-    optimum on average and 0.17 on W6600). Instead each candidate is scored on the task with every
-    combination of seen values in place of the new ones (at most ``CONSENSUS_MAX_TASKS``), by the
-    mean log of its predicted values (a time: the geometric mean, so each category's relative
-    differences count alike; for outputs that are not all positive, the mean of per-category
-    standardised predictions), and the best candidate wins (0.80 on that campaign, 0.54 at worst;
-    BENCHMARKS.md, issue 24). unseen: :func:`_unseen_categories` of ``task``."""
+    optimum on average and 0.17 on W6600). Instead each candidate is valued on the task with every
+    combination of seen values in place of the new ones (at most ``CONSENSUS_MAX_TASKS``): by its
+    measurement there where ``measured`` holds one, else by the model's prediction; the candidate
+    of least :func:`gptask.consensus.consensus_scores` wins (BENCHMARKS.md, issue 24). unseen:
+    :func:`_unseen_categories` of ``task``."""
     combos = [dict(zip(unseen, values)) for values in itertools.product(*unseen.values())][:CONSENSUS_MAX_TASKS]
     C = _consensus_candidates(tm, task, is_feasible, tla1)
-    P = np.array([predict_encoded(tm, {**task, **combo}, C)[0] for combo in combos])  # (V, n) user units
-    if np.all(P > 0.0):
-        score = np.log(P).mean(axis=0)
-    else:
-        score = ((P - P.mean(axis=1, keepdims=True)) / np.maximum(P.std(axis=1, keepdims=True), 1e-300)).mean(axis=0)
-    return C[int(np.argmin(score))]
+    seen = [{**task, **combo} for combo in combos]
+    P = np.array([predict_encoded(tm, t, C)[0] for t in seen])  # (V, n) user units
+    if measured:
+        M = measured_values(measured, seen, tm.param_space.decode(C))
+        P = np.where(np.isnan(M), P, M)
+    return C[int(np.argmin(consensus_scores(P)))]
 
 
 def _joint_pick(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.ndarray) -> np.ndarray:

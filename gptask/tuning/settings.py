@@ -14,8 +14,8 @@ from ..surrogate.settings import DRIFT_E2, DRIFT_WINDOW, VALUE_LIMIT
 __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_STEER", "VALUE_LIMIT", "CLAIM_ROUNDS",
            "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS",
            "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH", "SOURCE_IMPORTED", "CROSS_PICK_EVERY",
-           "CROSS_PICK_TOP", "CROSS_PICK_OWN_BELOW", "CROSS_PICK_MIN_POINTS", "CROSS_PICK_LOO_POINTS", "rng",
-           "int_seed"]
+           "CROSS_PICK_TOP", "CROSS_PICK_OWN_BELOW", "CROSS_PICK_MIN_POINTS", "CROSS_PICK_LOO_POINTS",
+           "CONSENSUS_FIRST", "CONSENSUS_EVERY", "CONSENSUS_WINDOW", "rng", "int_seed"]
 
 #: ``Trial.source`` of the engine's trials: the initial Latin hypercube, the problem's default
 #: configuration (measured first on every task), an acquisition maximiser, and measurements
@@ -47,3 +47,7 @@ SEARCH_BLAS_THREADS = 1
 #: more than CROSS_PICK_LOO_POINTS values (imported runs) is judged on that many of them
 CROSS_PICK_EVERY, CROSS_PICK_TOP, CROSS_PICK_OWN_BELOW, CROSS_PICK_MIN_POINTS = 2, 2, 0.93, 4
 CROSS_PICK_LOO_POINTS = 200
+#: with sources that measured a tuned task on other machines: its first CONSENSUS_FIRST searched runs,
+#: then every CONSENSUS_EVERY-th, choose by the acquisition among the next CONSENSUS_WINDOW
+#: configurations of their consensus order it has not run (gptask.tuning.sourced)
+CONSENSUS_FIRST, CONSENSUS_EVERY, CONSENSUS_WINDOW = 10, 2, 10
