@@ -29,7 +29,8 @@ those that hurt are left out (:mod:`gptask.source_selection`).
 * **A new machine of a task the sources ran.** Where other machines measured the same task (the
   same task values), a tuned task starts with the configurations best on average over them, measured
   by all and failed on none (:mod:`gptask.consensus`), and every other searched run chooses among the
-  next ones (:mod:`gptask.tuning.sourced`); ``predict_optimum`` for a machine with no run values
+  next ones (:mod:`gptask.tuning.sourced`); when every tuned task is such a task, the default
+  ``n_initial`` is TLA2's, 30 % of the budget; ``predict_optimum`` for a machine with no run values
   each candidate by the sources' measurements where they have one, those the summary left out of
   the model included.
 * **Bad sources** are refused with :class:`SourceError` naming the source: another problem
@@ -489,6 +490,7 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
     from .evaluate import Evaluator
     from .storage import Storage, open_storage
     from .tuning.loop import run
+    from .tuning.settings import new_task_initial
     from .tuning.sourced import SourcedTuner
     from .tuning.tuner import resolve_tasks
 
@@ -500,6 +502,10 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
     plan = _plan(problem, sources, target, source_points=source_points)  # mixing machines is asked for here
     mine = [plan.problem.task_space.validate({**t, MACHINE_DIM: plan.target_label})
             for t in resolve_tasks(problem, tasks, seed)]
+    designs = _consensus_designs(plan, mine)
+    if n_initial is None and isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1 \
+            and len(designs) == len({point_key(t) for t in mine}):
+        n_initial = new_task_initial(budget)  # every tuned task is a new machine's run of a measured task
     own = not isinstance(history, Storage)
     storage = open_storage(history, plan.problem.signature())
     evaluator = Evaluator(plan.problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
@@ -507,7 +513,8 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
     selection = None
     try:
         if select_sources:
-            selection = _selection(plan, mine, storage, evaluator, budget, n_initial, seed, progress, tuner_args)
+            selection = _selection(plan, mine, storage, evaluator, budget, n_initial, seed, progress, tuner_args,
+                                   _by_index(designs, mine))
             trials, records = _kept(plan, selection)
             all_tasks = mine + [t for t in {point_key(t.task): t.task for t in trials}.values() if t not in mine]
         else:
@@ -518,7 +525,7 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
         storage.import_trials([replace(t, task_index=index[point_key(t.task)]) for t in trials], records)
         proposes = {i for i, t in enumerate(all_tasks) if t in mine}
         with SourcedTuner(plan.problem, all_tasks, budget, n_initial, seed, storage, proposes=proposes,
-                          designs=_consensus_designs(plan, all_tasks, mine), **tuner_args) as tuner:
+                          designs=_by_index(designs, all_tasks), **tuner_args) as tuner:
             result = run(tuner, evaluator, progress=progress)
         result.source_selection = selection
         return result
@@ -527,22 +534,26 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
             storage.close()
 
 
-def _consensus_designs(plan: _Plan, tasks: list[dict], mine: list[dict]) -> dict[int, list[dict]]:
-    """Per index in ``tasks`` of a task of ``mine`` that other machines measured (the same task
-    values): the configurations all of them measured and none failed, best on average first
+def _consensus_designs(plan: _Plan, mine: list[dict]) -> dict[tuple, list[dict]]:
+    """Per task of ``mine`` (by its point_key) that other machines measured (the same task values):
+    the configurations all of them measured and none failed, best on average first
     (:func:`gptask.consensus.consensus_order`), those this machine may run."""
-    out: dict[int, list[dict]] = {}
-    for i, task in enumerate(tasks):
-        if task not in mine:
-            continue
+    out: dict[tuple, list[dict]] = {}
+    for task in mine:
+        values = {k: v for k, v in task.items() if k != MACHINE_DIM}
         alike = [t for t in plan.source_tasks if t[MACHINE_DIM] != plan.target_label
-                 and {k: v for k, v in t.items() if k != MACHINE_DIM} == {k: v for k, v in task.items() if k != MACHINE_DIM}]
+                 and {k: v for k, v in t.items() if k != MACHINE_DIM} == values]
         order = [p for p in consensus_order(plan.measured, alike) if plan.problem.is_feasible(task, p)]
         if order:
             log.info("sources: task %s starts with the configurations best on average over %d other machine(s) "
                      "(%d measured by all, none failed)", task, len(alike), len(order))
-            out[i] = order
+            out[point_key(task)] = order
     return out
+
+
+def _by_index(designs: dict[tuple, list[dict]], tasks: list[dict]) -> dict[int, list[dict]]:
+    """``designs`` keyed by the index of their task in ``tasks``."""
+    return {i: designs[point_key(t)] for i, t in enumerate(tasks) if point_key(t) in designs}
 
 
 #: the history's meta entry that holds a source selection (:mod:`gptask.source_selection`)
@@ -559,7 +570,7 @@ def _fingerprint(plan: _Plan) -> list[list]:
 
 
 def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budget: int, n_initial: int | None,
-               seed: int, progress: bool, tuner_args: dict) -> SourceSelection:
+               seed: int, progress: bool, tuner_args: dict, designs: dict[int, list[dict]]) -> SourceSelection:
     """select_sources=True: this machine's initial designs run first (no model, no source), then
     each source is judged by them (:func:`gptask.source_selection.select_sources`); the outcome is
     kept in the history, so a resumed run reuses it (and refuses other sources)."""
@@ -575,7 +586,7 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
         return SourceSelection.from_json(stored["selection"])
     log.info("sources: this machine's initial designs run first; the sources are judged by them")
     with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage, proposes=range(len(mine)),
-                     designs=_consensus_designs(plan, mine, mine), **tuner_args) as design:
+                     designs=designs, **tuner_args) as design:
         run(design, evaluator, progress=progress)
         settings = design.surrogate.settings
     target, by_source, labels = _split(plan)

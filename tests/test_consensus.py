@@ -79,13 +79,14 @@ def test_a_new_machine_starts_with_the_configurations_best_on_every_machine_seen
     order = _brute_force_order(a, b, b_fails)
     assert CONFIGS[b_fails] not in order
     sources = _rows(a, b, b_fails)
-    r = gt.tune(_listed(a), [TASK], 5, n_initial=3, seed=0, sources=sources, provenance="new", progress=False)
+    # the default initial design: TLA2's, 30 % of the budget (3 runs of 10)
+    r = gt.tune(_listed(a), [TASK], 10, seed=0, sources=sources, provenance="new", progress=False)
     (i,) = target_tasks(r)
     assert r.tasks[i] == {**TASK, MACHINE_DIM: "new"}
-    runs = [t.params for t in sorted(r.history, key=lambda t: t.id) if t.task_index == i]
-    assert runs[:3] == order[:3]
+    runs = sorted((t for t in r.history if t.task_index == i), key=lambda t: t.id)
+    assert [t.params for t in runs[:3]] == order[:3] and [t.source for t in runs[2:4]] == ["initial", "search"]
     # the searched runs chose among the next configurations of that order (10 at a time)
-    assert len(runs) == 5 and all(p in order[3:14] for p in runs[3:])
+    assert len(runs) == 10 and all(t.params in order[: 3 + 10 + k] for k, t in enumerate(runs[3:]))
     # run-free, the sources summarised to 8 measurements per machine (their 2 best and 6 drawn)
     pick = gt.predict_optimum(None, TASK, sources=sources, machine="new", problem=_listed(a), source_points=8,
                               restarts=1)

@@ -100,6 +100,7 @@ from ..tuning.asynchronous import check_executor
 from ..tuning.crosstask import best_rows
 from ..surrogate.data import usable
 from ..tuning.loop import run
+from ..tuning.settings import new_task_initial
 from .model import ScalarGP, TransferModel, as_transfer_model
 from .predict import predict_encoded
 from .tla1 import Prediction, predict_optimum
@@ -200,7 +201,7 @@ class NewTaskTuner(Tuner):
         if tm.task_index(task) is not None:
             raise ValueError(f"task {task} is already tuned in this model; resume its tuning with gt.tune and its history")
         if n_initial is None and isinstance(budget, numbers.Integral) and not isinstance(budget, bool) and budget >= 1:
-            n_initial = max(1, min(int(budget), int(round(0.3 * budget))))
+            n_initial = new_task_initial(int(budget))
         self.refit_mode = _check_refit(refit)
         self.extend_restarts = check_int("extend_restarts", extend_restarts, 1)
         self.source, self.transfer, self.task_index = source, tm, len(tm.tasks)

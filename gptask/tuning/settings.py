@@ -15,7 +15,8 @@ __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_S
            "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS",
            "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH", "SOURCE_IMPORTED", "CROSS_PICK_EVERY",
            "CROSS_PICK_TOP", "CROSS_PICK_OWN_BELOW", "CROSS_PICK_MIN_POINTS", "CROSS_PICK_LOO_POINTS",
-           "CONSENSUS_FIRST", "CONSENSUS_EVERY", "CONSENSUS_WINDOW", "rng", "int_seed"]
+           "CONSENSUS_FIRST", "CONSENSUS_EVERY", "CONSENSUS_WINDOW", "NEW_TASK_INITIAL_SHARE", "new_task_initial",
+           "rng", "int_seed"]
 
 #: ``Trial.source`` of the engine's trials: the initial Latin hypercube, the problem's default
 #: configuration (measured first on every task), an acquisition maximiser, and measurements
@@ -51,3 +52,11 @@ CROSS_PICK_LOO_POINTS = 200
 #: then every CONSENSUS_EVERY-th, choose by the acquisition among the next CONSENSUS_WINDOW
 #: configurations of their consensus order it has not run (gptask.tuning.sourced)
 CONSENSUS_FIRST, CONSENSUS_EVERY, CONSENSUS_WINDOW = 10, 2, 10
+#: the default initial design of a task that transfer starts (TLA2's new task; with sources, tuned
+#: tasks that other machines measured): this share of its budget, at least one run
+NEW_TASK_INITIAL_SHARE = 0.3
+
+
+def new_task_initial(budget: int) -> int:
+    """The default initial design size of a task that transfer starts, for ``budget`` runs (>= 1)."""
+    return max(1, min(int(budget), int(round(NEW_TASK_INITIAL_SHARE * budget))))
