@@ -28,11 +28,11 @@ those that hurt are left out (:mod:`gptask.source_selection`).
   ``EXACT_FIT_MAX_POINTS``). Measurements of this machine are never summarised.
 * **A new machine of a task the sources ran.** Where other machines measured the same task (the
   same task values), a tuned task starts with the configurations best on average over them, measured
-  by all and failed on none (:mod:`gptask.consensus`), and every other searched run chooses among the
-  next ones (:mod:`gptask.tuning.sourced`); when every tuned task is such a task, the default
-  ``n_initial`` is TLA2's, 30 % of the budget; ``predict_optimum`` for a machine with no run values
-  each candidate by the sources' measurements where they have one, those the summary left out of
-  the model included.
+  by all and failed on none (:mod:`gptask.consensus`), and its first ten searched runs (then every
+  other) choose among the next ones (:mod:`gptask.tuning.sourced`); when every tuned task is such a
+  task, the default ``n_initial`` is TLA2's, 30 % of the budget; ``predict_optimum`` for a machine
+  with no run values each candidate by the sources' measurements where they have one, those the
+  summary left out of the model included.
 * **Bad sources** are refused with :class:`SourceError` naming the source: another problem
   (the signatures differ: parameters, tasks, constants, constraints; each difference named), another
   unit of the objective, trials without a machine record (unless ``Source(data, machine=...)`` names
