@@ -87,6 +87,11 @@ def test_a_new_machine_starts_with_the_configurations_best_on_every_machine_seen
     assert [t.params for t in runs[:3]] == order[:3] and [t.source for t in runs[2:4]] == ["initial", "search"]
     # the searched runs chose among the next configurations of that order (10 at a time)
     assert len(runs) == 10 and all(t.params in order[: 3 + 10 + k] for k, t in enumerate(runs[3:]))
+    # judged sources (select_sources=True): the design that runs before the judgement is the same
+    r = gt.tune(_listed(a), [TASK], 6, seed=0, sources=sources, provenance="new", select_sources=True,
+                n_initial=4, progress=False)
+    mine = sorted((t for t in r.history if t.task_index in target_tasks(r)), key=lambda t: t.id)
+    assert [t.params for t in mine[:4]] == order[:4] and len(mine) == 6
     # run-free, the sources summarised to 8 measurements per machine (their 2 best and 6 drawn)
     pick = gt.predict_optimum(None, TASK, sources=sources, machine="new", problem=_listed(a), source_points=8,
                               restarts=1)
