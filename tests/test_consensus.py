@@ -73,8 +73,9 @@ def test_measured_values_take_the_median_and_mark_failures_and_gaps():
 def test_a_new_machine_starts_with_the_configurations_best_on_every_machine_seen():
     """gt.tune with two other machines' complete campaigns of the same task: the new machine's
     initial design is the brute-force consensus order (a configuration failed on one machine left
-    out), its searched runs choose among the next ones, and the run-free pick is its first configuration even when the summary of large sources
-    left that configuration's measurements out of the model."""
+    out), its searched runs choose among the next ones, and the run-free pick is its first
+    configuration even when the summary of large sources left that configuration's measurements out
+    of the model."""
     a, b, b_fails = _tables()
     order = _brute_force_order(a, b, b_fails)
     assert CONFIGS[b_fails] not in order
