@@ -17,8 +17,8 @@ deterministic (the summary's draw is fixed) and computed in the first seed's row
 Tuned (every seed): ``gt.tune(problem, [task], 10, seed=seed, sources=..., provenance=gpu)`` with the
 default initial design (5 runs), the fraction of the optimum after 1..10 runs (``tuned``); the same
 with the consensus design and search of gptask/tuning/sourced.py switched off (``tuned_before``: the
-Tuner's own design and search, as before them; the bench replaces ``SourcedTuner`` by a subclass that
-drops its ``designs``); and the other five GPUs' optima run on it (``others_optima``, 5 runs, the
+Tuner's own random design, of the same 3 runs, and its whole-space search; before this change the
+default design was 5 runs; the bench replaces ``SourcedTuner`` by a subclass that drops its ``designs``); and the other five GPUs' optima run on it (``others_optima``, 5 runs, the
 issue's oracle).
 """
 
