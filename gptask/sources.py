@@ -539,11 +539,15 @@ def _consensus_designs(plan: _Plan, mine: list[dict]) -> dict[tuple, list[dict]]
     the configurations all of them measured and none failed, best on average first
     (:func:`gptask.consensus.consensus_order`), those this machine may run."""
     out: dict[tuple, list[dict]] = {}
+    by_task: dict[tuple, list[Trial]] = {}
+    for t in plan.measured:
+        by_task.setdefault(point_key(t.task), []).append(t)
     for task in mine:
         values = {k: v for k, v in task.items() if k != MACHINE_DIM}
         alike = [t for t in plan.source_tasks if t[MACHINE_DIM] != plan.target_label
                  and {k: v for k, v in t.items() if k != MACHINE_DIM} == values]
-        order = [p for p in consensus_order(plan.measured, alike) if plan.problem.is_feasible(task, p)]
+        theirs = [t for a in alike for t in by_task.get(point_key(a), [])]
+        order = [p for p in consensus_order(theirs, alike) if plan.problem.is_feasible(task, p)]
         if order:
             log.info("sources: task %s starts with the configurations best on average over %d other machine(s) "
                      "(%d measured by all, none failed)", task, len(alike), len(order))
