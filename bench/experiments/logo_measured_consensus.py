@@ -23,25 +23,20 @@ sys.path.insert(0, str(ROOT / "bench"))
 import gptask as gt  # noqa: E402
 import leave_one_gpu_out as logo  # noqa: E402
 from gptask.consensus import consensus_order  # noqa: E402
+from run_free_sources import fractions  # noqa: E402
 from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
-
-
-def fraction(rec, optimum: float, params: dict) -> float:
-    v = rec.lookup(params)
-    return 0.0 if v is None or isinstance(v, str) else optimum / float(v)
 
 
 def main(held: str, seed: int) -> None:
     problem, recs = logo.campaign()
     rec = recs[held]
-    optimum = rec.best()[1]
     others = [{"gpu": recs[g].label} for g in GPUS if g != held]
     sources = gt.tune(problem, tasks=others, budget=logo.SOURCE_BUDGET, seed=seed, progress=False, max_failures=None)
     order = consensus_order(sources.history, others)
     pred = gt.predict_optimum(sources, {"gpu": rec.label})
     print(json.dumps({"gpu": held, "seed": seed, "n": len(order),
-                      "fr": [round(fraction(rec, optimum, p), 3) for p in order[:10]],
-                      "run_free": round(fraction(rec, optimum, pred.params), 3)}))
+                      "fr": [round(float(f), 3) for f in fractions(rec, order[:10])],
+                      "run_free": round(float(fractions(rec, [pred.params])[0]), 3)}))
 
 
 if __name__ == "__main__":

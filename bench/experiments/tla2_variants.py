@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 import gptask as gt  # noqa: E402
 import gptask.transfer.tla2 as tla2  # noqa: E402
 import leave_one_gpu_out as logo  # noqa: E402
+from gptask.consensus import consensus_scores  # noqa: E402
 from gptask.transfer.model import as_transfer_model  # noqa: E402
 from gptask.transfer.predict import predict_encoded  # noqa: E402
 from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
@@ -67,8 +68,7 @@ def model_consensus(sources, problem, label: str, others: list[str], recordings:
     model, domain = as_transfer_model(sources), problem.domain({"gpu": label})
     every = domain.encode(np.arange(len(domain)))
     P = np.array([predict_encoded(model, {"gpu": recordings[g].label}, every)[0] for g in others])
-    score = np.where((P > 0).all(axis=0), np.log(np.maximum(P, 1e-300)).mean(axis=0), np.inf)
-    return domain.params(np.argsort(score, kind="stable")[: logo.NEW_BUDGET])
+    return domain.params(np.argsort(consensus_scores(P), kind="stable")[: logo.NEW_BUDGET])
 
 
 def one(job: tuple[str, int, list[str]]) -> dict:

@@ -13,6 +13,7 @@ machine, the other five GPUs' complete campaigns as sources): BENCHMARKS.md, iss
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,6 @@ class SourcedTuner(Tuner):
                  **kwargs: Any) -> None:
         self._proposes = frozenset(int(i) for i in proposes)
         self._orders = {int(i): list(d) for i, d in (designs or {}).items() if d}
-        self._leads = dict(self._orders)
         super().__init__(*args, **kwargs)
 
     def proposes_for(self, i: int) -> bool:
@@ -43,15 +43,15 @@ class SourcedTuner(Tuner):
     def initial_design(self, i: int) -> list[dict]:
         """The problem's default first when it has one, then the configurations of ``designs`` for
         task ``i``, then the Tuner's design, ``n_initial`` in all (deterministic)."""
-        lead = self._leads.pop(i, None)
+        fresh = i not in self._initial
         design = super().initial_design(i)
-        if lead:
+        order = self._orders.get(i)
+        if fresh and order:
             default = self.defaults[i]
-            head = ([] if default is None else [default]) + lead
+            head = ([] if default is None else [default]) + order[: self.n_initial]
+            head = list({params_key(p): p for p in head}.values())[: self.n_initial]
             keys = {params_key(p) for p in head}
-            head = list({params_key(p): p for p in head}.values())
-            self._initial[i] = (head + [p for p in design if params_key(p) not in keys])[: self.n_initial]
-            design = self._initial[i]
+            self._initial[i] = design = (head + [p for p in design if params_key(p) not in keys])[: self.n_initial]
         return design
 
     def search_among(self, i: int) -> np.ndarray | None:
@@ -63,7 +63,7 @@ class SourcedTuner(Tuner):
         searched = sum(1 for t in mine if t.source == SOURCE_SEARCH)
         if order and (searched < CONSENSUS_FIRST or searched % CONSENSUS_EVERY == 0):
             done = {params_key(t.params) for t in mine}
-            window = [p for p in order if params_key(p) not in done][:CONSENSUS_WINDOW]
+            window = list(islice((p for p in order if params_key(p) not in done), CONSENSUS_WINDOW))
             if window:
                 return self.problem.param_space.encode(window)
         return super().search_among(i)
