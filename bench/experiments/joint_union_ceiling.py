@@ -1,0 +1,74 @@
+"""How much better cross-task choices could do in a joint convolution run (issue 23's targets).
+
+    PYTHONPATH=. python bench/experiments/joint_union_ceiling.py --budget 40 --seeds 0-31
+
+The six GPUs of the recorded convolution campaign are tuned jointly (``gt.tune``, the default, the
+budget per GPU, the seed's run, as ``bench/suite.py`` does). Then, looking at each GPU's recording
+(an oracle no tuner has), two fractions of its optimum:
+
+* ``own``: the best the GPU's own runs reached (the suite's score);
+* ``union``: the best on that GPU of *every* configuration any of the six measured in the run
+  (about 6 x budget of them), as if each GPU had also run, for free, whichever of the others' runs
+  suits it best.
+
+``union`` bounds what any rule for sharing configurations between the GPUs can add to the run's
+searches without running anything new: a method that reaches more must find configurations none of
+the six GPUs measured. Prints a line per seed and the means over GPUs and seeds (worst seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import gptask as gt  # noqa: E402
+from gptask.replay import read_recording  # noqa: E402
+from gptask.trials import point_key  # noqa: E402
+from suite_families import CONVOLUTION_DIR, CONVOLUTION_GPUS, family  # noqa: E402
+
+
+def fractions(budget: int, seed: int, fam, recs) -> tuple[np.ndarray, np.ndarray, int]:
+    """(own (6,), union (6,), configurations measured by any GPU) for one joint run."""
+    res = gt.tune(fam.problem, tasks=fam.tasks, budget=budget, seed=seed, progress=False)
+    union = list({point_key(t.params): t.params for t in res.history}.values())
+    own, best = [], []
+    for i, rec in enumerate(recs):
+        optimum = rec.best()[1]
+        mine = [t.value for t in res.history if t.task_index == i and t.status is gt.Status.COMPLETE]
+        values = [v for v in (rec.lookup(p) for p in union) if isinstance(v, (int, float))]
+        own.append(optimum / min(mine))
+        best.append(optimum / min(values))
+    return np.array(own), np.array(best), len(union)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=int, default=40, help="runs per GPU")
+    ap.add_argument("--seeds", default="0-31", help="a range A-B")
+    args = ap.parse_args(argv)
+    a, b = (int(x) for x in args.seeds.split("-"))
+    fam = family("convolution")
+    recs = [read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in CONVOLUTION_GPUS]
+    own, union = [], []
+    for seed in range(a, b + 1):
+        o, u, n = fractions(args.budget, seed, fam, recs)
+        own.append(o)
+        union.append(u)
+        print(f"seed {seed}: {n} configurations measured; own {o.mean():.3f}, union {u.mean():.3f}", flush=True)
+    print(f"{args.budget} runs per GPU, seeds {a}-{b}; fraction of the optimum per GPU ({', '.join(CONVOLUTION_GPUS)}), "
+          "mean (worst seed)")
+    for name, table in (("own", np.array(own)), ("union", np.array(union))):
+        print(f"{name:5s} " + " ".join(f"{x:.3f}" for x in table.mean(0))
+              + f" | {table.mean():.3f} ({table.mean(1).min():.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
