@@ -14,6 +14,9 @@ budget per GPU, the seed's run, as ``bench/suite.py`` does). Then, looking at ea
 ``union`` bounds what any rule for sharing configurations between the GPUs can add to the run's
 searches without running anything new: a method that reaches more must find configurations none of
 the six GPUs measured. Prints a line per seed and the means over GPUs and seeds (worst seed).
+With ``--where``, also a line for each GPU that another GPU's runs would lift by more than
+``MARGIN`` of its optimum: which GPU ran the best such configuration, and its rank there (1: that
+GPU's fastest).
 """
 
 from __future__ import annotations
@@ -33,8 +36,29 @@ from gptask.replay import read_recording  # noqa: E402
 from gptask.trials import point_key  # noqa: E402
 from suite_families import CONVOLUTION_DIR, CONVOLUTION_GPUS, family  # noqa: E402
 
+MARGIN = 0.02
 
-def fractions(budget: int, seed: int, fam, recs) -> tuple[np.ndarray, np.ndarray, int]:
+
+def where(res: gt.TuningResult, recs: list, own: np.ndarray) -> list[str]:
+    """For each GPU another GPU's runs would lift by more than MARGIN: where the best of them ran."""
+    ranked = [[t.params for t in sorted((t for t in res.history if t.task_index == j and t.status is gt.Status.COMPLETE),
+                                        key=lambda t: t.value)] for j in range(len(recs))]
+    out = []
+    for i, rec in enumerate(recs):
+        optimum, best = rec.best()[1], None
+        for j, runs in enumerate(ranked):
+            for rank, params in enumerate(runs, 1):
+                v = rec.lookup(params)
+                if j != i and isinstance(v, (int, float)) and optimum / v > own[i] + MARGIN \
+                        and (best is None or optimum / v > best[0]):
+                    best = (optimum / v, j, rank)
+        if best is not None:
+            out.append(f"  {CONVOLUTION_GPUS[i]} {own[i]:.3f} -> {best[0]:.3f}: {CONVOLUTION_GPUS[best[1]]}'s "
+                       f"rank {best[2]}")
+    return out
+
+
+def fractions(budget: int, seed: int, fam, recs, show_where: bool = False) -> tuple[np.ndarray, np.ndarray, int]:
     """(own (6,), union (6,), configurations measured by any GPU) for one joint run."""
     res = gt.tune(fam.problem, tasks=fam.tasks, budget=budget, seed=seed, progress=False)
     union = list({point_key(t.params): t.params for t in res.history}.values())
@@ -45,6 +69,8 @@ def fractions(budget: int, seed: int, fam, recs) -> tuple[np.ndarray, np.ndarray
         values = [v for v in (rec.lookup(p) for p in union) if isinstance(v, (int, float))]
         own.append(optimum / min(mine))
         best.append(optimum / min(values))
+    if show_where:
+        print("\n".join(where(res, recs, np.array(own))))
     return np.array(own), np.array(best), len(union)
 
 
@@ -52,13 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", type=int, default=40, help="runs per GPU")
     ap.add_argument("--seeds", default="0-31", help="a range A-B")
+    ap.add_argument("--where", action="store_true", help="where the configurations that lift a GPU ran")
     args = ap.parse_args(argv)
     a, b = (int(x) for x in args.seeds.split("-"))
     fam = family("convolution")
     recs = [read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in CONVOLUTION_GPUS]
     own, union = [], []
     for seed in range(a, b + 1):
-        o, u, n = fractions(args.budget, seed, fam, recs)
+        o, u, n = fractions(args.budget, seed, fam, recs, args.where)
         own.append(o)
         union.append(u)
         print(f"seed {seed}: {n} configurations measured; own {o.mean():.3f}, union {u.mean():.3f}", flush=True)
