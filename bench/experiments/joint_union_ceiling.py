@@ -34,44 +34,46 @@ sys.path.insert(0, str(ROOT / "bench"))
 import gptask as gt  # noqa: E402
 from gptask.replay import read_recording  # noqa: E402
 from gptask.trials import point_key  # noqa: E402
+from run_free_sources import fractions  # noqa: E402
 from suite_families import CONVOLUTION_DIR, CONVOLUTION_GPUS, family  # noqa: E402
 
 MARGIN = 0.02
 
 
-def where(res: gt.TuningResult, recs: list, own: np.ndarray) -> list[str]:
+def ranked_runs(res: gt.TuningResult, n_tasks: int) -> list[list[dict]]:
+    """Per task, the configurations of its completed runs, fastest first."""
+    return [[t.params for t in sorted((t for t in res.history if t.task_index == j and t.status is gt.Status.COMPLETE),
+                                      key=lambda t: t.value)] for j in range(n_tasks)]
+
+
+def where(ranked: list[list[dict]], recs: list, own: np.ndarray) -> list[str]:
     """For each GPU another GPU's runs would lift by more than MARGIN: where the best of them ran."""
-    ranked = [[t.params for t in sorted((t for t in res.history if t.task_index == j and t.status is gt.Status.COMPLETE),
-                                        key=lambda t: t.value)] for j in range(len(recs))]
     out = []
     for i, rec in enumerate(recs):
-        optimum, best = rec.best()[1], None
+        best = None
         for j, runs in enumerate(ranked):
-            for rank, params in enumerate(runs, 1):
-                v = rec.lookup(params)
-                if j != i and isinstance(v, (int, float)) and optimum / v > own[i] + MARGIN \
-                        and (best is None or optimum / v > best[0]):
-                    best = (optimum / v, j, rank)
+            if j == i or not runs:
+                continue
+            got = fractions(rec, runs)
+            top = float(got.max())
+            if top > own[i] + MARGIN and (best is None or top > best[0]):
+                best = (top, j, int(np.argmax(got)) + 1)
         if best is not None:
             out.append(f"  {CONVOLUTION_GPUS[i]} {own[i]:.3f} -> {best[0]:.3f}: {CONVOLUTION_GPUS[best[1]]}'s "
                        f"rank {best[2]}")
     return out
 
 
-def fractions(budget: int, seed: int, fam, recs, show_where: bool = False) -> tuple[np.ndarray, np.ndarray, int]:
+def own_and_union(budget: int, seed: int, fam, recs, show_where: bool = False) -> tuple[np.ndarray, np.ndarray, int]:
     """(own (6,), union (6,), configurations measured by any GPU) for one joint run."""
     res = gt.tune(fam.problem, tasks=fam.tasks, budget=budget, seed=seed, progress=False)
+    ranked = ranked_runs(res, len(recs))
     union = list({point_key(t.params): t.params for t in res.history}.values())
-    own, best = [], []
-    for i, rec in enumerate(recs):
-        optimum = rec.best()[1]
-        mine = [t.value for t in res.history if t.task_index == i and t.status is gt.Status.COMPLETE]
-        values = [v for v in (rec.lookup(p) for p in union) if isinstance(v, (int, float))]
-        own.append(optimum / min(mine))
-        best.append(optimum / min(values))
+    own = np.array([fractions(rec, runs).max() for rec, runs in zip(recs, ranked)])
+    best = np.array([fractions(rec, union).max() for rec in recs])
     if show_where:
-        print("\n".join(where(res, recs, np.array(own))))
-    return np.array(own), np.array(best), len(union)
+        print("\n".join(where(ranked, recs, own)))
+    return own, best, len(union)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     recs = [read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in CONVOLUTION_GPUS]
     own, union = [], []
     for seed in range(a, b + 1):
-        o, u, n = fractions(args.budget, seed, fam, recs, args.where)
+        o, u, n = own_and_union(args.budget, seed, fam, recs, args.where)
         own.append(o)
         union.append(u)
         print(f"seed {seed}: {n} configurations measured; own {o.mean():.3f}, union {u.mean():.3f}", flush=True)
