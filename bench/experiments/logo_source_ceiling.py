@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import gptask as gt  # noqa: E402
 import leave_one_gpu_out as logo  # noqa: E402
+from joint_union_ceiling import ranked_runs  # noqa: E402
 from gptask.trials import point_key  # noqa: E402
 from run_free_sources import fractions  # noqa: E402
 from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
@@ -44,9 +45,7 @@ def run_one(problem: gt.Problem, recs: dict, held: str, seed: int) -> dict:
     others = [g for g in GPUS if g != held]
     sources = gt.tune(problem, tasks=[{"gpu": recs[g].label} for g in others], budget=logo.SOURCE_BUDGET,
                       seed=seed, progress=False, max_failures=None)
-    ranked = [[t.params for t in sorted((t for t in sources.history
-                                         if t.task_index == i and t.status is gt.Status.COMPLETE),
-                                        key=lambda t: t.value)] for i in range(len(others))]
+    ranked = ranked_runs(sources, len(others))
     measured = list({point_key(p): p for runs in ranked for p in runs}.values())
     picks = {"all_measured": measured, **{f"top{k}": [p for runs in ranked for p in runs[:k]] for k in (1, 2, 4)}}
     row = {"gpu": held, "seed": seed, "n_measured": len(measured)}
