@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -55,23 +54,14 @@ def main(n: int, seeds: int) -> None:
               "derived": [np.hstack([data[t][0], (extra[t] - lo) / (hi - lo)]) for t in range(T)]}
     res: dict[str, list[tuple[float, float]]] = {}
     for seed in range(seeds):
-        rng = np.random.default_rng(seed)
-        idx = [rng.choice(np.flatnonzero(ok), n, replace=False) for _, _, ok in data]
-        ys = [(data[t][1][idx[t]] - data[t][1][idx[t]].mean()) / data[t][1][idx[t]].std() for t in range(T)]
+        idx, ys = mr.sample(data, n, seed)
         for name, X in inputs.items():
             prior = LCMPrior(dimension=7.0 if name == "plain" else 11.0)
             model = LCM(kernel=SURROGATE_KERNEL).fit([X[t][idx[t]] for t in range(T)], ys, restarts=3, seed=seed,
                                                      prior=prior)
-            rho, frac = [], []
-            for t, (_, y, ok) in enumerate(data):
-                pred = model.predict(t, X[t])[0]
-                unseen = ok.copy()
-                unseen[idx[t]] = False
-                rho.append(spearmanr(pred[unseen], y[unseen])[0])
-                best = y[np.flatnonzero(unseen)[np.argsort(pred[unseen])[:mr.TOP]]].min()
-                frac.append(float(np.exp(np.nanmin(y) - best)))
-            res.setdefault(name, []).append((float(np.mean(rho)), float(np.mean(frac))))
-            print(f"seed {seed} {name:8s} Spearman {np.mean(rho):.3f}  best of top {mr.TOP} {np.mean(frac):.3f}", flush=True)
+            rho, frac = mr.scores([model.predict(t, X[t])[0] for t in range(T)], data, idx)
+            res.setdefault(name, []).append((rho, frac))
+            print(f"seed {seed} {name:8s} Spearman {rho:.3f}  best of top {mr.TOP} {frac:.3f}", flush=True)
     for name, v in res.items():
         a = np.array(v)
         print(f"{name:8s} Spearman {a[:, 0].mean():.3f} ({a[:, 0].min():.3f})  best of top {mr.TOP} "

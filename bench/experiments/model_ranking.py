@@ -52,6 +52,29 @@ def campaign() -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     return out
 
 
+def sample(data: list, n: int, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per GPU: the row numbers of ``n`` random completed configurations, and their log times
+    standardised per GPU."""
+    rng = np.random.default_rng(seed)
+    idx = [rng.choice(np.flatnonzero(ok), n, replace=False) for _, _, ok in data]
+    ys = [(y[i] - y[i].mean()) / y[i].std() for (_, y, _), i in zip(data, idx)]
+    return idx, ys
+
+
+def scores(preds: list[np.ndarray], data: list, idx: list[np.ndarray]) -> tuple[float, float]:
+    """Mean over GPUs of the Spearman correlation of ``preds`` (per GPU, every configuration) with
+    the measured times on the unseen completed configurations, and of the fraction of the optimum
+    of the best of the TOP unseen configurations predicted fastest."""
+    r, f = [], []
+    for P, (_, y, ok), i in zip(preds, data, idx):
+        unseen = ok.copy()
+        unseen[i] = False
+        r.append(spearmanr(P[unseen], y[unseen])[0])
+        best = y[np.flatnonzero(unseen)[np.argsort(P[unseen])[:TOP]]].min()
+        f.append(float(np.exp(np.nanmin(y) - best)))
+    return float(np.mean(r)), float(np.mean(f))
+
+
 def main(n: int, seeds: int) -> None:
     data = campaign()
     fam = sf.family("convolution")
@@ -60,10 +83,8 @@ def main(n: int, seeds: int) -> None:
     rho: dict[str, list[float]] = {}
     top: dict[str, list[float]] = {}
     for seed in range(seeds):
-        rng = np.random.default_rng(seed)
-        idx = [rng.choice(np.flatnonzero(ok), n, replace=False) for _, _, ok in data]
+        idx, ys = sample(data, n, seed)
         Xs = [data[i][0][idx[i]] for i in range(T)]
-        ys = [(data[i][1][idx[i]] - data[i][1][idx[i]].mean()) / data[i][1][idx[i]].std() for i in range(T)]
         prior = LCMPrior(dimension=dim)
         joint = LCM(kernel=SURROGATE_KERNEL).fit(Xs, ys, restarts=3, seed=seed, prior=prior)
         preds = {"LCM, all GPUs": [joint.predict(i, data[i][0])[0] for i in range(T)],
@@ -80,15 +101,9 @@ def main(n: int, seeds: int) -> None:
                 icm = FreeICM(kind, T, X.shape[1], slices).fit(X, t, np.concatenate(ys), seed=seed)
                 preds[f"free ICM, {kind}"] = [icm.predict(i, data[i][0]) for i in range(T)]
         for name, P in preds.items():
-            r, f = [], []
-            for i, (_, y, ok) in enumerate(data):
-                unseen = ok.copy()
-                unseen[idx[i]] = False
-                r.append(spearmanr(P[i][unseen], y[unseen])[0])
-                best = y[np.flatnonzero(unseen)[np.argsort(P[i][unseen])[:TOP]]].min()
-                f.append(float(np.exp(np.nanmin(y) - best)))
-            rho.setdefault(name, []).append(float(np.mean(r)))
-            top.setdefault(name, []).append(float(np.mean(f)))
+            r, f = scores(P, data, idx)
+            rho.setdefault(name, []).append(r)
+            top.setdefault(name, []).append(f)
     print(f"{n} random runs per GPU, {seeds} seeds: Spearman on the unseen (worst seed), best of the top {TOP}")
     for name in rho:
         print(f"  {name:24s} {np.mean(rho[name]):.3f} ({min(rho[name]):.3f})   {np.mean(top[name]):.3f}")
