@@ -419,19 +419,28 @@ class ReplayReport:
             runs = [r for r in self.runs if r.budget == budget and r.alone == alone]
             per_seed = np.array([np.mean(r.final()) for r in runs])
             per_machine = np.mean([r.final() for r in runs], axis=0)
+            made = np.max([[len(f) for f in r.fractions] for r in runs], axis=0)
             out.append({"budget": budget, "alone": alone, "seeds": len(runs), "mean": float(per_seed.mean()),
-                        "worst_seed": float(per_seed.min()), "per_machine": dict(zip(self.labels, per_machine.tolist()))})
+                        "worst_seed": float(per_seed.min()), "per_machine": dict(zip(self.labels, per_machine.tolist())),
+                        "runs_per_machine": dict(zip(self.labels, (int(n) for n in made)))})
         return out
 
     def text(self) -> str:
         """The summary as an aligned table (what ``gptask replay`` prints)."""
-        short = [label if len(label) <= 14 else label[:13] + "~" for label in self.labels]
-        head = f"{'runs':>5} {'tuning':<8} {'seeds':>5} {'mean':>6} {'worst':>6}  " + "  ".join(f"{s:>14}" for s in short)
+        short = _column_labels(self.labels)
+        w = max(6, *(len(s) for s in short))
+        head = f"{'runs':>5} {'tuning':<8} {'seeds':>5} {'mean':>6} {'worst':>6}  " + "  ".join(f"{s:>{w}}" for s in short)
         rows = [head]
+        ended: dict[str, tuple[int, int]] = {}
         for s in self.summary():
             rows.append(f"{s['budget']:>5} {'alone' if s['alone'] else 'joint':<8} {s['seeds']:>5} {s['mean']:>6.3f} "
-                        f"{s['worst_seed']:>6.3f}  " + "  ".join(f"{v:>14.3f}" for v in s["per_machine"].values()))
-        return "fraction of the optimum reached (optimum / best found), per machine\n" + "\n".join(rows)
+                        f"{s['worst_seed']:>6.3f}  " + "  ".join(f"{v:>{w}.3f}" for v in s["per_machine"].values()))
+            for label, n in s["runs_per_machine"].items():
+                if n < s["budget"] and label not in ended:
+                    ended[label] = (n, s["budget"])
+        notes = [f"{label}: {n} runs, all its recording allows (budget {b}); its runs end there"
+                 for label, (n, b) in ended.items()]
+        return "\n".join(["fraction of the optimum reached (optimum / best found), per machine", *rows, *notes])
 
     def plot(self, path: str | Path) -> Path:
         """Mean fraction of the optimum against runs per machine, one line per (budget, tuning),
@@ -444,7 +453,7 @@ class ReplayReport:
         fig, ax = plt.subplots(figsize=(7, 4.2))
         for budget, alone in sorted({(r.budget, r.alone) for r in self.runs}):
             runs = [r for r in self.runs if r.budget == budget and r.alone == alone]
-            curves = np.array([np.mean(r.fractions, axis=0) for r in runs])  # (seeds, budget)
+            curves = np.array([np.mean([_padded(f, budget) for f in r.fractions], axis=0) for r in runs])  # (seeds, budget)
             x = np.arange(1, curves.shape[1] + 1)
             line, = ax.plot(x, curves.mean(axis=0), label=f"{budget} runs, {'alone' if alone else 'joint'}")
             ax.fill_between(x, curves.min(axis=0), curves.mean(axis=0), color=line.get_color(), alpha=0.15)
@@ -459,6 +468,25 @@ class ReplayReport:
         fig.savefig(out, dpi=110)
         plt.close(fig)
         return out
+
+
+def _padded(fractions: Sequence[float], n: int) -> list[float]:
+    """A machine's fractions of the optimum over ``n`` runs: a recording with fewer configurations
+    than the budget ended early and keeps its last value (0 when it made no run)."""
+    return list(fractions) + [fractions[-1] if fractions else 0.0] * (n - len(fractions))
+
+
+#: the widest machine column of :meth:`ReplayReport.text` before a label is cut in the middle
+LABEL_WIDTH = 24
+
+
+def _column_labels(labels: Sequence[str], width: int = LABEL_WIDTH) -> list[str]:
+    """The labels as table headings of at most ``width`` characters, cut in the middle (``~``)
+    keeping both ends (``AMD Radeon PRO W6600`` and ``... W7800`` differ at the end); the labels
+    in full when cutting would make two alike."""
+    half = (width - 1) // 2
+    short = [s if len(s) <= width else s[:half] + "~" + s[len(s) - (width - 1 - half):] for s in labels]
+    return short if len(set(short)) == len(short) else list(labels)
 
 
 def _fractions(values: Sequence[float | None], optimum: float) -> list[float]:

@@ -210,3 +210,56 @@ def test_gt_fit_and_import_runs_take_recorded_campaign_files(conv, tmp_path):
     other = gt.Problem(gt.Space([gt.Integer("m", 1, 9)]), problem.param_space, lambda t, p: 1.0)
     with pytest.raises(gt.importing.rows.DataError, match="one machine's recorded campaign"):
         gt.fit(other, CONV / "A100.json.gz")
+
+
+# ---- issue 40: short recordings, damaged files, numbers that do not fit a float, mixed values -----------
+def _kt(path, configs, device="gpu", values=None):
+    """A Kernel Tuner cache file over parameters a, b holding ``configs``; time = 1 + (index % 7) / 10."""
+    cache = {f"{a},{b}": {"a": a, "b": b, "time": 1.0 + (k % 7) / 10} for k, (a, b) in enumerate(configs)}
+    values = values or {"a": sorted({a for a, _ in configs}, key=str), "b": sorted({b for _, b in configs})}
+    path.write_text(json.dumps({"device_name": device, "tune_params_keys": ["a", "b"], "tune_params": values,
+                                "objective": "time", "cache": cache}))
+    return path
+
+
+def _cli(argv, capsys):
+    from gptask.cli import main
+
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_recording_shorter_than_the_budget_is_replayed_to_its_end(tmp_path, capsys):
+    full = _kt(tmp_path / "full.json", [(a, b) for a in (1, 2, 4, 8) for b in (1, 2, 3)], "AMD Radeon PRO W6600")
+    short = _kt(tmp_path / "short.json", [(1, 1), (2, 2), (4, 3)], "AMD Radeon PRO W7800",
+                values={"a": [1, 2, 4, 8], "b": [1, 2, 3]})
+    recs = [read_recording(full), read_recording(short)]
+    report = replay.replay(recs, budgets=[6], seeds=[0, 1], alone=True, n_initial=2)
+    for run in report.runs:  # the short machine ran all 3 of its configurations, then stopped
+        assert [len(f) for f in run.fractions] == [6, 3]
+        assert run.final()[1] == 1.0  # every configuration measured: its optimum found
+    assert [s["runs_per_machine"] for s in report.summary()] == [{recs[0].label: 6, recs[1].label: 3}] * 2
+    assert "AMD Radeon PRO W7800: 3 runs, all its recording allows (budget 6)" in report.text()
+    code, out, err = _cli(["replay", full, short, "--budget", "6", "--seeds", "0", "--n-initial", "2",
+                           "--plot", tmp_path / "p.png", "--json", tmp_path / "r.json"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "p.png").stat().st_size > 1000
+    runs = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert [len(f) for f in runs[0]["fractions"]] == [6, 3]
+
+
+def test_the_table_tells_machines_with_long_shared_names_apart():
+    def text(labels):
+        runs = [replay.ReplayRun(2, 0, False, [[0.5, 1.0]] * len(labels))]
+        return replay.ReplayReport(labels, [1.0] * len(labels), runs).text().splitlines()[1]
+
+    head = text(["AMD Radeon PRO W6600", "AMD Radeon PRO W7800", "NVIDIA A100-PCIE-40GB"])
+    assert head.split()[-10:] == ["AMD", "Radeon", "PRO", "W6600", "AMD", "Radeon", "PRO", "W7800", "NVIDIA",
+                                  "A100-PCIE-40GB"]
+    long = ["NVIDIA GeForce RTX 4090 Laptop GPU (node 1)", "NVIDIA GeForce RTX 4090 Laptop GPU (node 2)"]
+    cut = text(long).split("  ")[-2:]
+    assert all(len(c.strip()) <= replay.LABEL_WIDTH for c in cut) and len(set(cut)) == 2
+    assert [c.strip()[-8:] for c in cut] == ["(node 1)", "(node 2)"]
+    same_ends = ["Partition gpu, node 01, NVIDIA H100", "Partition gpu, node 02, NVIDIA H100"]
+    assert all(label in text(same_ends) for label in same_ends)  # cut alike: shown in full
