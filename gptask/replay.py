@@ -39,6 +39,7 @@ import json
 import logging
 import math
 import numbers
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,9 +117,18 @@ def _read_bytes(path: Path) -> bytes:
     """The file's content, gunzipped when it is gzip; at most MAX_RECORDING_BYTES."""
     with open(path, "rb") as fh:
         head = fh.read(2)
-    opener = gzip.open if head == b"\x1f\x8b" else open
-    with opener(path, "rb") as fh:  # type: ignore[operator]
-        data = fh.read(MAX_RECORDING_BYTES + 1)
+    if head != b"\x1f\x8b":
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_RECORDING_BYTES + 1)
+    else:
+        try:
+            with gzip.open(path, "rb") as fh:
+                data = fh.read(MAX_RECORDING_BYTES + 1)
+        except EOFError:
+            raise ValueError(f"{path}: damaged gzip file (truncated: the compressed data ends before its end "
+                             "marker); copy or download it again") from None
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise ValueError(f"{path}: damaged gzip file ({exc}); copy or download it again") from None
     if len(data) > MAX_RECORDING_BYTES:
         raise ValueError(f"{path}: more than {MAX_RECORDING_BYTES // 2**20} MiB of data; split the recording")
     return data

@@ -249,6 +249,19 @@ def test_a_recording_shorter_than_the_budget_is_replayed_to_its_end(tmp_path, ca
     assert [len(f) for f in runs[0]["fractions"]] == [6, 3]
 
 
+def test_damaged_gzip_recordings_are_one_line_errors_naming_the_file(tmp_path, capsys):
+    raw = gzip.compress(_kt(tmp_path / "g.json", [(1, 1), (2, 2), (4, 3)]).read_bytes())
+    (tmp_path / "cut.json.gz").write_bytes(raw[: len(raw) // 2])
+    (tmp_path / "crc.json.gz").write_bytes(raw[:-8] + bytes(8))  # the trailer's CRC and size zeroed
+    (tmp_path / "junk.json.gz").write_bytes(raw[:10] + b"\xff" * 40)
+    for name, what in (("cut", "truncated"), ("crc", "CRC"), ("junk", "")):
+        path = tmp_path / f"{name}.json.gz"
+        with pytest.raises(ValueError, match=rf"{path}: damaged gzip file.*{what}"):
+            read_recording(path)
+        code, out, err = _cli(["replay", path, "--budget", "2", "--seeds", "0"], capsys)
+        assert code == 2 and err.count("\n") == 1 and str(path) in err and "Traceback" not in err
+
+
 def test_the_table_tells_machines_with_long_shared_names_apart():
     def text(labels):
         runs = [replay.ReplayRun(2, 0, False, [[0.5, 1.0]] * len(labels))]
