@@ -38,12 +38,11 @@ def _int_list(text: str, what: str) -> list[int]:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from .replay import read_recording, replay
+    from .replay import read_recording, read_restrictions, replay
 
     restrictions = list(args.restrict or [])
     if args.restrictions_file:
-        lines = Path(args.restrictions_file).read_text().splitlines()
-        restrictions += [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        restrictions += read_restrictions(args.restrictions_file)
     recordings = [read_recording(p, objective=args.objective) for p in args.files]
     options: dict[str, Any] = {}
     if args.n_initial is not None:

@@ -39,8 +39,9 @@ import json
 import logging
 import math
 import numbers
+import sys
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,9 +52,8 @@ from .evaluate import EvaluationFailed
 from .problem import Problem
 from .space import Categorical, Dimension, Ordinal, Space
 
-__all__ = ["Recording", "read_recording", "replay_problem", "ReplayObjective", "recording_rows", "replay", "ReplayReport",
-           "ReplayRun",
-           "MAX_RECORDING_BYTES", "NOT_RECORDED"]
+__all__ = ["Recording", "read_recording", "read_restrictions", "replay_problem", "ReplayObjective", "recording_rows",
+           "replay", "ReplayReport", "ReplayRun", "MAX_RECORDING_BYTES", "NOT_RECORDED", "LABEL_WIDTH"]
 
 log = logging.getLogger(__name__)
 
@@ -134,18 +134,47 @@ def _read_bytes(path: Path) -> bytes:
     return data
 
 
-def _value(raw: Any) -> Any:
-    """A recorded parameter value as a plain Python number or string."""
+class _Unfit(ValueError):
+    """A number in a JSON recording that does not fit a float."""
+
+
+def _too_big(text: str) -> str:
+    """What is wrong with a number (its text) that does not fit a float; a long one shortened."""
+    shown = text if len(text) <= 24 else f"{text[:12]}...{text[-6:]} ({len(text)} characters)"
+    return f"the number {shown} does not fit a float (at most {sys.float_info.max:.4g})"
+
+
+def _json_int(text: str) -> int:
+    """A JSON integer, refused (before converting a long one) when it does not fit a float."""
+    if len(text.lstrip("-")) > 309 or abs(int(text)) > sys.float_info.max:
+        raise _Unfit(_too_big(text))
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    """A JSON real, refused when it does not fit a float (``1e400``; the text ``Infinity`` is no real)."""
+    v = float(text)
+    if math.isinf(v):
+        raise _Unfit(_too_big(text))
+    return v
+
+
+def _value(raw: Any, where: str) -> Any:
+    """A recorded parameter value as a plain Python number or string; ValueError naming ``where``."""
     if isinstance(raw, bool):
         return int(raw)
     if isinstance(raw, numbers.Integral):
+        if abs(int(raw)) > sys.float_info.max:
+            raise ValueError(f"{where}: {_too_big(str(raw))}")
         return int(raw)
     if isinstance(raw, numbers.Real):
         f = float(raw)
+        if not math.isfinite(f):
+            raise ValueError(f"{where}: the parameter value {f} is not a finite number")
         return int(f) if f.is_integer() else f
     if isinstance(raw, str):
         return raw
-    raise ValueError(f"parameter value {raw!r} is neither a number nor a text")
+    raise ValueError(f"{where}: the parameter value {raw!r} is neither a number nor a text")
 
 
 def _objective_value(raw: Any, where: str) -> float | str:
@@ -154,6 +183,8 @@ def _objective_value(raw: Any, where: str) -> float | str:
         return raw or "failed"
     if isinstance(raw, bool) or not isinstance(raw, numbers.Real):
         raise ValueError(f"{where}: the objective is {raw!r}, neither a number nor a failure text")
+    if isinstance(raw, numbers.Integral) and abs(int(raw)) > sys.float_info.max:
+        raise ValueError(f"{where}: the objective is {_too_big(str(raw))}")
     v = float(raw)
     return v if math.isfinite(v) else f"non-finite value {v}"
 
@@ -162,21 +193,28 @@ def _from_kernel_tuner(data: Mapping[str, Any], path: Path, objective: str | Non
     keys = data.get("tune_params_keys")
     lists = data.get("tune_params")
     cache = data.get("cache")
-    if not isinstance(keys, list) or not isinstance(lists, Mapping) or not isinstance(cache, Mapping):
-        raise ValueError(f"{path}: a Kernel Tuner cache file needs tune_params_keys (a list), tune_params and cache "
-                         f"(mappings)")
+    if (not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or not isinstance(lists, Mapping)
+            or not isinstance(cache, Mapping)):
+        raise ValueError(f"{path}: a Kernel Tuner cache file needs tune_params_keys (a list of names), tune_params "
+                         f"and cache (mappings)")
     missing = [k for k in keys if k not in lists]
     if missing:
         raise ValueError(f"{path}: tune_params lacks {missing} of tune_params_keys")
-    obj = objective or str(data.get("objective") or "time")
-    parameters = {k: sorted({_value(v) for v in lists[k]}, key=_sort_key) for k in keys}
+    for k in keys:
+        if not isinstance(lists[k], list) or not lists[k]:
+            raise ValueError(f"{path}: tune_params[{k!r}] is {lists[k]!r}; expected the list of its values")
+    obj = objective or data.get("objective") or "time"
+    if not isinstance(obj, str):
+        raise ValueError(f"{path}: objective is {obj!r}; expected the name of the measured quantity, such as 'time'")
+    parameters = {k: sorted({_value(v, f"{path}: tune_params[{k!r}]") for v in lists[k]}, key=_sort_key)
+                  for k in keys}
     results: dict[tuple, float | str] = {}
     for text, record in cache.items():
         where = f"{path}: cache entry {text!r}"
         if not isinstance(record, Mapping):
             raise ValueError(f"{where} is not a record")
         try:
-            config = tuple(_value(record[k]) for k in keys)
+            config = tuple(_value(record[k], where) for k in keys)
         except KeyError as exc:
             raise ValueError(f"{where} lacks the parameter {exc}") from None
         if obj not in record:
@@ -204,13 +242,21 @@ def _from_t4(data: Mapping[str, Any], path: Path, objective: str | None) -> Reco
             raise ValueError(f"{where} has parameters {sorted(config)}, the first result {sorted(names)}")
         if obj is None:
             objs = row.get("objectives") or ["time"]
-            obj = str(objs[0])
-        key = tuple(_value(config[n]) for n in names)
+            objs = [objs] if isinstance(objs, str) else objs  # "time" names one objective, as ["time"] does
+            if not isinstance(objs, list) or not isinstance(objs[0], str):
+                raise ValueError(f"{where}: objectives is {objs!r}; expected a list of measurement names such as "
+                                 "['time']")
+            obj = objs[0]
+        key = tuple(_value(config[n], f"{where}: configuration {n!r}") for n in names)
         invalid = row.get("invalidity", "correct")
         if invalid != "correct":
             results[key] = f"{invalid} failure"
             continue
-        found = [m.get("value") for m in row.get("measurements", []) if isinstance(m, Mapping) and m.get("name") == obj]
+        measurements = row.get("measurements", [])
+        if not isinstance(measurements, list):
+            raise ValueError(f"{where}: measurements is {measurements!r}; expected a list of "
+                             "{'name', 'value', 'unit'} records")
+        found = [m.get("value") for m in measurements if isinstance(m, Mapping) and m.get("name") == obj]
         if not found:
             raise ValueError(f"{where} has no measurement named {obj!r}")
         results[key] = _objective_value(found[0], where)
@@ -220,38 +266,79 @@ def _from_t4(data: Mapping[str, Any], path: Path, objective: str | None) -> Reco
 
 
 def _from_csv(text: str, path: Path, objective: str | None) -> Recording:
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    reader = csv.DictReader(io.StringIO("\n".join(lines)))
-    header = reader.fieldnames or []
+    numbered = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1)
+                if ln.strip() and not ln.lstrip().startswith("#")]
+    line = [0]
+
+    def lines() -> Iterator[str]:
+        for n, ln in numbered:
+            line[0] = n
+            yield ln
+
+    reader = csv.reader(lines())
+    header = [h.strip() for h in next(reader)]
+    where = f"{path} line {line[0]}"
+    unnamed = [k + 1 for k, h in enumerate(header) if not h]
+    if unnamed:
+        raise ValueError(f"{where}: column {unnamed[0]} of the header {header} has no name; expected a name for "
+                         "every column (the parameters', the objective's)")
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise ValueError(f"{where}: repeated column names {dupes}")
     obj = objective or next((c for c in ("time", "value") if c in header), None)
     if obj is None or obj not in header:
-        raise ValueError(f"{path}: no objective column {objective or 'time or value'!r} among {header}")
+        raise ValueError(f"{where}: no objective column {objective or 'time or value'!r} among the header's "
+                         f"columns {header[:12]}; name the measured column (--objective)")
     params = [c for c in header if c != obj and c not in _CSV_META and not c.startswith("task.")]
     names = [c[len("param."):] if c.startswith("param.") else c for c in params]
     results: dict[tuple, float | str] = {}
-    for k, row in enumerate(reader, start=2):
-        where = f"{path} line {k}"
-        key = tuple(_value(_number_or_text(row[c])) for c in params)
+    for fields in reader:
+        where = f"{path} line {line[0]}"
+        if len(fields) != len(header):
+            raise ValueError(f"{where}: {len(fields)} fields where the header has {len(header)}")
+        row = dict(zip(header, fields))
+        key = tuple(_value(_number_or_text(row[c], f"{where}: column {c!r}"), where) for c in params)
         status = (row.get("status") or "complete").strip().lower()
         if status == "failed":
             results[key] = (row.get("reason") or "failed").strip() or "failed"
             continue
-        try:
-            results[key] = _objective_value(float(row[obj]), where)
-        except (TypeError, ValueError):
-            raise ValueError(f"{where}: {obj}={row[obj]!r} is not a number") from None
+        results[key] = _objective_value(_csv_number(row[obj], f"{where}: {obj}"), where)
     if not results:
         raise ValueError(f"{path}: no rows")
     parameters = {n: sorted({k[j] for k in results}, key=_sort_key) for j, n in enumerate(names)}
     return Recording(path.name.split(".")[0], str(path), parameters, obj, results)
 
 
-def _number_or_text(cell: str | None) -> Any:
-    text = (cell or "").strip()
+#: the texts of an infinite number: a CSV measurement so written marks a failure, as a Kernel Tuner file's
+_INFINITY_TEXTS = {"inf", "infinity", "+inf", "+infinity", "-inf", "-infinity"}
+
+
+def _csv_number(cell: str, what: str) -> float:
+    """A CSV cell's number (``inf`` and ``nan`` included); ValueError when it is none or does not fit a float."""
+    text = cell.strip()
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{what}={cell!r} is not a number") from None
+    if math.isinf(v) and text.lower() not in _INFINITY_TEXTS:
+        raise ValueError(f"{what}: {_too_big(text)}")
+    return v
+
+
+def _number_or_text(cell: str, where: str) -> Any:
+    """A CSV parameter cell as a number, else its text; ValueError for an empty cell or a number that
+    is not finite."""
+    text = cell.strip()
+    if not text:
+        raise ValueError(f"{where} is empty; expected the parameter's value")
     try:
         f = float(text)
     except ValueError:
         return text
+    if math.isinf(f) and text.lower() not in _INFINITY_TEXTS:
+        raise ValueError(f"{where}: {_too_big(text)}")
+    if not math.isfinite(f):
+        raise ValueError(f"{where} holds {text!r}, not a finite number")
     return int(f) if f.is_integer() else f
 
 
@@ -259,12 +346,17 @@ def _sort_key(v: Any) -> tuple:
     return (0, v, "") if not isinstance(v, str) else (1, 0, v)
 
 
+#: what read_recording reads, for its messages
+_FORMATS = ("a Kernel Tuner cache file or a T4 results file (a JSON object), or a CSV file with a header line")
+
+
 def read_recording(path: str | Path, objective: str | None = None, label: str | None = None) -> Recording:
     """Read one recorded campaign (format recognised from the content, see the module docstring).
 
     objective: the measured quantity to use (default: the file's own, else ``time``); label: the
     machine's name (default: the file's device name, else the file name). Raises ValueError naming
-    the file (and entry or line) for anything it cannot read; FileNotFoundError for a missing file.
+    the file (and entry or line) for anything it cannot read, numbers that do not fit a float
+    included; FileNotFoundError for a missing file.
     """
     p = Path(path)
     data = _read_bytes(p)
@@ -273,11 +365,19 @@ def read_recording(path: str | Path, objective: str | None = None, label: str | 
     except UnicodeDecodeError as exc:
         raise ValueError(f"{p}: not UTF-8 text (byte {exc.start}); is it a recording?") from None
     stripped = text.lstrip()
-    if stripped.startswith("{"):
+    if not stripped:
+        raise ValueError(f"{p}: the file is empty; expected {_FORMATS}")
+    if stripped.startswith(("{", "[")):
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, parse_int=_json_int, parse_float=_json_float)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{p}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        except _Unfit as exc:
+            raise ValueError(f"{p}: {exc}") from None
+        except RecursionError:
+            raise ValueError(f"{p}: JSON nested too deeply; expected {_FORMATS}") from None
+        if not isinstance(doc, dict):
+            raise ValueError(f"{p}: a JSON {type(doc).__name__}; expected {_FORMATS}")
         if "cache" in doc and "tune_params" in doc:
             rec = _from_kernel_tuner(doc, p, objective)
         elif "results" in doc:
@@ -294,6 +394,17 @@ def read_recording(path: str | Path, objective: str | None = None, label: str | 
     return rec
 
 
+def read_restrictions(path: str | Path) -> list[str]:
+    """The restrictions of a file, one per line (blank lines and ``#`` comments skipped);
+    ValueError naming the file when it is not UTF-8 text."""
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{p}: not UTF-8 text (byte {exc.start}); expected restrictions, one per line") from None
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
 # ---- as a problem ----------------------------------------------------------------------------------
 def _geometric(values: Sequence[float]) -> bool:
     """Whether positive ``values`` (sorted, >= 3) are spaced more evenly on the log scale."""
@@ -305,8 +416,8 @@ def _geometric(values: Sequence[float]) -> bool:
 
 
 def _dimension(name: str, values: list) -> Dimension:
-    if any(isinstance(v, str) for v in values):
-        return Categorical(name, [str(v) for v in values])
+    if any(isinstance(v, str) for v in values):  # texts, or numbers and texts ([1, 2, 4, "auto"]) as they are
+        return Categorical(name, list(values))
     return Ordinal(name, values, log=_geometric(values))
 
 

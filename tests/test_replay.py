@@ -262,6 +262,39 @@ def test_damaged_gzip_recordings_are_one_line_errors_naming_the_file(tmp_path, c
         assert code == 2 and err.count("\n") == 1 and str(path) in err and "Traceback" not in err
 
 
+def test_numbers_that_do_not_fit_a_float_are_refused_naming_the_file(tmp_path, capsys):
+    path = _kt(tmp_path / "big.json", [(1, 1), (2, 2)], values={"a": [1, 2], "b": [1, 2]})
+    for old, new in (('"a": [1, 2]', f'"a": [1, {10**400}]'), ('"a": [1, 2]', '"a": [1, 2e400]'),
+                     ('"time": 1.0', f'"time": {10**400}'), ('"time": 1.0', '"time": 1e999')):
+        bad = tmp_path / "bad.json"
+        bad.write_text(path.read_text().replace(old, new, 1))
+        with pytest.raises(ValueError, match=rf"{bad}: .* does not fit a float"):
+            read_recording(bad)
+        code, out, err = _cli(["replay", bad, "--budget", "2", "--seeds", "0"], capsys)
+        assert code == 2 and err.count("\n") == 1 and str(bad) in err and "does not fit a float" in err
+    for cells in ("1e400,1.0", "1,1e400", "nan,1.0"):
+        csv_path = tmp_path / "big.csv"
+        csv_path.write_text(f"a,time\n2,1.5\n# a comment\n{cells}\n")
+        with pytest.raises(ValueError, match=rf"{csv_path} line 4: .*(does not fit a float|not a finite)"):
+            read_recording(csv_path)
+    # the text Infinity / NaN of a Kernel Tuner file still marks a failed measurement
+    (tmp_path / "inf.json").write_text(path.read_text().replace('"time": 1.0', '"time": Infinity', 1))
+    assert read_recording(tmp_path / "inf.json").results[(1, 1)] == "non-finite value inf"
+
+
+def test_a_parameter_mixing_numbers_and_text_replays_as_a_categorical(tmp_path):
+    configs = [(a, b) for a in (1, 2, 4, "auto") for b in (1, 2, 3)]
+    rec = read_recording(_kt(tmp_path / "mixed.json", configs, values={"a": [1, 2, 4, "auto"], "b": [1, 2, 3]}))
+    assert rec.parameters["a"] == [1, 2, 4, "auto"]
+    problem = replay_problem([rec])
+    assert problem.param_space["a"].choices == [1, 2, 4, "auto"]
+    assert problem.objective({"machine": "gpu"}, {"a": "auto", "b": 2}) == rec.results[("auto", 2)]
+    report = replay.replay([rec], budgets=[12], seeds=[0], n_initial=3)
+    assert report.runs[0].final() == [1.0]  # all 12 configurations measured: the optimum is found
+    result = gt.fit(problem, tmp_path / "mixed.json")  # and read back as rows of that problem
+    assert len(result.history) == 12
+
+
 def test_the_table_tells_machines_with_long_shared_names_apart():
     def text(labels):
         runs = [replay.ReplayRun(2, 0, False, [[0.5, 1.0]] * len(labels))]
@@ -276,3 +309,42 @@ def test_the_table_tells_machines_with_long_shared_names_apart():
     assert [c.strip()[-8:] for c in cut] == ["(node 1)", "(node 2)"]
     same_ends = ["Partition gpu, node 01, NVIDIA H100", "Partition gpu, node 02, NVIDIA H100"]
     assert all(label in text(same_ends) for label in same_ends)  # cut alike: shown in full
+
+
+def test_recording_format_messages_name_the_file_and_what_was_expected(tmp_path, capsys):
+    good = json.loads(_kt(tmp_path / "g.json", [(1, 1), (2, 2)]).read_text())
+    t4_row = {"configuration": {"a": 1}, "invalidity": "correct", "objectives": ["time"],
+              "measurements": [{"name": "time", "value": 2.0, "unit": "ms"}]}
+    cases = {
+        "scalar_params.json": (json.dumps({**good, "tune_params": {"a": 5, "b": [1, 2]}}),
+                               r"tune_params\['a'\] is 5; expected the list of its values"),
+        "nested_value.json": (json.dumps({**good, "tune_params": {"a": [[1]], "b": [1, 2]}}),
+                              r"tune_params\['a'\]: the parameter value \[1\] is neither a number nor a text"),
+        "t4_measurements.json": (json.dumps({"results": [{**t4_row, "measurements": 5}]}),
+                                 "results\\[0\\]: measurements is 5; expected a list"),
+        "t4_objectives.json": (json.dumps({"results": [{**t4_row, "objectives": 5}]}),
+                               "results\\[0\\]: objectives is 5; expected a list of measurement names"),
+        "empty.csv": ("", "the file is empty; expected a Kernel Tuner cache file or a T4 results file"),
+        "array.json": ("[1, 2, 3]", "a JSON list; expected a Kernel Tuner cache file or a T4 results file"),
+        "unnamed.csv": ("# a,b\na,,time\n1,2,3.0\n", r"line 2: column 2 of the header \['a', '', 'time'\] has no name"),
+        "repeated.csv": ("a,a,time\n1,2,3.0\n", r"line 1: repeated column names \['a'\]"),
+        "fields.csv": ("a,time\n1,3.0\n\n2,4.0,5\n", "line 4: 3 fields where the header has 2"),
+        "blank_param.csv": ("a,time\n,3.0\n", "line 2: column 'a' is empty"),
+        "no_objective.csv": ("a,speed\n1,3.0\n", r"line 1: no objective column 'time or value' among"),
+    }
+    for name, (text, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(ValueError, match=rf"^{path}.*{message}"):
+            read_recording(path)
+        code, out, err = _cli(["replay", path, "--budget", "2", "--seeds", "0"], capsys)
+        assert code == 2 and err.count("\n") == 1 and str(path) in err, (name, err)
+    # a T4 file naming its one objective as a text, not a list, reads that measurement
+    (tmp_path / "t4.json").write_text(json.dumps({"results": [{**t4_row, "objectives": "time"}]}))
+    assert read_recording(tmp_path / "t4.json").results == {(1,): 2.0}
+    # a restrictions file that is not UTF-8
+    (tmp_path / "r.txt").write_bytes(b"# caf\xe9\na <= 2\n")
+    code, out, err = _cli(["replay", tmp_path / "g.json", "--restrictions-file", tmp_path / "r.txt"], capsys)
+    assert code == 2 and err.count("\n") == 1 and f"{tmp_path / 'r.txt'}: not UTF-8 text" in err
+    (tmp_path / "r.txt").write_text("# the kernel's limit\n\na <= 1\n")
+    assert replay.read_restrictions(tmp_path / "r.txt") == ["a <= 1"]
