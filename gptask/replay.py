@@ -552,14 +552,15 @@ class ReplayReport:
         w = max(6, *(len(s) for s in short))
         head = f"{'runs':>5} {'tuning':<8} {'seeds':>5} {'mean':>6} {'worst':>6}  " + "  ".join(f"{s:>{w}}" for s in short)
         rows = [head]
-        ended: dict[str, tuple[int, int]] = {}
+        ended: dict[str, tuple[int, list[int]]] = {}
         for s in self.summary():
             rows.append(f"{s['budget']:>5} {'alone' if s['alone'] else 'joint':<8} {s['seeds']:>5} {s['mean']:>6.3f} "
                         f"{s['worst_seed']:>6.3f}  " + "  ".join(f"{v:>{w}.3f}" for v in s["per_machine"].values()))
             for label, n in s["runs_per_machine"].items():
-                if n < s["budget"] and label not in ended:
-                    ended[label] = (n, s["budget"])
-        notes = [f"{label}: {n} runs, all its recording allows (budget {b}); its runs end there"
+                if n < s["budget"]:
+                    budgets = ended.setdefault(label, (n, []))[1]
+                    budgets += [] if s["budget"] in budgets else [s["budget"]]
+        notes = [f"{label}: {n} runs, all its recording allows (budget {', '.join(map(str, b))}); its runs end there"
                  for label, (n, b) in ended.items()]
         return "\n".join(["fraction of the optimum reached (optimum / best found), per machine", *rows, *notes])
 

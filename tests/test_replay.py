@@ -241,6 +241,9 @@ def test_a_recording_shorter_than_the_budget_is_replayed_to_its_end(tmp_path, ca
         assert run.final()[1] == 1.0  # every configuration measured: its optimum found
     assert [s["runs_per_machine"] for s in report.summary()] == [{recs[0].label: 6, recs[1].label: 3}] * 2
     assert "AMD Radeon PRO W7800: 3 runs, all its recording allows (budget 6)" in report.text()
+    longer = replay.ReplayReport(report.labels, report.optima, report.runs + [
+        replay.ReplayRun(8, 0, False, [[1.0] * 8, [1.0] * 3])])
+    assert "AMD Radeon PRO W7800: 3 runs, all its recording allows (budget 6, 8)" in longer.text()
     code, out, err = _cli(["replay", full, short, "--budget", "6", "--seeds", "0", "--n-initial", "2",
                            "--plot", tmp_path / "p.png", "--json", tmp_path / "r.json"], capsys)
     assert code == 0, err
