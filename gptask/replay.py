@@ -25,9 +25,12 @@ Formats read by :func:`read_recording` (the format is recognised from the conten
   the format ``gptask export`` writes (``param.<name>`` columns) reads too.
 
 Parameter spaces are inferred from the recorded values: numbers become :class:`gptask.Ordinal`
-lists (on the log scale when they are spaced geometrically, like powers of two), texts become
-:class:`gptask.Categorical` choices, and a parameter with one value becomes a constant the
-restrictions may read (``filter_width`` in the convolution kernel's restrictions).
+lists (on the log scale when they are spaced geometrically, like powers of two), texts, and numbers
+mixed with texts (``[1, 2, 4, "auto"]``), become :class:`gptask.Categorical` choices of the values as
+recorded, and a parameter with one value becomes a constant the restrictions may read
+(``filter_width`` in the convolution kernel's restrictions). A number that does not fit a float
+(``10**400``, ``1e400``) is refused naming the file; the text ``Infinity`` or ``NaN`` (``inf``,
+``nan`` in a CSV) as a measurement marks a failed configuration.
 """
 
 from __future__ import annotations
@@ -542,7 +545,8 @@ class ReplayReport:
             per_machine = np.mean([r.final() for r in runs], axis=0)
             made = np.max([[len(f) for f in r.fractions] for r in runs], axis=0)
             out.append({"budget": budget, "alone": alone, "seeds": len(runs), "mean": float(per_seed.mean()),
-                        "worst_seed": float(per_seed.min()), "per_machine": dict(zip(self.labels, per_machine.tolist())),
+                        "worst_seed": float(per_seed.min()),
+                        "per_machine": dict(zip(self.labels, per_machine.tolist())),
                         "runs_per_machine": dict(zip(self.labels, (int(n) for n in made)))})
         return out
 
@@ -550,7 +554,8 @@ class ReplayReport:
         """The summary as an aligned table (what ``gptask replay`` prints)."""
         short = _column_labels(self.labels)
         w = max(6, *(len(s) for s in short))
-        head = f"{'runs':>5} {'tuning':<8} {'seeds':>5} {'mean':>6} {'worst':>6}  " + "  ".join(f"{s:>{w}}" for s in short)
+        head = (f"{'runs':>5} {'tuning':<8} {'seeds':>5} {'mean':>6} {'worst':>6}  "
+                + "  ".join(f"{s:>{w}}" for s in short))
         rows = [head]
         ended: dict[str, tuple[int, list[int]]] = {}
         for s in self.summary():
@@ -575,7 +580,8 @@ class ReplayReport:
         fig, ax = plt.subplots(figsize=(7, 4.2))
         for budget, alone in sorted({(r.budget, r.alone) for r in self.runs}):
             runs = [r for r in self.runs if r.budget == budget and r.alone == alone]
-            curves = np.array([np.mean([_padded(f, budget) for f in r.fractions], axis=0) for r in runs])  # (seeds, budget)
+            # (seeds, budget): a machine whose recording ended early keeps its last fraction
+            curves = np.array([np.mean([_padded(f, budget) for f in r.fractions], axis=0) for r in runs])
             x = np.arange(1, curves.shape[1] + 1)
             line, = ax.plot(x, curves.mean(axis=0), label=f"{budget} runs, {'alone' if alone else 'joint'}")
             ax.fill_between(x, curves.min(axis=0), curves.mean(axis=0), color=line.get_color(), alpha=0.15)
