@@ -53,7 +53,6 @@ those that hurt are left out (:mod:`gptask.source_selection`).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import re
@@ -72,7 +71,7 @@ from .trials import Status, Trial, point_key
 
 __all__ = ["Source", "SourceError", "MACHINE_DIM", "SOURCE_POINTS_AUTO", "SOURCE_POINTS_MIN", "read_source",
            "machine_labels", "combined_problem",
-           "tune", "predict_optimum", "target_tasks"]
+           "tune_with_sources", "predict_optimum", "target_tasks"]
 
 log = logging.getLogger(__name__)
 
@@ -446,47 +445,20 @@ def target_tasks(result: TuningResult) -> list[int]:
 # ---- the entry points -------------------------------------------------------------------------------------
 #: the error of select_sources=True without sources
 NEEDS_SOURCES = "select_sources=True judges the sources by this machine's runs; it needs sources="
-#: gt.tune arguments that the sources path does not take yet
+#: gt.tune arguments that the sources path does not take yet (gptask.api.tune refuses them)
 UNSUPPORTED = ("comm", "parallel_evaluations", "noise", "pruner", "max_time", "executor", "max_in_flight")
 
 
-def tune(problem: Problem, *args: Any, sources: Sequence[Any] | None = None, **options: Any) -> TuningResult:
-    """``gt.tune``: :func:`gptask.tuning.loop.tune` itself without ``sources``; with them (module
-    docstring), the problem's tasks are tuned on this machine (``provenance``) in one model with
-    the sources' measurements. The result's tasks are the sources' tasks (``machine`` = their
-    machine) followed by the tuned ones (``machine`` = this one; with ``select_sources=True`` the
-    tuned ones first, then the kept sources' tasks); :func:`target_tasks` lists the tuned ones.
-    ``history`` then holds the combined problem. ``select_sources``: judge the sources by this
-    machine's initial designs first and leave out those that hurt (:mod:`gptask.source_selection`;
-    ``result.source_selection`` reports it). ``source_points`` ("auto", an integer or None):
-    the most measurements of one source task the model takes (module docstring). Not with sources
-    yet: """ + ", ".join(UNSUPPORTED) + """."""
-    from .tuning.loop import tune as tune_here
-
-    given_points = "source_points" in options
-    source_points = options.pop("source_points", AUTO)
-    if sources is None:
-        if given_points:
-            raise SourceError("source_points= sets how many measurements of each source task the model takes; "
-                              "it needs sources=")
-        if options.get("select_sources"):
-            raise SourceError(NEEDS_SOURCES)
-        options.pop("select_sources", None)
-        return tune_here(problem, *args, **options)
-    bound = inspect.signature(tune_here).bind(problem, *args, **options)
-    bound.apply_defaults()
-    given = dict(bound.arguments)
-    given.update(given.pop("tuner_options", {}))
-    used = [k for k in UNSUPPORTED if k in options or (k in given and given[k] not in (None, False))]
-    if used:
-        raise SourceError(f"gt.tune(..., sources=...) does not take {used} yet")
-    return _tune_sourced(sources=sources, source_points=source_points, **given)
-
-
-def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | None, seed: int, history: Any,
-                  repeats: int, aggregate: str, timeout: float | None, progress: bool, sources: Sequence[Any],
-                  provenance: Any = "auto", mix_machines: bool = False, source_points: Any = AUTO,
-                  select_sources: bool = False, **options: Any) -> TuningResult:
+def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int | None, seed: int, history: Any,
+                      repeats: int, aggregate: str, timeout: float | None, progress: bool, sources: Sequence[Any],
+                      provenance: Any = "auto", mix_machines: bool = False, source_points: Any = AUTO,
+                      select_sources: bool = False, **options: Any) -> TuningResult:
+    """``gt.tune(..., sources=...)`` (:func:`gptask.api.tune` checks its options first): the problem's
+    tasks are tuned on this machine (``provenance``) in one model with the sources' measurements. The
+    result's tasks are the sources' tasks (``machine`` = their machine) followed by the tuned ones
+    (``machine`` = this one; with ``select_sources=True`` the tuned ones first, then the kept
+    sources' tasks); :func:`target_tasks` lists the tuned ones. ``history`` then holds the combined
+    problem. ``options``: the Tuner's (``target``, ``max_failures``, ``kernel``, ...)."""
     from .evaluate import Evaluator
     from .storage import Storage, open_storage
     from .tuning.loop import run
@@ -494,8 +466,6 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
     from .tuning.sourced import SourcedTuner
     from .tuning.tuner import resolve_tasks
 
-    for key in UNSUPPORTED:
-        options.pop(key, None)
     target = resolve_record(provenance, problem)
     if target is None:
         raise SourceError("tuning with sources needs this machine's record: provenance=None is not allowed")
