@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .models.defaults import SURROGATE_KERNEL
 from .problem import Problem
+from .tuning.proposer import Proposer
 
 if TYPE_CHECKING:
     from .result import TuningResult
@@ -58,6 +59,7 @@ def tune(
     mix_machines: bool = False,
     failure_model: bool | float = True,
     device: str | None = None,
+    proposer: Proposer | str | None = None,
     sources: Sequence[Any] | None = None,
     source_points: int | str | None = AUTO,
     select_sources: bool = False,
@@ -106,6 +108,9 @@ def tune(
     - failure_model: model the probability that a run fails (True), not (False), or a number p:
       also steer designs away from configurations failing with probability above 1 - p.
     - device: None (numpy on the CPU) or "cuda" (the torch backend).
+    - proposer: what to run next (:mod:`gptask.tuning.proposer`): None for the default multitask
+      search, a :class:`~gptask.tuning.proposer.Proposer` or a registered name (with sources, a
+      name only; its factory then receives the tuned tasks and their consensus designs).
 
     Machines and other machines' measurements:
 
@@ -135,6 +140,7 @@ def tune(
         comm=comm, parallel_evaluations=parallel_evaluations, noise=noise, pruner=pruner, max_time=max_time,
         executor=executor, max_in_flight=max_in_flight)
     if sources is None:
+        tuner_options["proposer"] = proposer
         if not (isinstance(source_points, str) and source_points == AUTO):
             raise sourced.SourceError("source_points= sets how many measurements of each source task the model "
                                       "takes; it needs sources=")
@@ -147,5 +153,5 @@ def tune(
         raise sourced.SourceError(f"gt.tune(..., sources=...) does not take {used} yet")
     return sourced.tune_with_sources(
         problem, tasks, budget, n_initial, seed, history, repeats, aggregate, timeout, progress, sources,
-        source_points=source_points, select_sources=select_sources, n_latent=n_latent, target=target,
+        source_points=source_points, select_sources=select_sources, proposer=proposer, n_latent=n_latent, target=target,
         max_failures=max_failures, **tuner_options)

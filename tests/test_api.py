@@ -8,6 +8,7 @@ import pytest
 import gptask as gt
 from gptask.sources import SourceError
 from gptask.tuning.loop import tune as loop_tune
+from gptask.tuning.config import TunerSettings
 from gptask.tuning.tuner import Tuner
 
 
@@ -25,9 +26,10 @@ def test_tune_takes_every_option_of_the_loop_and_the_tuner():
     keyword of gt.tune: nothing is reachable only through **options."""
     mine = set(inspect.signature(gt.tune).parameters)
     loop = {n for n, p in inspect.signature(loop_tune).parameters.items() if p.kind is not p.VAR_KEYWORD}
-    tuner = set(inspect.signature(Tuner.__init__).parameters) - {"self", "owner", "lease"}
+    tuner = set(inspect.signature(Tuner.__init__).parameters) - {"self", "owner", "lease", "settings", "options"}
     assert loop - mine == set()
     assert tuner - mine == set()
+    assert set(TunerSettings.field_names()) - mine == set()
 
 
 def test_unknown_option_is_a_type_error_naming_it():
