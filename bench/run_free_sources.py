@@ -18,7 +18,7 @@ Tuned (every seed): ``gt.tune(problem, [task], 10, seed=seed, sources=..., prove
 default initial design (5 runs), the fraction of the optimum after 1..10 runs (``tuned``); the same
 with the consensus design and search of gptask/tuning/sourced.py switched off (``tuned_before``: the
 Tuner's own random design, of the same 3 runs, and its whole-space search; before this change the
-default design was 5 runs; the bench replaces ``SourcedTuner`` by a subclass that drops its ``designs``); and the other five GPUs' optima run on it (``others_optima``, 5 runs, the
+default design was 5 runs; the bench's proposer ``consensus-free`` drops the ``designs``); and the other five GPUs' optima run on it (``others_optima``, 5 runs, the
 issue's oracle).
 """
 
@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
-import gptask.tuning.sourced as sourced  # noqa: E402
+from gptask.tuning.proposer import register_proposer  # noqa: E402
+from gptask.tuning.sourced import ConsensusProposer  # noqa: E402
 from gptask.replay import read_recording, replay_problem  # noqa: E402
 from row_files import command_line, run_per_gpu  # noqa: E402
 from source_scale import TASK, source_rows  # noqa: E402
@@ -54,21 +55,18 @@ def fractions(recording: Any, configs: list[dict]) -> np.ndarray:
 TUNED_BUDGET = 10
 
 
-class WithoutConsensus(sourced.SourcedTuner):
-    """The sources' tuner as before the consensus design and search (the bench's ``tuned_before``)."""
+def without_consensus(proposes: Any, designs: Any = None) -> ConsensusProposer:
+    """The sources' proposer as before the consensus design and search (the bench's ``tuned_before``)."""
+    return ConsensusProposer(proposes, None)
 
-    def __init__(self, *args: Any, designs: Any = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+
+register_proposer("consensus-free", without_consensus)
 
 
 def tuned(prob: Any, rec: Any, sources: list, held: str, seed: int, before: bool) -> list[float]:
     """Fraction of the held-out GPU's optimum after 1..TUNED_BUDGET runs of gt.tune with the sources."""
-    keep = sourced.SourcedTuner
-    sourced.SourcedTuner = WithoutConsensus if before else keep
-    try:
-        r = gt.tune(prob, [TASK], TUNED_BUDGET, seed=seed, sources=sources, provenance=held, progress=False)
-    finally:
-        sourced.SourcedTuner = keep
+    r = gt.tune(prob, [TASK], TUNED_BUDGET, seed=seed, sources=sources, provenance=held, progress=False,
+                proposer="consensus-free" if before else None)
     mine = sorted((t for t in r.history if t.task_index == len(r.tasks) - 1), key=lambda t: t.id)
     return np.maximum.accumulate(fractions(rec, [t.params for t in mine])).tolist()
 

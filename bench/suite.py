@@ -90,11 +90,32 @@ def run_mla(fam: Any, budget: int, seed: int, alone: bool, options: dict[str, An
     groups = [[t] for t in fam.tasks] if alone else [fam.tasks]
     values: list[list[float | None]] = []
     for tasks in groups:
-        res = gt.tune(fam.problem, tasks=tasks, budget=budget, seed=seed, progress=False, **options)
+        opts = dict(options)
+        if "proposer_options" in opts:  # a new proposer for every run (one proposer serves one tuner)
+            from gptask.tuning.proposer import make_proposer
+
+            opts["proposer"] = make_proposer(opts["proposer"], opts.pop("proposer_options"))
+        res = gt.tune(fam.problem, tasks=tasks, budget=budget, seed=seed, progress=False, **opts)
         for i in range(len(tasks)):
             trials = sorted((t for t in res.history if t.task_index == i), key=lambda t: t.id)
             values.append([t.value if t.status is gt.Status.COMPLETE else None for t in trials])
     return {"values": values, "tuner_seconds": time.perf_counter() - t0}
+
+
+PROPOSERS_DIR = Path(__file__).resolve().parent / "proposers"
+
+
+def load_proposer(name: str) -> None:
+    """Import ``bench/proposers/NAME.py``, which registers the proposer ``NAME`` with gptask."""
+    import importlib.util
+
+    path = PROPOSERS_DIR / f"{name}.py"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in PROPOSERS_DIR.glob("*.py")))
+        raise SystemExit(f"--proposer {name}: no file {path} (known: {known})")
+    spec = importlib.util.spec_from_file_location(f"bench_proposer_{name}", path)
+    assert spec is not None and spec.loader is not None
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -109,7 +130,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     with threadpool_limits(limits=1):
         if method in MLA_METHODS:
-            out = run_mla(fam, job["budget"], job["seed"], method == "mla_alone", job.get("options", {}))
+            options = dict(job.get("options", {}))
+            if "proposer" in options:  # a search variant of bench/proposers/ (spawned workers register it anew)
+                load_proposer(options["proposer"])
+            out = run_mla(fam, job["budget"], job["seed"], method == "mla_alone", options)
         else:
             from suite_peers import PEERS
 
@@ -135,6 +159,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from suite_families import family
 
     options = json.loads(args.options) if args.options else {}
+    if args.proposer:
+        load_proposer(args.proposer)  # a missing file is refused before any job
+        options["proposer"] = args.proposer
+        if args.proposer_options:
+            options["proposer_options"] = json.loads(args.proposer_options)
     jobs = []
     for fname in _families(args.families):
         fam = family(fname)
@@ -336,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--tag", default="", help="label of gptask's runs (mla@TAG), to compare versions or settings")
     r.add_argument("--options", default="", help="JSON dict of gt.tune options for gptask's runs")
+    r.add_argument("--proposer", default="", help="a search variant: bench/proposers/NAME.py (see its README)")
+    r.add_argument("--proposer-options", default="", help="JSON dict of keyword options for the proposer's factory")
     r.add_argument("--out", default="bench/results_suite.jsonl")
     r.set_defaults(func=cmd_run)
     c = sub.add_parser("compare", help="two methods (e.g. mla@A and mla@B) paired by seed, family by family")

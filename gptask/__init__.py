@@ -9,7 +9,8 @@ transfer to new tasks: ``predict_optimum`` (TLA1), ``predict``, ``transfer_accur
 insight: ``sensitivity`` (Sobol indices of every parameter on the model's mean);
 existing measurements: ``fit`` (a result and its model from a CSV file or a list of dicts, no run),
 ``import_runs`` (into a history that ``tune`` then continues); other machines' measurements:
-``tune(..., sources=[...])``, ``predict_optimum(..., sources=[...])``, ``Source`` (:mod:`gptask.sources`).
+``tune(..., sources=[...])`` (:mod:`gptask.api`), ``predict_optimum(..., sources=[...])``, ``Source``
+(:mod:`gptask.sources`).
 """
 
 from .evaluate import EvaluationFailed, Evaluator, Outcome
@@ -28,7 +29,11 @@ __all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "Ordinal", "Boo
 
 def __getattr__(name: str):
     # the tuner pulls in the model layer (scipy, pyswarms); import it on first use
-    if name in ("tune", "predict_optimum", "Source"):  # with sources= (gptask.sources), else the plain ones
+    if name == "tune":
+        from .api import tune
+
+        return tune
+    if name in ("predict_optimum", "Source"):  # with sources= (gptask.sources), else the plain ones
         from . import sources
 
         return getattr(sources, name)

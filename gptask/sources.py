@@ -53,7 +53,6 @@ those that hurt are left out (:mod:`gptask.source_selection`).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import re
@@ -72,7 +71,7 @@ from .trials import Status, Trial, point_key
 
 __all__ = ["Source", "SourceError", "MACHINE_DIM", "SOURCE_POINTS_AUTO", "SOURCE_POINTS_MIN", "read_source",
            "machine_labels", "combined_problem",
-           "tune", "predict_optimum", "target_tasks"]
+           "tune_with_sources", "predict_optimum", "target_tasks"]
 
 log = logging.getLogger(__name__)
 
@@ -446,56 +445,34 @@ def target_tasks(result: TuningResult) -> list[int]:
 # ---- the entry points -------------------------------------------------------------------------------------
 #: the error of select_sources=True without sources
 NEEDS_SOURCES = "select_sources=True judges the sources by this machine's runs; it needs sources="
-#: gt.tune arguments that the sources path does not take yet
+#: gt.tune arguments that the sources path does not take yet (gptask.api.tune refuses them)
 UNSUPPORTED = ("comm", "parallel_evaluations", "noise", "pruner", "max_time", "executor", "max_in_flight")
 
 
-def tune(problem: Problem, *args: Any, sources: Sequence[Any] | None = None, **options: Any) -> TuningResult:
-    """``gt.tune``: :func:`gptask.tuning.loop.tune` itself without ``sources``; with them (module
-    docstring), the problem's tasks are tuned on this machine (``provenance``) in one model with
-    the sources' measurements. The result's tasks are the sources' tasks (``machine`` = their
-    machine) followed by the tuned ones (``machine`` = this one; with ``select_sources=True`` the
-    tuned ones first, then the kept sources' tasks); :func:`target_tasks` lists the tuned ones.
-    ``history`` then holds the combined problem. ``select_sources``: judge the sources by this
-    machine's initial designs first and leave out those that hurt (:mod:`gptask.source_selection`;
-    ``result.source_selection`` reports it). ``source_points`` ("auto", an integer or None):
-    the most measurements of one source task the model takes (module docstring). Not with sources
-    yet: """ + ", ".join(UNSUPPORTED) + """."""
-    from .tuning.loop import tune as tune_here
-
-    given_points = "source_points" in options
-    source_points = options.pop("source_points", AUTO)
-    if sources is None:
-        if given_points:
-            raise SourceError("source_points= sets how many measurements of each source task the model takes; "
-                              "it needs sources=")
-        if options.get("select_sources"):
-            raise SourceError(NEEDS_SOURCES)
-        options.pop("select_sources", None)
-        return tune_here(problem, *args, **options)
-    bound = inspect.signature(tune_here).bind(problem, *args, **options)
-    bound.apply_defaults()
-    given = dict(bound.arguments)
-    given.update(given.pop("tuner_options", {}))
-    used = [k for k in UNSUPPORTED if k in options or (k in given and given[k] not in (None, False))]
-    if used:
-        raise SourceError(f"gt.tune(..., sources=...) does not take {used} yet")
-    return _tune_sourced(sources=sources, source_points=source_points, **given)
-
-
-def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | None, seed: int, history: Any,
-                  repeats: int, aggregate: str, timeout: float | None, progress: bool, sources: Sequence[Any],
-                  provenance: Any = "auto", mix_machines: bool = False, source_points: Any = AUTO,
-                  select_sources: bool = False, **options: Any) -> TuningResult:
+def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int | None, seed: int, history: Any,
+                      repeats: int, aggregate: str, timeout: float | None, progress: bool, sources: Sequence[Any],
+                      provenance: Any = "auto", mix_machines: bool = False, source_points: Any = AUTO,
+                      select_sources: bool = False, proposer: str | None = None, **options: Any) -> TuningResult:
+    """``gt.tune(..., sources=...)`` (:func:`gptask.api.tune` checks its options first): the problem's
+    tasks are tuned on this machine (``provenance``) in one model with the sources' measurements. The
+    result's tasks are the sources' tasks (``machine`` = their machine) followed by the tuned ones
+    (``machine`` = this one; with ``select_sources=True`` the tuned ones first, then the kept
+    sources' tasks); :func:`target_tasks` lists the tuned ones. ``history`` then holds the combined
+    problem. proposer: the name of a registered proposer (:mod:`gptask.tuning.proposer`) built with
+    ``proposes`` (the tuned tasks' indices) and ``designs`` (their consensus orders) for this run;
+    None: :class:`~gptask.tuning.sourced.ConsensusProposer`. ``options``: the Tuner's (``target``,
+    ``max_failures``, ``kernel``, ...)."""
     from .evaluate import Evaluator
     from .storage import Storage, open_storage
     from .tuning.loop import run
     from .tuning.settings import new_task_initial
-    from .tuning.sourced import SourcedTuner
-    from .tuning.tuner import resolve_tasks
+    from .tuning.proposer import Proposer, make_proposer
+    from .tuning.sourced import ConsensusProposer
+    from .tuning.tuner import Tuner, resolve_tasks
 
-    for key in UNSUPPORTED:
-        options.pop(key, None)
+    if isinstance(proposer, Proposer):
+        raise SourceError("with sources=, give proposer= as a registered name: the proposer is made for the run "
+                          "with the tasks it proposes for and their consensus designs")
     target = resolve_record(provenance, problem)
     if target is None:
         raise SourceError("tuning with sources needs this machine's record: provenance=None is not allowed")
@@ -524,8 +501,9 @@ def _tune_sourced(problem: Problem, tasks: Any, budget: int, n_initial: int | No
         index = {point_key(t): i for i, t in enumerate(all_tasks)}
         storage.import_trials([replace(t, task_index=index[point_key(t.task)]) for t in trials], records)
         proposes = {i for i, t in enumerate(all_tasks) if t in mine}
-        with SourcedTuner(plan.problem, all_tasks, budget, n_initial, seed, storage, proposes=proposes,
-                          designs=_by_index(designs, all_tasks), **tuner_args) as tuner:
+        made = make_proposer(proposer or ConsensusProposer.name,
+                             {"proposes": proposes, "designs": _by_index(designs, all_tasks)})
+        with Tuner(plan.problem, all_tasks, budget, n_initial, seed, storage, proposer=made, **tuner_args) as tuner:
             result = run(tuner, evaluator, progress=progress)
         result.source_selection = selection
         return result
@@ -579,7 +557,7 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
     each source is judged by them (:func:`gptask.source_selection.select_sources`); the outcome is
     kept in the history, so a resumed run reuses it (and refuses other sources)."""
     from .tuning.loop import run
-    from .tuning.sourced import DesignTuner
+    from .tuning.sourced import ConsensusProposer, DesignTuner
 
     stored = storage.get_meta(SELECTION_META)
     if stored is not None:
@@ -589,8 +567,8 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
                               "history")
         return SourceSelection.from_json(stored["selection"])
     log.info("sources: this machine's initial designs run first; the sources are judged by them")
-    with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage, proposes=range(len(mine)),
-                     designs=designs, **tuner_args) as design:
+    with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage,
+                     proposer=ConsensusProposer(range(len(mine)), designs), **tuner_args) as design:
         run(design, evaluator, progress=progress)
         settings = design.surrogate.settings
     target, by_source, labels = _split(plan)

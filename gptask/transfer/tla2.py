@@ -96,6 +96,7 @@ from ..trials import Trial, point_key
 from ..surrogate import ModelSettings, Surrogate
 from ..surrogate.updates import RefitPolicy
 from ..tuning import Tuner
+from ..tuning.proposer import Proposer
 from ..tuning.asynchronous import check_executor
 from ..tuning.crosstask import best_rows
 from ..surrogate.data import usable
@@ -105,7 +106,7 @@ from .model import ScalarGP, TransferModel, as_transfer_model
 from .predict import predict_encoded
 from .tla1 import Prediction, predict_optimum
 
-__all__ = ["TransferResult", "NewTaskTuner", "tune_new_task", "sampling_spread"]
+__all__ = ["TransferResult", "NewTaskTuner", "NewTaskProposer", "tune_new_task", "sampling_spread"]
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +178,100 @@ def _transferred_transform(tm: TransferModel, task: dict) -> OutputTransform:
     return OutputTransform(old.use_log, np.append(old.mu, float(mu[0])), np.append(old.sigma, sigma))
 
 
+class NewTaskProposer(Proposer):
+    """What TLA2's new task runs (module docstring): a design centred on the TLA1 prediction, the
+    tuned tasks' bests in the swarm and cross-task picks; the tuned tasks take no trials.
+
+    transfer: the tuned model; task_index: the new task's index (after the tuned ones);
+    prediction: TLA1's prediction for it."""
+
+    name = "new-task"
+
+    def __init__(self, transfer: TransferModel, task_index: int, prediction: Prediction) -> None:
+        super().__init__()
+        self.transfer, self.task_index, self.prediction = transfer, task_index, prediction
+        self.old_data = transfer.model.data()
+        self._picks: np.ndarray | None = None
+
+    def proposes_for(self, i: int) -> bool:
+        return i == self.task_index
+
+    def initial_design(self, i: int) -> list[dict]:
+        """The TLA1 prediction, the tuned tasks' best configurations (least predicted value on the
+        new task first), and centred draws around the prediction for the rest of ``n_initial``
+        (module docstring)."""
+        if i != self.task_index:
+            return []
+        tu = self.tuner
+        space, pred, task = tu.problem.param_space, self.prediction, tu.tasks[i]
+        design = [pred.params]
+        seen = {point_key(pred.params)}
+        for params in self._ranked_bests(task):
+            if len(design) >= tu.n_initial:
+                break
+            if point_key(params) not in seen:
+                design.append(params)
+                seen.add(point_key(params))
+        if len(design) < tu.n_initial:
+            std = np.array([pred.std[d.name] for d in space.dimensions for _ in range(d.n_columns)])
+            design += centred_normal_points(space, pred.encoded, sampling_spread(self.transfer.model, std),
+                                            tu.n_initial - len(design), rng(tu.seed, STAGE_CENTRED, i),
+                                            self.transfer.is_feasible(task), exclude=seen,
+                                            describe=self.transfer.constraint_text(task))
+        return design
+
+    def _ranked_bests(self, task: dict) -> list[dict]:
+        """The tuned tasks' best configurations that are allowed on ``task``, least predicted value
+        on it first (the model's prediction for the new task, as TLA1 makes it)."""
+        feasible = self.transfer.is_feasible(task)
+        bests = [dict(b[0]) for b in self.transfer.best if b is not None]
+        bests = [p for p in bests if feasible is None or feasible(p)]
+        if len(bests) < 2:
+            return bests
+        median, _ = predict_encoded(self.transfer, task, self.tuner.problem.param_space.encode(bests))
+        return [bests[k] for k in np.argsort(median, kind="stable")]
+
+    def search_among(self, i: int) -> np.ndarray | None:
+        """Cross-task picks (module docstring, step 3): on every PICK_EVERY-th search proposal, the
+        tuned tasks' PICK_TOP best configurations each that are allowed on the new task, (m, D)
+        encoded (none on a continuous space); None otherwise (the whole space is searched)."""
+        searched = len(self.tuner.trials_of(i)) - self.tuner.n_initial
+        if i != self.task_index or searched < 0 or searched % PICK_EVERY:
+            return None
+        if self._picks is None:
+            self._picks = self._top_configurations(self.tuner.tasks[i])
+        return self._picks
+
+    def _top_configurations(self, task: dict) -> np.ndarray:
+        """(m, D) encoded: every tuned task's PICK_TOP configurations of least model value (its
+        data in the tuned model) among those in ``task``'s domain (which holds only what its
+        constraints allow) and not offered by an earlier task; none (0, D) when the space is not a
+        listed or enumerated one."""
+        problem = self.tuner.problem
+        domain = problem.domain(task)
+        if domain is None:
+            return np.empty((0, problem.param_space.n_columns))
+        rows = best_rows(*self.old_data, domain, PICK_TOP, refill=True)  # none when no task has data
+        return domain.encode(np.array(rows, dtype=np.int64))
+
+    def incumbents(self, i: int) -> np.ndarray | None:
+        """The new task's best point, the TLA1 prediction, then the tuned tasks' best configurations."""
+        tu = self.tuner
+        space = tu.problem.param_space
+        rows = []
+        ok = [t for t in tu.trials_of(self.task_index) if t.status.finished and t.ok]
+        if ok:
+            rows.append(space.encode([min(ok, key=lambda t: t.value).params])[0])
+        rows.append(self.prediction.encoded)
+        old = sorted((b for b in self.transfer.best if b is not None), key=lambda b: b[1])
+        rows += list(space.encode([b[0] for b in old][: max(1, tu.pso_particles // 4)])) if old else []
+        return np.vstack(rows)
+
+
 class NewTaskTuner(Tuner):
-    """The ask/tell tuner of one new task added to a tuned model (TLA2; module docstring).
+    """The ask/tell tuner of one new task added to a tuned model (TLA2; module docstring): a
+    :class:`~gptask.tuning.Tuner` whose proposer is a :class:`NewTaskProposer` and whose model is
+    the tuned one extended by the new task (the model hooks below).
 
     source: a TuningResult (or TransferResult), or a model from ``gt.load_model(path, problem=...)``
     (the objective is needed); task: the new task (dict). Tasks are the tuned ones followed by the
@@ -205,100 +298,20 @@ class NewTaskTuner(Tuner):
         self.refit_mode = _check_refit(refit)
         self.extend_restarts = check_int("extend_restarts", extend_restarts, 1)
         self.source, self.transfer, self.task_index = source, tm, len(tm.tasks)
-        self.prediction: Prediction | None = None
-        self.new_transform: OutputTransform | None = None
+        # centred on TLA1 even for a category no tuned task has: starting from the consensus pick
+        # instead lost 0.015 after 10 runs on the leave-one-GPU-out benchmark (BENCHMARKS.md, issue 24)
+        self.prediction: Prediction = predict_optimum(tm, task, consensus=False)
+        self.new_transform: OutputTransform = _transferred_transform(tm, task)
         every, drift = {"never": (None, False), "auto": (None, True)}.get(self.refit_mode, (self.refit_mode, False))
+        self.old_data = tm.model.data()
+        self.extended_since_fit, self.refits = tm.extended_since_fit, 0
         super().__init__(tm.problem, tm.tasks + [task], budget, n_initial, seed, history,
+                         proposer=NewTaskProposer(tm, self.task_index, self.prediction),
                          n_latent=tm.model.n_latent, kernel=tm.model.kernel, refit_restarts=refit_restarts,
                          pso_particles=pso_particles, pso_iters=pso_iters,
                          output_transform="log" if tm.transform.use_log else "none", comm=comm,
                          owner=owner if owner is not None else Owner.this_process("tla2"), lease=lease,
                          refit_every=every, refit_on_drift=drift, failure_model=False)
-        try:
-            # centred on TLA1 even for a category no tuned task has: starting from the consensus pick
-            # instead lost 0.015 after 10 runs on the leave-one-GPU-out benchmark (BENCHMARKS.md, issue 24)
-            self.prediction = predict_optimum(tm, task, consensus=False)
-            self.new_transform = _transferred_transform(tm, task)
-        except BaseException:
-            self.close()
-            raise
-        self.old_data = tm.model.data()
-        self.extended_since_fit, self.refits = tm.extended_since_fit, 0
-        self._picks: np.ndarray | None = None
-
-    # ---- the hooks of the engine -------------------------------------------------------------
-    def proposes_for(self, i: int) -> bool:
-        return i == self.task_index
-
-    def initial_design(self, i: int) -> list[dict]:
-        """The TLA1 prediction, the tuned tasks' best configurations (least predicted value on the
-        new task first), and centred draws around the prediction for the rest of ``n_initial``
-        (module docstring)."""
-        if i != self.task_index:
-            return []
-        if i not in self._initial:
-            space, pred, task = self.problem.param_space, self.prediction, self.tasks[i]
-            design = [pred.params]
-            seen = {point_key(pred.params)}
-            for params in self._ranked_bests(task):
-                if len(design) >= self.n_initial:
-                    break
-                if point_key(params) not in seen:
-                    design.append(params)
-                    seen.add(point_key(params))
-            if len(design) < self.n_initial:
-                std = np.array([pred.std[d.name] for d in space.dimensions for _ in range(d.n_columns)])
-                design += centred_normal_points(space, pred.encoded, sampling_spread(self.transfer.model, std),
-                                                self.n_initial - len(design), rng(self.seed, STAGE_CENTRED, i),
-                                                self.transfer.is_feasible(task), exclude=seen,
-                                                describe=self.transfer.constraint_text(task))
-            self._initial[i] = design
-        return self._initial[i]
-
-    def _ranked_bests(self, task: dict) -> list[dict]:
-        """The tuned tasks' best configurations that are allowed on ``task``, least predicted value
-        on it first (the model's prediction for the new task, as TLA1 makes it)."""
-        feasible = self.transfer.is_feasible(task)
-        bests = [dict(b[0]) for b in self.transfer.best if b is not None]
-        bests = [p for p in bests if feasible is None or feasible(p)]
-        if len(bests) < 2:
-            return bests
-        median, _ = predict_encoded(self.transfer, task, self.problem.param_space.encode(bests))
-        return [bests[k] for k in np.argsort(median, kind="stable")]
-
-    def search_among(self, i: int) -> np.ndarray | None:
-        """Cross-task picks (module docstring, step 3): on every PICK_EVERY-th search proposal, the
-        tuned tasks' PICK_TOP best configurations each that are allowed on the new task, (m, D)
-        encoded (none on a continuous space); None otherwise (the whole space is searched)."""
-        searched = len(self.trials_of(i)) - self.n_initial
-        if i != self.task_index or searched < 0 or searched % PICK_EVERY:
-            return None
-        if self._picks is None:
-            self._picks = self._top_configurations(self.tasks[i])
-        return self._picks
-
-    def _top_configurations(self, task: dict) -> np.ndarray:
-        """(m, D) encoded: every tuned task's PICK_TOP configurations of least model value (its
-        data in the tuned model) among those in ``task``'s domain (which holds only what its
-        constraints allow) and not offered by an earlier task; none (0, D) when the space is not a
-        listed or enumerated one."""
-        domain = self.problem.domain(task)
-        if domain is None:
-            return np.empty((0, self.problem.param_space.n_columns))
-        rows = best_rows(*self.old_data, domain, PICK_TOP, refill=True)  # none when no task has data
-        return domain.encode(np.array(rows, dtype=np.int64))
-
-    def incumbents(self, i: int) -> np.ndarray | None:
-        """The new task's best point, the TLA1 prediction, then the tuned tasks' best configurations."""
-        space = self.problem.param_space
-        rows = []
-        ok = [t for t in self.model_trials() if t.ok]
-        if ok:
-            rows.append(space.encode([min(ok, key=lambda t: t.value).params])[0])
-        rows.append(self.prediction.encoded)
-        old = sorted((b for b in self.transfer.best if b is not None), key=lambda b: b[1])
-        rows += list(space.encode([b[0] for b in old][: max(1, self.pso_particles // 4)])) if old else []
-        return np.vstack(rows)
 
     def model_ready(self) -> bool:
         return any(t.status.finished for t in self.trials_of(self.task_index))

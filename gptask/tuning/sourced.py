@@ -1,6 +1,6 @@
-"""The tuner of ``gt.tune(..., sources=...)`` (:mod:`gptask.sources`): a :class:`Tuner` whose
-model holds every task of the combined problem but which proposes only for the tasks of this
-machine; the sources' tasks are data it learns from.
+"""The proposer of ``gt.tune(..., sources=...)`` (:mod:`gptask.sources`): a :class:`Tuner` with a
+:class:`ConsensusProposer` has a model holding every task of the combined problem but proposes only
+for the tasks of this machine; the sources' tasks are data it learns from.
 
 A tuned task that the sources measured on other machines (a new machine's run of a task they all
 ran) starts its initial design with the configurations best on average over them (``designs``,
@@ -14,67 +14,64 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
-from typing import Any
 
 import numpy as np
 
 from ..result import TuningResult
 from ..trials import params_key
+from .proposer import Proposer, designs_first, register_proposer
 from .settings import CONSENSUS_EVERY, CONSENSUS_FIRST, CONSENSUS_WINDOW, SOURCE_SEARCH
 from .tuner import Tuner
 
-__all__ = ["SourcedTuner", "DesignTuner"]
+__all__ = ["ConsensusProposer", "DesignTuner"]
 
 
-class SourcedTuner(Tuner):
+class ConsensusProposer(Proposer):
     """proposes: the indices of the tasks that take new trials; designs: per task index, the
-    configurations its initial design starts with (best first); the other arguments are those of
-    :class:`Tuner`."""
+    configurations its initial design starts with (best first)."""
 
-    def __init__(self, *args: Any, proposes: Iterable[int], designs: Mapping[int, Sequence[dict]] | None = None,
-                 **kwargs: Any) -> None:
+    name = "consensus"
+
+    def __init__(self, proposes: Iterable[int], designs: Mapping[int, Sequence[dict]] | None = None) -> None:
+        super().__init__()
         self._proposes = frozenset(int(i) for i in proposes)
         self._orders = {int(i): list(d) for i, d in (designs or {}).items() if d}
-        super().__init__(*args, **kwargs)
 
     def proposes_for(self, i: int) -> bool:
         return i in self._proposes
 
     def initial_design(self, i: int) -> list[dict]:
         """The problem's default first when it has one, then the configurations of ``designs`` for
-        task ``i``, then the Tuner's design, ``n_initial`` in all (deterministic)."""
-        fresh = i not in self._initial
+        task ``i``, then the default proposer's design, ``n_initial`` in all (deterministic)."""
         design = super().initial_design(i)
         order = self._orders.get(i)
-        if fresh and order:
-            default = self.defaults[i]
-            head = ([] if default is None else [default]) + order[: self.n_initial]
-            head = list({params_key(p): p for p in head}.values())[: self.n_initial]
-            keys = {params_key(p) for p in head}
-            self._initial[i] = design = (head + [p for p in design if params_key(p) not in keys])[: self.n_initial]
-        return design
+        if not order:
+            return design
+        return designs_first(order, design, self.tuner.defaults[i], self.tuner.n_initial)
 
     def search_among(self, i: int) -> np.ndarray | None:
         """For a task with a consensus order, its first CONSENSUS_FIRST searched runs and every
         CONSENSUS_EVERY-th after: the next CONSENSUS_WINDOW configurations of the order it has not
-        run, encoded (m, D); otherwise :meth:`Tuner.search_among`."""
+        run, encoded (m, D); otherwise the default proposer's (cross-task picks)."""
         order = self._orders.get(i)
-        mine = self.trials_of(i)
+        mine = self.tuner.trials_of(i)
         searched = sum(1 for t in mine if t.source == SOURCE_SEARCH)
         if order and (searched < CONSENSUS_FIRST or searched % CONSENSUS_EVERY == 0):
             done = {params_key(t.params) for t in mine}
             window = list(islice((p for p in order if params_key(p) not in done), CONSENSUS_WINDOW))
             if window:
-                return self.problem.param_space.encode(window)
+                return self.tuner.problem.param_space.encode(window)
         return super().search_among(i)
 
 
-class DesignTuner(SourcedTuner):
+register_proposer(ConsensusProposer.name, ConsensusProposer)
+
+
+class DesignTuner(Tuner):
     """Runs its tasks' initial designs and nothing more (no model, no search): the first phase of
     ``gt.tune(..., sources=..., select_sources=True)``, whose runs the sources are judged by. The
-    arguments are those of :class:`SourcedTuner`, the budget the whole run's (stored as such); its
-    history stays open when it closes (the run goes on in it)."""
-
+    arguments are those of :class:`Tuner` (its proposer a :class:`ConsensusProposer`), the budget
+    the whole run's (stored as such); its history stays open when it closes (the run goes on in it)."""
     def closed_reason(self, i: int) -> str | None:
         if self.count(i) >= self.n_initial:
             return f"initial design of {self.n_initial} runs done"

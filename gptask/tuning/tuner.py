@@ -53,13 +53,10 @@ from ..baseline import defaults_of, record_defaults
 from ..labels import record_unit
 from ..checks import check_int, check_seconds
 from ..evaluate import Outcome
-from ..failures import AUTO, FailureWatch
+from ..failures import FailureWatch
 from ..models import LCM
-from ..models.backend import check_device
-from ..models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
+from ..models.defaults import SURROGATE_N_LATENT
 from ..surrogate import ModelSettings, SearchView, Surrogate
-from ..surrogate.data import usable
-from ..surrogate.failure import success_threshold
 from ..surrogate.group import HistoryMeta, OutputModels, OutputsView, transform_for
 from ..surrogate.updates import RefitPolicy
 from ..parallel import rank_size
@@ -69,12 +66,13 @@ from ..result import TuningResult
 from ..sampling import lhs_points
 from ..storage import HistoryMismatch, Owner, Storage, open_storage
 from ..trials import Proposal, Status, Trial, params_key, point_key
-from .crosstask import cross_task_picks
+from .config import TunerSettings
 from .mirror import HistoryMirror, HistoryModels
 from .propose import initial_design, search_task, search_tasks
+from .proposer import Proposer, make_proposer
 from .steering import POOL_FACTOR, steer_design
 from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH,
-                       STAGE_INITIAL, STAGE_SEARCH, STAGE_STEER, STAGE_TASKS, int_seed, rng)
+                       STAGE_SEARCH, STAGE_STEER, STAGE_TASKS, int_seed, rng)
 
 __all__ = ["Tuner", "resolve_tasks", "check_int", "check_seconds"]
 
@@ -174,10 +172,13 @@ class Tuner:
     refused before any run when torch or the device is missing). The other arguments are those of
     :func:`gptask.tune`.
 
-    Tuners of other kinds (TLA2's new-task tuner, :mod:`gptask.transfer.tla2`) subclass this one
-    and override its hooks: :meth:`proposes_for`, :meth:`initial_design`, :meth:`incumbents`,
-    :meth:`search_among`, :meth:`model_ready`, :meth:`model_trials`, :meth:`full_fit`,
-    :meth:`transform_stale`, :meth:`result`, and ``records_run`` (False: leave the run's seed,
+    settings: the model and search settings as one :class:`~gptask.tuning.config.TunerSettings`
+    (or its fields as keywords). proposer: what to run next (:mod:`gptask.tuning.proposer`: a
+    :class:`~gptask.tuning.proposer.Proposer`, a registered name, or None for the default
+    multitask search); the source-aware (:mod:`gptask.tuning.sourced`) and new-task
+    (:mod:`gptask.transfer.tla2`) tuners are this tuner with their proposers. TLA2's tuner also
+    brings its own model through the hooks :meth:`model_ready`, :meth:`model_trials`,
+    :meth:`make_surrogate`, :meth:`result` and ``records_run`` (False: leave the run's seed,
     settings and models in the history alone).
     """
 
@@ -193,85 +194,78 @@ class Tuner:
         n_initial: int | None = None,
         seed: int = 0,
         history: str | Path | Storage | None = None,
-        n_latent: int | None = None,
-        kernel: str = SURROGATE_KERNEL,
-        restarts: int = 3,
-        refit_restarts: int = 1,
-        pso_particles: int = 40,
-        pso_iters: int = 40,
-        output_transform: str = "auto",
-        comm: Any = None,
+        settings: TunerSettings | None = None,
         *,
+        proposer: Proposer | str | None = None,
+        comm: Any = None,
         target: Any = None,
         owner: Owner | None = None,
         lease: float | None = None,
-        refit_every: int | None = 1,
-        refit_on_drift: bool = False,
-        max_failures: int | str | None = AUTO,
-        provenance: Any = "auto",
-        mix_machines: bool = False,
-        failure_model: bool | float = True,
-        device: str | None = None,
+        **options: Any,
     ) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
+        if settings is not None and not isinstance(settings, TunerSettings):
+            raise TypeError(f"settings must be a gptask.tuning.TunerSettings, got {type(settings).__name__}")
+        unknown = sorted(set(options) - set(TunerSettings.field_names()))
+        if unknown:
+            raise TypeError(f"Tuner() got unexpected keyword argument(s) {unknown}; the settings are "
+                            f"{', '.join(TunerSettings.field_names())}")
+        settings = (settings or TunerSettings()).replace(**options) if options else (settings or TunerSettings())
+        #: the model and search settings, checked (:class:`~gptask.tuning.config.TunerSettings`)
+        self.settings = settings
         self.problem = problem
-        self.machine = resolve_record(provenance, problem)  # stored with every trial told
-        self.mix_machines = bool(mix_machines)
+        self.machine = resolve_record(settings.provenance, problem)  # stored with every trial told
+        self.mix_machines = settings.mix_machines
         self.budget = check_int("budget", budget, 1)
         self.n_initial = min(self.budget, max(2, self.budget // 2)) if n_initial is None else check_int(
             "n_initial", n_initial, 1)
         if self.n_initial > self.budget:
             raise ValueError(f"`n_initial <= budget` must hold, got n_initial={n_initial}, budget={budget}")
         self.seed = check_int("seed", seed, 0)
-        self.restarts = check_int("restarts", restarts, 1)
-        self.refit_restarts = check_int("refit_restarts", refit_restarts, 1)
-        self.pso_particles = check_int("pso_particles", pso_particles, 2)
-        self.pso_iters = check_int("pso_iters", pso_iters, 1)
-        if output_transform not in ("auto", "log", "none"):
-            raise ValueError(f"output_transform must be 'auto', 'log' or 'none', got {output_transform!r}")
-        if kernel not in ("rbf", "matern52"):
-            raise ValueError(f"kernel must be 'rbf' or 'matern52', got {kernel!r}")
+        self.restarts, self.refit_restarts = settings.restarts, settings.refit_restarts
+        self.pso_particles, self.pso_iters = settings.pso_particles, settings.pso_iters
         if owner is not None and not isinstance(owner, Owner):
             raise TypeError(f"owner must be a gptask.storage.Owner, got {owner!r}")
-        self.kernel = kernel
-        self.output_transform = output_transform
-        success_threshold(failure_model)  # checked before any run
+        self.kernel = settings.kernel
+        self.output_transform = settings.output_transform
         #: the failure_model option as given, in the history's JSON (True, False or p)
-        self.failure_model: bool | float = (bool(failure_model) if isinstance(failure_model, (bool, np.bool_))
-                                            else float(failure_model))
+        self.failure_model: bool | float = settings.failure_model
         # failure_model=p, a number: design points steered too (gptask.tuning.steering)
         self.steers_designs = not isinstance(self.failure_model, bool)
         self._steer_pool: dict[int, list[dict]] = {}
-        self.device = check_device(device)
+        self.device = settings.device
+        #: what this tuner runs next (:mod:`gptask.tuning.proposer`)
+        self.proposer = make_proposer(proposer)
         self.comm = comm
         self.rank, self.size = rank_size(comm)
         self.owner = owner if owner is not None else Owner.this_process("tune")
         self.lease = check_seconds("lease", lease)
         # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
         self.mirror = HistoryMirror(comm, self.owner, self.budget, self.lease)
-        policy = RefitPolicy(refit_every, bool(refit_on_drift))
-        self.failures = FailureWatch(max_failures)  # stops a run whose first evaluations all fail alike
+        policy = RefitPolicy(settings.refit_every, settings.refit_on_drift)
+        self.failures = FailureWatch(settings.max_failures)  # stops a run whose first evaluations all fail alike
         state = self.mirror.on_root(lambda: self._open_history(history, tasks, target), "opening the history")
         self.tasks: list[dict] = state["tasks"]
         self.n_tasks = len(self.tasks)
         try:
             self.target: list[float | None] = state["target"]  # checked against the history's tasks
-            self.n_latent = check_int("n_latent", min(self.n_tasks, SURROGATE_N_LATENT) if n_latent is None
-                                      else n_latent, 1)
+            self.n_latent = check_int("n_latent", min(self.n_tasks, SURROGATE_N_LATENT) if settings.n_latent is None
+                                      else settings.n_latent, 1)
             self.defaults = defaults_of(problem, self.tasks)  # each task's default, checked before any run
         except BaseException:
             self.mirror.close_storage()
             raise
-        settings = ModelSettings(self.n_latent, kernel, self.restarts, self.refit_restarts,
-                                 transform_for(problem, output_transform), self.seed, self.device)
-        self.surrogate = self.make_surrogate(settings, policy, state["use_log"], int(state["iteration"]))
+        model_settings = ModelSettings(self.n_latent, self.kernel, self.restarts, self.refit_restarts,
+                                       transform_for(problem, self.output_transform), self.seed, self.device)
+        self.surrogate = self.make_surrogate(model_settings, policy, state["use_log"], int(state["iteration"]))
         meta = HistoryMeta(self.mirror.get_meta, self.mirror.set_meta if self.records_run else None)
-        self.outputs = OutputModels(problem, self.tasks, self.surrogate, settings, policy, meta, comm,
-                                    failure_model)
+        self.outputs = OutputModels(problem, self.tasks, self.surrogate, model_settings, policy, meta, comm,
+                                    self.failure_model)
         self._search_view: SearchView | OutputsView | None = None
         self._initial: dict[int, list[dict]] = {}
         self._open = True
+        self.proposer.bind(self)
         self.refresh()
 
     # ---- the history (rank 0 reads and writes it: .mirror) -------------------------------------
@@ -398,9 +392,9 @@ class Tuner:
         return None
 
     def proposes_for(self, i: int) -> bool:
-        """Whether this tuner proposes trials for task ``i`` (all tasks here; a new-task tuner only
-        its new task, the others being what it learns from)."""
-        return True
+        """Whether this tuner proposes trials for task ``i`` (its proposer says: every task by
+        default; a source's or a tuned task is only what a new task learns from)."""
+        return self.proposer.proposes_for(i)
 
     def open_tasks(self) -> list[int]:
         """The tasks this tuner proposes for that are not finished (budget, target, exhausted)."""
@@ -417,20 +411,16 @@ class Tuner:
         return not self.open_tasks() and not any(self.proposes_for(t.task_index) for t in self.pending)
 
     # ---- ask ---------------------------------------------------------------------------------
-    def _describe_constraints(self, i: int) -> str:
+    def describe_constraints(self, i: int) -> str:
+        """Task ``i``'s constraints in words, for the error of a design that finds no feasible point."""
         names = ", ".join(self.problem.constraint_names()) or "no constraints"
         return f"{names} of problem {self.problem.name!r} for task {self.tasks[i]}"
 
     def initial_design(self, i: int) -> list[dict]:
-        """Task ``i``'s ``n_initial`` initial configurations (deterministic in the seed): the
-        problem's default first when it has one, then the task's own LHS of feasible points."""
+        """Task ``i``'s initial configurations, asked of the proposer once and kept (a steered
+        design replaces points of it: :meth:`_steered`)."""
         if i not in self._initial:
-            lhs = initial_design(self.problem, self.tasks[i], self.n_initial, rng(self.seed, STAGE_INITIAL, i),
-                                 self._describe_constraints(i))
-            default = self.defaults[i]
-            if default is not None:
-                lhs = [default] + [p for p in lhs if params_key(p) != params_key(default)][: self.n_initial - 1]
-            self._initial[i] = lhs
+            self._initial[i] = list(self.proposer.initial_design(i))
         return self._initial[i]
 
     def _initial_todo(self, i: int) -> list[dict]:
@@ -505,7 +495,7 @@ class Tuner:
         for i, todo in queues.items():
             if i not in self._steer_pool:
                 self._steer_pool[i] = initial_design(self.problem, self.tasks[i], POOL_FACTOR * self.n_initial,
-                                                     rng(self.seed, STAGE_STEER, i), self._describe_constraints(i))
+                                                     rng(self.seed, STAGE_STEER, i), self.describe_constraints(i))
             default = self.defaults[i]
             swaps = steer_design(todo, set() if default is None else {params_key(default)}, self.tasks[i],
                                  self.problem.param_space, failure, failure.at_least, self._steer_pool[i],
@@ -588,25 +578,13 @@ class Tuner:
                            among=self.search_among(i))
 
     def incumbents(self, i: int) -> np.ndarray | None:
-        """Encoded configurations (m, D) placed in task ``i``'s initial swarm: its own best first,
-        then the other tasks' (transfer); None when no task has a measured value."""
-        best = []
-        for j in [i] + [j for j in range(self.n_tasks) if j != i]:
-            ok = [t for t in self.trials_of(j) if usable(t)]
-            if ok:
-                best.append(min(ok, key=lambda t: t.value).params)
-        return self.problem.param_space.encode(best[: max(1, self.pso_particles // 4)]) if best else None
+        """Encoded configurations (m, D) placed in task ``i``'s initial swarm (the proposer's)."""
+        return self.proposer.incumbents(i)
 
     def search_among(self, i: int) -> np.ndarray | None:
-        """Encoded configurations (m, D) that task ``i``'s next search chooses from by the
-        acquisition instead of searching its whole space, None: the whole space. A hook: here the
-        cross-task picks of :mod:`gptask.tuning.crosstask` (listed or enumerated domains only);
-        TLA2's tuner offers the tuned tasks' best configurations to its new task."""
-        model = self.model
-        if model is None:
-            return None
-        searched = sum(1 for t in self.trials_of(i) if t.source == SOURCE_SEARCH)
-        return cross_task_picks(model, i, searched, self.problem.domain(self.tasks[i]))
+        """Encoded configurations (m, D) that task ``i``'s next search chooses from, None: the
+        whole space (the proposer's; by default the cross-task picks)."""
+        return self.proposer.search_among(i)
 
     # ---- the model (gptask.surrogate) ----------------------------------------------------------
     def make_surrogate(self, settings: ModelSettings, policy: RefitPolicy, use_log: bool | None,

@@ -1,0 +1,170 @@
+"""The proposer slot: what the tuner runs next.
+
+The :class:`~gptask.tuning.tuner.Tuner` keeps the bookkeeping (the history, claims, the budget,
+the ask/tell contract, the model updates) and asks its proposer four questions:
+
+* :meth:`Proposer.proposes_for`: does task ``i`` take new trials from this run (a source's task
+  is data only);
+* :meth:`Proposer.initial_design`: task ``i``'s initial configurations, best first;
+* :meth:`Proposer.incumbents`: encoded configurations placed in task ``i``'s initial swarm;
+* :meth:`Proposer.search_among`: the encoded configurations task ``i``'s next search chooses from
+  by the acquisition, or None to search its whole space.
+
+:class:`Proposer` is today's multitask search (a Latin hypercube after the problem's default,
+every task's best in the swarm, cross-task picks on listed domains). Other behaviour is a
+subclass overriding one question, given to the tuner as ``Tuner(..., proposer=...)`` or
+``gt.tune(..., proposer=...)``: an instance, or the name it was registered under with
+:func:`register_proposer` (``bench/suite.py --proposer NAME`` loads ``bench/proposers/NAME.py``,
+which registers it, without touching gptask). The source-aware proposer lives in
+:mod:`gptask.tuning.sourced`, the new-task one of TLA2 in :mod:`gptask.transfer.tla2`.
+
+A proposer reads the tuner through the :class:`TunerView` it is bound to (:meth:`Proposer.bind`,
+called once by the tuner before it asks anything); it writes nothing to the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..problem import Problem
+from ..surrogate.data import usable
+from ..trials import Trial, params_key
+from .crosstask import cross_task_picks
+from .propose import initial_design
+from .settings import SOURCE_SEARCH, STAGE_INITIAL, rng
+
+__all__ = ["Proposer", "TunerView", "register_proposer", "make_proposer", "proposer_names"]
+
+
+class TunerView(Protocol):
+    """What a proposer may read of its tuner (:class:`gptask.tuning.tuner.Tuner` has it all)."""
+
+    problem: Problem
+    tasks: list[dict]
+    n_tasks: int
+    n_initial: int
+    budget: int
+    seed: int
+    pso_particles: int
+    defaults: list[dict | None]
+
+    @property
+    def model(self) -> Any: ...
+
+    def trials_of(self, i: int) -> list[Trial]: ...
+
+    def describe_constraints(self, i: int) -> str: ...
+
+
+class Proposer:
+    """Today's multitask proposals (module docstring); subclass it and override a question."""
+
+    #: the name it is registered under (informative; the registry's key is what selects it)
+    name = "default"
+
+    def __init__(self) -> None:
+        self._tuner: TunerView | None = None
+
+    def bind(self, tuner: TunerView) -> None:
+        """Called once by the tuner that asks: the proposer reads ``tuner`` from now on. A proposer
+        serves one tuner: binding it to a second one is refused."""
+        if self._tuner is not None and self._tuner is not tuner:
+            raise ValueError(f"proposer {self.name!r} already serves another tuner: make one proposer per tuner")
+        self._tuner = tuner
+
+    @property
+    def tuner(self) -> TunerView:
+        """The tuner this proposer serves (after :meth:`bind`)."""
+        if self._tuner is None:
+            raise RuntimeError(f"proposer {self.name!r} is not bound to a tuner yet")
+        return self._tuner
+
+    def proposes_for(self, i: int) -> bool:
+        """Whether task ``i`` takes new trials (every task here)."""
+        return True
+
+    def initial_design(self, i: int) -> list[dict]:
+        """Task ``i``'s ``n_initial`` initial configurations, deterministic in the seed (the tuner
+        asks once per task and keeps the answer): the problem's default first when it has one, then
+        the task's own Latin hypercube of feasible points."""
+        tu = self.tuner
+        lhs = initial_design(tu.problem, tu.tasks[i], tu.n_initial, rng(tu.seed, STAGE_INITIAL, i),
+                             tu.describe_constraints(i))
+        default = tu.defaults[i]
+        if default is not None:
+            lhs = [default] + [p for p in lhs if params_key(p) != params_key(default)][: tu.n_initial - 1]
+        return lhs
+
+    def incumbents(self, i: int) -> np.ndarray | None:
+        """Encoded configurations (m, D) placed in task ``i``'s initial swarm: its own best first,
+        then the other tasks' (transfer); None when no task has a measured value."""
+        tu = self.tuner
+        best = []
+        for j in [i] + [j for j in range(tu.n_tasks) if j != i]:
+            ok = [t for t in tu.trials_of(j) if usable(t)]
+            if ok:
+                best.append(min(ok, key=lambda t: t.value).params)
+        return tu.problem.param_space.encode(best[: max(1, tu.pso_particles // 4)]) if best else None
+
+    def search_among(self, i: int) -> np.ndarray | None:
+        """Encoded configurations (m, D) that task ``i``'s next search chooses from by the
+        acquisition, None for its whole space: the cross-task picks of
+        :mod:`gptask.tuning.crosstask` (listed or enumerated domains only)."""
+        tu = self.tuner
+        model = tu.model
+        if model is None:
+            return None
+        searched = sum(1 for t in tu.trials_of(i) if t.source == SOURCE_SEARCH)
+        return cross_task_picks(model, i, searched, tu.problem.domain(tu.tasks[i]))
+
+
+#: name -> a callable returning a new Proposer (a class, or a function of keyword options)
+_REGISTRY: dict[str, Callable[..., Proposer]] = {"default": Proposer}
+
+
+def register_proposer(name: str, factory: Callable[..., Proposer]) -> None:
+    """Make ``factory`` (a :class:`Proposer` subclass, or a function returning a new proposer)
+    selectable by ``name`` in ``gt.tune(..., proposer=name)`` and ``Tuner(..., proposer=name)``.
+    Registering a name twice replaces the first (so a reloaded module re-registers)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a proposer's name must be a non-empty string, got {name!r}")
+    if not callable(factory):
+        raise TypeError(f"proposer {name!r}: the factory must be callable, got {type(factory).__name__}")
+    _REGISTRY[name] = factory
+
+
+def proposer_names() -> list[str]:
+    """The registered names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def make_proposer(proposer: Proposer | str | None, options: Mapping[str, Any] | None = None) -> Proposer:
+    """A new proposer: ``proposer`` itself (an instance), the default one (None), or a new one of
+    the registered ``name`` built with ``options``; an unknown name is refused naming the known ones."""
+    if proposer is None:
+        proposer = "default"
+    if isinstance(proposer, Proposer):
+        if options:
+            raise ValueError("proposer options go with a proposer's name, not with a proposer object")
+        return proposer
+    if not isinstance(proposer, str):
+        raise TypeError(f"proposer must be a gptask Proposer, a registered name or None, got {type(proposer).__name__}")
+    if proposer not in _REGISTRY:
+        raise ValueError(f"no proposer named {proposer!r}; registered: {', '.join(proposer_names())} "
+                         "(gptask.tuning.proposer.register_proposer adds one)")
+    made = _REGISTRY[proposer](**dict(options or {}))
+    if not isinstance(made, Proposer):
+        raise TypeError(f"proposer {proposer!r}: its factory returned {type(made).__name__}, not a Proposer")
+    return made
+
+
+def designs_first(order: Sequence[dict], design: Sequence[dict], default: dict | None, n: int) -> list[dict]:
+    """``n`` configurations: the default (when not None), then ``order``, then ``design``, each once
+    (by :func:`~gptask.trials.params_key`), in that order."""
+    head = ([] if default is None else [default]) + list(order[:n])
+    out = list({params_key(p): p for p in head}.values())[:n]
+    keys = {params_key(p) for p in out}
+    return (out + [p for p in design if params_key(p) not in keys])[:n]
