@@ -55,7 +55,8 @@ from typing import Any
 
 from .storage.owner import Owner, holder_alive, process_alive
 
-__all__ = ["run_in_process_group", "ChildTimeout", "ChildDied", "Guard", "guarded_runs", "die_with", "launch"]
+__all__ = ["run_in_process_group", "ChildTimeout", "ChildDied", "Guard", "guarded_runs", "die_with", "launch",
+           "exception_text"]
 
 #: how often the supervisor checks whether the worker has exited (seconds)
 SUPERVISOR_POLL_S = 0.05
@@ -168,6 +169,18 @@ class ChildDied(Exception):
     """The worker ended without sending a result (crashed, killed, ``os._exit``)."""
 
 
+def exception_text(exc: BaseException) -> str:
+    """``"Type: message"`` of ``exc``, never raising: a user's exception whose ``__str__`` raises (or
+    returns no text) is named by its type, with a note that its message could not be read."""
+    try:
+        text = str(exc)
+    except Exception as inner:  # noqa: BLE001 - the user's __str__ may do anything
+        return f"{type(exc).__name__} (its message could not be read: its __str__ raised {type(inner).__name__})"
+    if not isinstance(text, str):  # pragma: no cover - str() always returns a str
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -179,7 +192,7 @@ def _worker(work: Callable[[], dict], result_w: int) -> None:  # pragma: no cove
         msg = work()
         payload = json.dumps(msg).encode()
     except BaseException as exc:  # noqa: BLE001 - report anything, never raise past the fork
-        payload = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode()
+        payload = json.dumps({"error": exception_text(exc)}).encode()
     try:
         _write_all(result_w, _HEADER.pack(len(payload)) + payload)
     finally:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib
+import inspect
 import json
 import logging
 import math
@@ -155,6 +156,14 @@ def format_table(rows: Sequence[dict[str, Any]], unit: str = "", value_columns: 
     return format_rows(rows, unit, value_columns)
 
 
+#: what --problem accepts, for its error messages
+_PROBLEM_TAKES = ("--problem takes demo, branin, sphere (the built-in families) or module:function, where the "
+                  "module is a file of your project (found from the current directory or PYTHONPATH) or an "
+                  "installed package, never Python's standard library, and the function (a plain Python function, "
+                  "called with --problem-options as keywords) returns a gptask.Problem, or module:name of a "
+                  "gptask.Problem itself")
+
+
 def load_problem(spec: str, options: dict[str, Any] | None = None):
     """``demo``/``branin``/``sphere`` or ``module:function``; ``function(**options)`` -> Problem."""
     from .functions import FAMILIES
@@ -167,6 +176,9 @@ def load_problem(spec: str, options: dict[str, Any] | None = None):
         if ":" not in spec:
             raise ValueError(f"--problem must be one of {sorted(FAMILIES)} or module:function, got {spec!r}")
         mod_name, fn_name = spec.split(":", 1)
+        top = mod_name.split(".")[0]
+        if top in sys.stdlib_module_names or top in sys.builtin_module_names:
+            raise ValueError(f"--problem {spec}: {top!r} is a module of Python's standard library; {_PROBLEM_TAKES}")
         if os.getcwd() not in sys.path and "" not in sys.path:
             # last, not first as `python -m` does: a module next to the user is found, but a file there
             # named like an installed package (pyswarms.py, numpy.py) never replaces it
@@ -177,8 +189,19 @@ def load_problem(spec: str, options: dict[str, Any] | None = None):
             raise ValueError(f"--problem {spec}: cannot import {exc.name!r} (searched the current directory "
                              "and PYTHONPATH; add the module's directory to PYTHONPATH)") from None
         fn = getattr(module, fn_name, None)
+        if isinstance(fn, Problem):
+            if options:
+                raise ValueError(f"--problem {spec} is a Problem, not a function: it takes no --problem-options")
+            return fn
         if not callable(fn):
             raise ValueError(f"{mod_name} has no callable {fn_name!r}")
+        if not (inspect.isfunction(fn) or inspect.isclass(fn) and issubclass(fn, Problem)):
+            raise ValueError(f"--problem {spec}: {fn_name!r} is a {type(fn).__name__}, not a function defined in "
+                             f"Python; {_PROBLEM_TAKES}")
+        home = (getattr(fn, "__module__", None) or "").split(".")[0]
+        if home in sys.stdlib_module_names or home in sys.builtin_module_names:
+            raise ValueError(f"--problem {spec}: {fn_name!r} comes from {home!r}, a module of Python's standard "
+                             f"library; {_PROBLEM_TAKES}")
         problem = fn(**options)
     if not isinstance(problem, Problem):
         raise TypeError(f"{spec} returned {type(problem).__name__}, not a gptask.Problem")

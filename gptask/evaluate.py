@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from .checks import check_int, check_seconds
-from .child import ChildDied, ChildTimeout, Guard, die_with, run_in_process_group
+from .child import ChildDied, ChildTimeout, Guard, die_with, exception_text, run_in_process_group
 from .noise import AGGREGATES, RunCensored, Session, accepts_deadline, check_aggregate, evaluate_with_state
 from .objectives import Outputs
 from .trials import Status, check_value, point_key
@@ -141,11 +141,16 @@ def _as_finite(result: Any) -> float:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
+    """``"Type: first line of the message"`` of ``exc`` (its type alone when the message is empty, and
+    a note when it cannot be read: :func:`gptask.child.exception_text`)."""
     if isinstance(exc, EvaluationFailed):
-        return first or "objective reported a failure"
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        lines = str(exc).strip().splitlines()
+        return lines[0] if lines else "objective reported a failure"
+    full = exception_text(exc)
+    if not full.startswith(f"{type(exc).__name__}: "):
+        return full  # no message, or one that could not be read
+    lines = full[len(type(exc).__name__) + 2:].strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _as_result(result: Any, outputs: Outputs | None) -> float | dict[str, float]:

@@ -17,7 +17,16 @@ configuration (a dict of values) or, vectorised, a whole column of configuration
 
 Arithmetic follows numpy on int64 and float64 arrays (``/`` is true division, ``//`` and ``%`` are
 floor division and modulo as in Python); a division by zero, or any other non-finite result,
-makes the comparison it feeds false, so such a configuration counts as not allowed.
+makes the comparison it feeds false, so such a configuration counts as not allowed. Integer
+``+``, ``-``, ``*`` and ``**`` never wrap around: a result beyond int64 is carried as a float
+(``2 ** 70 > 1`` is true), an integer raised to a negative power is a float (``2 ** -1 == 0.5``),
+and a power beyond the largest float (``bx ** 10 ** 10``) is an error naming the restriction, as
+Python's own float power raises.
+
+A text nests at most :data:`MAX_RESTRICTION_DEPTH` levels (``not not ... x``, a sum of that many
+terms), so that neither parsing nor judging it can exhaust Python's stack. Given the kinds of the
+names (numbers or text, ``kinds=``), :func:`parse_restriction` also refuses a comparison of a
+number with a text (``bx == "a"``, ``alg in [1, 2]``), which no configuration could pass.
 """
 
 from __future__ import annotations
@@ -29,10 +38,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["Restriction", "parse_restriction", "MAX_RESTRICTION_LENGTH"]
+__all__ = ["Restriction", "parse_restriction", "MAX_RESTRICTION_LENGTH", "MAX_RESTRICTION_DEPTH"]
 
 #: longest restriction text accepted (characters): a guard against pathological input
 MAX_RESTRICTION_LENGTH = 10_000
+#: deepest nesting of a restriction's syntax tree (``not not ... x``, ``a + a + ... + a``): the
+#: parser and the interpreter recurse once per level, within Python's stack of 1,000 frames
+MAX_RESTRICTION_DEPTH = 100
+#: integer results at or beyond this magnitude would wrap around in int64
+_INT64_LIMIT = 2.0**63
 
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide,
@@ -102,7 +116,7 @@ class Restriction:
         if isinstance(node, ast.Name):
             return env[node.id]
         if isinstance(node, ast.BinOp):
-            return _BINARY[type(node.op)](self._eval(node.left, env), self._eval(node.right, env))
+            return self._arithmetic(node, self._eval(node.left, env), self._eval(node.right, env))
         if isinstance(node, ast.UnaryOp):
             v = self._eval(node.operand, env)
             if isinstance(node.op, ast.Not):
@@ -132,6 +146,32 @@ class Restriction:
             return _FUNCTIONS[node.func.id](*[self._eval(a, env) for a in node.args])  # type: ignore[attr-defined]
         raise AssertionError(f"unchecked node {type(node).__name__}")  # parse_restriction rejects it
 
+    def _arithmetic(self, node: ast.BinOp, left: Any, right: Any) -> Any:
+        """``left op right`` elementwise; integer ``+ - * **`` never wrap (module docstring)."""
+        op = type(node.op)
+        a, b = (np.asarray(v) for v in (left, right))
+        a, b = (v.astype(np.int64) if v.dtype.kind == "b" else v for v in (a, b))
+        integers = a.dtype.kind in "iub" and b.dtype.kind in "iub"
+        if op is ast.Pow and a.dtype.kind in "iubf" and b.dtype.kind in "iubf":
+            shadow = np.power(a.astype(float), b.astype(float))
+            beyond = np.isinf(shadow) & np.isfinite(a) & np.isfinite(b) & (a != 0)
+            if beyond.any():
+                k = int(np.argmax(np.broadcast_to(beyond, shadow.shape).reshape(-1)))
+                base, power = (np.broadcast_to(v, shadow.shape).reshape(-1)[k] for v in (a, b))
+                raise ValueError(f"restriction {self.text!r}: {ast.unparse(node)} is beyond the largest float "
+                                 f"(1.8e308) at {_plain(base)!r} ** {_plain(power)!r}; bound the exponent or "
+                                 "compare logarithms")
+            if not integers or np.any(b < 0):  # a float, or an integer to a negative power, as in Python
+                return shadow
+            wraps = ~(np.abs(shadow) < _INT64_LIMIT)
+            return np.where(wraps, shadow, np.power(a, b)) if wraps.any() else np.power(a, b)
+        if integers and op in (ast.Add, ast.Sub, ast.Mult):
+            exact = _BINARY[op](a, b)
+            shadow = _BINARY[op](a.astype(float), b.astype(float))
+            wraps = ~(np.abs(shadow) < _INT64_LIMIT)
+            return np.where(wraps, shadow, exact) if wraps.any() else exact
+        return _BINARY[op](a, b)
+
     def mask(self, columns: Mapping[str, Any]) -> np.ndarray:
         """Whether each of ``n`` configurations is allowed: ``columns`` maps every name this
         restriction reads to an (n,) array (or a scalar); returns an (n,) bool array."""
@@ -149,6 +189,10 @@ class Restriction:
 
     def __repr__(self) -> str:
         return f"Restriction({self.text!r})"
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _has_text(values: Iterable[Any]) -> bool:
@@ -226,10 +270,76 @@ def _check(node: ast.AST, text: str, known: frozenset[str], used: set[str]) -> N
         raise bad(f"{type(node).__name__}")
 
 
-def parse_restriction(text: str, known: Iterable[str]) -> Restriction:
+def _depth(tree: ast.AST) -> int:
+    """How many levels the syntax tree ``tree`` nests (walked without recursion)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _kind(node: ast.AST, kinds: Mapping[str, tuple[str, str]]) -> str | None:
+    """What a whitelisted expression yields: "number", "text", or None when that is not known."""
+    if isinstance(node, ast.Constant):
+        return "text" if isinstance(node.value, str) else "number"
+    if isinstance(node, ast.Name):
+        return kinds[node.id][0] if node.id in kinds else None
+    if isinstance(node, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)):
+        return "number"  # truth values, signs and the functions' results are numbers
+    if isinstance(node, ast.BinOp):
+        left, right = _kind(node.left, kinds), _kind(node.right, kinds)
+        return "number" if left == right == "number" else None
+    if isinstance(node, ast.IfExp):
+        body = _kind(node.body, kinds)
+        return body if body == _kind(node.orelse, kinds) else None
+    return None
+
+
+def _describe_side(node: ast.AST, kind: str, kinds: Mapping[str, tuple[str, str]]) -> str:
+    if isinstance(node, ast.Name) and node.id in kinds:
+        return f"{node.id!r} ({kinds[node.id][1]}, which holds {'numbers' if kind == 'number' else 'text'})"
+    if isinstance(node, ast.Constant):
+        return f"the {'number' if kind == 'number' else 'text'} {node.value!r}"
+    return f"{ast.unparse(node)!r} (a {'number' if kind == 'number' else 'text'})"
+
+
+def _check_kinds(tree: ast.AST, text: str, kinds: Mapping[str, tuple[str, str]]) -> None:
+    """Refuse a comparison of a number with a text (``==``, ``<``, ``in [...]``...): it holds for no
+    configuration, or for all of them, whatever the values."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        left = node.left
+        for op, right in zip(node.ops, node.comparators):
+            lk = _kind(left, kinds)
+            if isinstance(op, (ast.In, ast.NotIn)):
+                elts = right.elts  # type: ignore[attr-defined]
+                other = {_kind(e, kinds) for e in elts}
+                if lk is not None and len(other) == 1 and None not in other and other != {lk}:
+                    raise ValueError(f"restriction {text!r}: {_describe_side(left, lk, kinds)} is looked up in "
+                                     f"{ast.unparse(right)}, a list of {'numbers' if lk == 'text' else 'texts'} "
+                                     f"(column {right.col_offset + 1}): no configuration can be among them")
+            else:
+                rk = _kind(right, kinds)
+                if lk is not None and rk is not None and lk != rk:
+                    raise ValueError(f"restriction {text!r}: {_describe_side(left, lk, kinds)} is compared with "
+                                     f"{_describe_side(right, rk, kinds)} (column {left.col_offset + 1}): a number "
+                                     "never equals or orders with a text; compare like with like")
+            left = right
+
+
+def parse_restriction(text: str, known: Iterable[str],
+                      kinds: Mapping[str, tuple[str, str]] | None = None) -> Restriction:
     """Parse ``text`` (a Python-syntax boolean expression over the names ``known``) into a
     :class:`Restriction`. Raises TypeError for a non-string and ValueError naming the problem for
-    bad syntax, a name outside ``known`` or a construct outside the whitelist."""
+    bad syntax, a name outside ``known``, a construct outside the whitelist, or nesting deeper than
+    :data:`MAX_RESTRICTION_DEPTH`.
+
+    kinds: optionally, for names whose values are all numbers (booleans count) or all texts,
+    ``{name: (kind, label)}`` with kind ``"number"`` or ``"text"`` and a label naming the name in
+    messages (``"an Integer dimension"``); a comparison of a number with a text is then refused."""
     if not isinstance(text, str):
         raise TypeError(f"a restriction must be a string or a callable, got {text!r}")
     if len(text) > MAX_RESTRICTION_LENGTH:
@@ -237,12 +347,21 @@ def parse_restriction(text: str, known: Iterable[str]) -> Restriction:
     stripped = text.strip()
     if not stripped:
         raise ValueError("a restriction must not be empty")
+    too_deep = (f"restriction {text[:60]!r}{'...' if len(text) > 60 else ''} nests deeper than "
+                f"{MAX_RESTRICTION_DEPTH} levels (operators within operators); split it into several restrictions")
     try:
         tree = ast.parse(stripped, mode="eval")
     except SyntaxError as exc:
+        if "too many nested" in str(exc.msg) or "too complex" in str(exc.msg):
+            raise ValueError(too_deep) from None
         raise ValueError(f"restriction {text!r} is not a valid expression: {exc.msg} "
                          f"(column {exc.offset})") from None
+    except (RecursionError, MemoryError):  # the parser's own stack
+        raise ValueError(too_deep) from None
+    if _depth(tree) > MAX_RESTRICTION_DEPTH:
+        raise ValueError(too_deep)
     used: set[str] = set()
     _check(tree, text, frozenset(known), used)
+    if kinds:
+        _check_kinds(tree, text, kinds)
     return Restriction(text, tree, frozenset(used))
-

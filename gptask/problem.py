@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import logging
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ import numpy as np
 from .expressions import Restriction, parse_restriction
 from .labels import check_unit
 from .objectives import Outputs, outputs_spec
-from .space import Space
+from .space import Boolean, Categorical, Integer, Ordinal, Real, Space
 
 if TYPE_CHECKING:  # pragma: no cover
     from .domain import Domain
@@ -38,6 +39,28 @@ Candidates = Sequence[Mapping[str, Any]] | Callable[[dict], Sequence[Mapping[str
 def _plain(value: Any) -> Any:
     """A numpy scalar as the Python value a user's constraint expects."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _name_kinds(task_space: Space, param_space: Space, constants: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """The names a restriction may read whose values are all numbers or all texts, as
+    :func:`gptask.expressions.parse_restriction` takes them: ``{name: (kind, label)}``."""
+    out: dict[str, tuple[str, str]] = {}
+    for role, space in (("task", task_space), ("parameter", param_space)):
+        for d in space:
+            if isinstance(d, (Real, Integer, Boolean)) or isinstance(d, Ordinal) and d.numeric:
+                kind = "number"
+            elif isinstance(d, Ordinal):
+                kind = "text"
+            elif isinstance(d, Categorical) and len({isinstance(c, str) for c in d.choices}) == 1:
+                kind = "text" if isinstance(d.choices[0], str) else "number"
+            else:
+                continue
+            out[d.name] = (kind, f"{'an' if type(d).__name__[0] in 'AEIOU' else 'a'} {type(d).__name__} {role} "
+                                 "dimension")
+    for name, value in constants.items():
+        if isinstance(value, (str, numbers.Real)):
+            out[name] = ("text" if isinstance(value, str) else "number", "a constant")
+    return out
 
 
 class Problem:
@@ -125,9 +148,10 @@ class Problem:
         if clash:
             raise ValueError(f"Problem: constants shadow dimension names: {clash}")
         known = [*constants, *task_space.names, *param_space.names]
+        kinds = _name_kinds(task_space, param_space, constants)
         for k, c in enumerate(constraints):
             if isinstance(c, str):
-                constraints[k] = parse_restriction(c, known)
+                constraints[k] = parse_restriction(c, known, kinds)
             elif not callable(c):
                 raise TypeError(f"Problem: every constraint must be a callable on a dict or a text, got {c!r}")
         if candidates is not None and not callable(candidates):

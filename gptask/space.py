@@ -430,7 +430,8 @@ class Ordinal(Dimension):
                     raise ValueError(f"dimension {name!r}: values must be finite, got {v!r}")
             vals = [int(v) if isinstance(v, numbers.Integral) else float(v) for v in vals]
             ordered = sorted(vals)
-            repeated = sorted({v for v in ordered if ordered.count(v) > 1})
+            # neighbours in sorted order: 1 and 1.0 are the same value, as in Python (O(n log n))
+            repeated = sorted({a for a, b in zip(ordered, ordered[1:]) if a == b})
             if repeated:
                 raise ValueError(f"dimension {name!r}: allowed values must be distinct, repeated: {repeated}")
             if log and ordered[0] <= 0:
@@ -441,7 +442,8 @@ class Ordinal(Dimension):
                 raise TypeError(f"dimension {name!r}: values must be all numbers or all strings, got {vals!r}")
             if log:
                 raise ValueError(f"dimension {name!r}: log=True needs numeric values, got {vals!r}")
-            repeated = sorted({v for v in vals if vals.count(v) > 1})
+            seen: set[str] = set()
+            repeated = sorted({v for v in vals if v in seen or seen.add(v)})  # type: ignore[func-returns-value]
             if repeated:
                 raise ValueError(f"dimension {name!r}: allowed values must be distinct, repeated: {repeated}")
             ordered = vals
@@ -449,9 +451,13 @@ class Ordinal(Dimension):
         self.numeric = numeric
         self.log = log
         self.ordered: list[Any] = ordered
+        if not math.isfinite(float(line[-1]) - float(line[0])):  # a span beyond the largest float: halve it first
+            line = line / 2.0
         span = float(line[-1] - line[0])
         #: encoded position of each allowed value, increasing, (k,)
         self.positions = (line - line[0]) / span if span > 0 else np.full(len(ordered), 0.5)
+        #: where a value's own position is (k,): the value found by a hash, not a scan
+        self._where = {v: k for k, v in enumerate(ordered)}
         self._midpoints = (self.positions[1:] + self.positions[:-1]) / 2.0
         #: whether each value also gets an indicator column (see the class docstring)
         self.indicators = ORDINAL_MIN_INDICATED <= len(ordered) <= ORDINAL_MAX_INDICATED
@@ -461,16 +467,13 @@ class Ordinal(Dimension):
         self._rows = np.hstack([rows, np.eye(len(ordered))]) if self.indicators else rows
 
     def index(self, value: Any) -> int:
-        if self.numeric:
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise TypeError(f"{self.name} must be one of {self.ordered!r}, got {value!r}")
-            for k, v in enumerate(self.ordered):
-                if v == value:
-                    return k
-        else:
-            for k, v in enumerate(self.ordered):
-                if v == value:
-                    return k
+        if self.numeric and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)):
+            raise TypeError(f"{self.name} must be one of {self.ordered!r}, got {value!r}")
+        if not self.numeric and not isinstance(value, str):
+            value = None  # only a text is one of a list of texts
+        k = self._where.get(value)  # equal numbers hash alike (1, 1.0, numpy scalars); np.str_ is a str
+        if k is not None:
+            return k
         raise ValueError(f"{self.name}={value!r} is not one of the allowed values {self.ordered!r}")
 
     def validate(self, value: Any) -> Any:

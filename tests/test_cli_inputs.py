@@ -231,3 +231,28 @@ def test_more_tasks_in_a_history_are_not_a_change_of_target(caplog):
         assert not caplog.records
         warn_if_changed("h", {"target": [1.5, None]}, {"target": [2.0, None, None]})
     assert len(caplog.records) == 1 and "target=[1.5, None]" in caplog.records[0].getMessage()
+
+
+def test_problem_refuses_the_standard_library_and_anything_but_a_function_before_calling_it(tmp_path, capsys,
+                                                                                           monkeypatch):
+    # issue 40: `--problem os:system --problem-options command=...` ran the command before the check
+    marker = tmp_path / "ran"
+    (tmp_path / "userprobs.py").write_text(
+        "import os\nimport problems_for_tests\nfrom os import system\nfrom shutil import rmtree\n"
+        "ready = problems_for_tests.counting_problem()\n"
+        "class Runner:\n    def __call__(self, **kw):\n        os.system('touch ran')\n"
+        "runner = Runner()\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for spec, what in [("os:system", "'os' is a module of Python's standard library"),
+                       ("subprocess:run", "'subprocess' is a module of Python's standard library"),
+                       ("builtins:exec", "'builtins' is a module of Python's standard library"),
+                       ("userprobs:system", "'system' is a builtin_function_or_method, not a function defined"),
+                       ("userprobs:rmtree", "'rmtree' comes from 'shutil', a module of Python's standard library"),
+                       ("userprobs:runner", "'runner' is a Runner, not a function defined in Python")]:
+        code, err = run(["tune", "--problem", spec, "--problem-options", f"command=touch {marker}",
+                         "--tasks", "1", "--budget", "2"], capsys)
+        assert code == 2 and what in err and "--problem takes" in err and "Traceback" not in err, (spec, err)
+        assert not marker.exists() and not (tmp_path / "ran").exists()
+    code, err = run(["tune", "--problem", "userprobs:ready", "--tasks", "1", "--budget", "2", "--quiet"], capsys)
+    assert code == 0, err

@@ -121,3 +121,35 @@ def test_stop_at_interrupts_a_forked_run_without_failing_it():
         ev({}, {"s": 30}, stop_at=time.monotonic() + 0.5)
     assert time.perf_counter() - t0 < 10
     assert ev({}, {"s": 0.01}, stop_at=time.monotonic() + 20).ok
+
+
+class _Unprintable(RuntimeError):
+    def __str__(self) -> str:
+        raise ValueError("no text for you")
+
+
+def _raise_unprintable(task, params):
+    raise _Unprintable()
+
+
+@pytest.mark.parametrize("kw", [{}, {"timeout": 5}, {"repeats": 2}])
+def test_an_exception_whose_text_cannot_be_read_is_a_failure_named_by_its_type(kw):
+    # issue 40: a user exception whose __str__ raises crashed gt.tune
+    out = Evaluator(_raise_unprintable, **kw)({}, {})
+    assert out.status == "failed" and out.value is None
+    assert out.reason.startswith("_Unprintable") and "message could not be read" in out.reason
+
+
+def test_tuning_goes_on_past_an_exception_whose_text_cannot_be_read():
+    import gptask as gt
+
+    def objective(task, params):
+        if params["x"] > 5:
+            raise _Unprintable()
+        return float(params["x"])
+
+    problem = gt.Problem(gt.Space([gt.Integer("m", 1, 2)]), gt.Space([gt.Integer("x", 0, 9)]), objective)
+    result = gt.tune(problem, [{"m": 1}], budget=8, seed=0)
+    trials = result.history
+    failed = [t for t in trials if t.status == "failed"]
+    assert len(trials) == 8 and failed and all(t.reason.startswith("_Unprintable") for t in failed)

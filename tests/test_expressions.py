@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.expressions import MAX_RESTRICTION_LENGTH, parse_restriction
+from gptask.expressions import MAX_RESTRICTION_DEPTH, MAX_RESTRICTION_LENGTH, parse_restriction
 
 NAMES = ["bx", "by", "tx", "ty", "pad", "shm", "fw", "fh", "alg", "x"]
 
@@ -86,3 +86,73 @@ def test_restrictions_reach_problems_and_their_errors_name_the_rule():
         gt.Problem(tasks, params, lambda t, c: 1.0, constraints=[3])
     with pytest.raises(ValueError, match="longer than"):
         parse_restriction("bx" + " + bx" * MAX_RESTRICTION_LENGTH, NAMES)
+
+
+def test_deep_nesting_is_refused_with_a_clear_error_and_shallow_nesting_agrees_with_python():
+    # issue 40: 2,400 nested `not` (under the length limit) ended in RecursionError
+    for text in ["not " * 2400 + "bx > 1", "bx" + " + bx" * 1500 + " > 1", "-" * 3000 + "bx > 1",
+                 "(" * 300 + "bx" + ")" * 300 + " > 1"]:
+        assert len(text) <= MAX_RESTRICTION_LENGTH
+        with pytest.raises(ValueError, match=f"nests deeper than {MAX_RESTRICTION_DEPTH} levels"):
+            parse_restriction(text, NAMES)
+    for k in (0, 1, 40, 41):  # within the limit: the same answer as Python
+        rule = parse_restriction("not " * k + "bx > 20", NAMES)
+        assert [rule({"bx": v}) for v in (16, 48)] == [(k % 2 == 1) == (not v > 20) for v in (16, 48)]
+    rule = parse_restriction(" + ".join(["bx"] * 40) + " == 40 * bx", NAMES)
+    assert rule({"bx": 7})
+
+
+@pytest.mark.parametrize("text,fn", [
+    ("bx ** tx > 2 ** 62", lambda c: c["bx"] ** c["tx"] > 2 ** 62),
+    ("bx ** tx < 9223372036854775807", lambda c: c["bx"] ** c["tx"] < 2 ** 63 - 1),
+    ("bx * bx * bx * bx * bx * bx * bx > 0", lambda c: c["bx"] ** 7 > 0),
+    ("-(bx * bx * bx * bx * bx * bx * bx) - bx < 0", lambda c: -(c["bx"] ** 7) - c["bx"] < 0),
+    ("bx ** -tx < 0.01", lambda c: c["bx"] ** -c["tx"] < 0.01),
+    ("bx ** -1 == 1 / bx and 2 ** -1 == 0.5", lambda c: True),
+])
+def test_integer_arithmetic_never_wraps_around(text, fn):
+    # issue 40: `bx ** 10 ** 10 > 1` wrapped int64 around, silently false
+    rule = parse_restriction(text, NAMES)
+    pairs = [*itertools.product([2, 3, 1024, 9000, 3037000500], [1, 2, 10, 20]), (2, 62), (2, 63), (2, 64)]
+    points = [{"bx": b, "tx": t} for b, t in pairs]  # 3037000500 ** 2 is just beyond int64
+    expected = [bool(fn(p)) for p in points]
+    assert [rule(p) for p in points] == expected
+    assert rule.mask({"bx": np.array([b for b, _ in pairs]), "tx": np.array([t for _, t in pairs])}).tolist() == expected
+
+
+def test_a_power_beyond_the_largest_float_is_an_error_naming_the_restriction():
+    rule = parse_restriction("bx ** 10 ** 10 > 1", NAMES)
+    exact = parse_restriction("bx ** 10 ** 10 >= 1", NAMES)  # 0 and 1 to any power are exact
+    assert exact.mask({"bx": np.array([0, 1])}).tolist() == [False, True]
+    with pytest.raises(ValueError, match=r"'bx \*\* 10 \*\* 10 > 1': bx \*\* 10 \*\* 10 is beyond the largest "
+                                         r"float \(1.8e308\) at 2 \*\* 10000000000"):
+        rule.mask({"bx": np.array([1, 2, 3])})
+    with pytest.raises(ValueError, match="beyond the largest float"):
+        parse_restriction("x ** 1000 > 1", NAMES)({"x": 10.0})  # as Python's 10.0 ** 1000 raises
+
+
+def test_comparing_numbers_with_texts_is_refused_naming_the_restriction_and_the_dimension():
+    # issue 40: such a comparison made every configuration infeasible, with no word why
+    tasks = gt.Space([gt.Categorical("machine", ["a100", "h100"]), gt.Integer("m", 1, 100)])
+    params = gt.Space([gt.Integer("bx", 1, 64), gt.Ordinal("mode", ["low", "high"]), gt.Boolean("pad"),
+                       gt.Categorical("mix", ["a", 1]), gt.Real("x", 0.0, 1.0)])
+
+    def problem(text, constants=None):
+        return gt.Problem(tasks, params, lambda t, c: 1.0, constraints=[text], constants=constants)
+
+    for text, what in [
+        ('bx == "a"', r"'bx' \(an Integer parameter dimension, which holds numbers\) is compared with the text 'a'"),
+        ("mode < 3", r"'mode' \(an Ordinal parameter dimension, which holds text\) is compared with the number 3"),
+        ("3 != machine", r"the number 3 is compared with 'machine' \(a Categorical task dimension, which holds text"),
+        ("machine in [1, 2]", r"'machine' \(a Categorical task dimension, which holds text\) is looked up in \[1, 2\]"),
+        ("pad == 'true'", r"'pad' \(a Boolean parameter dimension"),
+        ("x * 2 >= name", r"'x \* 2' \(a number\) is compared with 'name' \(a constant, which holds text\)"),
+        ("1 < bx < mode", r"'bx' .* is compared with 'mode'"),
+        ("(bx if pad else m) == 'big'", r"'bx if pad else m' \(a number\)"),
+    ]:
+        with pytest.raises(ValueError, match=what):
+            problem(text, {"name": "gpu"})
+    # like with like, and names of mixed or unknown kinds, stay allowed
+    for text in ['machine == "a100" or bx > 8', "mode in ['low'] and m > 2", "mix == 1 or mix == 'a'",
+                 "bx in [1, 2.5] and pad == 1", "(bx if pad else mode) == 'low'", "mode + 'x' == 'lowx'"]:
+        assert problem(text).constraints[0].text == text

@@ -258,3 +258,25 @@ def test_the_failure_region_on_the_page_is_the_known_one(tmp_path):
     section = text[text.index('<section id="failures">'):]
     section = section[:section.index("</section>")]
     assert "changes fastest across" in section and len(_images(section)) == 1
+
+
+def test_a_task_asked_about_may_name_a_new_machine_and_a_number_is_asked_by_its_dimension(tmp_path):
+    # issue 40: `report --task machine=small` said "'small' is not a number"
+    import html
+
+    from gptask.insight.report import ReportOptions
+
+    problem = gt.Problem(gt.Space([gt.Categorical("machine", ["a100", "h100"]), gt.Integer("m", 100, 1000)]),
+                         gt.Space([gt.Integer("b", 1, 64, log=True)]),
+                         lambda t, p: t["m"] * (1 + (math.log2(p["b"]) - 3) ** 2) * (2 if t["machine"] == "h100" else 1),
+                         name="machines")
+    path = tmp_path / "h.sqlite"
+    gt.tune(problem, [{"machine": "a100", "m": 200}, {"machine": "h100", "m": 800}], budget=6, n_initial=4, seed=0,
+            history=path, progress=False)
+    out = write_report(path, tmp_path / "asked.html", options=ReportOptions(tasks=("machine=small,m=500",)))
+    text = html.unescape(out.read_text())
+    part = text[text.index("The tasks asked about"):]
+    assert re.search(r"<td[^>]*>small</td><td[^>]*>500</td>", part) and "machine=small not among the tuned" in part
+    with pytest.raises(ValueError, match=r"--task 'machine=a100,m=big': the task dimension 'm' \(Integer\) expects a "
+                                         r"number, got 'big'"):
+        write_report(path, tmp_path / "bad.html", options=ReportOptions(tasks=("machine=a100,m=big",)))

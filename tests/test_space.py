@@ -152,3 +152,47 @@ def test_problem_constraints_and_signature():
         gt.Problem(s, gt.Space([gt.Integer("m", 1, 3)]), lambda t, x: 0)
     with pytest.raises(TypeError, match="callable"):
         gt.Problem(s, p, "x**2")
+
+
+def test_ordinal_distinct_values_are_checked_as_python_compares_them():
+    # issue 40: the check was quadratic (20,000 values in 4.6 s); the result must stay the same
+    with pytest.raises(ValueError, match=r"repeated: \[1\]"):
+        gt.Ordinal("a", [1, 2, 1.0])  # 1 == 1.0, as in Python
+    with pytest.raises(ValueError, match=r"repeated: \[3, 7\]"):
+        gt.Ordinal("a", [7, 3, 5, 3, 7.0, 7])
+    with pytest.raises(ValueError, match=r"repeated: \['x'\]"):
+        gt.Ordinal("a", ["x", "y", "x"])
+    with pytest.raises(TypeError, match="all numbers or all strings"):
+        gt.Ordinal("a", [1, True])  # a boolean is not a number here
+    with pytest.raises(TypeError, match="all numbers or all strings"):
+        gt.Ordinal("a", ["1", 1])
+    big = gt.Ordinal("a", list(range(20_000, 0, -1)) + [0.5])
+    assert big.values()[:3] == [0.5, 1, 2] and big.n_values() == 20_001
+    with pytest.raises(ValueError, match=r"repeated: \[12345\]"):
+        gt.Ordinal("a", list(range(20_000)) + [12345.0])
+    # values are found by hash as they were by ==: equal numbers of any type, never a boolean or a text
+    o = gt.Ordinal("b", [1, 2.5, 4])
+    assert [o.index(v) for v in (1.0, np.int64(4), np.float64(2.5), 4.0)] == [0, 2, 1, 2]
+    for bad, err in [(True, TypeError), ("1", TypeError), (3, ValueError), (float("nan"), ValueError)]:
+        with pytest.raises(err):
+            o.index(bad)
+    s = gt.Ordinal("c", ["low", "high"])
+    assert s.index(np.str_("high")) == 1
+    with pytest.raises(ValueError, match="not one of the allowed values"):
+        s.index(0)
+    assert big.encode(big.values()).ravel().tolist() == big.positions.tolist()
+
+
+@pytest.mark.parametrize("values", [[-1e308, 1e308], [-1.7e308, 0.0, 1.7e308], [-1e308, -1e307, 1e308, 5.0]])
+def test_ordinal_spanning_more_than_the_largest_float_encodes_and_round_trips(values):
+    # issue 40: Ordinal("a", [-1e308, 1e308]) encoded to NaN
+    o = gt.Ordinal("a", values)
+    enc = o.encode(values)
+    assert np.isfinite(enc).all() and (enc >= 0).all() and (enc <= 1).all()
+    assert o.decode(enc) == values
+    ordered = sorted(values)
+    expected = [(v / 2 - ordered[0] / 2) / (ordered[-1] / 2 - ordered[0] / 2) for v in ordered]
+    np.testing.assert_allclose(o.positions, expected, rtol=1e-12)
+    assert o.positions[0] == 0.0 and o.positions[-1] == 1.0
+    snapped = o.snap_columns(np.array([[0.0], [0.49], [1.0]])[:, :1].repeat(o.n_columns, axis=1))
+    assert np.isfinite(snapped).all()

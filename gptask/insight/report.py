@@ -55,7 +55,7 @@ def _keep_default(problem: Any, default: Any) -> Any:
 def _asked_task(data: ReportData, task: Any) -> dict:
     """A task the reader asks about (a dict, or ``k=v,...`` text) with the task space's types; it may
     lie outside the task space (the page then says it is a fallback)."""
-    from ..space import Space
+    from ..space import Integer, Ordinal, Real, Space
 
     if not data.signature.get("task_space"):
         raise ValueError("--task: this history holds no task space yet")
@@ -69,8 +69,10 @@ def _asked_task(data: ReportData, task: Any) -> dict:
             dim = space[key.strip()]
             try:
                 items[key.strip()] = dim.from_text(value.strip())
-            except ValueError:  # outside the task space: kept as a number, the page marks it a fallback
-                items[key.strip()] = _number(value.strip(), task)
+            except ValueError:  # outside the task space: the page marks it a fallback
+                numeric = isinstance(dim, (Real, Integer)) or isinstance(dim, Ordinal) and dim.numeric
+                # a machine or other text-valued dimension takes a text it has not seen (a new machine)
+                items[key.strip()] = _number(value.strip(), task, dim) if numeric else value.strip()
         task = items
     missing = [n for n in space.names if n not in task]
     if missing:
@@ -78,11 +80,12 @@ def _asked_task(data: ReportData, task: Any) -> dict:
     return dict(task)
 
 
-def _number(text: str, task: str) -> float | int:
+def _number(text: str, task: str, dim: Any) -> float | int:
     try:
         v = float(text)
     except ValueError:
-        raise ValueError(f"--task {task!r}: {text!r} is not a number") from None
+        raise ValueError(f"--task {task!r}: the task dimension {dim.name!r} ({type(dim).__name__}) expects a number, "
+                         f"got {text!r}") from None
     return int(v) if v.is_integer() else v
 
 
