@@ -298,3 +298,15 @@ def test_export_table_keeps_the_unit_and_names_the_objective_without_the_problem
         r = _compile(tmp_path, out["c-header"], 'printf("%s %s\\n", GPTASK_TABLE_OBJECTIVE, GPTASK_TABLE_UNIT);')
         assert r.returncode == 0, r.stderr
         assert _run(tmp_path) == ["time ms"] and "value of time (ms)" in out["c-header"]
+
+
+@needs_gcc
+def test_integers_beyond_32_bits_keep_their_value(tmp_path):
+    """A 32-bit int member would have wrapped 5e11 (a -Woverflow warning, a wrong value without -Werror)."""
+    table = _table()
+    pspace = gt.Space([gt.Categorical("kind", ["a", "b"]), gt.Integer("nb", -10**12, 10**12), gt.Real("alpha", -1.0, 1.0)])
+    entries = [replace(e, params={**e.params, "nb": e.params["nb"] * 10**10}) for e in table.entries]
+    r = _compile(tmp_path, to_c_header(replace(table, param_space=pspace, entries=entries)),
+                 'for (int k = 0; k < GPTASK_TABLE_N_ENTRIES; k++) printf("%lld\\n", gptask_table_entries[k].nb);')
+    assert r.returncode == 0, r.stderr
+    assert _run(tmp_path) == [str(e.params["nb"]) for e in entries]
