@@ -20,7 +20,7 @@ Layout (format tag ``"gptask.model"``, ``"version": 2``)::
                   the training data and its accuracy for a model card; read by read_metadata),
      "recommended": [Recommendation.to_json() or null, ...]   (a tuning result's recommendation per
                   task by gptask.recommend's rule, as gptask show prints it; read_recommendations),
-     "unit":      the objective's unit ("s"; "" for none; with "recommended"),
+     "unit":      the objective's unit ("s"; "" for none; with "recommended", or whenever known),
      "provenance": {"machines": {"<id>": machine record}, "tasks": [{"<id>" | "unknown": trials}, ...]}
                   the machines the model's data were measured on (gptask.provenance.data_provenance),
                   or null when they are unknown (a model of a model file written before them),
@@ -71,6 +71,7 @@ from typing import Any
 
 import numpy as np
 
+from .labels import check_unit
 from .models import LCM
 from .outputs import refuse_overwriting_a_history
 from .problem import Problem
@@ -263,7 +264,9 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
     recommended = _recommendations(source)
     if recommended is not None:  # a tuning result: its recommendations by the one rule (gptask.recommend)
         body["recommended"] = _clean(recommended)
-        body["unit"] = getattr(getattr(source, "problem", None), "unit", "")
+    unit = getattr(getattr(source, "problem", None), "unit", "") or tm.unit
+    if unit or recommended is not None:  # kept so that tools without the problem know it (export-table)
+        body["unit"] = unit
     joint = tm.stored_joint if tm.problem is None else tm.joint()
     if joint is not None:  # only when there is one: files of problems without features stay as they were
         body["joint"] = {"names": joint.names, "lo": joint.lo.tolist(), "hi": joint.hi.tolist(),
@@ -475,7 +478,7 @@ def load_model(path: str | os.PathLike, problem: Problem | None = None) -> Trans
         tm = TransferModel(task_space, param_space, sig, tasks, best, model, transform, problem=None,
                            optima=optima, accuracy=doc.get("accuracy"), joint=joint,
                            extended_since_fit=int(doc.get("extended_since_fit", 0)),
-                           provenance=_provenance(doc))
+                           provenance=_provenance(doc), unit=check_unit(doc.get("unit", "")))
         named = doc.get("outputs")
         if named is not None:  # every other output's model, and the fronts (module docstring)
             tm.outputs = {str(n): (_lcm_from_json(m["lcm"]), OutputTransform.from_json(m["transform"]))

@@ -56,6 +56,7 @@ from typing import Any
 from ..models import defaults
 from ..problem import Problem
 from ..provenance import COLUMN_PREFIX, unflatten
+from ..storage.export import csv_cell_text
 from ..space import Dimension, choice_text
 from ..trials import Status, point_key
 
@@ -116,7 +117,12 @@ def _convert(dim: Dimension, raw: Any) -> Any:
         text = raw.strip()
         if not text:
             raise ValueError(f"{dim.name} is empty")
-        return dim.from_text(text)
+        try:
+            return dim.from_text(text)
+        except ValueError:
+            if csv_cell_text(text) == text:
+                raise
+            return dim.from_text(csv_cell_text(text))  # a text gptask export guarded against spreadsheets
     return dim.validate(raw)
 
 
@@ -380,6 +386,8 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
             raise FileNotFoundError(f"no data file at {path}")
         check_row_count(_data_lines(path), str(path))
         header, cells = _read_csv(path)
+        cells = [(n, c if isinstance(c, str) else {k: csv_cell_text(v) if k.startswith(COLUMN_PREFIX) and isinstance(v, str)
+                                                   else v for k, v in c.items()}) for n, c in cells]  # gptask export's guard
         renames = _prefixed_columns(problem, header)
         if renames:
             header = [renames.get(h, h) for h in header]

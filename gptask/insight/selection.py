@@ -93,6 +93,8 @@ class Entry:
 class SelectionTable:
     """The entries of a grid (last task dimension fastest). axes: the grid's values per task
     dimension; task_space, param_space: the model's; unit: the objective's; problem: its name;
+    objective: the name of the objective the values are of, for a problem with named outputs (its
+    primary objective; "" for a problem with one unnamed objective);
     tuned_range: per task dimension, (lo, hi) of the tuned tasks or the list of tuned values;
     fallback: the rule used outside it; constraints_checked: whether the predictions knew the
     problem's constraints (a model loaded with its problem)."""
@@ -103,6 +105,7 @@ class SelectionTable:
     param_space: Space
     unit: str = ""
     problem: str = ""
+    objective: str = ""
     tuned_range: dict[str, Any] = field(default_factory=dict)
     fallback: str = "nearest"
     constraints_checked: bool = True
@@ -315,9 +318,16 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
         tla1.removeFilter(once)
         reporter.close()
     return SelectionTable(axes, entries, tm.task_space, tm.param_space,
-                          unit=getattr(problem, "unit", "") if problem is not None else "",
-                          problem=str(tm.signature.get("name", "")), tuned_range=rng, fallback=fallback,
+                          unit=getattr(problem, "unit", "") if problem is not None else tm.unit,
+                          problem=str(tm.signature.get("name", "")), objective=_objective_name(tm.signature),
+                          tuned_range=rng, fallback=fallback,
                           constraints_checked=problem is not None)
+
+
+def _objective_name(signature: Mapping[str, Any]) -> str:
+    """The primary objective of a problem signature with named outputs ("" without them)."""
+    objectives = (signature.get("outputs") or {}).get("objectives") or []
+    return str(objectives[0][0]) if objectives else ""
 
 
 def _fallback_entry(tm: TransferModel, point: dict, reason: str, fallback: str, tuned: list[int],

@@ -5,10 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import numbers
+import re
+from typing import Any
 
 from .base import Storage
 
-__all__ = ["to_csv", "to_json", "text_cell"]
+__all__ = ["to_csv", "to_json", "text_cell", "csv_cell", "csv_cell_text"]
 
 #: the CSV columns after the task and parameter columns
 TRIAL_COLUMNS = ("value", "status", "reason", "samples", "duration", "source", "attempts", "created", "finished",
@@ -22,20 +25,46 @@ OUTPUT_PREFIX = "out."
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
+#: a text that a spreadsheet reads as a plain number (left as it is: no formula, and stays numeric)
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` for a CSV cell that no spreadsheet evaluates as a formula (OWASP's rule for CSV
+    injection): a text starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a
+    leading ``'``, unless it is a plain number ("-1.5", "+3e4"); numbers (int, float, numpy) are
+    returned as they are, so negative numbers stay numeric; None becomes "". Every CSV writer of
+    gptask writes its cells through it; :func:`csv_cell_text` reads such a cell back."""
+    if value is None:
+        return ""
+    if isinstance(value, numbers.Number):
+        return value
+    text = str(value)
+    if text.startswith(_FORMULA_STARTS) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def csv_cell_text(cell: str) -> str:
+    """The text :func:`csv_cell` wrote as ``cell``: without the leading ``'`` it added (one followed
+    by a formula start), else ``cell`` unchanged."""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith(_FORMULA_STARTS) else cell
+
+
 def text_cell(text: str) -> str:
-    """``text`` for a CSV cell a spreadsheet shows as text: a leading ``'`` when it starts like a
-    formula (OWASP's rule for CSV injection). For free text that may come from outside, such as a
-    failure reason holding an application's output."""
-    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+    """``text`` for a CSV cell a spreadsheet shows as text (:func:`csv_cell` of a text). For free
+    text that may come from outside, such as a failure reason holding an application's output."""
+    return str(csv_cell(str(text)))
 
 
 def to_csv(storage: Storage) -> str:
     """Every trial, one row each: id, task_index, ``task.<key>`` and ``param.<key>`` columns, then
-    :data:`TRIAL_COLUMNS` (values written with ``repr`` so they read back exactly; a reason that
-    starts like a spreadsheet formula gets a leading ``'``, :func:`text_cell`), then for a problem
+    :data:`TRIAL_COLUMNS` (values written with ``repr`` so they read back exactly), then for a problem
     with named outputs one ``out.<name>`` column per output (empty when the trial has none), then the
     ``machine.<key>`` columns of the machine each trial was measured on (:func:`gptask.provenance.flatten`;
-    only when the history records machines; empty cells for a trial without a record)."""
+    only when the history records machines; empty cells for a trial without a record). Every cell
+    goes through :func:`csv_cell`: a text that starts like a spreadsheet formula (a categorical
+    value, a machine label, a reason) gets a leading ``'``, which ``gptask fit`` removes on reading."""
     from ..provenance import flatten
 
     trials = storage.trials()
@@ -47,16 +76,18 @@ def to_csv(storage: Storage) -> str:
     okeys = list(named) + [k for k in dict.fromkeys(k for t in trials for k in t.values) if k not in named]
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["id", "task_index", *[f"task.{k}" for k in tkeys], *[f"param.{k}" for k in pkeys], *TRIAL_COLUMNS,
-                *[OUTPUT_PREFIX + k for k in okeys], *mkeys])
+    header = ["id", "task_index", *[f"task.{k}" for k in tkeys], *[f"param.{k}" for k in pkeys], *TRIAL_COLUMNS,
+              *[OUTPUT_PREFIX + k for k in okeys], *mkeys]
+    w.writerow([csv_cell(c) for c in header])
     for t in trials:
         cells = machines.get(t.machine, {}) if t.machine is not None else {}
-        w.writerow([t.id, t.task_index, *[t.task.get(k, "") for k in tkeys], *[t.params.get(k, "") for k in pkeys],
-                    "" if t.value is None else repr(t.value), t.status.value, text_cell(t.reason), json.dumps(list(t.samples)),
-                    "" if t.duration is None else f"{t.duration:.6g}", t.source, t.attempts, repr(t.created),
-                    "" if t.finished is None else repr(t.finished), json.dumps(dict(t.extra), sort_keys=True),
-                    *["" if k not in t.values else repr(t.values[k]) for k in okeys],
-                    *[cells.get(k, "") for k in mkeys]])
+        row = [t.id, t.task_index, *[t.task.get(k, "") for k in tkeys], *[t.params.get(k, "") for k in pkeys],
+               "" if t.value is None else repr(t.value), t.status.value, t.reason, json.dumps(list(t.samples)),
+               "" if t.duration is None else f"{t.duration:.6g}", t.source, t.attempts, repr(t.created),
+               "" if t.finished is None else repr(t.finished), json.dumps(dict(t.extra), sort_keys=True),
+               *["" if k not in t.values else repr(t.values[k]) for k in okeys],
+               *[cells.get(k, "") for k in mkeys]]
+        w.writerow([csv_cell(c) for c in row])
     return buf.getvalue()
 
 

@@ -133,14 +133,15 @@ class TransferModel:
     fitted (else fitted on first use of :attr:`optima`); accuracy: a stored held-out report summary
     (dict) or None; extended_since_fit: tasks added by ``LCM.extend`` since the model's last full fit;
     provenance: the machines its data were measured on (:func:`gptask.provenance.data_provenance`), or
-    None when unknown (a model file written before machines were recorded).
+    None when unknown (a model file written before machines were recorded); unit: the objective's
+    unit (the problem's, else the one a model file stored; "" when unknown).
     """
 
     def __init__(self, task_space: Space, param_space: Space, signature: dict, tasks: list[dict],
                  best: list[tuple[dict, float] | None], model: LCM, transform: OutputTransform,
                  problem: Problem | None = None, optima: OptimaModel | None = None,
                  accuracy: dict | None = None, extended_since_fit: int = 0, joint: JointModel | None = None,
-                 provenance: dict | None = None) -> None:
+                 provenance: dict | None = None, unit: str = "") -> None:
         if not isinstance(model, LCM):
             raise ValueError("the result has no fitted model (no evaluation completed?)")
         if model.n_tasks != len(tasks):
@@ -156,6 +157,7 @@ class TransferModel:
         self.accuracy = accuracy
         self.extended_since_fit = int(extended_since_fit)
         self.provenance = provenance
+        self.unit = str(getattr(problem, "unit", "") or unit or "")
         self._keys = {point_key(t): i for i, t in enumerate(tasks)}
 
     @classmethod
