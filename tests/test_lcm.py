@@ -317,3 +317,18 @@ def test_one_tasks_leave_one_out_is_conditioning_on_the_other_points():
         model.loo_task(3)
     with pytest.raises(ValueError, match="at_most"):
         model.loo_task(0, at_most=0)
+
+
+def test_a_deterministic_objective_s_noise_on_the_floor_is_no_warning(caplog):
+    # issue 40: every fit of a deterministic objective logged a WARNING ("noise ... on the floor;
+    # 4 fresh starts"), 256 lines over 20 small runs, even with progress=False
+    import logging
+
+    rng = np.random.default_rng(0)
+    X = rng.random((20, 3))
+    y = 1.0 + X[:, 0] + 0.3 * X[:, 1]
+    with caplog.at_level(logging.INFO, logger="gptask.models.lcm"):
+        m = LCM(1).fit([X], [y], restarts=2, seed=0)
+    assert any("on the floor" in f for f in m.fit_report.flags_after)  # the case the issue saw
+    floor = [r for r in caplog.records if "on the floor" in r.getMessage()]
+    assert floor and all(r.levelno == logging.INFO for r in floor)

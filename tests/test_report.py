@@ -251,13 +251,66 @@ def test_the_failure_region_on_the_page_is_the_known_one(tmp_path):
     with SQLiteStorage(path, read_only=True) as h:
         trials = h.trials()
     fmap = failure_map(prob, trials)
-    assert set(fmap.names) == {"a", "b"}  # the inputs that decide a failure, not c
+    assert set(fmap.names) == {"a", "b"} == set(fmap.deciding)  # the inputs that decide a failure, not c
     truth = np.array([[x + y > 1.3 - 0.5 * fmap.task["t"] for x in fmap.xs] for y in fmap.ys])  # a + b
     assert np.mean((fmap.p_success < 0.5) == truth) > 0.85
     text = write_report(path, tmp_path / "oom.html").read_text()
     section = text[text.index('<section id="failures">'):]
     section = section[:section.index("</section>")]
-    assert "changes fastest across" in section and len(_images(section)) == 1
+    assert re.search(r"the runs show that [ab] and [ab] decide failures", section) and len(_images(section)) == 1
+
+
+def _failing_trials(rule, n=60, seed=0):
+    """60 runs of a Latin hypercube over x0, x1, x2 in [0, 1] and alg, failing where rule(x, rng)."""
+    from scipy.stats import qmc
+
+    X = qmc.LatinHypercube(3, seed=seed).random(n)
+    rng = np.random.default_rng(seed)
+    out = []
+    for k, x in enumerate(X):
+        params = {"x0": float(x[0]), "x1": float(x[1]), "x2": float(x[2]), "alg": "abc"[k % 3]}
+        failed = rule(x, rng)
+        out.append(gt.Trial(k + 1, 0, {"t": 0.5}, params, gt.Status.FAILED if failed else gt.Status.COMPLETE,
+                            None if failed else 1.0 + x[0], reason="out of memory" if failed else ""))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_failure_section_names_only_parameters_the_runs_show_to_decide(seed):
+    # issue 40: "changes fastest across nb and alg" rested on length scales at the prior's median
+    # (alg had no effect; the rule was mb * nb * p); random crashes decide nothing
+    from gptask.insight.failure_map import failure_map
+
+    prob = gt.Problem(gt.Space([gt.Real("t", 0.0, 1.0)]), gt.Space(
+        [gt.Real("x0", 0.0, 1.0), gt.Real("x1", 0.0, 1.0), gt.Real("x2", 0.0, 1.0),
+         gt.Categorical("alg", ["a", "b", "c"])]), lambda t, p: 0.0)
+    crashes = failure_map(prob, _failing_trials(lambda x, rng: rng.random() < 0.15, seed=seed))
+    assert crashes.deciding == () and crashes.names == ()
+    product = failure_map(prob, _failing_trials(lambda x, rng: x[0] * x[1] * x[2] > 0.15, seed=seed))
+    assert set(product.deciding) == {"x0", "x1", "x2"}
+    one = failure_map(prob, _failing_trials(lambda x, rng: x[0] > 0.7, seed=seed))
+    assert one.deciding == ("x0",) and one.names == ("x0",)
+    assert one.p_success.shape == (1, len(one.xs))
+    assert np.mean((one.p_success[0] < 0.5) == (np.array(one.xs) > 0.7)) > 0.85
+
+
+def test_a_failure_section_without_evidence_says_so(tmp_path):
+    from gptask.insight.report_data import load_report_data
+    from gptask.insight.sections import ReportOptions, failure_section
+
+    def crashes(task, p, rng=np.random.default_rng(5)):
+        if rng.random() < 0.3:
+            raise RuntimeError("segmentation fault")
+        return 1.0 + p["a"]
+
+    prob = gt.Problem(gt.Space([gt.Real("t", 0.0, 1.0)]), gt.Space([gt.Real("a", 0.0, 1.0), gt.Real("b", 0.0, 1.0)]),
+                      crashes, name="crashes")
+    path = tmp_path / "crashes.sqlite"
+    gt.tune(prob, tasks=[{"t": 0.0}], budget=16, n_initial=16, seed=0, history=path, progress=False,
+            max_failures=None)
+    section = failure_section(load_report_data(path), ReportOptions())
+    assert "not enough failures to tell" in section and "decide failures" not in section
+    assert not _images(section)
 
 
 def test_a_task_asked_about_may_name_a_new_machine_and_a_number_is_asked_by_its_dimension(tmp_path):

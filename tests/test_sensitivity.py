@@ -263,3 +263,41 @@ def test_sensitivity_command_on_a_history_and_its_bad_input(tmp_path, capsys):
     gt.tune(demo_problem(), tasks=2, budget=6, n_initial=4, seed=0, history=demo, progress=False)
     assert "a space of one parameter (x) has nothing to apportion" in error(demo)
     assert "no such file" in error(tmp_path / "none.sqlite")
+
+
+def _imputed_result(n=120, seed=2):
+    """A TuningResult whose model holds every failed run as the task's worst value (as a result
+    rebuilt from a history does, gptask.rebuild): the objective 1 + x0 + 0.3 x1 (x2 has no effect:
+    analytic ST = (1, 0.09, 0) / 1.09), runs failing where x2 > 0.5 (a memory limit decided by a
+    parameter the objective ignores) and 5 % random crashes."""
+    from gptask.models import LCM
+    from gptask.surrogate.data import training_data
+
+    problem = _one_task_problem([gt.Real(f"x{k}", 0.0, 1.0) for k in range(3)])
+    X = qmc.LatinHypercube(3, seed=seed).random(n)
+    crash = np.random.default_rng(seed).random(n) < 0.05
+    trials = []
+    for k, (x, c) in enumerate(zip(X, crash)):
+        params = {"x0": float(x[0]), "x1": float(x[1]), "x2": float(x[2])}
+        if x[2] > 0.5 or c:
+            trials.append(gt.Trial(k + 1, 0, {"t": 0.5}, params, gt.Status.FAILED, reason="out of memory"))
+        else:
+            trials.append(gt.Trial(k + 1, 0, {"t": 0.5}, params, gt.Status.COMPLETE, 1.0 + x[0] + 0.3 * x[1]))
+    data = training_data(trials, 1, problem.param_space, use_log=False)
+    model = LCM().fit(data.X, data.y, restarts=2, seed=0)
+    return gt.TuningResult(problem, [{"t": 0.5}], trials, model, data.transform)
+
+
+def test_failed_runs_imputed_as_worst_values_do_not_enter_the_indices():
+    # issue 40: on a campaign with failed runs the report gave the memory-limit parameters the
+    # variance of the imputed failure wall (the dominant parameter's ST fell from 0.87 to 0.03);
+    # the indices are of the objective's model, re-conditioned on the measured runs only
+    result = _imputed_result()
+    n_failed = sum(t.status is gt.Status.FAILED for t in result.history)
+    assert n_failed > 40
+    report = sensitivity(result, base=2048)
+    _, st = np.array([1.0, 0.09, 0.0]) / 1.09, np.array([1.0, 0.09, 0.0]) / 1.09
+    assert np.allclose(report.mean.total, st, atol=TOL), report.mean.total
+    assert report.fixable() == ["x2"]
+    assert report.left_out == n_failed
+    assert f"{n_failed} failed" in report.describe()

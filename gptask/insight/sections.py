@@ -351,18 +351,31 @@ def failure_section(data: ReportData, opts: ReportOptions) -> str:
     fmap = failure_map(data.result.problem, data.finished)
     if fmap is None:
         return note_html("The failure model could not be fitted on these runs.", "missing")
+    from .failure_map import DECIDES_AT
+
+    rows = [{"parameter": k, "evidence (log Bayes factor)": round(v, 1),
+             "length scale (unit cube)": round(fmap.length_scales[k], 3)} for k, v in fmap.evidence.items()]
+    table = ("<h3>How strongly the runs say each parameter decides a failure</h3>" + note_html(
+        f"Evidence: how much worse the failure model explains the runs when it ignores the parameter (a drop of "
+        f"the log evidence; {DECIDES_AT:g} or more, a Bayes factor of 20, counts). A length scale the runs do not "
+        "inform stays at the prior's median (0.3): it says nothing by itself.") + table_html(rows))
+    if not fmap.deciding:
+        return note_html(
+            f"{fmap.n_failed} of {fmap.n_finished} finished runs failed: not enough failures to tell which "
+            "parameters decide them (ignoring any one parameter explains the runs about as well: random crashes "
+            "look like this too). Their reasons are under Measured runs.") + table
     held = ", ".join(f"{k} = {v}" for k, v in fmap.base.items() if k not in fmap.names)
     out = note_html(
         f"{fmap.n_failed} of {fmap.n_finished} finished runs failed. The failure model (a Gaussian-process "
         "classifier over configuration and task, the one that steers the search away from failures) gives the "
-        "probability that a run succeeds; it changes fastest across "
-        + " and ".join(fmap.names) + f", drawn for task {fmap.task_index} (the most failures)"
-        + (f" with the other parameters at the task's best run ({held})" if held else "")
+        "probability that a run succeeds; the runs show that " + " and ".join(fmap.deciding[:3])
+        + (f" (and {len(fmap.deciding) - 3} more)" if len(fmap.deciding) > 3 else "")
+        + " decide failures. Drawn over " + " and ".join(fmap.names) + f" for task {fmap.task_index} (the most "
+        "failures)" + (f" with the other parameters at the task's best run ({held})" if held else "")
         + ". Crosses: the task's failed runs; dots: its complete runs.")
     out += figure_html(figures.failure_region(fmap), "Where runs fail: the learnt probability of success.",
                        "the learnt failure region")
-    rows = [{"parameter": k, "length scale (unit cube)": round(v, 3)} for k, v in fmap.length_scales.items()]
-    return out + "<h3>How sharply each parameter decides a failure (shortest first)</h3>" + table_html(rows)
+    return out + table
 
 
 @dataclass(frozen=True)

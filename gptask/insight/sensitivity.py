@@ -63,6 +63,8 @@ FIXABLE_TOTAL = 0.05
 SCALES = ("model", "user")
 #: bootstrap resamples of SALib's confidence intervals
 RESAMPLES = 200
+#: starts of the fit of the objective's model on the measured runs alone (:func:`objective_model`)
+REFIT_RESTARTS = 3
 #: model predictions per call of the LCM (bounds the memory of the cross-covariance)
 CHUNK = 4096
 
@@ -94,7 +96,10 @@ class SensitivityReport:
     them; scale: "model" or "user" (module docstring); base: SALib's N; evaluations: model
     evaluations per task (``N * (d + 2)``); conf_level: of the intervals; infeasible_fraction:
     per task, the fraction of the sampled configurations that violate the constraints (None when
-    the constraints are unknown, e.g. a result rebuilt from a history).
+    the constraints are unknown, e.g. a result rebuilt from a history); left_out: finished runs
+    without a usable value (failed, or beyond the value limit) left out of the model the indices
+    are computed on (:func:`objective_model`); use_log: whether the model's units are the log of
+    the objective (None: unknown).
     """
 
     names: tuple[str, ...]
@@ -107,6 +112,8 @@ class SensitivityReport:
     evaluations: int
     conf_level: float
     infeasible_fraction: tuple[float | None, ...]
+    left_out: int = 0
+    use_log: bool | None = None
 
     def of(self, task: int | Mapping[str, Any]) -> Indices:
         """The indices of one analysed task, by its index in the result or its dict."""
@@ -145,8 +152,16 @@ class SensitivityReport:
 
     def describe(self) -> str:
         """Two lines for people: what was decomposed, then the tasks."""
-        what = ("the model's mean in model units (log of the objective under the log transform)"
-                if self.scale == "model" else "the model's predicted median in the objective's units")
+        if self.scale == "user":
+            what = "the model's predicted median in the objective's units"
+        elif self.use_log is None:
+            what = "the model's mean in model units"
+        else:
+            what = ("the model's mean in model units (the standardised log of the objective)" if self.use_log else
+                    "the model's mean in model units (the standardised objective; no log transform)")
+        if self.left_out:
+            what += (f", conditioned on the measured runs only ({self.left_out} failed or unusable run(s) left "
+                     "out: the search's model sees them as the task's worst value, the objective does not)")
         tasks = "; ".join(f"{i}: {task_label(t)}" for i, t in zip(self.task_indices, self.tasks))
         return (f"Sobol indices of {what}; N = {self.base} ({self.evaluations} model evaluations per task), "
                 f"{round(100 * self.conf_level)} % bootstrap intervals; mean over {len(self.tasks)} task(s)\n"
@@ -159,7 +174,7 @@ class SensitivityReport:
                 "tasks": [{"task_index": i, "task": dict(t), "indices": ix.as_dict(), "infeasible_fraction": f}
                           for i, t, ix, f in zip(self.task_indices, self.tasks, self.per_task,
                                                  self.infeasible_fraction)],
-                "fixable": self.fixable()}
+                "left_out": self.left_out, "use_log": self.use_log, "fixable": self.fixable()}
 
 
 def encoded_sample(space: Space, unit: np.ndarray) -> np.ndarray:
@@ -189,6 +204,52 @@ def _parts(source: Any) -> tuple[Any, Any, Space, list[dict], Any]:
         raise ValueError("sensitivity needs a fitted model: this result has none yet (no fit was made; a "
                          "history needs its first model fit after the initial designs)")
     return model, transform, space, [dict(t) for t in tasks], problem
+
+
+def objective_model(source: Any, model: Any, transform: Any, seed: int = 0) -> tuple[Any, int]:
+    """(the model of the objective alone, the number of runs left out): an LCM like ``model``
+    fitted on the usable measurements of ``source``'s history only, under ``transform``
+    (``REFIT_RESTARTS`` starts, one of them from ``model``'s hyperparameters).
+
+    The tuner's model also holds the failed runs (and values beyond the limit) it was shown as
+    their task's worst value (:mod:`gptask.surrogate.data`): a guide for the search, not values
+    of the objective. Decomposed, those imputed walls take the variance (on a campaign where a
+    third of the runs failed, a parameter the objective ignores got a total index of 0.79). Merely
+    re-conditioning the model without them is not enough: its hyperparameters were fitted to the
+    wall (a short length scale across it), so over the failed region, where nothing was measured,
+    its mean still swings (0.34 for that parameter); a fit on the measurements alone gives 0.
+    A source without a history (a model file) is returned as it is, with 0: its imputed points
+    cannot be told apart."""
+    from ..models import LCM
+    from ..models.priors import LCMPrior
+    from ..surrogate.data import usable
+    from ..surrogate.group import project
+
+    history = getattr(source, "history", None)
+    problem = getattr(source, "problem", None)
+    if not history or problem is None:
+        return model, 0
+    spec = getattr(problem, "outputs", None)
+    name = None if spec is None else spec.modelled[0]
+    seen = [t for t in project(history, name, 1.0 if name is None else spec.sign(name)) if t.status.finished]
+    left_out = sum(not usable(t) for t in seen)
+    if not left_out:
+        return model, 0
+    space = problem.param_space
+    X, y = [], []
+    for i in range(model.n_tasks):
+        mine = [t for t in seen if t.task_index == i and usable(t)]
+        X.append(space.encode([t.params for t in mine]) if mine else np.empty((0, space.n_columns)))
+        y.append(np.asarray(transform.forward(i, np.array([float(t.value) for t in mine])), dtype=float)
+                 if mine else np.empty(0))
+    if sum(len(v) for v in y) == 0:
+        return model, 0
+    fresh = LCM(n_latent=model.n_latent, kernel=model.kernel, rank=model.rank)
+    fitted = fresh.fit(X, y, restarts=REFIT_RESTARTS, seed=int_seed(seed, 2), init=model.get_params(),
+                       prior=LCMPrior(dimension=float(len(space))))
+    log.info("sensitivity: the objective's model refitted on %d measured runs (%d failed or unusable left out)",
+             sum(len(v) for v in y), left_out)
+    return fitted, left_out
 
 
 def _task_indices(task: Any, tasks: list[dict], model: Any) -> list[int]:
@@ -246,6 +307,7 @@ def sensitivity(result: Any, task: int | Mapping[str, Any] | None = None, *, bas
     from SALib.sample import sobol as sobol_sample
 
     model, transform, space, tasks, problem = _parts(result)
+    model, left_out = objective_model(result, model, transform, seed)
     base = check_int("base", base, 16)
     if base & (base - 1):
         raise ValueError(f"sensitivity: base must be a power of 2 (Sobol sequences), got {base}")
@@ -282,4 +344,5 @@ def sensitivity(result: Any, task: int | Mapping[str, Any] | None = None, *, bas
                    np.mean([p.total for p in per_task], axis=0),
                    np.sqrt(np.sum([p.total_conf ** 2 for p in per_task], axis=0)) / T)
     return SensitivityReport(names, tuple(chosen), tuple(tasks[i] for i in chosen), tuple(per_task), mean, scale,
-                             base, base * (len(names) + 2), float(conf_level), tuple(infeasible))
+                             base, base * (len(names) + 2), float(conf_level), tuple(infeasible), left_out,
+                             getattr(transform, "use_log", None))

@@ -452,6 +452,10 @@ def _check_params(params, Q, d, T, r) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------------------------
 
 
+#: how :meth:`LCM.diagnose` ends the flag of a noise on its floor (what a deterministic objective gives)
+NOISE_FLOOR_FLAG = "on the floor"
+
+
 @dataclass(frozen=True)
 class FitReport:
     """How a fit went. n_starts: L-BFGS-B starts run; objective: (n_starts,) value each start
@@ -760,7 +764,8 @@ class LCM:
             results = np.vstack([results, more])
             winner = self._adopt_best(lay, results, Xs, ys)
             flags_after = self.diagnose()
-            log = logger.warning if flags_after else logger.info
+            # a deterministic objective's noise belongs on its floor: that alone is no warning
+            log = logger.warning if any(not f.endswith(NOISE_FLOOR_FLAG) for f in flags_after) else logger.info
             log("LCM fit (%d tasks, %d points): %s; %d fresh starts %s%s", T, len(y), "; ".join(flags),
                 EXPLORE_RESTARTS, f"found a better fit (start {winner})" if winner >= restarts
                 else "kept the first fit", f", which still has: {'; '.join(flags_after)}" if flags_after else "")
@@ -802,7 +807,7 @@ class LCM:
             out.append(f"{n} kappa(s) on the upper bound")
         floor = np.log(p["noise"]) - np.log(NOISE_BOUNDS_REL[0] * s2) < BOUND_TOL_LOG
         if np.any(floor):
-            out.append(f"noise of task(s) {np.flatnonzero(floor).tolist()} on the floor")
+            out.append(f"noise of task(s) {np.flatnonzero(floor).tolist()} {NOISE_FLOOR_FLAG}")
         wild = self._wild_tasks()
         if wild:
             out.append(f"predictions of task(s) {wild} more than {WILD_RANGES:g} observed ranges "

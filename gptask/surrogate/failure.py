@@ -291,6 +291,7 @@ class FailureModel:
         self.fitted: _Laplace | None = None
         self._key: tuple | None = None
         self._explained: set[int] = set()
+        self._labels: np.ndarray | None = None
 
     @property
     def active(self) -> bool:
@@ -339,7 +340,7 @@ class FailureModel:
             if self.fitted is not None and self.fitted.X.shape[1] == X.shape[1]:
                 starts.append(np.append(-np.log(self.fitted.inv_ls), math.log(self.fitted.scale)))
             best = _fit_ard(X, y, mean, starts) or best
-        self.fitted = best
+        self.fitted, self._labels = best, y
         if best is None:
             log.warning("the failure model could not be fitted on %d trials; failures are imputed as before", len(y))
             self._explained = set()
@@ -350,6 +351,23 @@ class FailureModel:
                  "%d failure(s) left to it", len(failed), len(y_all),
                  f" (fitted on {len(y)} of them)" if len(y) < len(y_all) else "",
                  " ".join(f"{v:.2g}" for v in 1.0 / best.inv_ls), best.scale, len(self._explained))
+
+    def evidence_drop(self, columns: slice) -> float:
+        """How much the fitted classifier's log evidence (Laplace approximation) falls when the
+        parameter columns ``columns`` are ignored (their length scales made infinite, the other
+        hyperparameters kept): how strongly the finished runs say that those inputs decide a
+        failure (a drop of ``log 20``, 3.0, is a Bayes factor of 20). 0.0 without a fit; a drop can
+        be slightly negative where ignoring the inputs fits as well."""
+        if self.fitted is None or self._labels is None:
+            return 0.0
+        fit = self.fitted
+        inv = fit.inv_ls.copy()
+        inv[columns] = 0.0
+        try:
+            ablated = _fit_laplace(fit.X, self._labels, inv, fit.scale, fit.mean)
+        except np.linalg.LinAlgError:
+            return 0.0
+        return float(fit.log_evidence - ablated.log_evidence)
 
     def explains(self, trial: Trial) -> bool:
         """Whether failed ``trial`` lies where the model predicts failure (left out of the
