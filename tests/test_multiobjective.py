@@ -280,3 +280,70 @@ def test_a_selection_table_falls_back_where_no_run_of_a_tuned_task_meets_the_lim
         assert "no run of this tuned task meets the limits" in over.note and "memory <= 0.5" in over.note
         assert "nearest tuned task t=0.4" in over.note
         assert table.lookup({"t": 0.9})[1] == LOOKUP_FALLBACK
+
+
+# ---- telling several outputs (issue 40 item 4) ---------------------------------------------------
+
+def _cli_history(tmp_path, n=2):
+    import sys
+    from pathlib import Path
+
+    from gptask.cli import main
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    path = tmp_path / "tm.sqlite"
+    assert main(["ask", str(path), "--problem", "problems_for_tests:time_memory_problem", "--tasks", "1",
+                 "--budget", "6", "--n-initial", "2", "-n", str(n)]) == 0
+    return path
+
+
+def test_tell_on_the_command_line_takes_every_output_and_refuses_a_bare_number(tmp_path, capsys):
+    from gptask.cli import main
+
+    path = _cli_history(tmp_path)
+    capsys.readouterr()
+    for bad, names in (("0.5", "time, memory"), ("time=0.5", "'memory'"), ('{"time": 0.5}', "'memory'"),
+                       ("time=0.5,memory=2e8,disk=1", "'disk'"), ("time=0.5,memory=fast", "'fast'"),
+                       ("[0.5, 2e8]", "time, memory")):
+        assert main(["tell", str(path), "1", bad]) == 2, bad
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and names in err and "Traceback" not in err, (bad, err)
+    with SQLiteStorage(path, read_only=True) as h:
+        assert [t.status for t in h.trials()] == [Status.PENDING, Status.PENDING]  # nothing was stored
+    assert main(["tell", str(path), "1", "time=0.5,memory=2e8"]) == 0
+    assert main(["tell", str(path), "2", '{"memory": 3e8, "time": 0.75}']) == 0
+    with SQLiteStorage(path, read_only=True) as h:
+        told = {t.id: t for t in h.trials()}
+    assert dict(told[1].values) == {"time": 0.5, "memory": 2e8} and told[1].value == 0.5
+    assert dict(told[2].values) == {"time": 0.75, "memory": 3e8} and told[2].value == 0.75
+    capsys.readouterr()
+    assert main(["ask", str(path), "--problem", "problems_for_tests:time_memory_problem", "-n", "1"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1  # a search proposal on the told front
+
+
+def test_library_tell_refuses_a_result_missing_a_declared_output(tmp_path):
+    from gptask.evaluate import Outcome
+
+    with gt.Tuner(zdt_problem(), tasks=[{"t": 0.5}], budget=4, n_initial=2, seed=0,
+                  history=tmp_path / "h.sqlite") as tu:
+        a, b = tu.ask()
+        for result in (Outcome(0.5), Outcome(0.5, values={"f1": 0.5})):
+            with pytest.raises(ValueError, match=rf"trial {a.id}.*'f2'"):
+                tu.tell(a, result)
+        assert [t.id for t in tu.pending] == [a.id, b.id]  # nothing stored
+        told = tu.tell(a, Outcome(0.5, values={"f1": 0.5, "f2": 0.25}))
+        assert told.ok and dict(told.values) == {"f1": 0.5, "f2": 0.25}
+        assert tu.tell(b, 2.0).status is Status.FAILED  # a number is what an objective could return: failed
+
+
+def test_ask_on_a_history_poisoned_by_an_old_tell_names_the_trial(tmp_path, capsys):
+    from gptask.cli import main
+
+    path = _cli_history(tmp_path)
+    with SQLiteStorage(path, create=False) as h:  # what `gptask tell H 1 0.5` stored before it was checked
+        h.finish(1, Status.COMPLETE, 0.5)
+        h.finish(2, Status.COMPLETE, 0.7, values={"time": 0.7, "memory": 2e8})
+    capsys.readouterr()
+    assert main(["ask", str(path), "--problem", "problems_for_tests:time_memory_problem", "-n", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "trial 1" in err and "time, memory" in err and "KeyError" not in err, err
