@@ -347,3 +347,27 @@ def test_ask_on_a_history_poisoned_by_an_old_tell_names_the_trial(tmp_path, caps
     assert main(["ask", str(path), "--problem", "problems_for_tests:time_memory_problem", "-n", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "trial 1" in err and "time, memory" in err and "KeyError" not in err, err
+
+
+# ---- a limit rule keeps its limit (issue 40 item 5) ----------------------------------------------
+
+def test_a_limit_rule_never_recommends_a_configuration_that_breaks_it():
+    res = gt.tune(zdt_problem(), tasks=[{"t": 0.4}], budget=10, n_initial=6, seed=3, progress=False)
+    with pytest.raises(ValueError, match=r"no complete evaluation that meets.*f2 <= -1.*nothing to recommend"):
+        res.recommend(0, rule={"limit": {"f2": ("<=", -1.0)}})  # f2 >= 0 everywhere: was a pick with f2 > 0
+    f2 = sorted(r["values"]["f2"] for r in res.records(0))
+    bound = f2[len(f2) // 2]
+    rec = res.recommend(0, rule={"limit": {"f2": ("<=", bound)}})
+    meeting = [r for r in res.records(0) if r["values"]["f2"] <= bound]
+    assert rec.params in [r["params"] for r in meeting]
+    assert all(c.params in [r["params"] for r in meeting] for c in rec.candidates)
+
+
+def test_a_limit_rule_applies_with_one_objective_too():
+    res = gt.tune(limited_problem(), tasks=[{"t": 0.3}], budget=8, n_initial=5, seed=2, progress=False)
+    memory = sorted(r["values"]["memory"] for r in res.records(0) if r["values"]["memory"] <= 0.5)
+    bound = memory[0]  # only the configuration using the least memory meets it
+    rec = res.recommend(0, rule={"limit": {"memory": ("<=", bound)}})
+    assert all(r["values"]["memory"] <= bound for r in res.records(0) if r["params"] == rec.params)
+    with pytest.raises(ValueError, match=r"memory <= -1.*nothing to recommend"):
+        res.recommend(0, rule={"limit": {"memory": ("<=", -1.0)}})
