@@ -82,6 +82,13 @@ class Outputs:
         """"min" or "max" for an objective (outputs that are not objectives count as "min")."""
         return self.directions[self.objectives.index(name)] if name in self.objectives else "min"
 
+    def label(self, name: str) -> str:
+        """``"time (minimised)"``: an output's name with its direction, for axes and headers (an output
+        that is not an objective: its name alone)."""
+        if name not in self.objectives:
+            return name
+        return f"{name} ({'maximised' if self.direction(name) == 'max' else 'minimised'})"
+
     def sign(self, name: str) -> float:
         """+1 for a minimised output, -1 for a maximised one: ``sign * value`` is minimised."""
         return -1.0 if self.direction(name) == "max" else 1.0

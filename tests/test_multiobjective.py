@@ -280,6 +280,7 @@ def test_a_selection_table_falls_back_where_no_run_of_a_tuned_task_meets_the_lim
         assert "no run of this tuned task meets the limits" in over.note and "memory <= 0.5" in over.note
         assert "nearest tuned task t=0.4" in over.note
         assert table.lookup({"t": 0.9})[1] == LOOKUP_FALLBACK
+        assert table.objective == "time"  # the objective the value columns predict (issue 40)
 
 
 # ---- telling several outputs (issue 40 item 4) ---------------------------------------------------
@@ -371,3 +372,47 @@ def test_a_limit_rule_applies_with_one_objective_too():
     assert all(r["values"]["memory"] <= bound for r in res.records(0) if r["params"] == rec.params)
     with pytest.raises(ValueError, match=r"memory <= -1.*nothing to recommend"):
         res.recommend(0, rule={"limit": {"memory": ("<=", -1.0)}})
+
+
+# ---- a history of several objectives reloads with its models (issue 40 item 6) -------------------
+
+def test_a_history_of_several_objectives_reloads_with_its_models_and_reports_its_front(tmp_path, capsys):
+    import shutil
+    import sqlite3
+
+    from gptask.cli import main
+    from gptask.plots_front import front_data
+    from gptask.rebuild import result_from_history
+
+    path = tmp_path / "mo.sqlite"
+    res = gt.tune(zdt_problem(), tasks=[{"t": 0.3}, {"t": 0.7}], budget=8, n_initial=5, seed=4, history=path,
+                  progress=False)
+    X = zdt_problem().param_space.encode([{"x1": 0.3, "x2": 0.4}, {"x1": 0.8, "x2": 0.6}])
+    old = tmp_path / "old.sqlite"  # a history written before the transform was recorded
+    shutil.copy(path, old)
+    with sqlite3.connect(old) as db:
+        db.execute("DELETE FROM meta WHERE key LIKE 'user:use_log%'")
+    for where in (path, old):
+        with SQLiteStorage(where, read_only=True) as h:
+            if where == path:
+                assert h.get_meta("use_log") is False and h.get_meta("use_log:f2") is False  # recorded when tuning
+            else:
+                assert h.get_meta("use_log") is None
+            again = result_from_history(h)
+        assert again.model is not None and again.transform.use_log is False and set(again.outputs) == {"f1", "f2"}
+        for name in ("f1", "f2"):
+            np.testing.assert_allclose(again.outputs[name][0].predict(1, X)[0], res.outputs[name][0].predict(1, X)[0])
+    capsys.readouterr()
+    assert main(["show", str(old)]) == 0
+    out = capsys.readouterr().out
+    assert "no model was fitted" not in out and "recommended (" in out
+    page_path = tmp_path / "old.html"
+    assert main(["report", str(old), "--out", str(page_path), "-q"]) == 0
+    page = page_path.read_text()
+    assert "No model was fitted" not in page
+    assert "f1 (minimised)" in page and "f2 (minimised)" in page
+    for i in range(2):  # every measured non-dominated run of each task is listed with both objectives
+        assert len(res.pareto(i)) >= 1
+        for p in res.pareto(i):
+            assert f"{p.values['f1']:.4g}" in page and f"{p.values['f2']:.4g}" in page
+    assert front_data(again, 0)["labels"] == ("f1 (minimised)", "f2 (minimised)")

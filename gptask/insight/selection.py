@@ -95,7 +95,9 @@ class SelectionTable:
     dimension; task_space, param_space: the model's; unit: the objective's; problem: its name;
     tuned_range: per task dimension, (lo, hi) of the tuned tasks or the list of tuned values;
     fallback: the rule used outside it; constraints_checked: whether the predictions knew the
-    problem's constraints (a model loaded with its problem)."""
+    problem's constraints (a model loaded with its problem); objective: the name of the objective
+    the value columns predict (the primary one of a problem with named outputs, "" for a classic
+    problem of one number)."""
 
     axes: dict[str, list[Any]]
     entries: list[Entry]
@@ -106,6 +108,7 @@ class SelectionTable:
     tuned_range: dict[str, Any] = field(default_factory=dict)
     fallback: str = "nearest"
     constraints_checked: bool = True
+    objective: str = ""
 
     def counts(self) -> dict[str, int]:
         """How many entries each route gave."""
@@ -317,7 +320,8 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
     return SelectionTable(axes, entries, tm.task_space, tm.param_space,
                           unit=getattr(problem, "unit", "") if problem is not None else "",
                           problem=str(tm.signature.get("name", "")), tuned_range=rng, fallback=fallback,
-                          constraints_checked=problem is not None)
+                          constraints_checked=problem is not None,
+                          objective=str(((tm.signature.get("outputs") or {}).get("objectives") or [[""]])[0][0]))
 
 
 def _fallback_entry(tm: TransferModel, point: dict, reason: str, fallback: str, tuned: list[int],
