@@ -6,6 +6,7 @@ insight commands sensitivity, report, export-table (:mod:`gptask.insight.command
     gptask tune --problem demo --tasks 8 --budget 20 --workers 4      # 4 runs at a time, asynchronously
     gptask ask runs.sqlite --problem mymod:make_problem --tasks 4 --budget 20 -n 4   # PENDING trials
     gptask tell runs.sqlite 17 0.342                  # or: gptask tell runs.sqlite 17 --failed "exit 139"
+    gptask tell runs.sqlite 17 time=0.342,memory=2.1e8  # a problem with named outputs: every one (or JSON)
     gptask release runs.sqlite 17                     # give a trial back (its job was cancelled)
     gptask show runs.sqlite
     gptask plot runs.sqlite --out convergence.png
@@ -442,22 +443,38 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def _told_values(text: str, spec: Any, where: str) -> dict[str, float]:
+    """The outputs a ``gptask tell`` VALUE gives for a problem with named outputs ``spec`` (an
+    :class:`gptask.objectives.Outputs`): ``time=0.5,memory=2e8`` (:func:`parse_assignments`) or a
+    JSON object; every output, finite numbers. ValueError naming what is wrong otherwise (a bare
+    number among them: it would store a result without the other outputs)."""
+    how = (f"the problem of {where} has the outputs {', '.join(spec.names)}: give every one, as "
+           f"{','.join(f'{n}=NUMBER' for n in spec.names)} or a JSON object; report a failed run with --failed REASON")
+    stripped = text.strip()
+    if stripped.startswith(("{", "[")):
+        try:
+            returned: Any = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"VALUE {text!r} is not valid JSON ({exc.msg}); {how}") from None
+    elif "=" in stripped:
+        returned = parse_assignments(stripped, "VALUE")
+    else:
+        raise ValueError(f"VALUE {text!r} is not a value of every output; {how}")
+    values, why = spec.parse(returned)
+    if values is None:
+        raise ValueError(f"VALUE {text!r}: {why.replace('objective returned', 'got', 1)}; {how}")
+    return values
+
+
 def _cmd_tell(args: argparse.Namespace) -> int:
     from .evaluate import Outcome
+    from .objectives import Outputs
     from .storage import SQLiteStorage
 
-    if args.failed is not None:
-        if args.value is not None:
-            raise ValueError("give a VALUE or --failed REASON, not both")
-        outcome = Outcome.of(None, args.failed or "reported as failed")
-    else:
-        if args.value is None:
-            raise ValueError("give the VALUE the run measured, or --failed REASON")
-        try:
-            number = float(args.value)
-        except ValueError:
-            raise ValueError(f"VALUE must be a number, got {args.value!r}; report a failed run with --failed REASON") from None
-        outcome = Outcome.of(number)
+    if args.failed is not None and args.value is not None:
+        raise ValueError("give a VALUE or --failed REASON, not both")
+    if args.failed is None and args.value is None:
+        raise ValueError("give the VALUE the run measured, or --failed REASON")
     if args.duration is not None and not args.duration >= 0:
         raise ValueError(f"--duration must be >= 0 seconds, got {args.duration}")
     from .cli_machines import tell_record
@@ -465,10 +482,25 @@ def _cmd_tell(args: argparse.Namespace) -> int:
 
     machine = tell_record(args.machine)
     with SQLiteStorage(args.history, create=False) as h:
+        named = h.signature.get("outputs")
+        if args.failed is not None:
+            outcome = Outcome.of(None, args.failed or "reported as failed")
+        elif named:  # several outputs: every one of them, never one number alone
+            spec = Outputs.from_json(named)
+            values = _told_values(args.value, spec, f"history {args.history}")
+            outcome = Outcome.of(values, outputs=spec)
+        else:
+            try:
+                number = float(args.value)
+            except ValueError:
+                raise ValueError(f"VALUE must be a number, got {args.value!r}; report a failed run with "
+                                 "--failed REASON") from None
+            outcome = Outcome.of(number)
         check_history(h.machines(), machine, args.mix_machines, f"history {args.history}", "--mix-machines")
         t = h.finish(args.id, outcome.status, outcome.value, outcome.samples, outcome.reason, outcome.extra,
-                     args.duration, machine=machine)
-    shown = f"value {t.value!r}" if t.value is not None else f"reason {t.reason!r}"
+                     args.duration, machine=machine, values=outcome.values)
+    shown = (f"values {format_assignments(outcome.values)}" if outcome.values else f"value {t.value!r}") if t.value is not None \
+        else f"reason {t.reason!r}"
     print(f"trial {t.id}: {t.status.value}, {shown}")
     return 0
 
@@ -798,7 +830,9 @@ def build_parser() -> argparse.ArgumentParser:
     tl = sub.add_parser("tell", help="record the result of a PENDING trial")
     tl.add_argument("history", help="the SQLite history the trial was asked from")
     tl.add_argument("id", type=int, help="the trial id printed by ask")
-    tl.add_argument("value", nargs="?", default=None, help="the measured value (a number)")
+    tl.add_argument("value", nargs="?", default=None,
+                    help="the measured value (a number); for a problem with named outputs every output, as "
+                         "time=0.5,memory=2e8 or a JSON object")
     tl.add_argument("--failed", metavar="REASON", default=None, help="the run failed, for this reason")
     tl.add_argument("--duration", type=float, default=None, help="seconds the run took (stored)")
     tl.add_argument("--machine", default="auto",

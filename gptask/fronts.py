@@ -15,8 +15,9 @@ For a problem with named outputs (:mod:`gptask.objectives`):
     scaled objectives by the Chebyshev (worst-objective) distance of the achievement function
     ``max_k (y_k - r_k) / range_k``; a point that beats the reference in every objective scores
     below 0 and wins;
-  - ``{"limit": {"memory": ("<=", 1e9)}}``: the best primary objective among the front's points
-    that also meet these limits (on any output);
+  - ``{"limit": {"memory": ("<=", 1e9)}}``: the best primary objective on the front of the
+    configurations that meet these limits (on any output) in every complete evaluation, as the
+    problem's own limits bind; a recommendation raises ValueError when none meets them;
   - None: equal weights on every objective (for one objective: the objective itself).
 
 Scores are minimised; ties keep the given order.

@@ -82,6 +82,13 @@ class Outputs:
         """"min" or "max" for an objective (outputs that are not objectives count as "min")."""
         return self.directions[self.objectives.index(name)] if name in self.objectives else "min"
 
+    def label(self, name: str) -> str:
+        """``"time (minimised)"``: an output's name with its direction, for axes and headers (an output
+        that is not an objective: its name alone)."""
+        if name not in self.objectives:
+            return name
+        return f"{name} ({'maximised' if self.direction(name) == 'max' else 'minimised'})"
+
     def sign(self, name: str) -> float:
         """+1 for a minimised output, -1 for a maximised one: ``sign * value`` is minimised."""
         return -1.0 if self.direction(name) == "max" else 1.0
@@ -114,6 +121,10 @@ class Outputs:
             out[name] = v
         return out, ""
 
+    def missing(self, values: Mapping[str, Any] | None) -> list[str]:
+        """The outputs (of :attr:`names`, in order) that ``values``, a result's outputs, lacks."""
+        return [n for n in self.names if n not in (values or {})]
+
     def violated(self, values: Mapping[str, float]) -> list[Limit]:
         """The limits ``values`` (a run's outputs) do not meet."""
         return [lim for lim in self.limits if not lim.met(float(values[lim.output]))]
@@ -129,6 +140,14 @@ class Outputs:
         if self.limits:
             out["limits"] = {lim.output: lim.to_json() for lim in self.limits}
         return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Outputs":
+        """The outputs a problem's signature records (:meth:`to_json`), checked as a problem's are."""
+        spec = outputs_spec([tuple(o) for o in d["objectives"]], list(d["names"]),
+                            {k: tuple(v) for k, v in (d.get("limits") or {}).items()})
+        assert spec is not None
+        return spec
 
 
 def _name(raw: Any, what: str) -> str:

@@ -17,7 +17,8 @@ __all__ = ["front_data", "plot_fronts"]
 def front_data(result: Any, i: int, rule: Any = None) -> dict[str, Any]:
     """Task ``i``'s points for the figure, each a list of (x, y) in user units of the first two
     objectives: ``all`` (complete evaluations meeting the limits), ``outside`` (those that do not),
-    ``front``, ``default`` (or None) and ``recommended`` (or None when nothing meets the limits)."""
+    ``front``, ``default`` (or None) and ``recommended`` (or None when nothing meets the limits);
+    ``axes``: the two objectives' names, ``labels``: theirs with the direction ("time (minimised)")."""
     spec = result.problem.outputs
     if spec is None or len(spec.objectives) < 2:
         raise ValueError("a front needs two objectives or more (Problem(objectives=...))")
@@ -39,7 +40,8 @@ def front_data(result: Any, i: int, rule: Any = None) -> dict[str, Any]:
         recommended = None
     return {"all": [point(r["values"]) for r in inside],
             "outside": [point(r["values"]) for r in done if r not in inside],
-            "front": front, "default": default, "recommended": recommended, "axes": (a, b)}
+            "front": front, "default": default, "recommended": recommended, "axes": (a, b),
+            "labels": (spec.label(a), spec.label(b))}
 
 
 def plot_fronts(result: Any, path: str | Path, rule: Any = None, title: str = "") -> Path:
@@ -55,7 +57,6 @@ def plot_fronts(result: Any, path: str | Path, rule: Any = None, title: str = ""
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False)
-    spec = result.problem.outputs
     for i in range(rows * cols):
         ax = axes[i // cols][i % cols]
         if i >= n:
@@ -73,9 +74,8 @@ def plot_fronts(result: Any, path: str | Path, rule: Any = None, title: str = ""
             ax.scatter(*d["default"], marker="s", s=60, color="C3", label="default")
         if d["recommended"] is not None:
             ax.scatter(*d["recommended"], marker="*", s=160, color="C2", label="recommended")
-        x, y = d["axes"]
-        ax.set_xlabel(f"{x} ({spec.direction(x)})")
-        ax.set_ylabel(f"{y} ({spec.direction(y)})")
+        ax.set_xlabel(d["labels"][0])
+        ax.set_ylabel(d["labels"][1])
         ax.set_title(f"task {i}: {task_label(result.tasks[i])}", fontsize=9)
         if i == 0:
             ax.legend(fontsize=7)

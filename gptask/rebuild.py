@@ -12,8 +12,9 @@ def result_from_history(history: Any) -> Any:
     """A :class:`gptask.TuningResult` rebuilt from a history (a Storage) without its problem: the
     spaces from the signature, the finished trials, the confirmation runs, and the model conditioned
     on every finished trial with the last stored hyperparameters (None before the first fit), the
-    recorded default configurations and unit. Its objective cannot be run (confirmation runs would
-    fail) and its constraints are not known."""
+    recorded default configurations and unit (a history that records no output transform for a
+    stored fit gets the one the tuner takes by default for its problem). Its objective cannot be
+    run (confirmation runs would fail) and its constraints are not known."""
     from .baseline import stored_defaults
     from .evaluate import EvaluationFailed
     from .labels import stored_unit
@@ -23,7 +24,7 @@ def result_from_history(history: Any) -> Any:
     from .result import TuningResult
     from .space import Space
     from .surrogate.data import training_data
-    from .surrogate.group import project
+    from .surrogate.group import project, transform_for
 
     sig = history.signature
     name = sig.get("name", "problem")
@@ -49,8 +50,12 @@ def result_from_history(history: Any) -> Any:
         name: (history.last_model(), history.get_meta("use_log")) if k == 0 else
         (history.get_meta(f"model:{name}"), history.get_meta(f"use_log:{name}"))
         for k, name in enumerate(spec.modelled)}
+    # a history of a gptask that did not record a transform forced by the settings: the one the tuner
+    # takes by default ("none" with several objectives, gptask.surrogate.group.transform_for)
+    inferred = {"log": True, "none": False}.get(transform_for(problem, "auto"))
     models = {}
     for out, (last, use_log) in fits.items():
+        use_log = inferred if use_log is None and last is not None else use_log
         if last is None or use_log is None or not finished:
             models[out] = (None, None)
             continue

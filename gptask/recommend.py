@@ -32,7 +32,9 @@ while tuning (:attr:`Recommendation.gain_basis` says which). When the default it
 
 **Several outputs** (:mod:`gptask.objectives`). A configuration is a candidate only when every
 complete evaluation of it meets every output limit, and a confirmed pick only when its
-confirmation runs meet them too: a recommendation is never outside a limit. With one objective
+confirmation runs meet them too: a recommendation is never outside a limit. The limits of a
+``{"limit": ...}`` rule bind the same way, with one objective too (ValueError naming them and
+what was measured when no configuration meets them). With one objective
 the ranking above is unchanged (the primary objective's posterior mean; a maximised objective is
 ranked from the largest). With several, the candidates are the task's Pareto front
 (:func:`gptask.fronts.task_front`), ranked by the user's rule (``rule=``, a
@@ -55,6 +57,7 @@ crashes is not retried on every call) and never raises.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +68,7 @@ from .evaluate import Evaluator, Outcome
 from .fronts import PickRule, meets_limits, task_front
 from .labels import format_gain, format_value, task_label
 from .noise import AGGREGATES, check_aggregate
+from .objectives import Limit
 from .storage import Storage, open_storage
 from .trials import CONFIRM_SOURCE, Status, Trial, point_key
 from .checks import check_int
@@ -292,8 +296,17 @@ def ranked_candidates(result: "TuningResult", i: int, rule: Any = None) -> list[
         if not groups:
             raise ValueError(f"task {i} ({result.tasks[i]}) has no complete evaluation that meets the limits "
                              f"{', '.join(map(str, spec.limits))}: there is nothing to recommend")
+    pick_rule = PickRule.parse(rule, spec)
+    if pick_rule.kind == "limit":  # the rule's limits bind as the problem's do: on every complete evaluation
+        limits: tuple[Limit, ...] = pick_rule.what
+        groups = {k: g for k, g in groups.items() if all(lim.met(float(r["values"][lim.output]))
+                                                         for r in g[1] for lim in limits)}
+        if not groups:
+            raise ValueError(f"task {i} ({result.tasks[i]}) has no complete evaluation that meets the pick rule's "
+                             f"limits {', '.join(map(str, limits))}: there is nothing to recommend "
+                             f"({_observed_range(ok, limits)})")
     if spec is not None and len(spec.objectives) > 1:
-        front = {point_key(p.params) for p in task_front(ok, spec)}
+        front = {point_key(p.params) for p in task_front([r for _, rs in groups.values() for r in rs], spec)}
         groups = {k: g for k, g in groups.items() if k in front}
     params = [p for p, _ in groups.values()]
     observed = [tuple(float(r["value"]) for r in rs) for _, rs in groups.values()]
@@ -311,9 +324,18 @@ def ranked_candidates(result: "TuningResult", i: int, rule: Any = None) -> list[
         cands = [Candidate(params[k], float(predicted[k]), float(std[k]), observed[k], outputs=outputs[k])
                  for k in range(len(params))]
     if spec is not None and len(spec.objectives) > 1:
-        score = PickRule.parse(rule, spec).scores([c.outputs for c in cands], [c.outputs for c in cands], spec)
+        score = pick_rule.scores([c.outputs for c in cands], [c.outputs for c in cands], spec)
     order = np.argsort(score, kind="stable")
     return [cands[k] for k in order]
+
+
+def _observed_range(records: Sequence[Any], limits: Sequence[Limit]) -> str:
+    """What ``records`` (complete evaluations) measured of each limited output: "memory from 2.5e+08 to 4e+08"."""
+    parts = []
+    for name in dict.fromkeys(lim.output for lim in limits):
+        v = [float(r["values"][name]) for r in records]
+        parts.append(f"measured {name} from {min(v):g} to {max(v):g}")
+    return "; ".join(parts)
 
 
 def _outputs(result: "TuningResult", i: int, params: dict, records: list) -> dict[str, float]:
@@ -381,8 +403,11 @@ def recommend(result: "TuningResult", i: int, confirm: int = 0, candidates: int 
                               c.outputs, tuple(dict(r["values"]) for r in complete)))
     pick, basis = done[0], BASIS_POSTERIOR if done[0].predicted is not None else BASIS_OBSERVED
     measured = [c for c in done if c.confirmations]
-    if spec is not None:  # a confirmed pick meets the limits in its confirmation runs too
-        measured = [c for c in measured if all(spec.meets_limits(v) for v in c.confirmed_outputs)]
+    if spec is not None:  # a confirmed pick meets the limits (the rule's too) in its confirmation runs
+        rule_limits: tuple[Limit, ...] = pick_rule.what if pick_rule.kind == "limit" else ()
+        measured = [c for c in measured if all(spec.meets_limits(v) and all(lim.met(float(v[lim.output]))
+                                                                            for lim in rule_limits)
+                                               for v in c.confirmed_outputs)]
     if measured and spec is not None and len(spec.objectives) > 1:
         how = AGGREGATES[aggregate]
         confirmed = [{n: float(how(np.asarray([v[n] for v in c.confirmed_outputs]))) for n in spec.names}

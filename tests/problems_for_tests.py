@@ -253,3 +253,13 @@ def awkward_choices_problem() -> gt.Problem:
     tasks = gt.Space([gt.Categorical("machine", ["node,07", "plain"])])
     params = gt.Space([gt.Categorical("alg", AWKWARD_CHOICES), gt.Integer("n", 1, 4)])
     return gt.Problem(tasks, params, lambda task, p: 1.0 + AWKWARD_CHOICES.index(p["alg"]) + p["n"], name="awkward")
+
+
+def time_memory_problem() -> gt.Problem:
+    """Two minimised objectives, time (seconds) and memory (bytes): time is least at x = t, memory
+    grows with x (a front between x = 0 and x = t)."""
+    def objective(task: dict, p: dict) -> dict:
+        return {"time": 1.0 + (p["x"] - task["t"]) ** 2, "memory": 1e8 * (1.0 + p["x"])}
+
+    return gt.Problem(gt.Space([gt.Real("t", 0.2, 0.8)]), gt.Space([gt.Real("x", 0.0, 1.0)]), objective,
+                      objectives={"time": "min", "memory": "min"}, name="time_memory")

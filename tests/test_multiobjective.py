@@ -280,3 +280,139 @@ def test_a_selection_table_falls_back_where_no_run_of_a_tuned_task_meets_the_lim
         assert "no run of this tuned task meets the limits" in over.note and "memory <= 0.5" in over.note
         assert "nearest tuned task t=0.4" in over.note
         assert table.lookup({"t": 0.9})[1] == LOOKUP_FALLBACK
+        assert table.objective == "time"  # the objective the value columns predict (issue 40)
+
+
+# ---- telling several outputs (issue 40 item 4) ---------------------------------------------------
+
+def _cli_history(tmp_path, n=2):
+    import sys
+    from pathlib import Path
+
+    from gptask.cli import main
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    path = tmp_path / "tm.sqlite"
+    assert main(["ask", str(path), "--problem", "problems_for_tests:time_memory_problem", "--tasks", "1",
+                 "--budget", "6", "--n-initial", "2", "-n", str(n)]) == 0
+    return path
+
+
+def test_tell_on_the_command_line_takes_every_output_and_refuses_a_bare_number(tmp_path, capsys):
+    from gptask.cli import main
+
+    path = _cli_history(tmp_path)
+    capsys.readouterr()
+    for bad, names in (("0.5", "time, memory"), ("time=0.5", "'memory'"), ('{"time": 0.5}', "'memory'"),
+                       ("time=0.5,memory=2e8,disk=1", "'disk'"), ("time=0.5,memory=fast", "'fast'"),
+                       ("[0.5, 2e8]", "time, memory")):
+        assert main(["tell", str(path), "1", bad]) == 2, bad
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and names in err and "Traceback" not in err, (bad, err)
+    with SQLiteStorage(path, read_only=True) as h:
+        assert [t.status for t in h.trials()] == [Status.PENDING, Status.PENDING]  # nothing was stored
+    assert main(["tell", str(path), "1", "time=0.5,memory=2e8"]) == 0
+    assert main(["tell", str(path), "2", '{"memory": 3e8, "time": 0.75}']) == 0
+    with SQLiteStorage(path, read_only=True) as h:
+        told = {t.id: t for t in h.trials()}
+    assert dict(told[1].values) == {"time": 0.5, "memory": 2e8} and told[1].value == 0.5
+    assert dict(told[2].values) == {"time": 0.75, "memory": 3e8} and told[2].value == 0.75
+    capsys.readouterr()
+    assert main(["ask", str(path), "--problem", "problems_for_tests:time_memory_problem", "-n", "1"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1  # a search proposal on the told front
+
+
+def test_library_tell_refuses_a_result_missing_a_declared_output(tmp_path):
+    from gptask.evaluate import Outcome
+
+    with gt.Tuner(zdt_problem(), tasks=[{"t": 0.5}], budget=4, n_initial=2, seed=0,
+                  history=tmp_path / "h.sqlite") as tu:
+        a, b = tu.ask()
+        for result in (Outcome(0.5), Outcome(0.5, values={"f1": 0.5})):
+            with pytest.raises(ValueError, match=rf"trial {a.id}.*'f2'"):
+                tu.tell(a, result)
+        assert [t.id for t in tu.pending] == [a.id, b.id]  # nothing stored
+        told = tu.tell(a, Outcome(0.5, values={"f1": 0.5, "f2": 0.25}))
+        assert told.ok and dict(told.values) == {"f1": 0.5, "f2": 0.25}
+        assert tu.tell(b, 2.0).status is Status.FAILED  # a number is what an objective could return: failed
+
+
+def test_ask_on_a_history_poisoned_by_an_old_tell_names_the_trial(tmp_path, capsys):
+    from gptask.cli import main
+
+    path = _cli_history(tmp_path)
+    with SQLiteStorage(path, create=False) as h:  # what `gptask tell H 1 0.5` stored before it was checked
+        h.finish(1, Status.COMPLETE, 0.5)
+        h.finish(2, Status.COMPLETE, 0.7, values={"time": 0.7, "memory": 2e8})
+    capsys.readouterr()
+    assert main(["ask", str(path), "--problem", "problems_for_tests:time_memory_problem", "-n", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "trial 1" in err and "time, memory" in err and "KeyError" not in err, err
+
+
+# ---- a limit rule keeps its limit (issue 40 item 5) ----------------------------------------------
+
+def test_a_limit_rule_never_recommends_a_configuration_that_breaks_it():
+    res = gt.tune(zdt_problem(), tasks=[{"t": 0.4}], budget=10, n_initial=6, seed=3, progress=False)
+    with pytest.raises(ValueError, match=r"no complete evaluation that meets.*f2 <= -1.*nothing to recommend"):
+        res.recommend(0, rule={"limit": {"f2": ("<=", -1.0)}})  # f2 >= 0 everywhere: was a pick with f2 > 0
+    f2 = sorted(r["values"]["f2"] for r in res.records(0))
+    bound = f2[len(f2) // 2]
+    rec = res.recommend(0, rule={"limit": {"f2": ("<=", bound)}})
+    meeting = [r for r in res.records(0) if r["values"]["f2"] <= bound]
+    assert rec.params in [r["params"] for r in meeting]
+    assert all(c.params in [r["params"] for r in meeting] for c in rec.candidates)
+
+
+def test_a_limit_rule_applies_with_one_objective_too():
+    res = gt.tune(limited_problem(), tasks=[{"t": 0.3}], budget=8, n_initial=5, seed=2, progress=False)
+    memory = sorted(r["values"]["memory"] for r in res.records(0) if r["values"]["memory"] <= 0.5)
+    bound = memory[0]  # only the configuration using the least memory meets it
+    rec = res.recommend(0, rule={"limit": {"memory": ("<=", bound)}})
+    assert all(r["values"]["memory"] <= bound for r in res.records(0) if r["params"] == rec.params)
+    with pytest.raises(ValueError, match=r"memory <= -1.*nothing to recommend"):
+        res.recommend(0, rule={"limit": {"memory": ("<=", -1.0)}})
+
+
+# ---- a history of several objectives reloads with its models (issue 40 item 6) -------------------
+
+def test_a_history_of_several_objectives_reloads_with_its_models_and_reports_its_front(tmp_path, capsys):
+    import shutil
+    import sqlite3
+
+    from gptask.cli import main
+    from gptask.plots_front import front_data
+    from gptask.rebuild import result_from_history
+
+    path = tmp_path / "mo.sqlite"
+    res = gt.tune(zdt_problem(), tasks=[{"t": 0.3}, {"t": 0.7}], budget=8, n_initial=5, seed=4, history=path,
+                  progress=False)
+    X = zdt_problem().param_space.encode([{"x1": 0.3, "x2": 0.4}, {"x1": 0.8, "x2": 0.6}])
+    old = tmp_path / "old.sqlite"  # a history written before the transform was recorded
+    shutil.copy(path, old)
+    with sqlite3.connect(old) as db:
+        db.execute("DELETE FROM meta WHERE key LIKE 'user:use_log%'")
+    for where in (path, old):
+        with SQLiteStorage(where, read_only=True) as h:
+            if where == path:
+                assert h.get_meta("use_log") is False and h.get_meta("use_log:f2") is False  # recorded when tuning
+            else:
+                assert h.get_meta("use_log") is None
+            again = result_from_history(h)
+        assert again.model is not None and again.transform.use_log is False and set(again.outputs) == {"f1", "f2"}
+        for name in ("f1", "f2"):
+            np.testing.assert_allclose(again.outputs[name][0].predict(1, X)[0], res.outputs[name][0].predict(1, X)[0])
+    capsys.readouterr()
+    assert main(["show", str(old)]) == 0
+    out = capsys.readouterr().out
+    assert "no model was fitted" not in out and "recommended (" in out
+    page_path = tmp_path / "old.html"
+    assert main(["report", str(old), "--out", str(page_path), "-q"]) == 0
+    page = page_path.read_text()
+    assert "No model was fitted" not in page
+    assert "f1 (minimised)" in page and "f2 (minimised)" in page
+    for i in range(2):  # every measured non-dominated run of each task is listed with both objectives
+        assert len(res.pareto(i)) >= 1
+        for p in res.pareto(i):
+            assert f"{p.values['f1']:.4g}" in page and f"{p.values['f2']:.4g}" in page
+    assert front_data(again, 0)["labels"] == ("f1 (minimised)", "f2 (minimised)")

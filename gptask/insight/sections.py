@@ -61,6 +61,12 @@ def summary(data: ReportData, opts: ReportOptions) -> str:
             {"item": "budget per task", "value": data.budget if data.budget is not None else "not recorded"},
             {"item": "model fits recorded", "value": data.n_models},
             {"item": "objective's unit", "value": data.unit or "none recorded"}]
+    spec = None if data.result is None else data.result.problem.outputs
+    if spec is not None:  # named outputs: every objective (the first is the value of each trial), every limit
+        rows.insert(4, {"item": "objectives", "value": ", ".join(spec.label(n) for n in spec.objectives)
+                        + (f" (a trial's value: {spec.primary})" if len(spec.objectives) > 1 else "")})
+        if spec.limits:
+            rows.insert(5, {"item": "limits", "value": ", ".join(map(str, spec.limits))})
     out = table_html(rows)
     if data.missing:
         out += note_html("What this history does not hold yet (the page shows what it can):", "missing")
@@ -79,7 +85,7 @@ def recommendations(data: ReportData, opts: ReportOptions) -> str:
         rows = [r for r in result.table()]
         return (note_html("No model was fitted yet: the table shows the single best launch per task (not a "
                           "recommendation; the model's rule applies once it is fitted).", "missing")
-                + table_html(rows, data.unit, ("best", "default")))
+                + table_html(rows, data.unit, ("best", "default")) + _fronts(data))
     recs = [recommend(result, i, progress=False) for i in range(len(result.tasks))
             if nothing_to_recommend(result, i) is None]
     out = note_html("Rule: " + RULE.format(aggregate=DEFAULT_AGGREGATE) + ".")
@@ -95,6 +101,28 @@ def recommendations(data: ReportData, opts: ReportOptions) -> str:
         why = nothing_to_recommend(result, i)
         if why is not None and result.records(i):  # complete runs, none within the limits
             out += note_html(f"{data.task_text(i)}: {why}, so no recommendation.", "missing")
+    return out + _fronts(data)
+
+
+def _fronts(data: ReportData) -> str:
+    """Each task's Pareto front (``result.pareto(i)``: its measured configurations meeting every
+    limit that no other one beats in every objective), with every output: "" for one objective."""
+    result = data.result
+    spec = None if result is None else result.problem.outputs
+    if spec is None or len(spec.objectives) < 2:
+        return ""
+    out = "<h3>Pareto front per task</h3>" + note_html(
+        "Objectives: " + ", ".join(spec.label(n) for n in spec.objectives)
+        + (f"; limits: {', '.join(map(str, spec.limits))}" if spec.limits else "")
+        + ". Each task's front: its measured configurations that meet every limit and that no other measured "
+          "configuration beats in every objective (observed values, the mean over repeated evaluations), best "
+        + spec.label(spec.primary) + " first.")
+    for i in range(len(result.tasks)):
+        front = result.pareto(i)
+        rows = [{**p.params, **{spec.label(n): p.values[n] for n in spec.names}, "evaluations": p.evaluations}
+                for p in front]
+        out += f"<h4>{esc(data.task_text(i))}: {len(front)} configuration(s) on the front</h4>"
+        out += table_html(rows) if rows else note_html("No complete evaluation meets the limits yet.", "missing")
     return out
 
 

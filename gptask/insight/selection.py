@@ -93,11 +93,11 @@ class Entry:
 class SelectionTable:
     """The entries of a grid (last task dimension fastest). axes: the grid's values per task
     dimension; task_space, param_space: the model's; unit: the objective's; problem: its name;
-    objective: the name of the objective the values are of, for a problem with named outputs (its
-    primary objective; "" for a problem with one unnamed objective);
     tuned_range: per task dimension, (lo, hi) of the tuned tasks or the list of tuned values;
     fallback: the rule used outside it; constraints_checked: whether the predictions knew the
-    problem's constraints (a model loaded with its problem)."""
+    problem's constraints (a model loaded with its problem); objective: the name of the objective
+    the value columns predict (the primary one of a problem with named outputs, "" for a classic
+    problem of one number)."""
 
     axes: dict[str, list[Any]]
     entries: list[Entry]
@@ -109,6 +109,7 @@ class SelectionTable:
     tuned_range: dict[str, Any] = field(default_factory=dict)
     fallback: str = "nearest"
     constraints_checked: bool = True
+    objective: str = ""
 
     def counts(self) -> dict[str, int]:
         """How many entries each route gave."""

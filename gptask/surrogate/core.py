@@ -101,6 +101,9 @@ class Surrogate:
         self.comm = comm
         self.iteration = int(iteration)
         self._use_log: bool | None = {"log": True, "none": False}.get(settings.output_transform, use_log)
+        # a transform forced by the settings is recorded at the first fit, so that a result rebuilt from
+        # the history alone (gptask.rebuild) knows it
+        self._recorded = use_log is not None and use_log == self._use_log
         self.model: LCM | None = None
         self.transform: OutputTransform | None = None
         self.state: ModelState | None = None
@@ -130,6 +133,7 @@ class Surrogate:
     def _set_use_log(self, use_log: bool) -> None:
         self._use_log = bool(use_log)
         self.store.set_use_log(self._use_log)
+        self._recorded = True
 
     def transform_stale(self, records: Sequence[Trial], new: Sequence[Trial]) -> str | None:
         """Why the transform frozen at the last full fit cannot take the finished trials ``new``
@@ -196,6 +200,8 @@ class Surrogate:
         if use_log is None:
             model, data = self._choose_transform(trials)
         else:
+            if not self._recorded:
+                self._set_use_log(use_log)
             data = training_data(trials, self.n_tasks, self.space, use_log, self.settings.key())
             last = self.store.last_model()
             if last is not None and last.get("data_key") == data.key:

@@ -448,6 +448,7 @@ class Tuner:
         if n is not None:
             n = check_int("n", n, 1)
         self.refresh()
+        self._check_outputs_recorded()
         out = self.mirror.reclaim(n)
         out += self._ask_initial(None if n is None else n - len(out))
         if n is None and any(t.source in (SOURCE_INITIAL, SOURCE_DEFAULT) for t in out):
@@ -652,12 +653,43 @@ class Tuner:
         """
         trial_id, expected = self._resolve(trial)
         outcome = Outcome.of(result, reason, self.problem.outputs)
+        self._check_outputs_told(trial_id, outcome)
         done = Trial.from_json(self.mirror.on_root(
             lambda: self.mirror.finish(trial_id, outcome, expected, self.machine).to_json(), "telling"))
         self.mirror.merge([done])
         self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
                               getattr(self.mirror.storage, "path", ""))
         return done
+
+    def _check_outputs_told(self, trial_id: int, outcome: Outcome) -> None:
+        """ValueError when ``outcome`` is a complete (or censored) result of a problem with named
+        outputs that lacks one of them (an Outcome built without ``values``): stored, it would
+        leave the history without that output for good."""
+        spec = self.problem.outputs
+        if spec is None or outcome.status is Status.FAILED:
+            return
+        missing = spec.missing(outcome.values)
+        if missing:
+            raise ValueError(f"trial {trial_id}: a {outcome.status.value} result gives every output of the problem "
+                             f"({', '.join(spec.names)}); it has no value of {', '.join(map(repr, missing))} "
+                             f"(value {outcome.value!r}, values {dict(outcome.values)}); tell a mapping of every "
+                             "output, or None for a failed run")
+
+    def _check_outputs_recorded(self) -> None:
+        """ValueError naming the first finished trial that is not failed but lacks an output of the
+        problem (told as one number by a gptask that did not check it): the models of the outputs
+        cannot be fitted on such a history."""
+        spec = self.problem.outputs
+        if spec is None:
+            return
+        for t in self.records:
+            missing = spec.missing(t.values) if t.status is not Status.FAILED else []
+            if missing:
+                where = getattr(self.mirror.storage, "path", None)
+                raise ValueError(f"trial {t.id} (task {t.task_index}) of history {where} is {t.status.value} with "
+                                 f"value {t.value!r} but no value of {', '.join(map(repr, missing))}; the problem's "
+                                 f"outputs are {', '.join(spec.names)}, and every one is modelled: this history "
+                                 "cannot be asked from (a result told without them, as gptask tell once accepted); start a new one")
 
     def _resolve(self, trial: Any) -> tuple[int, Trial | None]:
         if isinstance(trial, Trial):
