@@ -109,7 +109,6 @@ class SelectionTable:
     tuned_range: dict[str, Any] = field(default_factory=dict)
     fallback: str = "nearest"
     constraints_checked: bool = True
-    objective: str = ""
 
     def counts(self) -> dict[str, int]:
         """How many entries each route gave."""
