@@ -8,11 +8,26 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["check_output_path", "refuse_overwriting_a_history", "same_file"]
+__all__ = ["check_output_path", "refuse_overwriting_a_history", "same_file", "is_history", "SQLITE_HEADER"]
 
 
 #: the first 16 bytes of every SQLite database (a gptask history is one)
-_SQLITE_HEADER = b"SQLite format 3\0"
+SQLITE_HEADER = b"SQLite format 3\0"
+
+
+def _head(path: str | os.PathLike, n: int) -> bytes:
+    """The first ``n`` bytes of ``path`` (b"" when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError:
+        return b""
+
+
+def is_history(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an SQLite database (a gptask history, or another one): its first bytes
+    are SQLite's. False for a missing or unreadable file."""
+    return _head(path, len(SQLITE_HEADER)) == SQLITE_HEADER
 
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
@@ -28,12 +43,7 @@ def refuse_overwriting_a_history(path: str | os.PathLike, what: str) -> None:
     """ValueError when ``path`` exists and is an SQLite database (a gptask history, or another one):
     no output of gptask replaces one."""
     p = Path(path)
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(len(_SQLITE_HEADER))
-    except OSError:
-        return
-    if head == _SQLITE_HEADER:
+    if is_history(p):
         raise ValueError(f"{what} {p} is a gptask history (an SQLite database): gptask does not write over one; "
                          "give another file name")
 

@@ -170,7 +170,7 @@ def test_a_model_file_brings_the_data_it_was_fitted_on(laptop_history, tmp_path)
     fitted = gt.fit(counting_problem(), [{**t.task, **t.params, "value": t.value, "machine.label": "laptop"}
                                          for t in trials], progress=False, restarts=1)
     path = fitted.save_model(tmp_path / "laptop.json")
-    from gptask.sources import read_source
+    from gptask.measurements import read_measurements as read_source
 
     got = read_source(counting_problem(), path)
     expected = np.array(sorted((t.task["t"], t.params["x"], t.params["k"], t.value) for t in trials))

@@ -17,23 +17,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_parsers", "read_source", "SQLITE_MAGIC"]
+from ..outputs import is_history
 
-#: the first bytes of every SQLite database file
-SQLITE_MAGIC = b"SQLite format 3\x00"
+__all__ = ["add_parsers", "load_result_or_model"]
 
 ProblemLoader = Callable[[str, str], Any]
 
 
 def _is_history(path: str) -> bool:
-    p = Path(path)
-    if not p.is_file():
+    if not Path(path).is_file():
         raise ValueError(f"no such file: {path}")
-    with p.open("rb") as fh:
-        return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    return is_history(path)
 
 
-def read_source(path: str, problem: Any = None) -> Any:
+def load_result_or_model(path: str, problem: Any = None) -> Any:
     """A result rebuilt from a history (SQLite) or a model loaded from a model file (JSON)."""
     if _is_history(path):
         from ..rebuild import result_from_history
@@ -54,7 +51,7 @@ def _cmd_sensitivity(args: argparse.Namespace, load_problem: ProblemLoader) -> i
     from ..table import format_rows
     from .sensitivity import sensitivity
 
-    source = read_source(args.source, _problem(args, load_problem))
+    source = load_result_or_model(args.source, _problem(args, load_problem))
     task: Any = None
     if args.task is not None:
         task = int(args.task) if args.task.isdigit() else _task_dict(args.task, source)

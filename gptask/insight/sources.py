@@ -13,6 +13,7 @@ from __future__ import annotations
 
 
 from ..evaluate import EvaluationFailed
+from ..measurements import model_data
 from ..problem import Problem
 from ..result import TuningResult
 from ..space import Space
@@ -46,13 +47,9 @@ def result_from_model(tm: TransferModel) -> TuningResult:
     the model itself, so that ``recommend(result, i)`` ranks the evaluated configurations by the
     model's posterior mean as it does for a tuning run."""
     problem = problem_of(tm)
-    Xs, ys = tm.model.data()
     trials = []
-    for i, (X, y) in enumerate(zip(Xs, ys)):
-        if len(y) == 0:
-            continue
-        values = tm.transform.backward(i, y)
-        for params, v in zip(tm.param_space.decode(X), values):
+    for i, pairs in enumerate(model_data(tm)):
+        for params, v in pairs:
             trials.append(Trial(id=len(trials) + 1, task_index=i, task=dict(tm.tasks[i]), params=params,
-                                status=Status.COMPLETE, value=float(v), source=MODEL_SOURCE))
+                                status=Status.COMPLETE, value=v, source=MODEL_SOURCE))
     return TuningResult(problem, [dict(t) for t in tm.tasks], trials, tm.model, tm.transform)
