@@ -198,7 +198,7 @@ class Step:
         try:
             out, err = proc.communicate(timeout=None if limit is None else limit + TIME_LIMIT_GRACE_S)
         except subprocess.TimeoutExpired:
-            self.cancel()
+            self._scancel()
             proc.kill()
             out, err = proc.communicate()
             raise StepFailed(f"step {self.name} ran past its time limit of {limit:g} s and was cancelled") from None
@@ -225,8 +225,12 @@ class Step:
         return f"step {self.name} exited with status {code}" + (f": {tail}" if tail else "")
 
     def cancel(self) -> None:
-        """Cancel this step (``scancel`` of its steps by name)."""
+        """Cancel this step because the campaign stops (its trial stays pending)."""
         self.cancelled = True
+        self._scancel()
+
+    def _scancel(self) -> None:
+        """``scancel`` of the steps named like this one."""
         try:
             listing = _command(["squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j"], timeout=20)
         except ClusterError as exc:
