@@ -142,3 +142,25 @@ def test_campaign_job_requeued_at_its_walltime_signal_resumes_exactly(slurm, tmp
     assert len(trials) == 10 == len(runs), out
     assert len({(t.params["x"], t.params["n"]) for t in trials}) == 10
     assert sorted(f"{t.params['x']} {t.params['n']}" for t in trials) == sorted(" ".join(r.split()[:2]) for r in runs)
+
+
+def test_one_job_per_trial_through_submitit(slurm, tmp_path, monkeypatch):
+    """SlurmJobs: every trial its own Slurm job (sacct-independent: submitit reads the job's own
+    result); a shutdown with a job still queued cancels it (scancel), its state CANCELLED."""
+    from gptask.cluster.jobs import SlurmJobs
+    from tests.slurm_scripts.campaign import plain_objective as _one_job_objective
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the jobs unpickle the objective by its module
+
+    problem = gt.Problem(name="jobs", task_space=gt.Space([gt.Integer("size", 1, 9)]),
+                         param_space=gt.Space([gt.Integer("x", 0, 9)]), objective=_one_job_objective)
+    with SlurmJobs(tmp_path / "jobs", max_jobs=2, nodes=1, timeout_min=5) as ex:
+        result = gt.tune(problem, tasks=[{"size": 1}], budget=4, n_initial=3, executor=ex, **SMALL)
+    assert [t.status for t in result.history] == [Status.COMPLETE] * 4
+    assert all(t.value == (t.params["x"] - 3) ** 2 for t in result.history)
+    ex = SlurmJobs(tmp_path / "jobs2", max_jobs=1, nodes=1, timeout_min=5, slurm_additional_parameters={"begin": "now+600"})
+    f = ex.submit(run_job, Evaluator(_one_job_objective).job({"size": 1}, {"x": 1}))
+    job = next(iter(ex._jobs.values())).job_id
+    ex.shutdown(wait=True, cancel_futures=True)
+    assert f.result().outcome.status is Status.FAILED
+    wait_for("the job cancelled", lambda: job_state(job) == "CANCELLED", deadline=60)

@@ -30,3 +30,8 @@ def problem() -> gt.Problem:
     return gt.Problem(name="campaign", task_space=gt.Space([gt.Integer("size", 1, 9)]),
                       param_space=gt.Space([gt.Integer("x", 0, 30), gt.Categorical("n", [1, 2])]),
                       objective=objective)
+
+
+def plain_objective(task, params):
+    """(x - 3)^2, run where submitit's job runs it (one Slurm job per trial)."""
+    return (params["x"] - 3) ** 2
