@@ -164,3 +164,18 @@ def test_one_job_per_trial_through_submitit(slurm, tmp_path, monkeypatch):
     ex.shutdown(wait=True, cancel_futures=True)
     assert f.result().outcome.status is Status.FAILED
     wait_for("the job cancelled", lambda: job_state(job) == "CANCELLED", deadline=60)
+
+
+def test_the_docs_sbatch_script_is_what_slurm_script_writes(root):
+    """docs/cluster.md's sbatch script is gptask slurm-script's output for the command it shows (the
+    same generator whose script the requeue test runs under sbatch)."""
+    import re
+    import shlex
+
+    text = (root / "docs" / "cluster.md").read_text()
+    command = re.search(r"```\ngptask slurm-script (.*?)\n```", text, re.S).group(1).replace("\\\n", " ")
+    shown = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
+    done = subprocess.run([sys.executable, "-m", "gptask", "slurm-script", *shlex.split(command)],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(root)), cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.replace(shlex.quote(sys.executable), "python") == shown
