@@ -837,8 +837,8 @@ def build_parser() -> argparse.ArgumentParser:
     ss.add_argument("--on-stop", choices=["cancel", "finish"], default="cancel",
                     help="at the signal: cancel the running steps (default) or let them finish")
     ss.add_argument("--job-name", default="gptask", help="the job's name (default gptask)")
-    ss.add_argument("--partition", default=None)
-    ss.add_argument("--account", default=None)
+    ss.add_argument("--partition", default=None, help="#SBATCH --partition (default: the cluster's)")
+    ss.add_argument("--account", default=None, help="#SBATCH --account (default: yours)")
     ss.add_argument("-o", "--output", default=None, help="write the script here (default: stdout)")
     ss.add_argument("tune_args", nargs=argparse.REMAINDER, metavar="-- TUNE ARGS",
                     help="the arguments of gptask tune (--problem ..., --history FILE required)")
