@@ -352,7 +352,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                   repeats=args.repeats, aggregate=args.aggregate, timeout=args.timeout, n_latent=args.n_latent,
                   progress=not quiet, max_time=args.max_time, target=args.target, max_failures=args.max_failures,
                   mix_machines=args.mix_machines, failure_model=failure_model_arg(args.failure_model))
-    if args.workers is None:
+    if args.executor == "srun":
+        if args.workers is not None:
+            raise ValueError("--workers is for runs on this machine; with --executor srun every evaluation is a "
+                             "job step on the allocation's nodes")
+        result = _tune_in_allocation(args, tune, problem, kwargs)
+    elif args.requeue or args.on_stop is not None:
+        raise ValueError("--requeue and --on-stop need --executor srun (a campaign inside a Slurm allocation)")
+    elif args.workers is None:
         result = tune(problem, **kwargs)
     else:
         named = (NamedObjectiveWithDeadline if accepts_deadline(problem.objective) else NamedObjective)(
@@ -380,6 +387,44 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             print(f"gptask: error: the convergence plot failed: {exc}", file=sys.stderr)
             status = 1
     return status
+
+
+def _tune_in_allocation(args: argparse.Namespace, tune: Any, problem: Any, kwargs: dict) -> Any:
+    """``tune(problem, executor=SlurmSteps(...))`` inside this Slurm allocation (ClusterError, a
+    ValueError, without one); with ``--requeue``, a stop by USR1 or SIGTERM requeues the job once
+    the history is closed."""
+    from .cluster import SlurmSteps, requeue
+
+    executor = SlurmSteps(on_stop=args.on_stop or "cancel")
+    try:
+        with executor:
+            result = tune(problem, executor=executor, **kwargs)
+    except SystemExit as exc:  # SIGTERM (the loop's handler): the history is closed by now
+        if args.requeue and exc.code == 128 + signal.SIGTERM:
+            requeue()
+        raise
+    if executor.stopped_by:
+        print(f"gptask: {executor.stopped_by}: {len(result.pending)} trial(s) left pending", file=sys.stderr)
+        if args.requeue:
+            requeue()
+    return result
+
+
+def _cmd_slurm_script(args: argparse.Namespace) -> int:
+    from .cluster.script import slurm_script
+
+    tune_args = list(args.tune_args)
+    if tune_args[:1] == ["--"]:
+        tune_args = tune_args[1:]
+    text = slurm_script(tune_args, args.nodes, args.time, args.signal_seconds, requeue=not args.no_requeue,
+                        on_stop=args.on_stop, job_name=args.job_name, partition=args.partition,
+                        account=args.account)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"sbatch script: {args.output} (submit it with: sbatch {args.output})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def _save_model(result: Any, path: str, quiet: bool, spec: str, options: Mapping[str, Any]) -> None:
@@ -804,7 +849,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="accept this machine's trials in a history holding another machine's (refused otherwise)")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar or per-iteration log lines")
     t.add_argument("--no-progress", action="store_true", help="same as --quiet")
+    t.add_argument("--executor", choices=["srun"], default=None,
+                   help="srun: inside a Slurm allocation, run each evaluation as an srun job step on free nodes, "
+                        "as many at once as fit (the objective launches with gptask.cluster.current_step())")
+    t.add_argument("--on-stop", choices=["cancel", "finish"], default=None,
+                   help="with --executor srun, at a USR1 (sbatch --signal=B:USR1@S): cancel the running steps "
+                        "(default; their trials stay pending) or let them finish")
+    t.add_argument("--requeue", action="store_true",
+                   help="with --executor srun: when USR1 or SIGTERM stops the campaign, requeue this Slurm job "
+                        "(scontrol requeue) after closing the history; the requeued job resumes")
     t.set_defaults(func=_cmd_tune)
+
+    ss = sub.add_parser("slurm-script", help="write an sbatch script running a tuning campaign in an allocation")
+    ss.add_argument("--nodes", type=int, required=True, help="nodes of the allocation")
+    ss.add_argument("--time", type=int, required=True, metavar="MINUTES", help="walltime of each job, in minutes")
+    ss.add_argument("--signal-seconds", type=int, default=300,
+                    help="USR1 this many seconds before the walltime (default 300, at least 60)")
+    ss.add_argument("--no-requeue", action="store_true", help="do not requeue the job when the walltime comes")
+    ss.add_argument("--on-stop", choices=["cancel", "finish"], default="cancel",
+                    help="at the signal: cancel the running steps (default) or let them finish")
+    ss.add_argument("--job-name", default="gptask", help="the job's name (default gptask)")
+    ss.add_argument("--partition", default=None, help="#SBATCH --partition (default: the cluster's)")
+    ss.add_argument("--account", default=None, help="#SBATCH --account (default: yours)")
+    ss.add_argument("-o", "--output", default=None, help="write the script here (default: stdout)")
+    ss.add_argument("tune_args", nargs=argparse.REMAINDER, metavar="-- TUNE ARGS",
+                    help="the arguments of gptask tune (--problem ..., --history FILE required)")
+    ss.set_defaults(func=_cmd_slurm_script)
 
     a = sub.add_parser("ask", help="write the next trials to a history as PENDING and print them")
     a.add_argument("history", help="SQLite file (created by the first ask)")

@@ -63,6 +63,8 @@ def check_executor(executor: Any, max_in_flight: Any, comm: Any, parallel_evalua
 
     carried: what every job carries besides plain data (the objective, the noise policy, the
     pruner): checked to pickle when the executor is a ProcessPoolExecutor, which pickles them."""
+    if max_in_flight is None:  # an executor that knows its capacity (gptask.cluster.SlurmSteps)
+        max_in_flight = getattr(executor, "max_in_flight", None)
     if executor is None:
         if max_in_flight is not None:
             raise ValueError("max_in_flight needs an executor: give executor=... (e.g. a ProcessPoolExecutor)")
@@ -102,15 +104,18 @@ def _loop(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_flig
     waiting = Waiting()
     per_line = max(1, len(tuner.open_tasks()))
     told, ask_s, said_time_up = 0, 0.0, False
+    # an executor that can be told to stop (gptask.cluster.SlurmSteps at a walltime signal): as max_time
+    stop_requested = getattr(executor, "stop_requested", None)
     try:
         while True:
-            time_up = stop_at is not None and time.monotonic() >= stop_at
+            stopped = stop_requested is not None and stop_requested()
+            time_up = stopped or (stop_at is not None and time.monotonic() >= stop_at)
             if time_up and not said_time_up:
                 said_time_up = True
                 for f in [f for f in running if f.cancel()]:
                     del running[f]  # never started: stays pending
-                reporter.message("max_time reached: no new trials; %d running, the rest stay pending for the next run",
-                                 len(running))
+                reporter.message("%s: no new trials; %d running, the rest stay pending for the next run",
+                                 "stop requested" if stopped else "max_time reached", len(running))
             if not time_up and len(running) < max_in_flight:
                 t0 = time.monotonic()
                 trials = tuner.ask(max_in_flight - len(running))
@@ -128,6 +133,8 @@ def _loop(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_flig
                 continue
             waiting.reset()
             timeout = None if stop_at is None or time_up else max(0.0, stop_at - time.monotonic())
+            if stop_requested is not None:  # look again at least every second
+                timeout = 1.0 if timeout is None else min(timeout, 1.0)
             done, _ = cf.wait(list(running), timeout=timeout, return_when=cf.FIRST_COMPLETED)
             failure: tuple[Trial, BaseException] | None = None
             for f in sorted(done, key=lambda f: running[f][0].id):

@@ -1,0 +1,96 @@
+"""The local Slurm cluster for the tests (scripts/slurm_local.sh), an allocation on it, objectives
+that run as job steps, and polling helpers (no timing assertions: every wait has a generous deadline)."""
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import gptask as gt
+from gptask.cluster import current_step
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "slurm_local.sh"
+#: seconds any Slurm state is waited for
+DEADLINE_S = 120.0
+
+
+def start_local_slurm() -> None:
+    """Start the local cluster when it is not running (installs slurm-wlm and munge when missing)."""
+    if subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True).returncode == 0:
+        return
+    done = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        pytest.fail(f"scripts/slurm_local.sh start failed:\n{done.stdout}\n{done.stderr}")
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    start_local_slurm()
+    return SCRIPT
+
+
+def nodes_up() -> list[str]:
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True).stdout
+    return sorted({ln.split()[0] for ln in out.splitlines() if ln.split()[1].rstrip("*") in ("idle", "mix", "alloc")})
+
+
+def wait_for(what: str, check, deadline: float = DEADLINE_S, every: float = 0.5):
+    end = time.monotonic() + deadline
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > end:
+            raise AssertionError(f"waited {deadline:g} s for {what}")
+        time.sleep(every)
+
+
+def job_state(job: str) -> str:
+    out = subprocess.run(["scontrol", "show", "job", job, "-o"], capture_output=True, text=True).stdout
+    for field in out.split():
+        if field.startswith("JobState="):
+            return field.split("=", 1)[1]
+    return ""
+
+
+@pytest.fixture
+def allocation(slurm):
+    """An allocation of every node of the local cluster (salloc --no-shell), cancelled afterwards."""
+    n = len(nodes_up())
+    done = subprocess.run(["salloc", "--no-shell", f"-N{n}", "--time=10", "-J", "gptask-test-alloc"],
+                          capture_output=True, text=True, timeout=DEADLINE_S)
+    job = next((w for line in done.stderr.splitlines() if "Granted job allocation" in line
+                for w in line.split() if w.isdigit()), None)
+    assert job, done.stderr
+    nodelist = subprocess.run(["squeue", "-h", "-j", job, "-o", "%N"], capture_output=True, text=True).stdout.strip()
+    nodes = tuple(subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
+                                 text=True).stdout.split())
+    yield gt.cluster.Allocation(job, nodes)
+    subprocess.run(["scancel", job])
+
+
+def step_objective(task, params):
+    """A run of ``params['x']`` tenths of a second on its step's nodes; every rank writes
+    'node start end step' to the file
+    ``$GPTASK_TEST_STEP_LOG`` (the steps' own account of where and when they ran);
+    returns (x - 3)^2."""
+    step = current_step()
+    log = os.environ["GPTASK_TEST_STEP_LOG"]
+    cmd = ("s=$(date +%s.%N); sleep " + f"{params['x'] / 10:.2f}" +
+           '; echo "$SLURMD_NODENAME $s $(date +%s.%N) ' + step.name + '" >> ' + log)
+    step.run(["bash", "-c", cmd])
+    return (params["x"] - 3) ** 2
+
+
+def nodes_of(task, params):
+    """1, 2 or 4 nodes by the parameter ``n``."""
+    return {"nodes": int(params["n"])}
+
+
+def steps_problem() -> gt.Problem:
+    return gt.Problem(name="steps", task_space=gt.Space([gt.Integer("size", 1, 9)]),
+                      param_space=gt.Space([gt.Integer("x", 0, 9), gt.Categorical("n", [1, 2, 4])]),
+                      objective=step_objective)
