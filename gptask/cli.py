@@ -871,12 +871,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "json: everything, models and confirmation runs included (default csv)")
     e.add_argument("--out", default=None, help="file to write (default: standard output)")
     e.set_defaults(func=_cmd_export)
+    from .cli_copy import register as register_copy
     from .cli_machines import register as register_machine
     from .cli_replay import register as register_replay
     from .insight.commands import add_parsers as add_insight_parsers
 
     register_machine(sub)
     register_replay(sub)
+    register_copy(sub)
     add_insight_parsers(sub, lambda spec, options: load_problem(spec, parse_assignments(options)))
     return p
 

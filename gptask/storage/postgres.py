@@ -755,6 +755,39 @@ class PostgresStorage(Storage):
             return sorted(set(found))
         return self._write(body)
 
+    # ---- copying (gptask.storage.copy) ---------------------------------------------------------
+    def export_rows(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of the history, table by table (:data:`gptask.storage.copy.TABLES`, and "meta")."""
+        from .copy import TABLES
+
+        def read() -> dict[str, list[tuple[Any, ...]]]:
+            with self._conn.transaction(), self._conn.cursor() as cur:
+                out = {"meta": [tuple(r) for r in self._x(cur, "SELECT key, value FROM {s}.meta ORDER BY key")]}
+                for table, cols in TABLES.items():
+                    out[table] = [tuple(r) for r in self._x(
+                        cur, f"SELECT {', '.join(cols)} FROM {{s}}.{table} ORDER BY {cols[0]}").fetchall()]
+                return out
+        return self._run(read)
+
+    def import_rows(self, rows: Mapping[str, Sequence[Sequence[Any]]]) -> None:
+        """Write ``rows`` (of :meth:`export_rows`) into this empty history in one transaction."""
+        from .copy import TABLES, meta_rows
+
+        def body(cur: Any) -> None:
+            for key, value in meta_rows(dict(rows)):
+                self._x(cur, "INSERT INTO {s}.meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
+                             "value = EXCLUDED.value", (key, value))
+            for table, cols in TABLES.items():
+                data = [tuple(r) for r in rows.get(table, ())]
+                if data:
+                    cur.executemany(f"INSERT INTO {self._s}.{table} ({', '.join(cols)}) VALUES "
+                                    f"({', '.join(['%s'] * len(cols))})", data)
+                if cols[0] == "id":  # the next id follows the copied ones
+                    self._x(cur, f"SELECT setval(pg_get_serial_sequence('{self._s}.{table}', 'id'), "
+                                 f"GREATEST((SELECT max(id) FROM {{s}}.{table}), 1), "
+                                 f"(SELECT max(id) IS NOT NULL FROM {{s}}.{table}))")
+        self._write(body)
+
     # ---- confirmation runs --------------------------------------------------------------------
     def add_confirmation(self, task_index: int, params: Mapping[str, Any], status: Status,
                          value: float | None = None, samples: Sequence[float] = (), reason: str = "",

@@ -786,6 +786,34 @@ class SQLiteStorage(Storage):
                 db.execute("UPDATE trials SET owner = NULL, lease_expires = NULL WHERE id = ?", (i,))
         return sorted(set(found))
 
+    # ---- copying (gptask.storage.copy) ---------------------------------------------------------
+    def export_rows(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of the history, table by table (:data:`gptask.storage.copy.TABLES`, and "meta")."""
+        from .copy import TABLES
+
+        have = _tables(self.db)
+        out: dict[str, list[tuple[Any, ...]]] = {"meta": [tuple(r) for r in self.db.execute(
+            "SELECT key, value FROM meta ORDER BY key").fetchall()]}
+        for table, cols in TABLES.items():
+            out[table] = [] if table not in have else [tuple(r) for r in self.db.execute(
+                f"SELECT {', '.join(cols)} FROM {table} ORDER BY {cols[0]}").fetchall()]
+        return out
+
+    def import_rows(self, rows: Mapping[str, Sequence[Sequence[Any]]]) -> None:
+        """Write ``rows`` (of :meth:`export_rows`) into this empty history in one transaction."""
+        from .copy import TABLES, meta_rows
+
+        with self._write() as db:
+            db.execute(_CONFIRMATIONS_TABLE)
+            for statement in _MACHINE_TABLES:
+                db.execute(statement)
+            for key, value in meta_rows(dict(rows)):
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+            for table, cols in TABLES.items():
+                for r in rows.get(table, ()):
+                    db.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                               tuple(r))
+
     # ---- confirmation runs (not trials) ------------------------------------------------------
     def add_confirmation(self, task_index: int, params: Mapping[str, Any], status: Status,
                          value: float | None = None, samples: Sequence[float] = (), reason: str = "",
