@@ -50,8 +50,8 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value, params_key
-from .base import (MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
-                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, normalised)
+from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
+                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
 from .owner import Owner, holder_alive, running_holder
 
 __all__ = ["PostgresStorage", "is_url", "redact", "split_url", "HistoryUnreachable", "DEFAULT_SCHEMA",
@@ -758,12 +758,10 @@ class PostgresStorage(Storage):
     # ---- copying (gptask.storage.copy) ---------------------------------------------------------
     def export_rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of the history, table by table (:data:`gptask.storage.copy.TABLES`, and "meta")."""
-        from .copy import TABLES
-
         def read() -> dict[str, list[tuple[Any, ...]]]:
             with self._conn.transaction(), self._conn.cursor() as cur:
                 out = {"meta": [tuple(r) for r in self._x(cur, "SELECT key, value FROM {s}.meta ORDER BY key")]}
-                for table, cols in TABLES.items():
+                for table, cols in COPY_TABLES.items():
                     out[table] = [tuple(r) for r in self._x(
                         cur, f"SELECT {', '.join(cols)} FROM {{s}}.{table} ORDER BY {cols[0]}").fetchall()]
                 return out
@@ -771,13 +769,11 @@ class PostgresStorage(Storage):
 
     def import_rows(self, rows: Mapping[str, Sequence[Sequence[Any]]]) -> None:
         """Write ``rows`` (of :meth:`export_rows`) into this empty history in one transaction."""
-        from .copy import TABLES, meta_rows
-
         def body(cur: Any) -> None:
             for key, value in meta_rows(dict(rows)):
                 self._x(cur, "INSERT INTO {s}.meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
                              "value = EXCLUDED.value", (key, value))
-            for table, cols in TABLES.items():
+            for table, cols in COPY_TABLES.items():
                 data = [tuple(r) for r in rows.get(table, ())]
                 if data:
                     cur.executemany(f"INSERT INTO {self._s}.{table} ({', '.join(cols)}) VALUES "
