@@ -43,6 +43,7 @@ reader of stdout left early (``gptask show H | head``), quietly, as tools killed
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import importlib
 import inspect
@@ -444,13 +445,13 @@ def _save_model(result: Any, path: str, quiet: bool, spec: str, options: Mapping
 
 def _tuner_for_ask(args: argparse.Namespace):
     """A Tuner on ``args.history`` whose settings default to what the history holds."""
-    from .storage import Owner, SQLiteStorage
+    from .storage import Owner, is_url, open_history
     from .tuning import Tuner
 
     problem = load_problem(args.problem, parse_assignments(args.problem_options))
     stored: dict[str, Any] = {}
-    if Path(args.history).exists():
-        with SQLiteStorage(args.history, read_only=True) as h:
+    if is_url(args.history) or Path(args.history).exists():
+        with contextlib.suppress(FileNotFoundError), open_history(args.history, read_only=True) as h:
             stored = {**(h.get_meta("settings") or {}), "seed": h.get_meta("seed"), "tasks": h.tasks()}
     tasks: Any = [parse_assignments(t) for t in args.task] if args.task else (
         args.tasks if args.tasks is not None else stored.get("tasks") or 5)
@@ -514,7 +515,7 @@ def _told_values(text: str, spec: Any, where: str) -> dict[str, float]:
 def _cmd_tell(args: argparse.Namespace) -> int:
     from .evaluate import Outcome
     from .objectives import Outputs
-    from .storage import SQLiteStorage
+    from .storage import open_history
 
     if args.failed is not None and args.value is not None:
         raise ValueError("give a VALUE or --failed REASON, not both")
@@ -526,7 +527,7 @@ def _cmd_tell(args: argparse.Namespace) -> int:
     from .provenance import check_history
 
     machine = tell_record(args.machine)
-    with SQLiteStorage(args.history, create=False) as h:
+    with open_history(args.history) as h:
         named = h.signature.get("outputs")
         if args.failed is not None:
             outcome = Outcome.of(None, args.failed or "reported as failed")
@@ -551,9 +552,9 @@ def _cmd_tell(args: argparse.Namespace) -> int:
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
-    from .storage import SQLiteStorage
+    from .storage import open_history
 
-    with SQLiteStorage(args.history, create=False) as h:
+    with open_history(args.history) as h:
         released = h.release(ids=args.ids, force=args.force)
     print(f"released trial(s) {released}: the next ask proposes them again")
     return 0
@@ -564,12 +565,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from .recommend import COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, nothing_to_recommend
     from .source_selection import SourceSelection
     from .sources import SELECTION_META
-    from .storage import SQLiteStorage
+    from .storage import open_history
     from .storage.owner import Owner
     from .trials import Status
     from .failures import reasons_by_task
 
-    with SQLiteStorage(args.history, read_only=True) as h:
+    with open_history(args.history, read_only=True) as h:
         trials = h.trials()
         pending = [t for t in trials if t.status is Status.PENDING]
         result = result_from_history(h)
@@ -626,11 +627,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from .labels import stored_unit
     from .outputs import check_output_path
     from .plots import plot_convergence, plot_formats
-    from .storage import SQLiteStorage
+    from .storage import is_url, open_history
 
-    out = args.out or str(Path(args.history).with_suffix(".front.png" if args.front else ".png"))
+    out = args.out or str(Path("history" if is_url(args.history) else args.history).with_suffix(
+        ".front.png" if args.front else ".png"))
     check_output_path(out, "--out", plot_formats(), {"the history": args.history})
-    with SQLiteStorage(args.history, read_only=True) as h:
+    with open_history(args.history, read_only=True) as h:
         if args.front:
             from .plots_front import plot_fronts
 
@@ -646,12 +648,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from .outputs import check_output_path
-    from .storage import SQLiteStorage
+    from .storage import open_history
     from .storage.export import to_csv, to_json
 
     if args.out:
         check_output_path(args.out, "--out", inputs={"the history": args.history})
-    with SQLiteStorage(args.history, read_only=True) as h:
+    with open_history(args.history, read_only=True) as h:
         text = to_csv(h) if args.format == "csv" else to_json(h)
     if args.out:
         Path(args.out).write_text(text)
@@ -973,12 +975,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "json: everything, models and confirmation runs included (default csv)")
     e.add_argument("--out", default=None, help="file to write (default: standard output)")
     e.set_defaults(func=_cmd_export)
+    from .cli_copy import register as register_copy
     from .cli_machines import register as register_machine
     from .cli_replay import register as register_replay
     from .insight.commands import add_parsers as add_insight_parsers
 
     register_machine(sub)
     register_replay(sub)
+    register_copy(sub)
     add_insight_parsers(sub, lambda spec, options: load_problem(spec, parse_assignments(options)))
     return p
 

@@ -135,6 +135,10 @@ def read_measurements(problem: Problem, item: Any, where: str = "") -> list[Meas
     src = item if isinstance(item, Source) else Source(item)
     data = src.data
     where = where or (str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__)
+    if where.startswith(("postgresql://", "postgres://")):
+        from .storage import redact
+
+        where = redact(where)
     try:
         default = None if src.machine is None else check_record(src.machine, f"source {where}: machine")
     except ProvenanceError as exc:
@@ -144,6 +148,11 @@ def read_measurements(problem: Problem, item: Any, where: str = "") -> list[Meas
         if (data.problem.unit or "") != (problem.unit or ""):
             raise SourceError(f"source {where} measures in {data.problem.unit!r}, the problem in {problem.unit!r}")
         return _from_trials(data.history, data.machines, default, where)
+    if isinstance(data, str) and data.startswith(("postgresql://", "postgres://")):
+        from .storage import open_history
+
+        with open_history(data, read_only=True) as h:
+            return _from_storage(problem, h, default, where)
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         if not path.is_file():

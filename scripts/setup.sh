@@ -13,8 +13,9 @@ if [ "${GPTASK_SKIP_SETUP:-0}" = 1 ]; then
 fi
 
 PY=${PYTHON:-python3}
-# chromium: the report test opens gptask report's page in a real headless browser
-DEB_PACKAGES="mpich libmpich-dev libscalapack-mpich-dev libopenblas0 gcc make strace chromium"
+# chromium: the report test opens gptask report's page in a real headless browser; postgresql: the
+# tests of PostgreSQL histories start a throw-away server (initdb, pg_ctl) unless GPTASK_TEST_POSTGRES_URL is set
+DEB_PACKAGES="mpich libmpich-dev libscalapack-mpich-dev libopenblas0 gcc make strace chromium postgresql"
 
 need_debs=""
 for p in $DEB_PACKAGES; do

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gptask.storage import Owner, SQLiteStorage
+from gptask.storage import Owner, open_storage
 from gptask.trials import Status
 from processes import like_a_terminal
 from test_child import alive, wait_gone
@@ -22,12 +22,12 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests
 pytestmark = pytest.mark.slow
 
 
-def tune_cmd(hist: Path, problem: str, options: str, *extra: str) -> list[str]:
+def tune_cmd(hist: Path | str, problem: str, options: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "gptask", "tune", "--problem", problem, "--problem-options", options,
             "--history", str(hist), "--quiet", *extra]
 
 
-def counting_cmd(hist: Path, log: Path) -> list[str]:
+def counting_cmd(hist: Path | str, log: Path) -> list[str]:
     return tune_cmd(hist, "problems_for_tests:counting_problem", f"log={log},sleep=0.2", "--tasks", "2",
                     "--budget", "8", "--n-initial", "4", "--seed", "5")
 
@@ -42,12 +42,12 @@ def start(cmd: list[str], cwd: Path) -> subprocess.Popen:
                             preexec_fn=like_a_terminal)
 
 
-def test_three_tune_commands_on_one_history_run_each_configuration_once(tmp_path):
-    hist, log = tmp_path / "h.sqlite", tmp_path / "calls.txt"
+def test_three_tune_commands_on_one_history_run_each_configuration_once(tmp_path, history_location):
+    hist, log = history_location, tmp_path / "calls.txt"
     procs = [start(counting_cmd(hist, log), tmp_path) for _ in range(3)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
-    trials = SQLiteStorage(hist).trials()
+    trials = open_storage(hist).trials()
     assert len(trials) == 16 and all(t.status is Status.COMPLETE for t in trials)
     assert [sum(t.task_index == i for t in trials) for i in (0, 1)] == [8, 8]
     assert len({(t.task_index, t.params["x"], t.params["k"]) for t in trials}) == 16
@@ -57,8 +57,8 @@ def test_three_tune_commands_on_one_history_run_each_configuration_once(tmp_path
     assert all("best" in o[0] for o in outs)  # each process ends with the whole run's table
 
 
-def test_a_process_killed_mid_run_loses_nothing_and_the_others_finish_its_work(tmp_path):
-    hist, log = tmp_path / "h.sqlite", tmp_path / "calls.txt"
+def test_a_process_killed_mid_run_loses_nothing_and_the_others_finish_its_work(tmp_path, history_location):
+    hist, log = history_location, tmp_path / "calls.txt"
     procs = [start(counting_cmd(hist, log), tmp_path) for _ in range(3)]
     end = time.time() + 300
     while len(runs(log)) < 6 and time.time() < end:
@@ -66,11 +66,11 @@ def test_a_process_killed_mid_run_loses_nothing_and_the_others_finish_its_work(t
     procs[0].send_signal(signal.SIGKILL)
     procs[0].wait()
     victim = procs[0].pid
-    held = [t for t in SQLiteStorage(hist).trials(status=Status.PENDING) if Owner.from_text(t.owner).pid == victim]
+    held = [t for t in open_storage(hist).trials(status=Status.PENDING) if Owner.from_text(t.owner).pid == victim]
     for p in procs[1:]:
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-2000:]
-    trials = SQLiteStorage(hist).trials()
+    trials = open_storage(hist).trials()
     assert len(trials) == 16 and all(t.status is Status.COMPLETE for t in trials)
     assert len({(t.task_index, t.params["x"], t.params["k"]) for t in trials}) == 16
     calls = runs(log)
@@ -83,8 +83,8 @@ def test_a_process_killed_mid_run_loses_nothing_and_the_others_finish_its_work(t
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
-def test_no_objective_outlives_a_stopped_tuner_and_its_trial_is_rerun(tmp_path, sig):
-    hist, record = tmp_path / "h.sqlite", tmp_path / "pids.json"
+def test_no_objective_outlives_a_stopped_tuner_and_its_trial_is_rerun(tmp_path, sig, history_location):
+    hist, record = history_location, tmp_path / "pids.json"
     cmd = tune_cmd(hist, "problems_for_tests:spawning_problem", f"record={record}", "--tasks", "1", "--budget", "2",
                    "--n-initial", "2", "--timeout", "600")
     proc = start(cmd, tmp_path)
@@ -98,7 +98,7 @@ def test_no_objective_outlives_a_stopped_tuner_and_its_trial_is_rerun(tmp_path, 
     proc.communicate(timeout=60)
     assert wait_gone([got["pid"], got["child"]]) == []
     assert proc.returncode == {signal.SIGKILL: -9, signal.SIGTERM: 143, signal.SIGINT: proc.returncode}[sig] != 0
-    in_flight, = SQLiteStorage(hist).trials()  # one task: one trial per iteration
+    in_flight, = open_storage(hist).trials()  # one task: one trial per iteration
     assert in_flight.status is Status.PENDING
     assert (in_flight.owner is None) == (sig != signal.SIGKILL)  # stopped cleanly: given back at once
     record.unlink()
@@ -106,6 +106,6 @@ def test_no_objective_outlives_a_stopped_tuner_and_its_trial_is_rerun(tmp_path, 
                                 "1", "--budget", "2", "--n-initial", "2", "--timeout", "600"),
                        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    trials = SQLiteStorage(hist).trials()
+    trials = open_storage(hist).trials()
     assert len(trials) == 2 and all(t.status is Status.COMPLETE for t in trials)
     assert trials[0].id == in_flight.id and trials[0].params == in_flight.params and trials[0].attempts == 2

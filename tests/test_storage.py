@@ -46,9 +46,11 @@ def dead_owner() -> Owner:
     return Owner("tune", "dead", me.host, proc.pid, me.boot, start)
 
 
-@pytest.fixture(params=["file", "memory"])
+@pytest.fixture(params=["file", "memory", "postgres"])
 def storage(request, tmp_path):
-    s = open_storage(tmp_path / "h.sqlite" if request.param == "file" else None, SIG)
+    where = {"file": lambda: tmp_path / "h.sqlite", "memory": lambda: None,
+             "postgres": lambda: request.getfixturevalue("pg_server").new_url()}[request.param]()
+    s = open_storage(where, SIG)
     s.set_tasks(TASKS)
     yield s
     s.close()
@@ -267,12 +269,13 @@ class StorageMachine(RuleBasedStateMachine):
     """Random sequences of claims, tells, releases and reclaims against a plain-Python model."""
 
     GHOST = None
+    LOCATION = staticmethod(lambda: None)  # where each run's history lives (None: in memory)
 
     @initialize()
     def start(self):
         if StorageMachine.GHOST is None:
             StorageMachine.GHOST = dead_owner()
-        self.s = open_storage(None, SIG)
+        self.s = open_storage(self.LOCATION(), SIG)
         self.s.set_tasks(TASKS)
         self.me, self.peer = Owner.this_process("tune"), Owner.this_process("tune")
         self.model = {}  # id -> dict(task, key, status, holder: "me" | "peer" | "ghost" | None)
@@ -378,6 +381,21 @@ class StorageMachine(RuleBasedStateMachine):
 
 TestStorageMachine = StorageMachine.TestCase
 TestStorageMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+class PostgresStorageMachine(StorageMachine):
+    """The same state machine against a PostgreSQL history (a fresh schema per run)."""
+
+    LOCATION = staticmethod(lambda: pytest.fail("the pg_server fixture did not run"))
+
+
+@pytest.fixture
+def _postgres_machine(pg_server):
+    PostgresStorageMachine.LOCATION = staticmethod(pg_server.new_url)
+
+
+TestPostgresStorageMachine = pytest.mark.usefixtures("_postgres_machine")(PostgresStorageMachine.TestCase)
+TestPostgresStorageMachine.settings = settings(max_examples=25, stateful_step_count=25, deadline=None)
 
 
 # ---- SQLite files ---------------------------------------------------------------------------------

@@ -25,6 +25,10 @@ ProblemLoader = Callable[[str, str], Any]
 
 
 def _is_history(path: str) -> bool:
+    from ..storage import is_url
+
+    if is_url(path):
+        return True
     if not Path(path).is_file():
         raise ValueError(f"no such file: {path}")
     return is_history(path)
@@ -34,9 +38,9 @@ def load_result_or_model(path: str, problem: Any = None) -> Any:
     """A result rebuilt from a history (SQLite) or a model loaded from a model file (JSON)."""
     if _is_history(path):
         from ..rebuild import result_from_history
-        from ..storage import SQLiteStorage
+        from ..storage import open_history
 
-        with SQLiteStorage(path, read_only=True) as h:
+        with open_history(path, read_only=True) as h:
             return result_from_history(h)
     from ..model_io import load_model
 

@@ -110,12 +110,12 @@ def load_report_data(path: str | Path) -> ReportData:
     """Read the history at ``path`` (SQLite, read only) into a :class:`ReportData`. Raises
     ValueError for a file that is not a gptask history (the storage names the problem)."""
     from ..rebuild import result_from_history
-    from ..storage import SQLiteStorage
+    from ..storage import is_url, open_history
 
-    p = Path(path)
-    if not p.is_file():
+    p = str(path) if is_url(path) else Path(path)
+    if isinstance(p, Path) and not p.is_file():
         raise ValueError(f"no history file at {p}")
-    with SQLiteStorage(p, read_only=True) as h:
+    with open_history(p, read_only=True) as h:
         sig = h.signature
         tasks = h.tasks()
         trials = h.trials()

@@ -87,6 +87,28 @@ class TrialHeld(HistoryError):
 MAX_ATTEMPTS = 3
 
 
+#: the tables of a history and their columns, as both backends store them (gptask.storage.copy copies them in this order)
+COPY_TABLES: dict[str, tuple[str, ...]] = {
+    "tasks": ("task_index", "task", "closed"),
+    "trials": ("id", "task_index", "params", "params_key", "status", "value", "samples", "reason", "extra", "source",
+               "created", "finished", "duration", "attempts", "owner", "lease_expires", "objectives"),
+    "models": ("id", "iteration", "created", "log_likelihood", "params", "data_key"),
+    "confirmations": ("id", "task_index", "params", "status", "value", "samples", "reason", "created", "duration",
+                      "objectives"),
+    "machines": ("id", "key", "record", "created"),
+    "trial_machines": ("trial_id", "machine_id"),
+}
+#: meta rows a copy carries over (the run's own state is every "user:" key); format and
+#: schema_version are the destination's own
+COPIED_META = ("signature", "created", "upgraded_from")
+
+
+
+def meta_rows(rows: dict[str, Any]) -> list[tuple[str, str]]:
+    """The meta rows of ``rows`` that a copy writes."""
+    return [(k, v) for k, v in rows["meta"] if k in COPIED_META or k.startswith("user:")]
+
+
 class Storage(abc.ABC):
     """A run's history. ``path`` is where it lives (None: in memory)."""
 

@@ -65,8 +65,8 @@ from pathlib import Path
 from typing import Any
 
 from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value, params_key
-from .base import (MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory,
-                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, normalised)
+from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory,
+                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
 from .owner import Owner, holder_alive, running_holder
 
 __all__ = ["SQLiteStorage", "SCHEMA_VERSION", "APPLICATION_ID", "FORMAT", "read_signature"]
@@ -785,6 +785,30 @@ class SQLiteStorage(Storage):
             for i in found:
                 db.execute("UPDATE trials SET owner = NULL, lease_expires = NULL WHERE id = ?", (i,))
         return sorted(set(found))
+
+    # ---- copying (gptask.storage.copy) ---------------------------------------------------------
+    def export_rows(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of the history, table by table (:data:`gptask.storage.copy.TABLES`, and "meta")."""
+        have = _tables(self.db)
+        out: dict[str, list[tuple[Any, ...]]] = {"meta": [tuple(r) for r in self.db.execute(
+            "SELECT key, value FROM meta ORDER BY key").fetchall()]}
+        for table, cols in COPY_TABLES.items():
+            out[table] = [] if table not in have else [tuple(r) for r in self.db.execute(
+                f"SELECT {', '.join(cols)} FROM {table} ORDER BY {cols[0]}").fetchall()]
+        return out
+
+    def import_rows(self, rows: Mapping[str, Sequence[Sequence[Any]]]) -> None:
+        """Write ``rows`` (of :meth:`export_rows`) into this empty history in one transaction."""
+        with self._write() as db:
+            db.execute(_CONFIRMATIONS_TABLE)
+            for statement in _MACHINE_TABLES:
+                db.execute(statement)
+            for key, value in meta_rows(dict(rows)):
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+            for table, cols in COPY_TABLES.items():
+                for r in rows.get(table, ()):
+                    db.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                               tuple(r))
 
     # ---- confirmation runs (not trials) ------------------------------------------------------
     def add_confirmation(self, task_index: int, params: Mapping[str, Any], status: Status,

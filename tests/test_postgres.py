@@ -1,0 +1,250 @@
+"""What is specific to PostgreSQL histories (the shared contract runs in test_storage.py on both
+backends): copying between backends, credentials never shown, bad servers and bad databases, a
+server restart and dropped connections, and holders on other hosts judged by their heartbeats."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+
+from gptask.storage import (HistoryMismatch, NotAHistory, Owner, SchemaTooNew, TrialHeld, open_storage,  # noqa: E402
+                            redact)
+from gptask.storage import postgres as pg  # noqa: E402
+from gptask.storage.base import HistoryError, HistoryWriteFailed  # noqa: E402
+from gptask.storage.copy import copy_history  # noqa: E402
+from gptask.trials import Proposal, Status, Trial  # noqa: E402
+from tests.postgres_server import PASSWORD, PASSWORD_USER, TempServer, find_bin  # noqa: E402
+
+SIG = {"name": "p", "task_space": [{"type": "real", "name": "t", "lo": 0, "hi": 1, "log": False}]}
+TASKS = [{"t": 0.1}, {"t": 0.9}]
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+MACHINE = {"label": "node", "cpu": "x", "cores": 4}
+
+
+def prop(i, x):
+    return Proposal(i, TASKS[i], {"x": x}, "initial")
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "gptask", *args], capture_output=True, text=True, timeout=120,
+                          env={**ENV, **(env or {})})
+
+
+def filled(where):
+    """A history holding every kind of row: trials in each state, models, confirmations, machines, meta."""
+    s = open_storage(where, SIG)
+    s.set_tasks(TASKS)
+    s.set_meta("seed", 7)
+    s.set_meta("settings", {"budget": 5})
+    a, b, c, d = s.add_trials([prop(0, 0.1), prop(0, 0.2), prop(1, 0.3), prop(1, 0.4)], Owner.this_process("tune"))
+    s.add_trials([prop(1, 0.5)], Owner.detached("ask"), lease=3600)
+    s.finish(a.id, Status.COMPLETE, 1.5, samples=[1.4, 1.6], duration=0.2, machine=MACHINE)
+    s.finish(b.id, Status.FAILED, reason="crashed")
+    s.finish(c.id, Status.CENSORED, 9.0, reason="timeout")
+    s.import_trials([Trial(id=0, task_index=1, task=TASKS[1], params={"x": 0.9}, status=Status.COMPLETE, value=2.0)])
+    s.add_model(1, {"ls": [0.5]}, -3.2, "key")
+    s.add_confirmation(0, {"x": 0.1}, Status.COMPLETE, 1.45)
+    s.close_task(1, "budget spent")
+    s.release(Owner.this_process("other"), ids=[d.id], force=True)
+    return s
+
+
+def test_a_copy_to_postgres_and_back_is_equal_and_keeps_every_row(tmp_path, pg_server):
+    src, url, back = tmp_path / "a.sqlite", pg_server.new_url(), tmp_path / "b.sqlite"
+    filled(src).close()
+    counts = copy_history(src, url)
+    assert counts == {"tasks": 2, "trials": 6, "models": 1, "confirmations": 1, "machines": 1, "trial_machines": 1}
+    copy_history(url, back)
+    with open_storage(src) as a, open_storage(url) as p, open_storage(back) as b:
+        assert a.export_rows() == p.export_rows() == b.export_rows()
+        assert a.trials() == p.trials() == b.trials() and a.machines() == p.machines()
+        assert p.get_meta("seed") == 7 and p.closed_tasks() == {1: "budget spent"}
+        # the copy goes on where the source stopped: new ids follow the copied ones
+        t, = p.add_trials([prop(0, 0.7)], Owner.detached("ask"))
+        assert t.id == max(x.id for x in a.trials()) + 1
+
+
+def test_copy_refuses_a_destination_in_use_or_of_another_problem(tmp_path, pg_server):
+    src, url = tmp_path / "a.sqlite", pg_server.new_url()
+    filled(src).close()
+    with open_storage(url, {**SIG, "name": "other"}) as o:
+        o.set_tasks(TASKS)
+    r = cli("copy", str(src), url)
+    assert r.returncode == 2 and "different problem" in r.stderr and "Traceback" not in r.stderr
+    copy_history(src, url2 := pg_server.new_url())
+    r = cli("copy", str(src), url2)
+    assert r.returncode == 2 and "already holds 6 trial(s)" in r.stderr, r.stderr
+    r = cli("copy", url2, str(tmp_path / "c.sqlite"))
+    assert r.returncode == 0 and "6 trials" in r.stdout, r.stderr
+
+
+def test_a_password_is_never_shown_and_odd_characters_work(pg_server):
+    if not isinstance(pg_server, TempServer):
+        pytest.skip("needs the test server's password role")
+    host_port = f"127.0.0.1:{pg_server.port}"
+    good = f"postgresql://{PASSWORD_USER}:{quote(PASSWORD, safe='')}@{host_port}/postgres?schema=pw_hist"
+    with open_storage(good, SIG) as s:  # ':', '@', '/' and '%' in the password, percent-encoded
+        s.set_tasks(TASKS)
+        assert quote(PASSWORD, safe="") not in repr(s) and PASSWORD not in str(s) and "***" in repr(s)
+    bad = good.replace(quote(PASSWORD, safe=""), "wrong-pass-1234")
+    with pytest.raises(pg.HistoryUnreachable, match="refused the credentials") as err:
+        open_storage(bad, SIG)
+    assert "wrong-pass-1234" not in str(err.value)
+    for args in (["show", bad], ["export", bad], ["show", good + "&sslmode=disable"]):
+        r = cli(*args)
+        assert "wrong-pass-1234" not in r.stderr + r.stdout and PASSWORD not in r.stderr + r.stdout
+        assert quote(PASSWORD, safe="") not in r.stderr + r.stdout
+    assert cli("show", bad).returncode == 2
+    # PGPASSWORD: a URL without the password
+    plain = f"postgresql://{PASSWORD_USER}@{host_port}/postgres?schema=pw_hist"
+    r = cli("export", plain, env={"PGPASSWORD": PASSWORD})
+    assert r.returncode == 0, r.stderr
+    assert redact("postgresql://u:p%40ss@h:1/d?password=x&schema=s") == "postgresql://u:***@h:1/d?password=***&schema=s"
+
+
+def test_an_unreachable_server_names_host_and_port_without_a_traceback():
+    import socket
+
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    url = f"postgresql://nobody:hunter2@127.0.0.1:{port}/db"
+    with pytest.raises(pg.HistoryUnreachable, match=f"cannot reach PostgreSQL server 127.0.0.1:{port}.*check that"):
+        open_storage(url, SIG)
+    r = cli("show", url)
+    assert r.returncode == 2 and f"127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
+    assert "hunter2" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_other_programs_other_problems_and_newer_schemas_are_refused(pg_server):
+    url = pg_server.new_url()
+    schema = url.rsplit("=", 1)[1]
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"CREATE TABLE {schema}.customers (id int)")
+    with pytest.raises(NotAHistory, match="customers"):
+        open_storage(url, SIG)
+    other = pg_server.new_url()
+    open_storage(other, SIG).close()
+    with pytest.raises(HistoryMismatch, match="different problem"):
+        open_storage(other, {**SIG, "name": "q"})
+    schema = other.rsplit("=", 1)[1]
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {schema}.meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(SchemaTooNew, match="schema 99"):
+        open_storage(other, SIG)
+    with pytest.raises(FileNotFoundError):
+        open_storage(pg_server.new_url())  # no history there, and no problem to create one for
+    with pytest.raises(ValueError, match="schema name"):
+        open_storage(pg_server.url + "?schema=a;drop", SIG)
+
+
+def test_a_read_only_server_gives_a_write_error_that_keeps_what_was_told(pg_server):
+    if not isinstance(pg_server, TempServer):
+        pytest.skip("needs the test server")
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE ro")
+    url = pg_server.url.rsplit("/", 1)[0] + "/ro?schema=h"
+    with open_storage(url, SIG) as s:
+        s.set_tasks(TASKS)
+        t, = s.add_trials([prop(0, 0.1)], Owner.detached("ask"))
+        s.finish(t.id, Status.COMPLETE, 1.0)
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute("ALTER DATABASE ro SET default_transaction_read_only = on")
+    with open_storage(url, SIG) as s, pytest.raises(HistoryWriteFailed, match="read-only"):
+        s.add_trials([prop(0, 0.2)], Owner.detached("ask"))
+    with open_storage(url, read_only=True) as s:
+        assert [x.value for x in s.trials()] == [1.0]
+
+
+HOLDER = """
+import socket, sys, time
+socket.gethostname = lambda: "node-b"          # a tuner on another host
+from gptask.storage import Owner, open_storage
+from gptask.trials import Proposal
+s = open_storage(sys.argv[1])
+me = Owner.this_process("tune")
+t, = s.add_trials([Proposal(0, {"t": 0.1}, {"x": 0.42}, "initial")], me)
+print(t.id, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def own_server():
+    if find_bin() is None:
+        pytest.skip("no PostgreSQL server binaries")
+    with TempServer() as srv:
+        yield srv
+
+
+def test_restarts_and_dropped_connections_lose_nothing_and_remote_holders_live_by_heartbeat(own_server, monkeypatch):
+    monkeypatch.setattr(pg, "HOLDER_TIMEOUT_S", 4.0)
+    url = own_server.new_url()
+    s = open_storage(url, SIG)
+    s.set_tasks(TASKS)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, url], stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        remote_id = int(holder.stdout.readline())
+        me = Owner.this_process("tune")
+        mine, = s.add_trials([prop(0, 0.2)], me)
+        own_server.pg_ctl("restart")  # every connection is cut
+        assert s.reclaim(me) == []  # reconnects; the remote holder is alive (grace after a server start)
+        with pytest.raises(TrialHeld, match="node-b"):
+            s.release(ids=[remote_id])
+        with psycopg.connect(own_server.url, autocommit=True) as conn:  # drop this client's connection
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gptask' "
+                         "AND pid <> pg_backend_pid()")
+        told = s.finish(mine.id, Status.COMPLETE, 3.0)
+        assert told.status is Status.COMPLETE
+        time.sleep(pg.HOLDER_TIMEOUT_S + 1)
+        assert s.reclaim(me) == []  # its heartbeat went on after the restart and the dropped connection
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        end = time.time() + 60
+        back = []
+        while not back and time.time() < end:
+            back = s.reclaim(me)
+            time.sleep(0.5)
+        assert [t.id for t in back] == [remote_id] and back[0].attempts == 2
+        assert [(t.id, t.status) for t in s.trials()] == [(remote_id, Status.PENDING), (mine.id, Status.COMPLETE)]
+    finally:
+        holder.kill()
+        holder.wait()
+        s.close()
+
+
+def test_a_tell_whose_commit_was_cut_off_is_recorded_once(pg_server, monkeypatch):
+    """The connection dies right after the server committed a tell: the retry recognises its own result."""
+    s = open_storage(pg_server.new_url(), SIG)
+    s.set_tasks(TASKS)
+    t, = s.add_trials([prop(0, 0.1)], Owner.detached("ask"))
+    real = s._tx
+    calls = []
+
+    from contextlib import contextmanager
+
+    @contextmanager
+    def cut_after_commit():
+        with real() as cur:
+            yield cur
+        if not calls:
+            calls.append(1)
+            s._conn.close()  # the commit went through; the client never heard back
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(s, "_tx", cut_after_commit)
+    told = s.finish(t.id, Status.COMPLETE, 2.5)
+    assert told.value == 2.5 and calls == [1]
+    monkeypatch.undo()
+    with pytest.raises(HistoryError, match="already told"):
+        s.finish(t.id, Status.COMPLETE, 2.5)
+    s.close()
