@@ -10,7 +10,7 @@ Put this folder first on PYTHONPATH (bench/suite.py starts worker processes, whi
 and set GPTASK_GATED_PICKS to a JSON object, e.g.
 
     GPTASK_GATED_PICKS='{"every": 2, "thr": 0.5, "top": 2}' \\
-    PYTHONPATH=bench/experiments/gated_picks:. python bench/suite.py run --families convolution \\
+    PYTHONPATH=bench/archive/gated_picks:. python bench/suite.py run --families convolution \\
         --methods mla --seeds 0-15 --tag g05 --out F
 
 On every ``every``-th searched run of a task i with a listed or enumerated domain, the search

@@ -3,7 +3,7 @@
 Put this folder first on PYTHONPATH (bench/suite.py's worker processes import it too) and set
 GPTASK_CONSENSUS_PICKS to a JSON object, e.g.
 
-    GPTASK_CONSENSUS_PICKS='{"cons": 2}' PYTHONPATH=bench/experiments/consensus_picks:. \\
+    GPTASK_CONSENSUS_PICKS='{"cons": 2}' PYTHONPATH=bench/archive/consensus_picks:. \\
         python bench/suite.py run --families convolution --methods mla --seeds 0-15 --tag cons2 --out F
 
 Whenever gptask offers task i cross-task picks (gptask/tuning/crosstask.py), the ``cons``
