@@ -197,10 +197,19 @@ def test_the_readme_is_a_front_door():
     """At most 300 lines; the docs pages it links to exist (and so do the other relative links of every page)."""
     assert len(README.read_text().splitlines()) <= 300
     for page in pages():
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)]*))?\)", page.read_text()):
             if "://" in target:
                 continue
-            assert (page.parent / target).exists(), f"{page.relative_to(ROOT)}: broken link {target}"
+            path = page.parent / target if target else page
+            assert path.exists(), f"{page.relative_to(ROOT)}: broken link {target}"
+            if anchor:
+                assert anchor in _anchors(path), f"{page.relative_to(ROOT)}: no heading for {target}#{anchor}"
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings (lower case, punctuation dropped, spaces to hyphens)."""
+    heads = re.findall(r"^#+ (.+)$", FENCE.sub("", path.read_text()), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
 
 
 def test_the_pip_install_block_names_real_extras():
