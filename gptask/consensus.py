@@ -6,7 +6,7 @@ configuration of least mean log value over the seen machines (a time: the geomet
 each machine's relative differences count alike). On the recorded convolution campaign, each GPU
 held out in turn and the other five GPUs' complete measurements ranked by this score, the first
 configuration reaches 0.857 of the held-out GPU's optimum on average, the best of the first five
-0.879 and of the first ten 0.927 (``bench/experiments/logo_ceiling.py``).
+0.879 and of the first ten 0.927 (``bench/archive/logo_ceiling.py``).
 
 * :func:`consensus_scores`: the score of candidates from a (machines x candidates) table of values
   (measured, predicted, or both), +inf where one failed;

@@ -1,4 +1,4 @@
-"""The command line around a run: the shell ask/tell loop of the README (with a stand-in for
+"""The command line around a run: the shell ask/tell loop of docs/evaluation.md (with a stand-in for
 sbatch), ask/tell/release errors, progress lines in a log, output paths checked up front."""
 
 import json
@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -51,10 +52,9 @@ def gptask(*args, cwd, timeout=300, env=ENV):
 
 
 def readme_driver() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "evaluation.md").read_text()
     block = text.split("<!-- ask-tell-driver -->", 1)[1].split("<!-- /ask-tell-driver -->", 1)[0]
-    code = block.split("```bash", 1)[1].split("```", 1)[0]
-    return "\n".join(line[2:] if line.startswith("  ") else line for line in code.splitlines())
+    return textwrap.dedent(block.split("```bash", 1)[1].split("```", 1)[0])
 
 
 @pytest.mark.slow

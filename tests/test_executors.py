@@ -302,15 +302,16 @@ def test_tla2_under_mpiexec_writes_from_rank_0_and_matches_the_serial_run(tmp_pa
 
 
 @pytest.mark.mpi
-def test_the_readme_mpi_pool_example_runs_under_mpiexec(tmp_path):
+def test_the_docs_mpi_pool_example_runs_under_mpiexec(tmp_path):
     from test_mpi import mpiexec
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "executors.md").read_text()
     block = text.split("<!-- mpi-pool-example -->", 1)[1].split("<!-- /mpi-pool-example -->", 1)[0]
-    (tmp_path / "tune_pool.py").write_text(block.split("```python", 1)[1].split("```", 1)[0])
-    r = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py.futures", "tune_pool.py"], cwd=tmp_path,
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "tune_pool.py").write_text(block.split("```python", 1)[1].split("```", 1)[0])
+    r = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py.futures", "out/tune_pool.py"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=300,
                        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr[-3000:]
-    trials = SQLiteStorage(tmp_path / "pool.sqlite", read_only=True).trials()
+    trials = SQLiteStorage(tmp_path / "out" / "mpi_pool.sqlite", read_only=True).trials()
     assert len(trials) == 24 and all(t.status is Status.COMPLETE for t in trials)

@@ -1,8 +1,9 @@
-"""Every command and code block of README.md runs as written (issue 27).
+"""Every command and code block of README.md and of the pages under docs/ runs as written (issues 27, 41).
 
-Each fenced ``bash``/``python`` block of the README carries an HTML comment right above it,
+Each fenced ``bash``/``python`` block of the README and of every ``docs/*.md`` page carries an HTML comment right above it,
 ``<!-- example: ID [session=NAME] [file=NAME.py] [tested-by=PATH] -->``; the tests extract the
-blocks from the README's text and run them, unchanged:
+blocks from the pages' text (README first, then the docs pages in the order of ``DOC_PAGES``) and run
+them, unchanged; example ids are unique across all the pages:
 
 * in a clean shell: ``PATH`` holds only the system directories, and the README's own activation
   block (``source .venv/bin/activate``) is run first, as a new user would after command 1;
@@ -10,7 +11,7 @@ blocks from the README's text and run them, unchanged:
   the editable install already does that);
 * in a scratch copy of the repository's layout (links to its directories; notebooks copied), so
   that the examples' output files land there;
-* python blocks of one ``session`` in one script, in README order (the library example defines the
+* python blocks of one ``session`` in one script, in page order (the library example defines the
   ``problem`` the later ones use); a ``file=`` block is written to that file and run with the
   command its first line names (``# tune.py; run: mpiexec -n 2 python tune.py``);
 * the long examples (the two commands, the applications) with small budgets, through the documented
@@ -40,6 +41,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+#: the docs pages in reading order (a session's blocks run in this order, after the README's); every
+#: docs/*.md page must be listed
+DOC_PAGES = ["install", "spaces", "evaluation", "transfer", "sources", "objectives", "insight", "executors",
+             "command-line", "applications", "layout"]
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)
 NOTE = re.compile(r"<!-- example: (?P<id>[\w-]+)(?P<opts>(?: [\w-]+=\S+)*) -->")
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -55,13 +61,31 @@ class Example:
     lang: str
     code: str
     line: int
-    after: str  # the README's paragraph right after the block
+    after: str  # the page's paragraph right after the block
     opts: dict = field(default_factory=dict)
+    page: str = "README.md"
+
+    def session_key(self) -> str:
+        """The script a block runs in: its session's, else its own (a history shared within one is fine)."""
+        return self.opts.get("session", self.id)
+
+
+def pages() -> list[Path]:
+    """README.md, then the docs pages in reading order."""
+    return [README] + [DOCS / f"{name}.md" for name in DOC_PAGES]
 
 
 def examples() -> list[Example]:
-    """The README's fenced code blocks (``text`` blocks aside), with their annotations."""
-    text = README.read_text()
+    """The fenced code blocks (``text`` blocks aside) of every page, with their annotations."""
+    out = []
+    for page in pages():
+        out += _examples(page)
+    return out
+
+
+def _examples(page: Path) -> list[Example]:
+    text = page.read_text()
+    name = str(page.relative_to(ROOT))
     out = []
     for m in FENCE.finditer(text):
         if m["lang"] == "text":
@@ -72,13 +96,13 @@ def examples() -> list[Example]:
         while above and above[-1].strip().startswith("<!--"):
             notes.append(above.pop().strip())
         found = [n for n in (NOTE.fullmatch(x) for x in notes) if n]
-        assert len(found) == 1, f"README.md line {line}: a ```{m['lang']} block needs one <!-- example: ID --> above it"
+        assert len(found) == 1, f"{name} line {line}: a ```{m['lang']} block needs one <!-- example: ID --> above it"
         opts = dict(o.split("=", 1) for o in found[0]["opts"].split())
         rest = text[m.end():].lstrip("\n")
         while rest.lstrip().startswith("<!--"):  # a closing marker: the paragraph after it
             rest = rest.split("\n", 1)[1].lstrip("\n") if "\n" in rest else ""
         after = rest.split("\n\n", 1)[0]
-        out.append(Example(found[0]["id"], m["lang"], textwrap.dedent(m["body"]), line, after, opts))
+        out.append(Example(found[0]["id"], m["lang"], textwrap.dedent(m["body"]), line, after, opts, name))
     return out
 
 
@@ -97,7 +121,8 @@ def session(name: str) -> str:
 def repo(tmp_path):
     """A scratch copy of the repository's layout: links to its directories and files, the
     notebooks copied (running one writes next to it)."""
-    for name in ("apps", "gptask", "scripts", "models", "tests", "bench", "data", "pyproject.toml", "README.md", ".venv"):
+    for name in ("apps", "gptask", "scripts", "models", "tests", "bench", "data", "docs", "pyproject.toml", "README.md",
+                 ".venv"):
         (tmp_path / name).symlink_to(ROOT / name)
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns("*.png"))
     return tmp_path
@@ -139,8 +164,8 @@ def _record(example_id: str, seconds: float, smoke: bool) -> None:
     p.write_text(json.dumps(times, indent=1))
 
 
-# ---- the README itself ---------------------------------------------------------------------------
-RUN_HERE = {"two-commands", "venv", "notebooks", "library", "ask-tell", "transfer", "executor", "measurements",
+# ---- the pages themselves --------------------------------------------------------------------------
+RUN_HERE = {"two-commands", "venv", "pip-install", "notebooks", "library", "ask-tell", "transfer", "executor", "measurements",
             "measurements-cli", "mpi-ranks", "mpi-pool", "lcm-torch", "cli", "app-scalapack", "app-mpi", "app-io",
             "insight", "discrete", "replay-cli", "objectives", "memory-limit"}
 
@@ -155,13 +180,53 @@ def test_every_code_block_is_an_example_that_a_test_runs():
     assert all(e.lang in ("bash", "python") for e in found.values())
 
 
+def test_every_docs_page_is_listed_in_reading_order():
+    assert sorted(p.stem for p in DOCS.glob("*.md")) == sorted(DOC_PAGES)
+
+
 def test_every_example_states_how_long_it_runs():
     for e in examples():
-        if e.id == "venv":
-            continue  # activating the virtualenv runs nothing
-        assert DURATION.search(e.code) or DURATION.search(e.after), f"README line {e.line}: example {e.id} " \
+        if e.id in ("venv", "pip-install"):
+            continue  # activating the virtualenv runs nothing; pip's time is the network's
+        assert DURATION.search(e.code) or DURATION.search(e.after), f"{e.page} line {e.line}: example {e.id} " \
                                                                     "does not say how long it runs"
-    assert "RT_" not in README.read_text()  # no placeholder left
+    assert all("RT_" not in p.read_text() for p in pages())  # no placeholder left
+
+
+def test_the_readme_is_a_front_door():
+    """At most 300 lines; the docs pages it links to exist (and so do the other relative links of every page)."""
+    assert len(README.read_text().splitlines()) <= 300
+    for page in pages():
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)]*))?\)", page.read_text()):
+            if "://" in target:
+                continue
+            path = page.parent / target if target else page
+            assert path.exists(), f"{page.relative_to(ROOT)}: broken link {target}"
+            if anchor:
+                assert anchor in _anchors(path), f"{page.relative_to(ROOT)}: no heading for {target}#{anchor}"
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings (lower case, punctuation dropped, spaces to hyphens)."""
+    heads = re.findall(r"^#+ (.+)$", FENCE.sub("", path.read_text()), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def test_the_pip_install_block_names_real_extras():
+    """The README's install block installs this repository (``.``) with extras that pyproject.toml defines."""
+    import tomllib
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    lines = [x.split("#")[0].strip() for x in by_id()["pip-install"].code.splitlines()]
+    installs = [x for x in lines if x.startswith("pip install")]
+    assert installs
+    named = set()
+    for x in installs:
+        m = re.fullmatch(r"pip install (?:-e )?'?\.(?:\[(?P<extras>[\w,]+)\])?'?", x)
+        assert m, x
+        named |= set((m["extras"] or "").split(",")) - {""}
+    assert named and named <= extras, (named, extras)
+    assert extras <= named | set(re.findall(r"`(\w+)`", by_id()["pip-install"].after)), extras
 
 
 def test_smoke_caps_are_checked_and_logged(monkeypatch, caplog):
@@ -175,6 +240,27 @@ def test_smoke_caps_are_checked_and_logged(monkeypatch, caplog):
     monkeypatch.setenv("GPTASK_MAX_BUDGET", "many")
     with pytest.raises(ValueError, match="GPTASK_MAX_BUDGET must be a positive integer"):
         smoke_limits(8, 20, 10)
+
+
+
+#: the options and arguments that name a file an example writes
+_WRITES = re.compile(r"""(?:--(?:history|out|plot|save-model) |save_model\(["']|\.save\(["']|["'](?=[\w./-]+\.sqlite["']))"""
+                     r"""(?P<path>[\w./-]+)""")
+
+
+def test_examples_write_only_under_out_and_no_two_share_a_history():
+    """Issue 40: examples left files in the repository root, and two of them wrote pool.sqlite for
+    different problems (run in order, the second failed with HistoryMismatch)."""
+    histories: dict[str, set[str]] = {}
+    for e in examples():
+        for m in _WRITES.finditer(e.code):
+            assert m["path"].startswith("out/"), f"{e.page} line {e.line}: example {e.id} writes {m['path']} outside out/"
+            if m["path"].endswith(".sqlite") and not m.group(0).startswith("--out"):
+                histories.setdefault(m["path"], set()).add(e.session_key())
+        if "file" in e.opts:
+            assert e.opts["file"].startswith("out/"), e.opts["file"]
+    shared = {h: ids for h, ids in histories.items() if len(ids) > 1}
+    assert not shared, shared
 
 
 # ---- running the examples --------------------------------------------------------------------------
@@ -218,13 +304,13 @@ def test_the_library_examples_in_one_session(repo):
     assert "best (s)" in r.stdout and "gain" in r.stdout and "%" in r.stdout  # result.table() and describe()
     from gptask.storage import SQLiteStorage
 
-    with SQLiteStorage(repo / "asktell.sqlite", read_only=True) as h:
+    with SQLiteStorage(repo / "out" / "asktell.sqlite", read_only=True) as h:
         assert len(h.trials()) == 4 * 8 and all(t.status.finished for t in h.trials())
-    with SQLiteStorage(repo / "pool_runs.sqlite", read_only=True) as h:
+    with SQLiteStorage(repo / "out" / "pool_runs.sqlite", read_only=True) as h:
         assert len(h.trials()) == 4 * 12
-    with SQLiteStorage(repo / "runs.sqlite", read_only=True) as h:
+    with SQLiteStorage(repo / "out" / "runs.sqlite", read_only=True) as h:
         assert len(h.confirmations()) >= 3 * 3  # recommend(0, confirm=3): 3+ candidates and the default
-    assert (repo / "qr_model.json").exists()
+    assert (repo / "out" / "qr_model.json").exists()
 
 
 @pytest.mark.slow
@@ -235,7 +321,7 @@ def test_existing_measurements_python_and_command_line_agree(repo):
     python_route = ast.literal_eval(m.group(1))  # a dict literal printed by the example
     from gptask.storage import SQLiteStorage
 
-    with SQLiteStorage(repo / "qr2.sqlite", read_only=True) as h:
+    with SQLiteStorage(repo / "out" / "qr2.sqlite", read_only=True) as h:
         counts = [sum(t.task_index == i for t in h.trials()) for i in range(len(h.tasks()))]
     assert counts == [104] * 4  # the imported runs and the new ones, per size
     cli = run_shell("measurements-cli", by_id()["measurements-cli"].code, repo, timeout=1200)
@@ -253,6 +339,7 @@ def test_the_mpi_scripts_under_mpich(repo, example_id):
     first = e.code.splitlines()[0]
     m = re.fullmatch(r"# (?P<file>\S+); run: (?P<cmd>.+?)  \(.*\)", first)
     assert m and m["file"] == e.opts["file"], first
+    (repo / m["file"]).parent.mkdir(parents=True, exist_ok=True)
     (repo / m["file"]).write_text(e.code)
     r = run_shell(example_id, m["cmd"], repo, timeout=900)
     assert "best" in r.stdout and r.stdout.count("\n") >= 4  # the table, printed once (rank 0)
@@ -263,13 +350,15 @@ def test_the_torch_lcm_example(repo):
     pytest.importorskip("torch")
     (repo / "lcm.py").write_text(by_id()["lcm-torch"].code)
     run_shell("lcm-torch", "python lcm.py", repo, timeout=600)
-    assert (repo / "m.npz").exists()
+    assert (repo / "out" / "m.npz").exists()
 
 
 @pytest.mark.slow
 def test_the_command_line_examples(repo):
     r = run_shell("cli", by_id()["cli"].code, repo, timeout=1500)
-    assert (repo / "conv.png").exists() and (repo / "demo.json").exists() and (repo / "demo.csv").exists()
+    out = repo / "out"
+    assert (out / "conv.png").exists() and (out / "demo.json").exists() and (out / "demo.csv").exists()
+    assert sorted(p.name for p in repo.iterdir() if not p.is_symlink()) == ["notebooks", "out"]  # nothing else
     assert "recommended (" in r.stdout and "predicted objective there" in r.stdout
 
 
@@ -281,16 +370,16 @@ def test_the_discrete_space_and_replay_examples(repo):
     fractions = [float(x.split()[0]) for x in ast.literal_eval(r.stdout.strip().splitlines()[-1])]
     assert len(fractions) == 2 and all(0.0 < f <= 1.0 for f in fractions)
     out = run_shell("replay-cli", by_id()["replay-cli"].code, repo, timeout=900)
-    assert "fraction of the optimum" in out.stdout and (repo / "replay.png").exists()
+    assert "fraction of the optimum" in out.stdout and (repo / "out" / "replay.png").exists()
 
 
 @pytest.mark.slow
 def test_the_insight_commands(repo):
     r = run_shell("insight", by_id()["insight"].code, repo, timeout=900)
-    assert "Sobol indices" in r.stdout and "report: report.html" in r.stdout
-    text = (repo / "report.html").read_text()
+    assert "Sobol indices" in r.stdout and "report: out/report.html" in r.stdout
+    text = (repo / "out" / "report.html").read_text()
     assert text.startswith("<!DOCTYPE html>") and "<script" not in text and "data:image/png;base64," in text
-    assert "gptask_table_lookup" in (repo / "pdgeqrf_table.h").read_text()
+    assert "gptask_table_lookup" in (repo / "out" / "pdgeqrf_table.h").read_text()
 
 
 @pytest.mark.slow
@@ -298,8 +387,8 @@ def test_the_scalapack_app_commands(repo):
     r = run_shell("app-scalapack", by_id()["app-scalapack"].code, repo, smoke=True, timeout=1200)
     first = json.loads(r.stdout.splitlines()[0])
     assert first["backend"] == "real" and first["time"] > 0
-    assert "value (s)" in r.stdout and (repo / "qr.sqlite").exists()
-    rows = [x for x in (repo / "grid.csv").read_text().splitlines() if x and not x.startswith("#")]
+    assert "value (s)" in r.stdout and (repo / "out" / "qr.sqlite").exists()
+    rows = [x for x in (repo / "out" / "grid.csv").read_text().splitlines() if x and not x.startswith("#")]
     assert len(rows) > 16 and rows[0].startswith("m,n,mb,nb")
 
 

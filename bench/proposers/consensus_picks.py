@@ -1,5 +1,5 @@
 """Consensus candidates added to the joint search's cross-task picks (issue 23 experiment, formerly
-the ``bench/experiments/consensus_picks`` sitecustomize hook that monkeypatched the Tuner).
+a sitecustomize hook that monkeypatched the Tuner).
 
     python bench/suite.py run --families convolution --methods mla --seeds 0-15 \\
         --proposer consensus_picks --proposer-options '{"cons": 2}' --tag cons2 --out F

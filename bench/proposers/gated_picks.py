@@ -1,5 +1,5 @@
 """Cross-task picks gated by an empirical rank correlation (issue 23 experiments; formerly the
-``bench/experiments/gated_picks`` sitecustomize hook that monkeypatched ``Tuner.search_among``).
+a sitecustomize hook that monkeypatched ``Tuner.search_among``).
 
     python bench/suite.py run --families convolution --methods mla --seeds 0-15 --proposer gated_picks \\
         --proposer-options '{"every": 2, "thr": 0.5, "top": 2}' --tag g05 --out F

@@ -1,7 +1,7 @@
 """What 40-run sources can give a new GPU at best (issue 24's leave-one-GPU-out targets).
 
-    PYTHONPATH=. python bench/experiments/logo_source_ceiling.py --seeds 0-9 --out bench/experiments/logo_source_ceiling.jsonl
-    PYTHONPATH=. python bench/experiments/logo_source_ceiling.py --report bench/experiments/logo_source_ceiling.jsonl
+    PYTHONPATH=. python bench/archive/logo_source_ceiling.py --seeds 0-9 --out bench/archive/logo_source_ceiling.jsonl
+    PYTHONPATH=. python bench/archive/logo_source_ceiling.py --report bench/archive/logo_source_ceiling.jsonl
 
 For each GPU of the recorded convolution campaign held out in turn, the other five are tuned
 jointly (40 runs each, the seed's run, as ``bench/leave_one_gpu_out.py`` does). Then, looking at

@@ -10,7 +10,7 @@ without editing the library. Nothing here is used by gptask itself.
   true standardised objective vs a single-task GP (scikit-learn, Matern 5/2, as gp_minimize uses)
   fitted on the same task's data under the same transform (is the model the weak link?).
 
-Run: ``PYTHONPATH=. python bench/quality_probe.py --family sphere --tasks 4 --seeds 0,1``
+Run: ``PYTHONPATH=. python bench/archive/quality_probe.py --family sphere --tasks 4 --seeds 0,1``
 (``--no-model-rmse`` skips (b); ``--search plain`` measures PSO alone, the search before issue 12;
 the last line sums the miss rate over the seeds).
 """

@@ -1,6 +1,6 @@
 """How much better cross-task choices could do in a joint convolution run (issue 23's targets).
 
-    PYTHONPATH=. python bench/experiments/joint_union_ceiling.py --budget 40 --seeds 0-31
+    PYTHONPATH=. python bench/archive/joint_union_ceiling.py --budget 40 --seeds 0-31
 
 The six GPUs of the recorded convolution campaign are tuned jointly (``gt.tune``, the default, the
 budget per GPU, the seed's run, as ``bench/suite.py`` does). Then, looking at each GPU's recording

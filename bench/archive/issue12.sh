@@ -3,11 +3,11 @@
 # and seed, takes the lock for itself, so other people's timed runs can interleave), from the
 # repository root of any checkout:
 #
-#   bash bench/issue12.sh quality-gptask [JSON]            # MLA, gp_minimize, TPE, random
-#   bash bench/issue12.sh quality-mla [JSON]               # MLA alone (to rerun after a model change)
-#   bash bench/issue12.sh quality-botorch [JSON] [BUDGETS] [SEEDS]   # BoTorch-MTBO (hours)
-#   bash bench/issue12.sh model-quality [JSON] [SETS] [SEEDS]    # pdgeqrf: seed 0 (PDGEQRF_SEEDS)
-#   MQ_ARGS="--gptask-only --label after" bash bench/issue12.sh model-quality JSON   # gptask rows only
+#   bash bench/archive/issue12.sh quality-gptask [JSON]            # MLA, gp_minimize, TPE, random
+#   bash bench/archive/issue12.sh quality-mla [JSON]               # MLA alone (to rerun after a model change)
+#   bash bench/archive/issue12.sh quality-botorch [JSON] [BUDGETS] [SEEDS]   # BoTorch-MTBO (hours)
+#   bash bench/archive/issue12.sh model-quality [JSON] [SETS] [SEEDS]    # pdgeqrf: seed 0 (PDGEQRF_SEEDS)
+#   MQ_ARGS="--gptask-only --label after" bash bench/archive/issue12.sh model-quality JSON   # gptask rows only
 #
 # Every piece merges its results into JSON (defaults: bench/results_mtbo.json and
 # bench/results_model_quality.json) and skips what is already there (--resume), so a killed queue
@@ -20,7 +20,7 @@
 # Needs .bench-venv (bash bench/peers_setup.sh): every method runs in that one interpreter.
 # LOCK=none runs without the lock (the BoTorch baseline did: its pieces hold a core for 15-60 min).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PY:-.bench-venv/bin/python}
 LOCK=${LOCK:-/tmp/gptask-bench.lock}
 FAMILIES=${FAMILIES:-"demo branin sphere branin_drift hartmann6 mixed"}
@@ -49,7 +49,7 @@ quality() {  # quality METHODS JSON BUDGETS SEEDS
     done
 }
 
-stage=${1:?usage: bash bench/issue12.sh quality-gptask|quality-mla|quality-botorch|model-quality [...]}
+stage=${1:?usage: bash bench/archive/issue12.sh quality-gptask|quality-mla|quality-botorch|model-quality [...]}
 case "$stage" in
     quality-gptask) quality MLA,gp_minimize,TPE,random "${2:-bench/results_mtbo.json}" 12,20 0,1,2,3,4 ;;
     quality-mla) quality MLA "${2:-bench/results_mtbo.json}" 12,20 0,1,2,3,4 ;;

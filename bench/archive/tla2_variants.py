@@ -1,6 +1,6 @@
 """TLA2 variants on the leave-one-GPU-out benchmark, each source run tuned once (issue 24 experiment).
 
-    PYTHONPATH=. python bench/experiments/tla2_variants.py SEEDS OUT VARIANTS
+    PYTHONPATH=. python bench/archive/tla2_variants.py SEEDS OUT VARIANTS
     e.g.  ... 0-9 /tmp/tla2.jsonl base,cons,every1,cons_every1,cons_init6,cons_top3
 
 For each held-out GPU and seed the five other GPUs are tuned as ``bench/leave_one_gpu_out.py`` does

@@ -1,12 +1,12 @@
 """How well models fitted on random runs rank a recorded campaign's unseen configurations (issue 23).
 
-    PYTHONPATH=. python bench/experiments/model_ranking.py [RUNS_PER_TASK] [SEEDS]   (default 20 6)
+    PYTHONPATH=. python bench/archive/model_ranking.py [RUNS_PER_TASK] [SEEDS]   (default 20 6)
 
 On the convolution campaign (bench/suite_families.py), per seed: RUNS_PER_TASK random completed
 configurations per GPU; fitted on them (log times standardised per GPU): gptask's LCM over all GPUs
 (the tuner's prior and kernel), one GP per GPU, and scikit-learn's random forest and extra trees
 (GPU one-hot as a feature), and, where torch is installed, the two free-form ICM models of
-bench/experiments/icm_kernels.py (product and additive kernels). Printed per model: the Spearman rank correlation of predicted and
+bench/archive/icm_kernels.py (product and additive kernels). Printed per model: the Spearman rank correlation of predicted and
 measured times on every unseen completed configuration (mean over GPUs, then seeds; the worst seed
 in brackets), and the fraction of the optimum of the best of the 5 unseen configurations predicted
 fastest.

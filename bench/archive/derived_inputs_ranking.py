@@ -1,6 +1,6 @@
 """Whether inputs a GPU programmer would derive help the LCM rank the convolution campaign (issue 23).
 
-    PYTHONPATH=. python bench/experiments/derived_inputs_ranking.py [RUNS_PER_TASK] [SEEDS]   (default 20 6)
+    PYTHONPATH=. python bench/archive/derived_inputs_ranking.py [RUNS_PER_TASK] [SEEDS]   (default 20 6)
 
 The test of model_ranking.py (RUNS_PER_TASK random completed configurations per GPU, log times
 standardised per GPU, gptask's LCM over all GPUs with the tuner's prior and kernel), fitted once on

@@ -1,4 +1,4 @@
-"""Two more model classes for bench/experiments/model_ranking.py (issue 23): an intrinsic
+"""Two more model classes for bench/archive/model_ranking.py (issue 23): an intrinsic
 coregionalisation model with a free-form task covariance, with a product or an additive kernel.
 
 * task covariance ``B = L L^T`` with ``L`` lower-triangular and free (T x T): any correlation

@@ -1,7 +1,7 @@
 """The measured consensus with 40-run sources (issue 24 experiment; BENCHMARKS.md, "A new GPU from
 the other five's complete campaigns").
 
-    PYTHONPATH=. python bench/experiments/logo_measured_consensus.py GPU SEED
+    PYTHONPATH=. python bench/archive/logo_measured_consensus.py GPU SEED
 
 For one held-out GPU and seed of ``bench/leave_one_gpu_out.py``: the other five GPUs tuned jointly
 (40 runs each, the seed's run, as that benchmark does), then the configurations that all five

@@ -1,7 +1,7 @@
 """LOGO run-free picks from 40-run sources: the consensus over every allowed configuration (gt.predict_optimum's
 route) against the consensus restricted to the configurations measured on the source GPUs, and to their bests.
 
-    python bench/experiments/runfree_measured.py . 0,1,2,3,4 rows.jsonl   # checkout, seeds, output (JSON lines)
+    python bench/archive/runfree_measured.py . 0,1,2,3,4 rows.jsonl   # checkout, seeds, output (JSON lines)
 
 Measured 2026-11-27 (BENCHMARKS.md, issue 24) and not taken."""
 import json, sys, logging

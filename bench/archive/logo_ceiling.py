@@ -1,6 +1,6 @@
 """What complete knowledge of the other GPUs gives a new one (issue 24's leave-one-GPU-out targets).
 
-    PYTHONPATH=. python bench/experiments/logo_ceiling.py
+    PYTHONPATH=. python bench/archive/logo_ceiling.py
 
 For each GPU of the recorded convolution campaign held out in turn, configurations are chosen from
 the *complete* measurements of the other five (every allowed configuration each, 21,000 in all;
