@@ -3,7 +3,7 @@ large: the objective raises) and random crashes; the true total Sobol indices of
 by brute force (Jansen's estimator on the true function, 2^16 base points) against what
 ``gt.sensitivity`` and the report's "can be fixed" verdict say.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/experiments/failed_runs_sensitivity.py [--seed 0] [--report out.html]
+    PYTHONPATH=$PWD .venv/bin/python bench/failed_runs_sensitivity.py [--seed 0] [--report out.html]
 """
 
 from __future__ import annotations

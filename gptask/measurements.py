@@ -9,6 +9,13 @@ training data back into configurations and values (:func:`model_data`, also behi
 :func:`gptask.insight.sources.result_from_model`) and the one test of "is this file a history"
 (:func:`gptask.outputs.is_history`, which the output checks and the insight commands use too).
 
+Each item is read once: a file's first bytes tell its kind (:func:`is_model_head`,
+:func:`gptask.outputs.is_history_head`), a history is opened once, any other file read whole, and
+the parser of its kind gets the content, never the path: :func:`gptask.model_io.model_document` /
+:func:`~gptask.model_io.model_from_document` for a model file, :func:`gptask.importing.rows.read_rows`
+of a :class:`~gptask.importing.rows.FileContent` for rows (a recording by its name,
+:func:`gptask.replay.recording_from_bytes`).
+
 * **Histories** (an SQLite file or an open storage): the finished trials, each with the machine
   record stored with it; the stored signature and unit must be the problem's.
 * **Results** (:class:`~gptask.TuningResult` of ``gt.tune`` or ``gt.fit``): the same, from memory.
@@ -23,11 +30,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .outputs import is_history
+from .outputs import is_history_head
 from .provenance import ProvenanceError, check_record
 from .trials import Status, Trial
 
@@ -36,7 +43,8 @@ if TYPE_CHECKING:
     from .space import Space
     from .transfer import TransferModel
 
-__all__ = ["Measurement", "Source", "SourceError", "read_measurements", "model_data", "is_model_file"]
+__all__ = ["Measurement", "Source", "SourceError", "read_measurements", "model_data", "is_model_file",
+           "is_model_head"]
 
 #: what the first bytes of a model file (``save_model``) hold
 MODEL_FILE_MARK, MODEL_FILE_HEAD = b'"gptask.model"', 512
@@ -46,9 +54,14 @@ def is_model_file(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a model file of ``save_model`` (its document's kind in the first bytes)."""
     try:
         with open(path, "rb") as fh:
-            return MODEL_FILE_MARK in fh.read(MODEL_FILE_HEAD)
+            return is_model_head(fh.read(MODEL_FILE_HEAD))
     except OSError:
         return False
+
+
+def is_model_head(head: bytes) -> bool:
+    """Whether ``head``, a file's first :data:`MODEL_FILE_HEAD` bytes, are a model file's."""
+    return MODEL_FILE_MARK in head[:MODEL_FILE_HEAD]
 
 
 def model_data(tm: TransferModel, space: Space | None = None) -> list[list[tuple[dict, float]]]:
@@ -112,75 +125,149 @@ def _check_signature(problem: Problem, stored: Mapping[str, Any], where: str) ->
                           + "; ".join(d.replace("the model's", "the source's") for d in diffs))
 
 
-def _from_trials(trials: Sequence[Trial], machines: Mapping[int, Mapping[str, Any]], default: dict | None,
-                 where: str) -> list[Measurement]:
-    finished = [t for t in trials if t.status.finished]
-    if not finished:
-        raise SourceError(f"source {where} holds no finished trial")
-    missing = [t for t in finished if t.machine is None or t.machine not in machines]
-    if missing and default is None:
-        raise SourceError(f"source {where}: {len(missing)} of its {len(finished)} finished trials carry no machine "
-                          "record (measured before gptask recorded machines, or with provenance=None): give "
-                          "gt.Source(data, machine='label' or a record) to say which machine measured them")
-    return [Measurement(dict(t.task), dict(t.params), t.status, t.value, tuple(t.samples),
-                        dict(machines[t.machine]) if t.machine in machines else dict(default)) for t in finished]
+@dataclass(frozen=True)
+class _Stored:
+    """A history's or result's content: the signature and unit it was measured under (unit None: not
+    recorded, not checked), its trials and machine records by id."""
+
+    signature: Mapping[str, Any]
+    unit: str | None
+    trials: Sequence[Trial]
+    machines: Mapping[int, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Content:
+    """One item read once, recognised by its content: a history or result (``stored``), a model
+    file's checked document (``document``), rows (``rows``: a file's bytes or a list of dicts, with the
+    columns of ``value`` and ``status``)."""
+
+    stored: _Stored | None = None
+    document: dict | None = None
+    rows: Any = None
+    value: str = "value"
+    status: str | None = None
 
 
 def read_measurements(problem: Problem, item: Any, where: str = "") -> list[Measurement]:
     """The finished measurements of ``problem`` in one item (module docstring), each with its
     machine record; SourceError naming the item (``where``, else its path or type) when it cannot
-    join ``problem``'s model."""
-    from .result import TuningResult
-
+    join ``problem``'s model. The item is read once (:func:`_read`), its content parsed by the
+    parser of its kind, and the machine it names given to the measurements without a record."""
     src = item if isinstance(item, Source) else Source(item)
-    data = src.data
-    where = where or (str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__)
-    if where.startswith(("postgresql://", "postgres://")):
+    where = where or _where(src.data)
+    content = _read(src, where)
+    given = src.machine is not None
+    if content.stored is not None:
+        found = _from_stored(problem, content.stored, given, where)
+    elif content.document is not None:
+        found = _from_model_document(problem, content.document, given, where)
+    else:
+        found = _from_rows(problem, content, given, where)
+    return _with_machines(found, src.machine, where)
+
+
+def _where(data: Any) -> str:
+    """How messages name a source given without a name: its path (a database URL without its
+    password), else its type."""
+    if isinstance(data, str) and data.startswith(("postgresql://", "postgres://")):
         from .storage import redact
 
-        where = redact(where)
-    try:
-        default = None if src.machine is None else check_record(src.machine, f"source {where}: machine")
-    except ProvenanceError as exc:
-        raise SourceError(str(exc)) from None
+        return redact(data)
+    return str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__
+
+
+def _read(src: Source, where: str) -> _Content:
+    """The content of ``src.data``, read once: a result's or storage's trials, a file recognised by
+    its first bytes (a history, a model file, else rows), a list of dicts as rows."""
+    from .result import TuningResult
+    from .storage import Storage
+
+    data = src.data
     if isinstance(data, TuningResult):
-        _check_signature(problem, data.problem.signature(), where)
-        if (data.problem.unit or "") != (problem.unit or ""):
-            raise SourceError(f"source {where} measures in {data.problem.unit!r}, the problem in {problem.unit!r}")
-        return _from_trials(data.history, data.machines, default, where)
+        return _Content(stored=_Stored(data.problem.signature(), data.problem.unit or "", data.history, data.machines))
+    if isinstance(data, Storage):
+        return _Content(stored=_stored(data))
     if isinstance(data, str) and data.startswith(("postgresql://", "postgres://")):
         from .storage import open_history
 
         with open_history(data, read_only=True) as h:
-            return _from_storage(problem, h, default, where)
+            return _Content(stored=_stored(h))
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         if not path.is_file():
             raise SourceError(f"source {where}: no such file")
-        if is_model_file(path):
-            return _from_model_file(problem, path, default, where)
-        if is_history(path):
-            return _from_history(problem, path, default, where)
-        return _from_rows(problem, src, default, where)
-    if isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
-        return _from_rows(problem, src, default, where)
-    from .storage import Storage
+        with open(path, "rb") as fh:  # the one read: a history's first bytes only, any other file whole
+            head = fh.read(MODEL_FILE_HEAD)
+            history = is_history_head(head) and not is_model_head(head)
+            raw = b"" if history else head + fh.read()
+        if is_model_head(head):
+            from .model_io import ModelFileError, model_document
 
-    if isinstance(data, Storage):
-        return _from_storage(problem, data, default, where)
+            try:
+                return _Content(document=model_document(raw, str(path)))
+            except ModelFileError as exc:
+                raise SourceError(f"source {where}: {exc}") from None
+        if history:
+            from .storage import SQLiteStorage
+
+            with SQLiteStorage(path, read_only=True) as h:
+                return _Content(stored=_stored(h))
+        from .importing.rows import FileContent
+
+        return _Content(rows=FileContent(str(path), raw), value=src.value, status=src.status)
+    if isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
+        return _Content(rows=data, value=src.value, status=src.status)
     raise SourceError(f"source {where}: give a history file, a TuningResult, a CSV file or a list of dicts "
                       f"(or gt.Source(...) of one), got {type(data).__name__}")
 
 
-def _from_model_file(problem: Problem, path: Path, default: dict | None, where: str) -> list[Measurement]:
+def _stored(storage: Any) -> _Stored:
+    """What an open history holds for a source: signature, unit (None when not recorded), trials and
+    machine records."""
+    from .labels import stored_unit
+
+    return _Stored(storage.signature, stored_unit(storage) or None, storage.trials(), storage.machines())
+
+
+def _from_stored(problem: Problem, stored: _Stored, given: bool, where: str) -> list[tuple[Measurement, bool]]:
+    """A history's or result's finished trials, each with whether it carries a machine record
+    (SourceError when some do not and no machine is ``given``)."""
+    _check_signature(problem, stored.signature, where)
+    if stored.unit is not None and stored.unit != (problem.unit or ""):
+        raise SourceError(f"source {where} measures in {stored.unit!r}, the problem in {problem.unit!r}")
+    finished = [t for t in stored.trials if t.status.finished]
+    if not finished:
+        raise SourceError(f"source {where} holds no finished trial")
+    missing = [t for t in finished if t.machine is None or t.machine not in stored.machines]
+    if missing and not given:
+        raise SourceError(f"source {where}: {len(missing)} of its {len(finished)} finished trials carry no machine "
+                          "record (measured before gptask recorded machines, or with provenance=None): give "
+                          "gt.Source(data, machine='label' or a record) to say which machine measured them")
+    return [(Measurement(dict(t.task), dict(t.params), t.status, t.value, tuple(t.samples),
+                         dict(stored.machines[t.machine]) if t.machine in stored.machines else {}),
+             t.machine in stored.machines) for t in finished]
+
+
+def _with_machines(found: list[tuple[Measurement, bool]], machine: Any, where: str) -> list[Measurement]:
+    """The measurements, those without a machine record (the parsers refused them without
+    ``machine``) given ``machine``, checked (:func:`gptask.provenance.check_record`)."""
+    try:
+        default = None if machine is None else check_record(machine, f"source {where}: machine")
+    except ProvenanceError as exc:
+        raise SourceError(str(exc)) from None
+    return [m if known else replace(m, machine=dict(default)) for m, known in found]
+
+
+def _from_model_document(problem: Problem, doc: dict, given: bool, where: str) -> list[tuple[Measurement, bool]]:
     """The data a saved model was fitted on (module docstring): its encoded configurations decoded,
     its values in model units mapped back to the problem's units, each task's machine from the
     file's provenance."""
-    from .model_io import ModelFileError, load_model
+    from .model_io import ModelFileError, model_from_document
     from .provenance import data_machines
 
     try:
-        tm = load_model(path, problem=problem)
+        tm = model_from_document(doc, problem, where)
     except ModelFileError as exc:
         raise SourceError(f"source {where}: {exc}") from None
     if problem.outputs is not None or getattr(tm, "outputs", None):
@@ -189,7 +276,7 @@ def _from_model_file(problem: Problem, path: Path, default: dict | None, where: 
     records = {k: dict(r) for k, r in (prov.get("machines") or {}).items()}
     per_task = prov.get("tasks") or [{}] * len(tm.tasks)  # machine id -> trials, per task
     data = model_data(tm, problem.param_space)
-    out: list[Measurement] = []
+    out: list[tuple[Measurement, bool]] = []
     for i, task in enumerate(tm.tasks):
         if not data[i]:
             continue
@@ -199,49 +286,34 @@ def _from_model_file(problem: Problem, path: Path, default: dict | None, where: 
             raise SourceError(f"source {where}: task {task} of the model mixes measurements of machines "
                               f"{[records[k].get('label') or records[k].get('cpu') for k in known]}; give the "
                               "history it was fitted on")
-        record = records.get(known[0]) if known and not counts.get("unknown") else default
-        if record is None:
+        record = records.get(known[0]) if known and not counts.get("unknown") else None
+        if record is None and not given:
             raise SourceError(f"source {where}: the model file records no machine for task {task} (written before "
                               f"gptask recorded machines{', or fitted on mixed records' if data_machines(prov) else ''}): "
                               "give gt.Source(path, machine='label' or a record) to say which machine measured it")
         for params, value in data[i]:
-            out.append(Measurement(dict(task), problem.param_space.validate(params), Status.COMPLETE, value,
-                                   (value,), dict(record)))
+            out.append((Measurement(dict(task), problem.param_space.validate(params), Status.COMPLETE, value,
+                                    (value,), dict(record or {})), record is not None))
     if not out:
         raise SourceError(f"source {where} holds no measurement")
     return out
 
 
-def _from_storage(problem: Problem, storage: Any, default: dict | None, where: str) -> list[Measurement]:
-    from .labels import stored_unit
-
-    _check_signature(problem, storage.signature, where)
-    unit = stored_unit(storage) or ""
-    if unit and unit != (problem.unit or ""):
-        raise SourceError(f"source {where} measures in {unit!r}, the problem in {problem.unit!r}")
-    return _from_trials(storage.trials(), storage.machines(), default, where)
-
-
-def _from_history(problem: Problem, path: Path, default: dict | None, where: str) -> list[Measurement]:
-    from .storage import SQLiteStorage
-
-    with SQLiteStorage(path, read_only=True) as h:
-        return _from_storage(problem, h, default, where)
-
-
-def _from_rows(problem: Problem, src: Source, default: dict | None, where: str) -> list[Measurement]:
+def _from_rows(problem: Problem, content: _Content, given: bool, where: str) -> list[tuple[Measurement, bool]]:
+    """Rows (a file's bytes or a list of dicts, :mod:`gptask.importing.rows`) grouped into runs."""
     from .importing.rows import DataError, group_runs, read_rows
 
     try:
         # another machine ran its own list of candidates: only the constraints apply to its rows
-        runs = group_runs(read_rows(problem.without_candidates(), src.data, value=src.value, status=src.status))
+        runs = group_runs(read_rows(problem.without_candidates(), content.rows, value=content.value,
+                                    status=content.status))
     except (DataError, ProvenanceError) as exc:
         raise SourceError(f"source {where}: {exc}") from None
     if not runs:
         raise SourceError(f"source {where} holds no measurement")
     missing = sum(r.machine is None for r in runs)
-    if missing and default is None:
+    if missing and not given:
         raise SourceError(f"source {where}: {missing} of its {len(runs)} runs have no machine.* columns: give "
                           "gt.Source(data, machine='label' or a record) to say which machine measured them")
-    return [Measurement(dict(r.task), dict(r.params), r.status, r.value, tuple(r.samples),
-                        dict(r.machine if r.machine is not None else default)) for r in runs]
+    return [(Measurement(dict(r.task), dict(r.params), r.status, r.value, tuple(r.samples), dict(r.machine or {})),
+             r.machine is not None) for r in runs]

@@ -83,7 +83,7 @@ from .transforms import OutputTransform
 
 __all__ = ["FORMAT", "VERSION", "save_model", "load_model", "read_metadata", "read_recommendations", "read_provenance",
            "file_version",
-           "signature_differences", "ModelFileError"]
+           "signature_differences", "ModelFileError", "model_document", "model_from_document"]
 
 FORMAT = "gptask.model"
 VERSION = 2
@@ -377,8 +377,18 @@ def _read_document(path: str | os.PathLike) -> dict[str, Any]:
     if size > MODEL_FILE_MAX_BYTES:
         raise ModelFileError(f"{p} is larger than a gptask model file may be ({size:,} bytes, the limit is "
                              f"{MODEL_FILE_MAX_BYTES:,}): not read")
+    return model_document(p.read_bytes(), str(p))
+
+
+def model_document(raw: bytes, name: str) -> dict[str, Any]:
+    """The JSON document of a model file whose bytes are ``raw`` (``name``: the file, for messages),
+    after the size, format, version and checksum checks (ModelFileError)."""
+    p = name
+    if len(raw) > MODEL_FILE_MAX_BYTES:
+        raise ModelFileError(f"{p} is larger than a gptask model file may be ({len(raw):,} bytes, the limit is "
+                             f"{MODEL_FILE_MAX_BYTES:,}): not read")
     try:
-        doc = json.loads(p.read_bytes().decode("utf-8"), parse_float=_finite_number, parse_constant=_no_constant)
+        doc = json.loads(raw.decode("utf-8"), parse_float=_finite_number, parse_constant=_no_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelFileError(f"{p} is not a gptask model file, or is truncated (not valid JSON: {exc})") from None
     except ValueError as exc:  # NaN, Infinity, 1e999: a model file holds finite numbers only
@@ -453,7 +463,13 @@ def load_model(path: str | os.PathLike, problem: Problem | None = None) -> Trans
     """
     if problem is not None and not isinstance(problem, Problem):
         raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
-    p, doc = Path(path), _read_document(path)
+    return model_from_document(_read_document(path), problem, str(Path(path)))
+
+
+def model_from_document(doc: dict[str, Any], problem: Problem | None, name: str) -> TransferModel:
+    """The model of a model file's checked document (:func:`model_document`); ``name``: the file,
+    for messages; the rest as :func:`load_model`."""
+    p = name
     try:
         sig = doc["problem"]
         task_space = Space.from_json(sig["task_space"])

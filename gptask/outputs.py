@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["check_output_path", "refuse_overwriting_a_history", "same_file", "is_history", "SQLITE_HEADER"]
+__all__ = ["check_output_path", "refuse_overwriting_a_history", "same_file", "is_history", "is_history_head", "SQLITE_HEADER"]
 
 
 #: the first 16 bytes of every SQLite database (a gptask history is one)
@@ -27,7 +27,12 @@ def _head(path: str | os.PathLike, n: int) -> bytes:
 def is_history(path: str | os.PathLike) -> bool:
     """Whether ``path`` is an SQLite database (a gptask history, or another one): its first bytes
     are SQLite's. False for a missing or unreadable file."""
-    return _head(path, len(SQLITE_HEADER)) == SQLITE_HEADER
+    return is_history_head(_head(path, len(SQLITE_HEADER)))
+
+
+def is_history_head(head: bytes) -> bool:
+    """Whether ``head``, the first bytes of a file (at least 16 of them), are an SQLite database's."""
+    return head[:len(SQLITE_HEADER)] == SQLITE_HEADER
 
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:

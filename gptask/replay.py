@@ -55,7 +55,8 @@ from .evaluate import EvaluationFailed
 from .problem import Problem
 from .space import Categorical, Dimension, Ordinal, Space
 
-__all__ = ["Recording", "read_recording", "read_restrictions", "replay_problem", "ReplayObjective", "recording_rows",
+__all__ = ["Recording", "read_recording", "recording_from_bytes", "read_restrictions", "replay_problem",
+           "ReplayObjective", "recording_rows",
            "replay", "ReplayReport", "ReplayRun", "MAX_RECORDING_BYTES", "NOT_RECORDED", "LABEL_WIDTH"]
 
 log = logging.getLogger(__name__)
@@ -362,7 +363,30 @@ def read_recording(path: str | Path, objective: str | None = None, label: str | 
     included; FileNotFoundError for a missing file.
     """
     p = Path(path)
-    data = _read_bytes(p)
+    return _recording(_read_bytes(p), p, objective, label)
+
+
+def recording_from_bytes(raw: bytes, name: str | Path, objective: str | None = None,
+                         label: str | None = None) -> Recording:
+    """:func:`read_recording` of a file already read: ``raw`` its bytes (gzip or not), ``name`` the
+    file, for messages (and the default label)."""
+    p = Path(name)
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw), mode="rb") as fh:
+                raw = fh.read(MAX_RECORDING_BYTES + 1)
+        except EOFError:
+            raise ValueError(f"{p}: damaged gzip file (truncated: the compressed data ends before its end "
+                             "marker); copy or download it again") from None
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise ValueError(f"{p}: damaged gzip file ({exc}); copy or download it again") from None
+    if len(raw) > MAX_RECORDING_BYTES:
+        raise ValueError(f"{p}: more than {MAX_RECORDING_BYTES // 2**20} MiB of data; split the recording")
+    return _recording(raw, p, objective, label)
+
+
+def _recording(data: bytes, p: Path, objective: str | None, label: str | None) -> Recording:
+    """The recording of a file's (unpacked) bytes ``data``; ``p``: the file (:func:`read_recording`)."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -227,8 +227,8 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
         raise SourceError(f"sources must be a list of histories, results or data, got {type(sources).__name__}")
     if not sources:
         raise SourceError("sources must not be empty (leave sources out to tune without them)")
-    measured = [(k, m) for k, item in enumerate(sources) for m in read_measurements(problem, item, f"#{k}"
-                                                                                 + _named(item))]
+    names = {k: _named(item) for k, item in enumerate(sources)}
+    measured = [(k, m) for k, item in enumerate(sources) for m in read_measurements(problem, item, f"#{k}" + names[k])]
     records = [m.machine for _, m in measured]
     labels = machine_labels([*records, dict(target)])
     target_label = labels[-1]
@@ -257,7 +257,7 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
     cap = _source_cap(source_points, sum(t.task_index in others for t in trials), len(others))
     measured = trials
     trials, records = _summarised(trials, records, others, cap)
-    return _Plan(cp, source_tasks, trials, records, target_label, {k: _named(item) for k, item in enumerate(sources)},
+    return _Plan(cp, source_tasks, trials, records, target_label, names,
                  measured)
 
 

@@ -42,6 +42,7 @@ per parameter) and the measured value (the ``value`` column, e.g. ``"time"``). T
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import math
@@ -51,7 +52,7 @@ import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..models import defaults
 from ..problem import Problem
@@ -60,7 +61,11 @@ from ..storage.export import csv_cell_text
 from ..space import Dimension, choice_text
 from ..trials import Status, point_key
 
-__all__ = ["DataError", "Row", "Run", "read_rows", "group_runs", "check_problem", "check_row_count", "check_point_count",
+if TYPE_CHECKING:
+    from ..replay import Recording
+
+__all__ = ["DataError", "FileContent", "Row", "Run", "read_rows", "group_runs", "check_problem", "check_row_count",
+           "check_point_count",
            "AGGREGATES", "MAX_REPORTED"]
 
 log = logging.getLogger(__name__)
@@ -168,30 +173,39 @@ def _same_constant(expected: Any, raw: Any) -> bool:
     return raw == expected
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str] | str]]]:
+@dataclass(frozen=True)
+class FileContent:
+    """A file read once: its name (for messages) and its bytes."""
+
+    name: str
+    raw: bytes
+
+
+def _read_csv(content: FileContent) -> tuple[list[str], list[tuple[int, dict[str, str] | str]]]:
     """The header and ``(line, {column: text})`` pairs of a CSV file with ``#`` comment lines
     (``(line, message)`` for a line with another number of fields than the header)."""
     try:
-        return _read_csv_text(path)
+        text = content.raw.decode("utf-8-sig")  # -sig: a byte order mark (Excel) is not text
     except UnicodeDecodeError:
-        raise DataError(_undecodable(path)) from None
+        raise DataError(_undecodable(content)) from None
+    return _read_csv_text(text, content.name)
 
 
-def _undecodable(path: Path) -> str:
-    """Where ``path`` stops being UTF-8 text: its line, column and byte."""
-    with open(path, "rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            try:
-                line.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                return (f"{path} line {number}: not UTF-8 text (byte 0x{line[exc.start]:02x} at column {exc.start + 1}); "
-                        "save the file as UTF-8")
+def _undecodable(content: FileContent) -> str:
+    """Where the file stops being UTF-8 text: its line, column and byte."""
+    path = content.name
+    for number, line in enumerate(io.BytesIO(content.raw), start=1):
+        try:
+            line.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            return (f"{path} line {number}: not UTF-8 text (byte 0x{line[exc.start]:02x} at column {exc.start + 1}); "
+                    "save the file as UTF-8")
     return f"{path}: not UTF-8 text; save the file as UTF-8"
 
 
-def _read_csv_text(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str] | str]]]:
+def _read_csv_text(text: str, path: str) -> tuple[list[str], list[tuple[int, dict[str, str] | str]]]:
     current = [0]
-    with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: a byte order mark (Excel) is not text
+    with io.StringIO(text, newline="") as fh:
         def lines() -> Iterator[str]:
             for number, line in enumerate(fh, start=1):
                 if line.lstrip().startswith("#") or not line.strip():
@@ -221,15 +235,15 @@ def _value_columns(problem: Problem, value: str) -> list[str]:
     return list(problem.outputs.names) if problem.outputs is not None else [value]
 
 
-def _data_lines(path: Path) -> int:
-    """How many rows a CSV file holds at most (its lines that are neither blank nor comments, less the
-    header; a quoted cell spanning lines counts more than once), counted without parsing them."""
+def _data_lines(raw: bytes) -> int:
+    """How many rows a CSV file (its bytes) holds at most (its lines that are neither blank nor
+    comments, less the header; a quoted cell spanning lines counts more than once), counted without
+    parsing them."""
     n = 0
-    with open(path, "rb") as fh:
-        for line in fh:
-            text = line.lstrip()
-            if text and not text.startswith(b"#"):
-                n += 1
+    for line in io.BytesIO(raw):
+        text = line.lstrip()
+        if text and not text.startswith(b"#"):
+            n += 1
     return max(0, n - 1)
 
 
@@ -333,17 +347,16 @@ def _is_recording(path: Path) -> bool:
     return path.name.endswith((".json", ".json.gz"))
 
 
-def _recording_rows(problem: Problem, path: Path, value: str,
+def _recording_rows(problem: Problem, rec: Recording, path: str,
                     status: str | None) -> tuple[list[dict[str, Any]], str, str]:
     """A Kernel Tuner cache or T4 file as rows (with a status column): one machine's campaign, the
     task being the problem's one categorical task dimension set to the recording's machine label,
     and each row's machine record (``machine.*`` columns) that label, as the machine's name and its
     accelerator: a history then knows which GPU measured what, and refuses a second GPU's file
     unless mixing machines was asked for (:func:`gptask.provenance.check_history`)."""
-    from ..replay import read_recording, recording_rows
+    from ..replay import recording_rows
     from ..space import Categorical
 
-    rec = read_recording(path, objective=None if value == "value" else value)
     dims = problem.task_space.dimensions
     if len(dims) != 1 or not isinstance(dims[0], Categorical) or rec.label not in dims[0].choices:
         raise DataError(f"{path} is one machine's recorded campaign ({rec.label!r}): the problem's task space must "
@@ -378,14 +391,24 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
     for name, col in (("value", value), ("status", status)):
         if col is not None and (not isinstance(col, str) or not col):
             raise TypeError(f"{name} must be a column name, got {col!r}")
+    objective = None if value == "value" else value
     if isinstance(data, (str, os.PathLike)) and _is_recording(Path(data)):
-        data, value, status = _recording_rows(problem, Path(data), value, status)
+        from ..replay import read_recording
+
+        data, value, status = _recording_rows(problem, read_recording(data, objective=objective), str(data), status)
+    elif isinstance(data, FileContent) and _is_recording(Path(data.name)):
+        from ..replay import recording_from_bytes
+
+        rec = recording_from_bytes(data.raw, data.name, objective=objective)
+        data, value, status = _recording_rows(problem, rec, data.name, status)
     if isinstance(data, (str, os.PathLike)):
-        path = Path(data)
-        if not path.is_file():
-            raise FileNotFoundError(f"no data file at {path}")
-        check_row_count(_data_lines(path), str(path))
-        header, cells = _read_csv(path)
+        if not Path(data).is_file():
+            raise FileNotFoundError(f"no data file at {Path(data)}")
+        data = FileContent(str(Path(data)), Path(data).read_bytes())
+    if isinstance(data, FileContent):
+        path = data.name
+        check_row_count(_data_lines(data.raw), path)
+        header, cells = _read_csv(data)
         cells = [(n, c if isinstance(c, str) else {k: csv_cell_text(v) if k.startswith(COLUMN_PREFIX) and isinstance(v, str)
                                                    else v for k, v in c.items()}) for n, c in cells]  # gptask export's guard
         renames = _prefixed_columns(problem, header)
@@ -402,7 +425,7 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
                              len(pending), pending[:MAX_REPORTED])
                 skip = set(pending)
                 cells = [(n, c) for n, c in cells if n not in skip]
-        _check_columns(problem, header, value, status, str(path))
+        _check_columns(problem, header, value, status, path)
         source = [(f"{path} line {n}", n, c) for n, c in cells]
     elif isinstance(data, Sequence) and not isinstance(data, (bytes, bytearray)):
         check_row_count(len(data), "data")
