@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from .outputs import is_history_head
 from .provenance import ProvenanceError, check_record
+from .storage.postgres import URL_SCHEMES, redact
 from .trials import Status, Trial
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from .space import Space
     from .transfer import TransferModel
 
-__all__ = ["Measurement", "Source", "SourceError", "read_measurements", "model_data", "is_model_file",
+__all__ = ["shown_name", "Measurement", "Source", "SourceError", "read_measurements", "model_data", "is_model_file",
            "is_model_head"]
 
 #: what the first bytes of a model file (``save_model``) hold
@@ -155,7 +156,7 @@ def read_measurements(problem: Problem, item: Any, where: str = "") -> list[Meas
     join ``problem``'s model. The item is read once (:func:`_read`), its content parsed by the
     parser of its kind, and the machine it names given to the measurements without a record."""
     src = item if isinstance(item, Source) else Source(item)
-    where = where or _where(src.data)
+    where = where or shown_name(item) or type(src.data).__name__
     content = _read(src, where)
     given = src.machine is not None
     if content.stored is not None:
@@ -167,14 +168,13 @@ def read_measurements(problem: Problem, item: Any, where: str = "") -> list[Meas
     return _with_machines(found, src.machine, where)
 
 
-def _where(data: Any) -> str:
-    """How messages name a source given without a name: its path (a database URL without its
-    password), else its type."""
-    if isinstance(data, str) and data.startswith(("postgresql://", "postgres://")):
-        from .storage import redact
-
+def shown_name(item: Any) -> str:
+    """How messages name a source (or its ``gt.Source``) given by path: the path, or a database
+    URL without its password; "" for a source given as an object."""
+    data = item.data if isinstance(item, Source) else item
+    if isinstance(data, str) and data.startswith(URL_SCHEMES):
         return redact(data)
-    return str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__
+    return str(data) if isinstance(data, (str, os.PathLike)) else ""
 
 
 def _read(src: Source, where: str) -> _Content:
@@ -188,10 +188,10 @@ def _read(src: Source, where: str) -> _Content:
         return _Content(stored=_Stored(data.problem.signature(), data.problem.unit or "", data.history, data.machines))
     if isinstance(data, Storage):
         return _Content(stored=_stored(data))
-    if isinstance(data, str) and data.startswith(("postgresql://", "postgres://")):
-        from .storage import open_history
+    if isinstance(data, str) and data.startswith(URL_SCHEMES):
+        from .storage.postgres import PostgresStorage
 
-        with open_history(data, read_only=True) as h:
+        with PostgresStorage(data, read_only=True) as h:
             return _Content(stored=_stored(h))
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .consensus import consensus_order
-from .measurements import Source, SourceError, read_measurements
+from .measurements import Source, SourceError, read_measurements, shown_name
 from .problem import Problem
 from .provenance import ProvenanceError, check_record, flatten, resolve_record, same_machine, this_machine
 from .result import TuningResult
@@ -227,7 +227,7 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
         raise SourceError(f"sources must be a list of histories, results or data, got {type(sources).__name__}")
     if not sources:
         raise SourceError("sources must not be empty (leave sources out to tune without them)")
-    names = {k: _named(item) for k, item in enumerate(sources)}
+    names = {k: f" ({name})" if (name := shown_name(item)) else "" for k, item in enumerate(sources)}
     measured = [(k, m) for k, item in enumerate(sources) for m in read_measurements(problem, item, f"#{k}" + names[k])]
     records = [m.machine for _, m in measured]
     labels = machine_labels([*records, dict(target)])
@@ -259,11 +259,6 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
     trials, records = _summarised(trials, records, others, cap)
     return _Plan(cp, source_tasks, trials, records, target_label, names,
                  measured)
-
-
-def _named(item: Any) -> str:
-    data = item.data if isinstance(item, Source) else item
-    return f" ({data})" if isinstance(data, (str, os.PathLike)) else ""
 
 
 def target_tasks(result: TuningResult) -> list[int]:

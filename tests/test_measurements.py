@@ -94,3 +94,15 @@ def test_the_parsers_of_content_read_as_the_path_readers(tmp_path):
     a = model_from_document(model_document(path.read_bytes(), str(path)), problem, str(path))
     b = gt.load_model(path, problem)
     assert a.tasks == b.tasks and [p for p, _ in model_data(a)[0]] == [p for p, _ in model_data(b)[0]]
+
+
+def test_a_source_named_by_a_database_url_is_shown_without_its_password():
+    from gptask.measurements import shown_name
+    from gptask.storage.postgres import split_url
+
+    url = "postgresql://me:s3cret%40x@db.example:5433/tuning?schema=conv&password=other"
+    assert "s3cret" not in shown_name(url) and "other" not in shown_name(url) and "db.example:5433" in shown_name(url)
+    assert shown_name(gt.Source(url, machine="a100")) == shown_name(url)
+    assert shown_name([{"x": 1}]) == ""
+    location = split_url(url)
+    assert location.schema == "conv" and "s3cret" not in location.shown and "schema=" not in location.conninfo

@@ -15,7 +15,7 @@ from typing import Any
 from .base import (HistoryBusy, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory, SchemaTooNew,
                    Storage, TrialHeld, TrialNotPending, UnknownTrial, normalised)
 from .owner import Owner
-from .postgres import is_url, redact
+from .postgres import URL_SCHEMES, is_url, redact
 from .sqlite import SCHEMA_VERSION, SQLiteStorage
 from .sqlite import read_signature as _read_sqlite_signature
 
@@ -35,10 +35,10 @@ def open_storage(history: "str | os.PathLike | Storage | None", signature: Mappi
         return history
     if history is not None and not isinstance(history, (str, os.PathLike)):
         raise TypeError(f"history must be a file path, a gptask Storage or None, got {history!r}")
-    if is_url(history):
+    if isinstance(history, str) and history.startswith(URL_SCHEMES):
         from .postgres import PostgresStorage
 
-        return PostgresStorage(str(history), signature, **options)
+        return PostgresStorage(history, signature, **options)
     return SQLiteStorage(history, signature, **options)
 
 

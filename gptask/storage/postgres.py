@@ -46,15 +46,15 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from typing import Any, NamedTuple, TypeVar
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
                    SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
 from .owner import Owner, holder_alive, running_holder
 
-__all__ = ["PostgresStorage", "is_url", "redact", "split_url", "HistoryUnreachable", "DEFAULT_SCHEMA",
+__all__ = ["PostgresStorage", "Location", "URL_SCHEMES", "is_url", "redact", "split_url", "HistoryUnreachable", "DEFAULT_SCHEMA",
            "SCHEMA_VERSION", "HEARTBEAT_S", "HOLDER_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,8 @@ RECONNECT_S = float(os.environ.get("GPTASK_PG_RECONNECT_S", "60"))
 #: seconds libpq waits for a connection
 CONNECT_TIMEOUT_S = 10
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_SCHEMES = ("postgresql://", "postgres://")
+#: the URL schemes of a PostgreSQL history
+URL_SCHEMES = ("postgresql://", "postgres://")
 
 T = TypeVar("T")
 
@@ -81,16 +82,21 @@ class HistoryUnreachable(HistoryError):
 
 
 def is_url(history: Any) -> bool:
-    """Whether ``history`` names a PostgreSQL history (a ``postgresql://`` or ``postgres://`` URL)."""
-    return isinstance(history, str) and history.startswith(_SCHEMES)
+    """Whether ``history`` names a PostgreSQL history (a ``postgresql://`` or ``postgres://`` URL,
+    :data:`URL_SCHEMES`)."""
+    return isinstance(history, str) and history.startswith(URL_SCHEMES)
 
 
 def redact(url: str) -> str:
     """``url`` with its password (and a ``password=`` parameter) replaced by ``***``."""
     try:
-        parts = urlsplit(url)
+        return _shown(urlsplit(url))
     except ValueError:
         return "postgresql://***"
+
+
+def _shown(parts: SplitResult) -> str:
+    """A split URL put back together without its password (:func:`redact`)."""
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hostport = netloc.rpartition("@")
@@ -101,9 +107,22 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="*/"), ""))
 
 
-def split_url(url: str) -> tuple[str, str]:
-    """(libpq connection URL, schema name) of a history URL: ``?schema=`` is gptask's, the rest libpq's."""
-    parts = urlsplit(url)
+class Location(NamedTuple):
+    """A history URL read once: libpq's connection URL, the schema holding the history, and the URL
+    as messages show it (without its password)."""
+
+    conninfo: str
+    schema: str
+    shown: str
+
+
+def split_url(url: str) -> Location:
+    """The :class:`Location` of a history URL: ``?schema=`` is gptask's, the rest libpq's."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError("history URL postgresql://*** cannot be read as a URL") from None
+    shown = _shown(parts)
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = DEFAULT_SCHEMA
     rest = []
@@ -113,9 +132,10 @@ def split_url(url: str) -> tuple[str, str]:
         else:
             rest.append((k, v))
     if not _SCHEMA_NAME.fullmatch(schema):
-        raise ValueError(f"schema name in history URL {redact(url)} must be letters, digits and _ (not starting "
+        raise ValueError(f"schema name in history URL {shown} must be letters, digits and _ (not starting "
                          f"with a digit, at most 63), got {schema!r}")
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest, quote_via=quote), "")), schema
+    return Location(urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest, quote_via=quote), "")), schema,
+                    shown)
 
 
 def _where(url: str) -> tuple[str, str]:
@@ -182,9 +202,8 @@ class PostgresStorage(Storage):
     def __init__(self, url: str, signature: Mapping[str, Any] | None = None, *, create: bool = True,
                  read_only: bool = False) -> None:
         self.path = None
-        self.url = redact(url)
+        self._conninfo, self.schema, self.url = split_url(url)  # self.url: without the password
         self.read_only = bool(read_only)
-        self._conninfo, self.schema = split_url(url)
         self._s = f'"{self.schema}"'
         self._conn: Any = None
         self._held: set[str] = set()
