@@ -88,12 +88,12 @@ def _task_dict(text: str, source: Any) -> dict:
 def _cmd_report(args: argparse.Namespace, load_problem: ProblemLoader) -> int:
     import time
 
-    from ..outputs import check_output_path
+    from ..outputs import check_outputs
     from .report import ReportOptions, write_report
 
     if not _is_history(args.history):
         raise ValueError(f"{args.history} is not a history (SQLite) file; gptask report reads the history of a run")
-    check_output_path(args.out, "--out", {"html", "htm"})
+    check_outputs({"--out": args.out}, {"the history": args.history}, {"--out": {"html", "htm"}})
     problem = _problem(args, load_problem)
     t0 = time.perf_counter()
     opts = ReportOptions(grid=args.grid, sensitivity_base=args.base, problem_given=problem is not None,
@@ -105,12 +105,14 @@ def _cmd_report(args: argparse.Namespace, load_problem: ProblemLoader) -> int:
 
 def _cmd_export_table(args: argparse.Namespace, load_problem: ProblemLoader) -> int:
     from ..model_io import load_model, read_recommendations
+    from ..outputs import check_outputs
     from .export import to_c_header, to_csv, to_json
     from .selection import selection_table
 
     if _is_history(args.model):
         raise ValueError(f"{args.model} is a history; export-table reads a model file (written by gptask tune "
                          "--save-model or gptask fit --save-model)")
+    check_outputs({"--out": args.out}, {"the model file": args.model})
     problem = _problem(args, load_problem)
     model = load_model(args.model, problem=problem)
     table = selection_table(model, args.grid, fallback=args.fallback,
