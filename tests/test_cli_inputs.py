@@ -305,3 +305,62 @@ def test_more_tasks_in_a_history_are_not_a_change_of_target(caplog):
         assert not caplog.records
         warn_if_changed("h", {"target": [1.5, None]}, {"target": [2.0, None, None]})
     assert len(caplog.records) == 1 and "target=[1.5, None]" in caplog.records[0].getMessage()
+
+
+# ---- work asked from the command line is capped (issue 40, item 9) ----------------------------------------
+
+
+def test_a_grid_beyond_the_cap_is_refused_before_its_values_are_made(tmp_path, capsys):
+    # the issue's case: 100,000,000 values of one dimension ran for minutes before the count was checked
+    code, err = run(["export-table", MODEL, "--grid", "m=300:1000:100000000,n=500", "-q"], capsys)
+    assert code == 2 and "100,000,000 points" in err and "--max-grid-points 100000000" in err, err
+    code, err = run(["export-table", MODEL, "--grid", "m=300:1000:400,n=500:1000:400", "-q"], capsys)
+    assert code == 2 and "holds 160,000 points, more than the limit of 100,000" in err, err
+    out = tmp_path / "t.csv"
+    code, err = run(["export-table", MODEL, "--grid", "m=300:1000:3,n=500:1000:2", "--max-grid-points", "5",
+                     "--format", "csv", "--out", out, "-q"], capsys)
+    assert code == 2 and "holds 6 points, more than the limit of 5" in err and not out.exists()
+    assert main(["export-table", str(MODEL), "--grid", "m=300:1000:3,n=500:1000:2", "--max-grid-points", "6",
+                 "--format", "csv", "--out", str(out), "-q"]) == 0
+    assert len(out.read_text().splitlines()) == 1 + 6
+
+
+def test_a_sensitivity_beyond_the_cap_is_refused_with_its_count(tmp_path, capsys):
+    import gptask as gt
+    from gptask.insight.sensitivity import sensitivity
+
+    small = sensitivity(gt.load_model(MODEL), base=16)  # 16 x (d + 2) evaluations on each of its tasks
+    asked = 16777216 // 16 * small.evaluations * len(small.task_indices)
+    code, err = run(["sensitivity", MODEL, "--base", "16777216"], capsys)
+    assert code == 2 and f"asks for {asked:,} model evaluations" in err and f"--max-evaluations {asked}" in err, err
+    assert len(err.splitlines()) == 1
+    code, err = run(["sensitivity", MODEL, "--base", "64", "--max-evaluations", str(asked // 16777216 * 64 - 1)],
+                    capsys)
+    assert code == 2 and "more than the limit" in err
+    assert main(["sensitivity", str(MODEL), "--base", "64", "--max-evaluations", str(asked // 16777216 * 64),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["base"] == 64
+
+
+@pytest.fixture
+def tuned(tmp_path) -> Path:
+    path = tmp_path / "tuned.sqlite"
+    assert main(["tune", *PROBLEM, "--tasks", "3", "--budget", "5", "--history", str(path), "-q"]) == 0
+    return path
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--grid", "t=0:1:100000000"], "100,000,000 points"),
+    (["--grid", "t=0:1:5", "--max-grid-points", "4"], "5 points, more than the limit of 4"),
+    (["--grid", "s=0:1:3"], "'s' is not a task dimension"),
+    (["--grid", "t=1:0:3"], "`lo <= hi` must hold"),
+    (["--base", "1000"], "base must be a power of 2"),
+    (["--base", "16777216"], "--max-evaluations"),
+    (["--base", "64", "--max-evaluations", "100"], "more than the limit of 100"),
+])
+def test_report_refuses_a_bad_grid_or_base_before_writing(tuned, tmp_path, capsys, args, said):
+    # the issue's case: a traceback in the log, a page with an error box, and exit 0
+    out = tmp_path / "r.html"
+    code, err = run(["report", tuned, "--out", out, "-q", *args], capsys)
+    assert code == 2 and said in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert not out.exists()
