@@ -322,14 +322,11 @@ def _progress_logging(quiet: bool) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    from .outputs import check_output_path
+    from .outputs import check_outputs
     from .plots import plot_formats
 
-    inputs = {"the history": args.history}
-    if args.plot:
-        check_output_path(args.plot, "--plot", plot_formats(), inputs)
-    if args.save_model:
-        check_output_path(args.save_model, "--save-model", inputs=inputs)
+    check_outputs({"--plot": args.plot, "--save-model": args.save_model}, {"the history": args.history},
+                  {"--plot": plot_formats()}, models={"--save-model"})
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
@@ -625,13 +622,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .baseline import default_values, stored_defaults
     from .labels import stored_unit
-    from .outputs import check_output_path
+    from .outputs import check_outputs
     from .plots import plot_convergence, plot_formats
     from .storage import is_url, open_history
 
     out = args.out or str(Path("history" if is_url(args.history) else args.history).with_suffix(
         ".front.png" if args.front else ".png"))
-    check_output_path(out, "--out", plot_formats(), {"the history": args.history})
+    check_outputs({"--out": out}, {"the history": args.history}, {"--out": plot_formats()})
     with open_history(args.history, read_only=True) as h:
         if args.front:
             from .plots_front import plot_fronts
@@ -647,12 +644,11 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from .outputs import check_output_path
+    from .outputs import check_outputs
     from .storage import open_history
     from .storage.export import to_csv, to_json
 
-    if args.out:
-        check_output_path(args.out, "--out", inputs={"the history": args.history})
+    check_outputs({"--out": args.out}, {"the history": args.history})
     with open_history(args.history, read_only=True) as h:
         text = to_csv(h) if args.format == "csv" else to_json(h)
     if args.out:
@@ -664,12 +660,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     from .importing import fit, import_runs
-    from .outputs import check_output_path, same_file
+    from .outputs import check_outputs, same_file
 
     options = parse_assignments(args.problem_options)
     problem = load_problem(args.problem, options)
-    if args.save_model:
-        check_output_path(args.save_model, "--save-model", inputs={"the data": args.data, "the history": args.history})
+    check_outputs({"--save-model": args.save_model}, {"the data": args.data, "the history": args.history},
+                  models={"--save-model"})
     if args.history and same_file(args.history, args.data):
         raise ValueError(f"--history {args.history} is the data ({args.data}): importing would destroy it; give "
                          "another file name")

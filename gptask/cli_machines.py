@@ -16,8 +16,10 @@ __all__ = ["register", "tell_record"]
 
 
 def _cmd_machine(args: argparse.Namespace) -> int:
+    from .outputs import check_outputs
     from .provenance import this_machine
 
+    check_outputs({"--out": args.out})
     text = json.dumps(this_machine(), indent=1, sort_keys=True)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -38,17 +38,32 @@ def _int_list(text: str, what: str) -> list[int]:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    from .outputs import check_outputs
+    from .plots import plot_formats
     from .replay import read_recording, read_restrictions, replay
 
+    inputs: dict[str, Any] = {f"recording {k + 1}": p for k, p in enumerate(args.files)}
+    inputs["the restrictions file"] = args.restrictions_file
+    check_outputs({"--plot": args.plot, "--json": args.json}, inputs, {"--plot": plot_formats()})
+    labels = args.label or [None] * len(args.files)
+    if len(labels) != len(args.files):
+        raise ValueError(f"--label must be given once per recording, in order: {len(args.files)} file(s), "
+                         f"got {len(labels)} label(s)")
+    budgets, seeds = _int_list(args.budget, "--budget"), _int_list(args.seeds, "--seeds")
     restrictions = list(args.restrict or [])
     if args.restrictions_file:
         restrictions += read_restrictions(args.restrictions_file)
-    recordings = [read_recording(p, objective=args.objective) for p in args.files]
+    recordings = [read_recording(p, objective=args.objective, label=lb) for p, lb in zip(args.files, labels)]
+    names = [r.label for r in recordings]
+    for k, name in enumerate(names):
+        if name in names[:k]:
+            j = names.index(name)
+            raise ValueError(f"recordings {j + 1} ({args.files[j]}) and {k + 1} ({args.files[k]}) share the machine "
+                             f"label {name!r}; name each with --label, once per recording in order")
     options: dict[str, Any] = {}
     if args.n_initial is not None:
         options["n_initial"] = args.n_initial
-    report = replay(recordings, restrictions, budgets=_int_list(args.budget, "--budget"),
-                    seeds=_int_list(args.seeds, "--seeds"), alone=args.alone, **options)
+    report = replay(recordings, restrictions, budgets=budgets, seeds=seeds, alone=args.alone, **options)
     print(report.text())
     if args.plot:
         print(f"plot: {report.plot(args.plot)}")
@@ -69,6 +84,9 @@ def register(sub: Any) -> None:
                    help="a restriction as the tuning script writes it, e.g. 'block_size_x*block_size_y<=1024' "
                         "(repeatable; parsed, never evaluated as code)")
     r.add_argument("--restrictions-file", default=None, help="a file of restrictions, one per line (# comments)")
+    r.add_argument("--label", action="append", metavar="NAME",
+                   help="the machine label of a recording, once per file in order (default: the file's device "
+                        "name, else its name); needed when two recordings carry one label")
     r.add_argument("--objective", default=None, help="the measured quantity to minimise (default: the file's, "
                                                       "else time)")
     r.add_argument("--budget", default="20,40", help="runs per machine, one run of the tuner each (default 20,40)")

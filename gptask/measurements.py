@@ -44,20 +44,11 @@ if TYPE_CHECKING:
     from .space import Space
     from .transfer import TransferModel
 
-__all__ = ["shown_name", "Measurement", "Source", "SourceError", "read_measurements", "model_data", "is_model_file",
+__all__ = ["shown_name", "Measurement", "Source", "SourceError", "read_measurements", "model_data",
            "is_model_head"]
 
 #: what the first bytes of a model file (``save_model``) hold
 MODEL_FILE_MARK, MODEL_FILE_HEAD = b'"gptask.model"', 512
-
-
-def is_model_file(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a model file of ``save_model`` (its document's kind in the first bytes)."""
-    try:
-        with open(path, "rb") as fh:
-            return is_model_head(fh.read(MODEL_FILE_HEAD))
-    except OSError:
-        return False
 
 
 def is_model_head(head: bytes) -> bool:

@@ -73,7 +73,7 @@ import numpy as np
 
 from .labels import check_unit
 from .models import LCM
-from .outputs import refuse_overwriting_a_history
+from .outputs import MODEL_FORMAT, refuse_overwriting_a_history
 from .problem import Problem
 from .space import Space
 from .transfer.accuracy import transfer_accuracy
@@ -85,7 +85,7 @@ __all__ = ["FORMAT", "VERSION", "save_model", "load_model", "read_metadata", "re
            "file_version",
            "signature_differences", "ModelFileError", "model_document", "model_from_document"]
 
-FORMAT = "gptask.model"
+FORMAT = MODEL_FORMAT
 VERSION = 2
 #: model files larger than this are refused unread (a model at 20,000 points, far beyond what the
 #: exact fit is built for, takes about 4.3 GB of base64; the shipped ones take 0.3-0.6 MB)

@@ -1,6 +1,7 @@
 """Bad numbers and paths on the command line: one clear line naming the argument and the rule, exit 2,
 never a traceback; nothing written."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -102,6 +103,79 @@ def test_an_output_that_is_an_input_or_a_history_is_refused(history, data_csv, t
     assert code == 2 and said in err and len(err.splitlines()) == 1, err
     assert {p: p.read_bytes() for p in before} == before
     assert is_history(history) and is_history(other) and not (tmp_path / "new.sqlite").exists()
+
+
+ROOT = TESTS.parent
+MODEL = ROOT / "models" / "pdgeqrf_2core.json"
+
+
+@pytest.mark.parametrize("args, said", [
+    # the newer commands of issue 40 item 3: each wrote over its input or a history with exit 0
+    (["export-table", "{m}", "--grid", "m=300,n=500", "--out", "{m}"], "is the model file"),
+    (["export-table", "{m}", "--grid", "m=300,n=500", "--out", "{h}"], "is a gptask history"),
+    (["export-table", "{m}", "--grid", "m=300,n=500", "--out", "{m2}"], "is a gptask model file"),
+    (["replay", "{r}", "--json", "{r}"], "is recording 1"),
+    (["replay", "{r}", "--json", "{h}"], "is a gptask history"),
+    (["replay", "{r}", "--restrictions-file", "{rf}", "--json", "{rf}"], "is the restrictions file"),
+    (["replay", "{r}", "--plot", "{dir}/"], "names a directory"),
+    (["replay", "{r}", "--plot", "{tmp}/p.png", "--json", "{tmp}/p.png"], "is also the file of --plot"),
+    (["machine", "--out", "{h}"], "is a gptask history"),
+    (["machine", "--out", "{m}"], "is a gptask model file"),
+    (["report", "{h}", "--out", "{hlink}"], "is the history"),
+    (["export", "{h}", "--out", "{m}"], "is a gptask model file"),
+    (["tune", *PROBLEM, "--tasks", "2", "--budget", "4", "--plot", "{tmp}/x.png", "--save-model", "{tmp}/x.png"],
+     "is also the file of --plot"),
+    (["tune", *PROBLEM, "--tasks", "2", "--budget", "4", "--plot", "{m}"], "is a gptask model file"),
+])
+def test_every_command_checks_its_outputs_before_it_reads_or_runs(history, tmp_path, capsys, args, said):
+    model, other_model = tmp_path / "M.json", tmp_path / "M2.json"
+    model.write_bytes(MODEL.read_bytes())
+    other_model.write_bytes(MODEL.read_bytes())
+    rec = tmp_path / "R.csv"
+    rec.write_text("bs,time\n32,1.0\n64,2.0\n")
+    rf = tmp_path / "restrict.txt"
+    rf.write_text("bs <= 64\n")
+    (tmp_path / "somedir").mkdir(exist_ok=True)
+    (tmp_path / "link.html").symlink_to(history)
+    paths = dict(m=model, m2=other_model, h=history, r=rec, rf=rf, dir=tmp_path / "plotdir", tmp=tmp_path,
+                 hlink=tmp_path / "link.html")
+    before = {p: p.read_bytes() for p in (model, other_model, history, rec, rf)}
+    listing = sorted(tmp_path.iterdir())
+    code, err = run([a.format(**paths) for a in args], capsys)
+    assert code == 2 and said in err and len(err.splitlines()) == 1, err
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted(tmp_path.iterdir()) == listing  # nothing written (no plotdir.png, no x.png)
+
+
+def test_save_model_may_replace_a_model_file_and_outputs_may_replace_their_own_kind(tmp_path, capsys):
+    model = tmp_path / "M.json"
+    model.write_bytes(MODEL.read_bytes())
+    out = tmp_path / "t.csv"
+    out.write_text("an older table\n")
+    assert main(["export-table", str(model), "--grid", "m=300,n=500", "--format", "csv", "--out", str(out), "-q"]) == 0
+    assert out.read_text().startswith("m,n,")
+    me = tmp_path / "me.json"
+    assert main(["machine", "--out", str(me)]) == 0 and main(["machine", "--out", str(me)]) == 0
+    assert main(["tune", *PROBLEM, "--tasks", "2", "--budget", "4", "--save-model", str(model), "-q"]) == 0
+    assert json.loads(model.read_text())["problem"]["name"] == "counting"  # the tuned model replaced the QR one
+
+
+def test_replay_label_names_recordings_that_share_one(tmp_path, capsys):
+    files = []
+    for k, d in enumerate(("gpu_a", "gpu_b")):
+        (tmp_path / d).mkdir()
+        files.append(tmp_path / d / "runs.csv")  # one name: both recordings are labelled "runs"
+        files[-1].write_text("bs,alg,time\n" + "".join(f"{b},{a},{(1 + k) * (b / 32 + i)}\n" for b in (32, 64, 128)
+                                                       for i, a in enumerate("xy")))
+    code, err = run(["replay", *files, "--budget", "3", "--seeds", "0", "--n-initial", "2"], capsys)
+    assert code == 2 and "share the machine label 'runs'" in err and "--label" in err and len(err.splitlines()) == 1
+    code, err = run(["replay", *files, "--label", "A", "--budget", "3"], capsys)
+    assert code == 2 and "--label must be given once per recording" in err and "2 file(s), got 1" in err
+    out = tmp_path / "r.json"
+    assert main(["replay", *map(str, files), "--label", "A", "--label", "B", "--budget", "3", "--seeds", "0",
+                 "--n-initial", "2", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["labels"] == ["A", "B"] and doc["optima"] == [1.0, 2.0]  # in the order of the files
 
 
 def test_save_model_through_the_api_does_not_overwrite_a_history(history, tmp_path):
@@ -256,3 +330,62 @@ def test_problem_refuses_the_standard_library_and_anything_but_a_function_before
         assert not marker.exists() and not (tmp_path / "ran").exists()
     code, err = run(["tune", "--problem", "userprobs:ready", "--tasks", "1", "--budget", "2", "--quiet"], capsys)
     assert code == 0, err
+
+
+# ---- work asked from the command line is capped (issue 40, item 9) ----------------------------------------
+
+
+def test_a_grid_beyond_the_cap_is_refused_before_its_values_are_made(tmp_path, capsys):
+    # the issue's case: 100,000,000 values of one dimension ran for minutes before the count was checked
+    code, err = run(["export-table", MODEL, "--grid", "m=300:1000:100000000,n=500", "-q"], capsys)
+    assert code == 2 and "100,000,000 points" in err and "--max-grid-points 100000000" in err, err
+    code, err = run(["export-table", MODEL, "--grid", "m=300:1000:400,n=500:1000:400", "-q"], capsys)
+    assert code == 2 and "holds 160,000 points, more than the limit of 100,000" in err, err
+    out = tmp_path / "t.csv"
+    code, err = run(["export-table", MODEL, "--grid", "m=300:1000:3,n=500:1000:2", "--max-grid-points", "5",
+                     "--format", "csv", "--out", out, "-q"], capsys)
+    assert code == 2 and "holds 6 points, more than the limit of 5" in err and not out.exists()
+    assert main(["export-table", str(MODEL), "--grid", "m=300:1000:3,n=500:1000:2", "--max-grid-points", "6",
+                 "--format", "csv", "--out", str(out), "-q"]) == 0
+    assert len(out.read_text().splitlines()) == 1 + 6
+
+
+def test_a_sensitivity_beyond_the_cap_is_refused_with_its_count(tmp_path, capsys):
+    import gptask as gt
+    from gptask.insight.sensitivity import sensitivity
+
+    small = sensitivity(gt.load_model(MODEL), base=16)  # 16 x (d + 2) evaluations on each of its tasks
+    asked = 16777216 // 16 * small.evaluations * len(small.task_indices)
+    code, err = run(["sensitivity", MODEL, "--base", "16777216"], capsys)
+    assert code == 2 and f"asks for {asked:,} model evaluations" in err and f"--max-evaluations {asked}" in err, err
+    assert len(err.splitlines()) == 1
+    code, err = run(["sensitivity", MODEL, "--base", "64", "--max-evaluations", str(asked // 16777216 * 64 - 1)],
+                    capsys)
+    assert code == 2 and "more than the limit" in err
+    assert main(["sensitivity", str(MODEL), "--base", "64", "--max-evaluations", str(asked // 16777216 * 64),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["base"] == 64
+
+
+@pytest.fixture
+def tuned(tmp_path) -> Path:
+    path = tmp_path / "tuned.sqlite"
+    assert main(["tune", *PROBLEM, "--tasks", "3", "--budget", "5", "--history", str(path), "-q"]) == 0
+    return path
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--grid", "t=0:1:100000000"], "100,000,000 points"),
+    (["--grid", "t=0:1:5", "--max-grid-points", "4"], "5 points, more than the limit of 4"),
+    (["--grid", "s=0:1:3"], "'s' is not a task dimension"),
+    (["--grid", "t=1:0:3"], "`lo <= hi` must hold"),
+    (["--base", "1000"], "base must be a power of 2"),
+    (["--base", "16777216"], "--max-evaluations"),
+    (["--base", "64", "--max-evaluations", "100"], "more than the limit of 100"),
+])
+def test_report_refuses_a_bad_grid_or_base_before_writing(tuned, tmp_path, capsys, args, said):
+    # the issue's case: a traceback in the log, a page with an error box, and exit 0
+    out = tmp_path / "r.html"
+    code, err = run(["report", tuned, "--out", out, "-q", *args], capsys)
+    assert code == 2 and said in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert not out.exists()

@@ -10,7 +10,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -457,30 +456,29 @@ def test_missing_and_directory_paths_say_so(tmp_path):
         SQLiteStorage(tmp_path, SIG)
 
 
+# Root ignores file permissions through these capabilities; a root process without them is held to the
+# permission bits like any user, yet still owns (and so reads) the clone and its .venv wherever they lie.
+# Switching to another user instead (setpriv --reuid=65534) fails when the clone sits under a directory only
+# its owner may enter (a `mktemp -d` or root's own home): that user cannot import gptask there.
+PERMISSION_OVERRIDES = "-dac_override,-dac_read_search,-fowner"
+
+
 def run_unprivileged(code: str) -> subprocess.CompletedProcess:
-    """Run ``code`` in Python as an ordinary user (root ignores file permissions)."""
+    """Run ``code`` in this Python held to file permissions (as root: without the capabilities that bypass them)."""
     cmd = [sys.executable, "-c", code]
     if os.geteuid() == 0:
         if not shutil.which("setpriv"):
-            pytest.skip("running as root without setpriv: cannot drop privileges")
-        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+            pytest.skip("running as root without setpriv: cannot drop the capabilities that bypass file permissions")
+        cmd = ["setpriv", f"--bounding-set={PERMISSION_OVERRIDES}", "--inh-caps=-all", *cmd]
+        if subprocess.run(cmd[:3] + ["true"], capture_output=True).returncode != 0:
+            pytest.skip("running as root without CAP_SETPCAP: cannot drop the capabilities that bypass file permissions")
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-@pytest.fixture
-def open_dir():
-    """A directory every user can reach (pytest's own tmp_path is private to its user)."""
-    base = Path(tempfile.mkdtemp(prefix="gptask-test-"))
-    base.chmod(0o755)
-    yield base
-    for p in base.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    shutil.rmtree(base)
-
-
-def test_read_only_files_and_directories_say_so_and_still_read(open_dir):
-    d = open_dir / "ro"
+def test_read_only_files_and_directories_say_so_and_still_read(tmp_path, request):
+    d = tmp_path / "ro"
+    request.addfinalizer(lambda: [p.chmod(0o755 if p.is_dir() else 0o644) for p in (d, *d.iterdir())])
     d.mkdir()
     s = SQLiteStorage(d / "h.sqlite", SIG)
     s.set_tasks(TASKS)

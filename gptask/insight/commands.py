@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..outputs import is_history
+from .grid import MAX_POINTS
+from .sensitivity import MAX_EVALUATIONS
 
 __all__ = ["add_parsers", "load_result_or_model"]
 
@@ -53,12 +55,13 @@ def _problem(args: argparse.Namespace, load_problem: ProblemLoader) -> Any:
 
 def _cmd_sensitivity(args: argparse.Namespace, load_problem: ProblemLoader) -> int:
     from ..table import format_rows
-    from .sensitivity import sensitivity
+    from .sensitivity import check_work, sensitivity
 
     source = load_result_or_model(args.source, _problem(args, load_problem))
     task: Any = None
     if args.task is not None:
         task = int(args.task) if args.task.isdigit() else _task_dict(args.task, source)
+    check_work(source, task, base=args.base, max_evaluations=args.max_evaluations)
     report = sensitivity(source, task=task, base=args.base, scale=args.scale, seed=args.seed)
     if args.json:
         print(json.dumps(report.to_json()))
@@ -89,16 +92,17 @@ def _task_dict(text: str, source: Any) -> dict:
 def _cmd_report(args: argparse.Namespace, load_problem: ProblemLoader) -> int:
     import time
 
-    from ..outputs import check_output_path
+    from ..outputs import check_outputs
     from .report import ReportOptions, write_report
 
     if not _is_history(args.history):
         raise ValueError(f"{args.history} is not a history (SQLite) file; gptask report reads the history of a run")
-    check_output_path(args.out, "--out", {"html", "htm"})
+    check_outputs({"--out": args.out}, {"the history": args.history}, {"--out": {"html", "htm"}})
     problem = _problem(args, load_problem)
     t0 = time.perf_counter()
     opts = ReportOptions(grid=args.grid, sensitivity_base=args.base, problem_given=problem is not None,
-                         tasks=tuple(args.task or ()))
+                         tasks=tuple(args.task or ()), max_grid_points=args.max_grid_points,
+                         max_evaluations=args.max_evaluations)
     path = write_report(args.history, args.out, problem=problem, options=opts, progress=not args.quiet)
     print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, written in {time.perf_counter() - t0:.1f} s)")
     return 0
@@ -106,15 +110,19 @@ def _cmd_report(args: argparse.Namespace, load_problem: ProblemLoader) -> int:
 
 def _cmd_export_table(args: argparse.Namespace, load_problem: ProblemLoader) -> int:
     from ..model_io import load_model, read_recommendations
+    from ..outputs import check_outputs
     from .export import to_c_header, to_csv, to_json
+    from .grid import parse_grid
     from .selection import selection_table
 
     if _is_history(args.model):
         raise ValueError(f"{args.model} is a history; export-table reads a model file (written by gptask tune "
                          "--save-model or gptask fit --save-model)")
+    check_outputs({"--out": args.out}, {"the model file": args.model})
     problem = _problem(args, load_problem)
     model = load_model(args.model, problem=problem)
-    table = selection_table(model, args.grid, fallback=args.fallback,
+    axes = parse_grid(args.grid, model.task_space, args.max_grid_points)
+    table = selection_table(model, axes, fallback=args.fallback,
                             recommendations=read_recommendations(args.model), progress=not args.quiet)
     if args.format == "c-header":
         text = to_c_header(table, Path(args.model).name, prefix=args.c_prefix)
@@ -148,6 +156,15 @@ def add_parsers(sub: Any, load_problem: ProblemLoader) -> None:
         p.add_argument("--problem", default=None, help=f"demo | branin | sphere | module:function ({why})")
         p.add_argument("--problem-options", default="", help="k=v,... passed to the problem function")
 
+    def max_evaluations(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--max-evaluations", type=int, default=MAX_EVALUATIONS, metavar="N",
+                       help="refuse a sensitivity of more model evaluations than this, all tasks together "
+                            f"(--base x (parameters + 2) x tasks; default {MAX_EVALUATIONS:,})")
+
+    def max_grid_points(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--max-grid-points", type=int, default=MAX_POINTS, metavar="N",
+                       help=f"refuse a --grid of more points than this (default {MAX_POINTS:,})")
+
     s = sub.add_parser("sensitivity", help="Sobol indices of every parameter on the model's mean (which parameters matter)")
     s.add_argument("source", help="a history (SQLite, read only) or a model file (JSON)")
     s.add_argument("--task", default=None, help="one task: its index or k=v,... (default: every task, and their mean)")
@@ -159,6 +176,7 @@ def add_parsers(sub: Any, load_problem: ProblemLoader) -> None:
                         "effects; default); user: the predicted median in the objective's units")
     s.add_argument("--seed", type=int, default=0, help="seed of the Sobol sequences and the bootstrap (default 0)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
+    max_evaluations(s)
     problem_options(s, "to count the configurations the constraints forbid")
     s.set_defaults(func=bind(_cmd_sensitivity))
 
@@ -169,6 +187,8 @@ def add_parsers(sub: Any, load_problem: ProblemLoader) -> None:
                    help="the task grid of the task-space map, as for export-table (default: 7 values per varying "
                         "task dimension over the tuned range)")
     r.add_argument("--base", type=int, default=1024, help="Saltelli base sample N of the sensitivity (default 1024)")
+    max_evaluations(r)
+    max_grid_points(r)
     r.add_argument("--task", action="append", default=None,
                    help="a task to answer on the page, k=v,... (repeatable): what to run there and how sure, or "
                         "that it lies outside the tuned range")
@@ -190,5 +210,6 @@ def add_parsers(sub: Any, load_problem: ProblemLoader) -> None:
                         "(default) or the problem's default configuration (needs --problem); never a prediction")
     e.add_argument("--c-prefix", default="gptask_table", help="prefix of the C header's names (default gptask_table)")
     e.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    max_grid_points(e)
     problem_options(e, "for the constraints and, for a problem with features, the joint model of new tasks")
     e.set_defaults(func=bind(_cmd_export_table))

@@ -26,7 +26,8 @@ from ..space import Categorical, Dimension, Integer, Space
 
 __all__ = ["parse_grid", "grid_points", "GridError", "MAX_POINTS"]
 
-#: the largest grid a table is made for (each point may take a model search)
+#: the largest grid a table is made for unless asked for more (--max-grid-points): each point not
+#: tuned takes a prediction of the model
 MAX_POINTS = 100_000
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
@@ -45,7 +46,13 @@ def _number(text: str, item: str) -> float:
     return v
 
 
-def _range(spec: str, item: str) -> list[float]:
+def _too_many(size: int, max_points: int, what: str) -> GridError:
+    return GridError(f"--grid {what} {size:,} points, more than the limit of {max_points:,} (each point not tuned "
+                     f"takes a prediction of the model): give fewer values or pass --max-grid-points {size} to make "
+                     "it anyway")
+
+
+def _range(spec: str, item: str, max_points: int = MAX_POINTS) -> list[float]:
     parts = spec.split(":")
     if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "log"):
         raise GridError(f"--grid item {item!r}: expected lo:hi:count or lo:hi:count:log, got {spec!r}")
@@ -56,6 +63,8 @@ def _range(spec: str, item: str) -> list[float]:
         raise GridError(f"--grid item {item!r}: count must be an integer >= 1, got {parts[2]!r}") from None
     if count < 1:
         raise GridError(f"--grid item {item!r}: count must be an integer >= 1, got {count}")
+    if count > max_points:  # refused before the values are made (1e8 of them take minutes)
+        raise _too_many(count, max_points, f"item {item!r} alone asks for")
     if not lo <= hi:
         raise GridError(f"--grid item {item!r}: `lo <= hi` must hold, got lo={parts[0]}, hi={parts[1]}")
     if count == 1 and lo != hi:
@@ -67,7 +76,7 @@ def _range(spec: str, item: str) -> list[float]:
     return [float(v) for v in np.linspace(lo, hi, count)]
 
 
-def _values(dim: Dimension, spec: str, item: str) -> list[Any]:
+def _values(dim: Dimension, spec: str, item: str, max_points: int = MAX_POINTS) -> list[Any]:
     if isinstance(dim, Categorical):
         if ":" in spec:
             raise GridError(f"--grid item {item!r}: {dim.name} is categorical; list its values as a|b|c")
@@ -78,16 +87,19 @@ def _values(dim: Dimension, spec: str, item: str) -> list[Any]:
             except ValueError as exc:
                 raise GridError(f"--grid item {item!r}: {exc}") from None
         return out
-    raw = _range(spec, item) if ":" in spec else [_number(t.strip(), item) for t in spec.split("|")]
+    raw = _range(spec, item, max_points) if ":" in spec else [_number(t.strip(), item) for t in spec.split("|")]
     if isinstance(dim, Integer):
         return list(dict.fromkeys(int(round(v)) for v in raw))
     return list(dict.fromkeys(raw))
 
 
-def parse_grid(text: str, task_space: Space) -> dict[str, list[Any]]:
+def parse_grid(text: str, task_space: Space, max_points: int = MAX_POINTS) -> dict[str, list[Any]]:
     """``{name: [values]}`` in the task space's order, from ``text`` (module docstring). Raises
     :class:`GridError` (a ValueError) naming what is wrong: syntax, an unknown or missing task
-    dimension, a repeated one, a bad range, a grid of more than MAX_POINTS points."""
+    dimension, a repeated one, a bad range, a grid of more than ``max_points`` points (checked
+    before the values are made; the message gives the count)."""
+    if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
+        raise GridError(f"--max-grid-points must be an integer >= 1, got {max_points!r}")
     if not isinstance(text, str) or not text.strip():
         raise GridError(f"--grid is empty; give every task dimension, e.g. "
                         f"{','.join(f'{n}=lo:hi:count' for n in task_space.names)}")
@@ -102,14 +114,14 @@ def parse_grid(text: str, task_space: Space) -> dict[str, list[Any]]:
         if name not in task_space.names:
             raise GridError(f"--grid: {name!r} is not a task dimension of this model; its task dimensions are "
                             f"{task_space.names}")
-        given[name] = _values(task_space[name], spec, item)
+        given[name] = _values(task_space[name], spec, item, max_points)
     missing = [n for n in task_space.names if n not in given]
     if missing:
         raise GridError(f"--grid must give every task dimension; missing {missing} (task dimensions: "
                         f"{task_space.names})")
     size = math.prod(len(v) for v in given.values())
-    if size > MAX_POINTS:
-        raise GridError(f"--grid holds {size} points, more than the limit of {MAX_POINTS}")
+    if size > max_points:
+        raise _too_many(size, max_points, "holds")
     return {n: given[n] for n in task_space.names}
 
 

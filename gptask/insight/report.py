@@ -89,6 +89,26 @@ def _number(text: str, task: str, dim: Any) -> float | int:
     return int(v) if v.is_integer() else v
 
 
+def _check_options(data: ReportData, opts: ReportOptions) -> None:
+    """ValueError, before any section is made, for a grid or a sensitivity base the sections would
+    refuse, or work beyond the caps (opts.max_grid_points, opts.max_evaluations)."""
+    from ..space import Space
+    from .grid import parse_grid
+    from .sensitivity import check_base, check_work
+
+    base = check_base(opts.sensitivity_base)
+    if opts.grid is not None:
+        if data.result is not None:
+            space = data.result.problem.task_space
+        elif data.signature.get("task_space"):
+            space = Space.from_json(data.signature["task_space"])
+        else:
+            raise ValueError("--grid: this history holds no task space yet")
+        parse_grid(opts.grid, space, opts.max_grid_points)
+    if data.has_model and len(data.result.problem.param_space) >= 2:
+        check_work(data.result, base=base, max_evaluations=opts.max_evaluations)
+
+
 def build_report(data: ReportData, options: ReportOptions | None = None, progress: bool = False) -> str:
     """The HTML text of the report of ``data``; progress: a bar or a line per section."""
     opts = options or ReportOptions()
@@ -119,7 +139,8 @@ def write_report(history: str | os.PathLike, out: str | os.PathLike, problem: An
     problem: the history's :class:`gptask.Problem`, to give the report its constraints, features
     and default (checked against the history's signature); None: the problem rebuilt from the
     history. options: :class:`ReportOptions`. progress: a bar (a terminal) or a log line per section.
-    Raises ValueError for a missing or foreign file; the
+    Raises ValueError for a missing or foreign file, a bad grid or sensitivity base, or work beyond
+    the caps of ``options`` (before anything is written); the
     file is written whole or not at all (a temporary file renamed).
     """
     data = load_report_data(history)
@@ -127,6 +148,7 @@ def write_report(history: str | os.PathLike, out: str | os.PathLike, problem: An
     opts = options or ReportOptions(problem_given=problem is not None)
     if opts.tasks:
         opts = replace(opts, tasks=tuple(_asked_task(data, t) for t in opts.tasks))
+    _check_options(data, opts)
     text = build_report(data, opts, progress=progress)
     out = Path(out)
     fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent if str(out.parent) else ".")

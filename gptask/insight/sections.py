@@ -19,8 +19,10 @@ import numpy as np
 from ..labels import task_label
 from ..trials import Status
 from . import figures
+from .grid import MAX_POINTS
 from .html import esc, figure_html, list_html, note_html, table_html
 from .report_data import ReportData
+from .sensitivity import MAX_EVALUATIONS
 
 __all__ = ["ReportOptions", "SECTIONS", "Section"]
 
@@ -41,12 +43,16 @@ class ReportOptions:
     """grid: the task grid of the "best configuration across the task space" section (a grid
     text, :mod:`gptask.insight.grid`; None: MAP_POINTS values per dimension over the tuned range);
     sensitivity_base: SALib's N; problem_given: whether the result carries the user's problem
-    (its constraints, default and features) rather than one rebuilt from the history."""
+    (its constraints, default and features) rather than one rebuilt from the history;
+    max_grid_points, max_evaluations: the caps on the grid and on the sensitivity's model
+    evaluations (:data:`gptask.insight.grid.MAX_POINTS`, :data:`gptask.insight.sensitivity.MAX_EVALUATIONS`)."""
 
     grid: str | None = None
     sensitivity_base: int = 1024
     problem_given: bool = False
     tasks: tuple[Any, ...] = ()
+    max_grid_points: int = MAX_POINTS
+    max_evaluations: int = MAX_EVALUATIONS
 
 
 def summary(data: ReportData, opts: ReportOptions) -> str:
@@ -300,7 +306,7 @@ def task_space_section(data: ReportData, opts: ReportOptions) -> str:
     dims = [d for d in space.dimensions if d.name in rng and rng[d.name][0] < rng[d.name][1]][:2]
     if not dims and opts.grid is None:
         return note_html("The tuned tasks do not vary along a numeric task dimension: no map to draw.")
-    axes = parse_grid(opts.grid, space) if opts.grid else _default_axes(data, dims, rng)
+    axes = parse_grid(opts.grid, space, opts.max_grid_points) if opts.grid else _default_axes(data, dims, rng)
     if opts.grid:
         dims = [d for d in space.dimensions if len(axes[d.name]) > 1 and is_numeric(d)][:2]
     table = selection_table(result, axes)

@@ -50,13 +50,18 @@ from ..seeding import int_seed
 from ..space import Space
 from ..table import Table
 
-__all__ = ["Indices", "SensitivityReport", "sensitivity", "encoded_sample", "DEFAULT_BASE", "FIXABLE_TOTAL",
-           "SCALES"]
+__all__ = ["Indices", "SensitivityReport", "sensitivity", "encoded_sample", "check_base", "check_work",
+           "DEFAULT_BASE",
+           "FIXABLE_TOTAL", "MAX_EVALUATIONS", "SCALES"]
 
 log = logging.getLogger(__name__)
 
 #: base sample size N of Saltelli's scheme (a power of 2): N * (d + 2) model evaluations per task
 DEFAULT_BASE = 1024
+#: the most model evaluations (all tasks together) the command line asks for unless told otherwise
+#: (--max-evaluations): the default base on 10 parameters and 160 tasks; on a 2-core node a few
+#: thousand evaluations take a second
+MAX_EVALUATIONS = 2_000_000
 #: a parameter whose total index stays below this on every task can be fixed (the report says so)
 FIXABLE_TOTAL = 0.05
 #: what is decomposed (module docstring)
@@ -289,6 +294,36 @@ def _infeasible(problem: Any, task: dict, space: Space, X: np.ndarray) -> float 
     except Exception:  # noqa: BLE001 - a result rebuilt without its objective may not judge; say unknown
         return None
     return 1.0 - float(np.mean(ok))
+
+
+def check_base(base: int) -> int:
+    """``base`` if it is a base sample size SALib takes (a power of 2 >= 16), else ValueError."""
+    base = check_int("base", base, 16)
+    if base & (base - 1):
+        raise ValueError(f"sensitivity: base must be a power of 2 (Sobol sequences), got {base}")
+    return base
+
+
+def check_work(result: Any, task: int | Mapping[str, Any] | None = None, *, base: int = DEFAULT_BASE,
+               max_evaluations: int = MAX_EVALUATIONS) -> int:
+    """The model evaluations ``sensitivity(result, task, base=base)`` makes: ``base * (d + 2)`` per
+    analysed task, d the number of parameters. Raises ValueError, before any work, for a base that
+    is not a power of 2 >= 16, an unknown task, or more than ``max_evaluations`` evaluations (the
+    message gives the count, the sample's memory and how to ask for more: ``--max-evaluations``)."""
+    base = check_base(base)
+    max_evaluations = check_int("max_evaluations", max_evaluations, 1)
+    model, _, space, tasks, _ = _parts(result)
+    chosen = _task_indices(task, tasks, model)
+    per_task = base * (len(space) + 2)
+    total = per_task * len(chosen)
+    if total > max_evaluations:
+        gb = per_task * len(space) * 8 / 1e9
+        raise ValueError(f"--base {base} asks for {total:,} model evaluations ({base} x ({len(space)} parameters + 2) "
+                         f"x {len(chosen)} task(s); each task's sample takes {gb:.2g} GB), more than the limit of "
+                         f"{max_evaluations:,}: give a smaller --base (the default {DEFAULT_BASE} makes "
+                         f"{DEFAULT_BASE * (len(space) + 2) * len(chosen):,}) or pass --max-evaluations {total} to "
+                         "run it anyway")
+    return total
 
 
 def sensitivity(result: Any, task: int | Mapping[str, Any] | None = None, *, base: int = DEFAULT_BASE,
