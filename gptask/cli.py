@@ -87,11 +87,12 @@ def _scalar(text: str) -> Any:
 def parse_assignments(text: str, what: str = "argument") -> dict[str, Any]:
     """Parse ``"m=5000,n=3000,alg=ring"`` into ``{"m": 5000, "n": 3000, "alg": "ring"}``.
 
-    Keys are identifiers; values are ints, finite floats, true/false or strings; a value in double
-    quotes is a JSON string, taken as it is (``alg="a,b"``, ``flag="true"``): what
-    :func:`format_assignments` writes for text with a comma, a quote, an equals sign, padding or
-    that would read as a number. An empty text gives ``{}``; a malformed item or a repeated key
-    raises ``ValueError`` naming ``what``.
+    Keys are identifiers, or JSON strings in double quotes for any other name (``"a,b"=1``, a name
+    holding a comma, an equals sign, a tab or a space); values are ints, finite floats, true/false or
+    strings; a value in double quotes is a JSON string, taken as it is (``alg="a,b"``,
+    ``flag="true"``): what :func:`format_assignments` writes for text with a comma, a quote, an
+    equals sign, padding or that would read as a number. An empty text gives ``{}``; a malformed
+    item or a repeated key raises ``ValueError`` naming ``what``.
     """
     out: dict[str, Any] = {}
     if not text or not text.strip():
@@ -99,30 +100,49 @@ def parse_assignments(text: str, what: str = "argument") -> dict[str, Any]:
     decoder = json.JSONDecoder()
     pos = 0
     while True:
-        end = text.find(",", pos)
-        item = text[pos:] if end < 0 else text[pos:end]
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if sep and value.lstrip().startswith('"'):  # a quoted value: up to its closing quote
-            start = pos + len(item) - len(value.lstrip())
+        bad = f"{what}: expected comma-separated key=value pairs"
+        lead = len(text[pos:]) - len(text[pos:].lstrip())
+        if text[pos + lead:].startswith('"'):  # a quoted key: up to its closing quote, then '='
+            try:
+                key, stop = decoder.raw_decode(text, pos + lead)
+            except json.JSONDecodeError:
+                raise ValueError(f"{bad}, got an unterminated quoted name in {text!r}") from None
+            after = text[stop:].lstrip()
+            if not after.startswith("="):
+                raise ValueError(f"{bad}, got a quoted name {key!r} without '=' after it in {text!r}")
+            start_value = len(text) - len(after) + 1
+            quoted_key = True
+        else:
+            eq = text.find("=", pos)
+            comma = text.find(",", pos)
+            if eq < 0 or 0 <= comma < eq:
+                item = text[pos:] if comma < 0 else text[pos:comma]
+                raise ValueError(f"{bad}, got {item!r} in {text!r}")
+            key, start_value, quoted_key = text[pos:eq].strip(), eq + 1, False
+        value_text = text[start_value:]
+        if value_text.lstrip().startswith('"'):  # a quoted value: up to its closing quote
+            start = start_value + len(value_text) - len(value_text.lstrip())
             try:
                 parsed, stop = decoder.raw_decode(text, start)
             except json.JSONDecodeError:
-                raise ValueError(f"{what}: expected comma-separated key=value pairs, got an unterminated quoted value "
-                                 f"in {text!r}") from None
+                raise ValueError(f"{bad}, got an unterminated quoted value in {text!r}") from None
             rest = text[stop:]
             if rest.strip() and not rest.lstrip().startswith(","):
-                raise ValueError(f"{what}: expected comma-separated key=value pairs, got {rest.strip()!r} after a "
-                                 f"quoted value in {text!r}")
+                raise ValueError(f"{bad}, got {rest.strip()!r} after a quoted value in {text!r}")
             end = -1 if not rest.strip() else stop + rest.index(",")
             value_out: Any = parsed
         else:
-            value = value.strip()
-            if not sep or not value:
-                raise ValueError(f"{what}: expected comma-separated key=value pairs, got {item!r} in {text!r}")
+            comma = text.find(",", start_value)
+            end = comma
+            value = (text[start_value:] if comma < 0 else text[start_value:comma]).strip()
+            if not value:
+                item = text[pos:] if comma < 0 else text[pos:comma]
+                raise ValueError(f"{bad}, got {item.strip()!r} in {text!r}")
             value_out = _scalar(value)
-        if not _KEY.fullmatch(key):
-            raise ValueError(f"{what}: expected comma-separated key=value pairs, got {item!r} in {text!r}")
+        if not quoted_key and not _KEY.fullmatch(key):
+            item = text[pos:] if end < 0 else text[pos:end]
+            raise ValueError(f"{bad}, got {item!r} in {text!r} (a name that is not an identifier goes in double "
+                             "quotes: \"a b\"=1)")
         if key in out:
             raise ValueError(f"{what}: key {key!r} given twice in {text!r}")
         out[key] = value_out
@@ -139,7 +159,9 @@ def _needs_quotes(value: str) -> bool:
 def format_assignments(values: Mapping[str, Any]) -> str:
     """``{"m": 5000, "alg": "ring"}`` -> ``"m=5000,alg=ring"``, what :func:`parse_assignments` reads back to
     the same values: text that holds a comma, a quote, an equals sign, a backslash, padding or a
-    control character, or that would read as a number or a boolean, is written as a JSON string."""
+    control character, or that would read as a number or a boolean, is written as a JSON string, and
+    so is a name that is not an identifier (a tab, a comma, an equals sign, a space in it): the line
+    never holds a raw tab, so ``gptask ask``'s tab-separated columns stay three."""
     def text(v: Any) -> str:
         if isinstance(v, bool):
             return json.dumps(v)
@@ -147,7 +169,7 @@ def format_assignments(values: Mapping[str, Any]) -> str:
             return json.dumps(v)
         return str(v)
 
-    return ",".join(f"{k}={text(v)}" for k, v in values.items())
+    return ",".join(f"{k if _KEY.fullmatch(k) else json.dumps(k)}={text(v)}" for k, v in values.items())
 
 
 def format_table(rows: Sequence[dict[str, Any]], unit: str = "", value_columns: Sequence[str] = ()) -> str:

@@ -263,3 +263,12 @@ def time_memory_problem() -> gt.Problem:
 
     return gt.Problem(gt.Space([gt.Real("t", 0.2, 0.8)]), gt.Space([gt.Real("x", 0.0, 1.0)]), objective,
                       objectives={"time": "min", "memory": "min"}, name="time_memory")
+
+
+def awkward_names_problem() -> gt.Problem:
+    """Dimension names holding a tab, a comma, an equals sign and a space (issue 40: ``gptask ask``'s
+    tab-separated lines broke on them)."""
+    tasks = gt.Space([gt.Categorical("node,rack", ["a", "b"])])
+    params = gt.Space([gt.Integer("blocks\tper=row", 1, 4), gt.Categorical("alg name", ["x", "y"])])
+    return gt.Problem(tasks, params, lambda task, p: 1.0 + p["blocks\tper=row"] + (p["alg name"] == "y"),
+                      name="awkward-names")

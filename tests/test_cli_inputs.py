@@ -208,6 +208,30 @@ def test_assignments_round_trip_awkward_text():
             parse_assignments(bad)
 
 
+def test_names_with_a_tab_a_comma_an_equals_sign_or_a_space_round_trip(tmp_path, capsys):
+    # issue 40: `gptask ask` output broke on names containing TAB, `,` or `=`
+    from gptask.cli import format_assignments, parse_assignments
+
+    values = {"a,b": 1, "x=y": "z", "t\tab": "q,r", "sp ace": '"', "plain": 2.5}
+    text = format_assignments(values)
+    assert "\t" not in text and parse_assignments(text) == values
+    assert parse_assignments(' "a b" = 1 , c=2') == {"a b": 1, "c": 2}
+    with pytest.raises(ValueError, match="goes in double quotes"):
+        parse_assignments("a b=1")
+    h = tmp_path / "names.sqlite"
+    problem = ["--problem", "problems_for_tests:awkward_names_problem"]
+    assert main(["ask", str(h), *problem, "--task", '"node,rack"=a', "--budget", "4", "--n-initial", "4", "-n", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    for line in lines:
+        trial_id, task, params = line.split("\t")  # still three columns
+        assert parse_assignments(task) == {"node,rack": "a"}
+        p = parse_assignments(params)
+        assert set(p) == {"blocks\tper=row", "alg name"} and 1 <= p["blocks\tper=row"] <= 4
+        assert main(["tell", str(h), trial_id, str(1.0 + p["blocks\tper=row"])]) == 0
+    assert sum(t.status.finished for t in SQLiteStorage(h, read_only=True).trials()) == 4
+
+
 def test_ask_prints_what_tell_and_the_job_read_back(tmp_path, capsys):
     from gptask.cli import parse_assignments
     from problems_for_tests import AWKWARD_CHOICES
