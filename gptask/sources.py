@@ -288,7 +288,7 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     None: :class:`~gptask.tuning.sourced.ConsensusProposer`. ``options``: the Tuner's (``target``,
     ``max_failures``, ``kernel``, ...)."""
     from .evaluate import Evaluator
-    from .storage import Storage, open_storage
+    from .storage import HistoryMismatch, Storage, open_storage
     from .tuning.loop import run
     from .tuning.settings import new_task_initial
     from .tuning.proposer import Proposer, make_proposer
@@ -309,7 +309,10 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
             and len(designs) == len({point_key(t) for t in mine}):
         n_initial = new_task_initial(budget)  # every tuned task is a new machine's run of a measured task
     own = not isinstance(history, Storage)
-    storage = open_storage(history, plan.problem.signature())
+    try:
+        storage = open_storage(history, plan.problem.signature())
+    except HistoryMismatch as exc:
+        raise SourceError(_resume_mismatch(history, plan, exc)) from None
     evaluator = Evaluator(plan.problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
     tuner_args = dict(provenance=target, mix_machines=True, **options)
     selection = None
@@ -335,6 +338,33 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     finally:
         if own:
             storage.close()
+
+
+def _resume_mismatch(history: Any, plan: _Plan, exc: Exception) -> str:
+    """The error of a history of an earlier ``gt.tune(..., sources=...)`` that this call cannot
+    resume, in words: which machines (the sources' and this one) it was tuned with and which this
+    call brings, removed, added or in another order; the storage's own message when the machines
+    agree (another problem)."""
+    from .storage import Storage, read_signature
+
+    try:
+        stored = history.signature if isinstance(history, Storage) else read_signature(history)
+    except Exception:  # unreadable: the storage's message says why
+        return str(exc)
+    before = next((d.get("choices") for d in stored.get("task_space") or []
+                   if isinstance(d, dict) and d.get("name") == MACHINE_DIM), None)
+    now = next(list(d.choices) for d in plan.problem.task_space.dimensions if d.name == MACHINE_DIM)
+    if before is None or list(before) == now:
+        return str(exc)
+    where = shown_name(history) if not isinstance(history, Storage) else repr(history)
+    removed = [m for m in before if m not in now]
+    added = [m for m in now if m not in before]
+    what = "; ".join(filter(None, [
+        f"removed {removed}" if removed else "", f"added {added}" if added else "",
+        "the same machines in another order" if not removed and not added else ""]))
+    return (f"history {where} was tuned with the machines {list(before)} (the sources' in the order given, then "
+            f"this machine's); this call gives {now}: {what}. Resume it with the same sources in the same order, "
+            "or give a new history for another set of sources")
 
 
 def _consensus_designs(plan: _Plan, mine: list[dict]) -> dict[tuple, list[dict]]:

@@ -62,6 +62,22 @@ def test_tune_with_a_source_runs_only_this_machine_s_tasks_and_resumes(laptop_hi
         gt.tune(counting_problem(), [{"t": 0.5}], 5, history=h, progress=False)
 
 
+def test_a_resume_with_other_sources_says_in_words_what_differs(laptop_history, tmp_path):
+    # issue 40: a resume with sources= reordered or reduced gave HistoryMismatch with a raw signature dump
+    h = tmp_path / "combined.sqlite"
+    other = _grid(0.3, "desk")
+    args = dict(provenance="node", history=h, n_initial=2, seed=1, progress=False)
+    gt.tune(counting_problem(), [{"t": 0.5}], 2, sources=[laptop_history, other], **args)
+    cases = {"removed \\['desk'\\]": [laptop_history], "added \\['lab'\\]": [laptop_history, other, _grid(0.4, "lab")],
+             "the same machines in another order": [other, laptop_history]}
+    for what, sources in cases.items():
+        with pytest.raises(SourceError, match=f"tuned with the machines \\['laptop', 'desk', 'node'\\].*: {what}\\. "
+                                              "Resume it with the same sources in the same order") as err:
+            gt.tune(counting_problem(), [{"t": 0.5}], 2, sources=sources, **args)
+        assert "signature" not in str(err.value)
+    assert len(gt.tune(counting_problem(), [{"t": 0.5}], 2, sources=[laptop_history, other], **args).history) > 0
+
+
 def test_predict_optimum_from_two_machines_finds_the_known_optimum():
     problem = counting_problem()
     sources = [_grid(0.2, "a") + _grid(0.8, "a"), _grid(0.3, "b") + _grid(0.7, "b")]
