@@ -58,9 +58,10 @@ def job_state(job: str) -> str:
 
 @pytest.fixture
 def allocation(slurm):
-    """An allocation of every node of the local cluster (salloc --no-shell), cancelled afterwards."""
+    """An allocation of every node of the local cluster (salloc --no-shell --no-kill: a node lost
+    leaves the job, which goes on), cancelled afterwards."""
     n = len(nodes_up())
-    done = subprocess.run(["salloc", "--no-shell", f"-N{n}", "--time=10", "-J", "gptask-test-alloc"],
+    done = subprocess.run(["salloc", "--no-shell", "--no-kill", f"-N{n}", "--time=10", "-J", "gptask-test-alloc"],
                           capture_output=True, text=True, timeout=DEADLINE_S)
     job = next((w for line in done.stderr.splitlines() if "Granted job allocation" in line
                 for w in line.split() if w.isdigit()), None)

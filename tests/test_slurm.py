@@ -16,7 +16,7 @@ from gptask.cluster import Allocation, ClusterError, Resources, SlurmSteps
 from gptask.evaluate import Evaluator, run_job
 from gptask.storage import open_storage
 from gptask.trials import Status
-from tests.slurm_helpers import (ROOT, allocation, job_state, nodes_of, slurm, steps_problem,  # noqa: F401
+from tests.slurm_helpers import (ROOT, allocation, job_state, nodes_of, nodes_up, slurm, steps_problem,  # noqa: F401
                                  wait_for)
 
 SMALL = dict(progress=False, pso_iters=5, pso_particles=10, restarts=1)
@@ -121,6 +121,7 @@ def test_campaign_job_requeued_at_its_walltime_signal_resumes_exactly(slurm, tmp
     assert gen.returncode == 0, gen.stderr
     text = script.read_text()
     assert "#SBATCH --signal=B:USR1@120" in text and "#SBATCH --requeue" in text and "exec " in text
+    assert "#SBATCH --no-kill" in text
     sub = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, cwd=tmp_path,
                          env=_env(tmp_path, GPTASK_TEST_RUN_S="2"))
     assert sub.returncode == 0, sub.stderr
@@ -179,3 +180,162 @@ def test_the_docs_sbatch_script_is_what_slurm_script_writes(root):
                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(root)), cwd=root)
     assert done.returncode == 0, done.stderr
     assert done.stdout.replace(shlex.quote(sys.executable), "python") == shown
+
+
+# faults: a node lost, slurmctld restarted, the campaign job killed, two campaign jobs on one history
+def _sleep_objective(task, params):
+    """A run of 4 s as a one-node step; writes 'node start end step' once it ran to its end."""
+    step = gt.cluster.current_step()
+    cmd = ('s=$(date +%s.%N); sleep 4; echo "$SLURMD_NODENAME $s $(date +%s.%N) ' + step.name + '" >> '
+           + os.environ["GPTASK_TEST_STEP_LOG"])
+    step.run(["bash", "-c", cmd])
+    return float(params["x"])
+
+
+def _sleep_problem() -> gt.Problem:
+    return gt.Problem(name="faults", task_space=gt.Space([gt.Integer("size", 1, 9)]),
+                      param_space=gt.Space([gt.Integer("x", 0, 99)]), objective=_sleep_objective)
+
+
+def _tune_in_thread(ex, budget: int, history: Path):
+    import threading
+    box = {}
+
+    def target():
+        box["result"] = gt.tune(_sleep_problem(), tasks=[{"size": 1}], budget=budget, n_initial=budget, executor=ex,
+                                history=str(history), **SMALL)
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    return t, box
+
+
+def _steps_running(job: str) -> dict:
+    """step name -> node list of the gptask steps running in ``job``."""
+    out = subprocess.run(["squeue", "-h", "-s", "-j", job, "-o", "%j %N"], capture_output=True, text=True).stdout
+    return {w[0]: w[1] for w in (ln.split() for ln in out.splitlines()) if len(w) == 2 and w[0].startswith("gptask-")}
+
+
+def test_a_node_going_down_fails_its_step_and_the_campaign_goes_on(allocation, tmp_path, monkeypatch):
+    """scontrol update state=down on a node running a step of a --no-kill allocation: that trial is
+    FAILED with 'lost a node', every other trial COMPLETE, no step starts on that node afterwards,
+    and the budget is met on the remaining nodes."""
+    log = tmp_path / "steps.log"
+    monkeypatch.setenv("GPTASK_TEST_STEP_LOG", str(log))
+    down = None
+    try:
+        with SlurmSteps(allocation=allocation) as ex:
+            t, box = _tune_in_thread(ex, 10, tmp_path / "h.db")
+            running = wait_for("a step running", lambda: _steps_running(allocation.job_id), deadline=180)
+            down = sorted(running.values())[0]
+            subprocess.run(["scontrol", "update", f"nodename={down}", "state=down", "reason=gptask-test"], check=True)
+            t.join(timeout=600)
+        assert not t.is_alive()
+    finally:
+        if down:
+            subprocess.run(["scontrol", "update", f"nodename={down}", "state=resume"], capture_output=True)
+            wait_for(f"{down} back up", lambda: down in nodes_up(), deadline=120)
+    trials = box["result"].history
+    assert len(trials) == 10
+    failed = [tr for tr in trials if tr.status is Status.FAILED]
+    assert len(failed) == 1 and "lost a node" in failed[0].reason and down in failed[0].reason, \
+        [(tr.status, tr.reason) for tr in trials]
+    assert sum(tr.status is Status.COMPLETE for tr in trials) == 9 == len(log.read_text().splitlines())
+    assert all(line.split()[0] != down for line in log.read_text().splitlines()), "a step ran on the downed node"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 42, open: after a slurmctld restart the next steps fail ('Memory required "
+                   "by task is not available') and the nodes, not responding yet (state with '*'), count as down, so "
+                   "trials fail at once instead of waiting")
+def test_slurmctld_restarted_while_steps_run_loses_nothing(allocation, tmp_path, monkeypatch):
+    """slurmctld killed and started again while steps run: the running steps finish, the next ones
+    start once it answers, and every trial is COMPLETE with its run."""
+    log = tmp_path / "steps.log"
+    monkeypatch.setenv("GPTASK_TEST_STEP_LOG", str(log))
+    with SlurmSteps(allocation=allocation) as ex:
+        t, box = _tune_in_thread(ex, 8, tmp_path / "h.db")
+        wait_for("a step running", lambda: _steps_running(allocation.job_id), deadline=180)
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "slurm_local.sh"), "restart-ctld"], capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+        t.join(timeout=600)
+    assert not t.is_alive()
+    wait_for("slurmctld answering", lambda: subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0)
+    trials = box["result"].history
+    assert [tr.status for tr in trials] == [Status.COMPLETE] * 8, [(tr.status, tr.reason) for tr in trials]
+    assert len(log.read_text().splitlines()) == 8
+
+
+def _campaign_script(tmp_path: Path, history: Path, budget: int, name: str) -> Path:
+    script = tmp_path / f"{name}.sbatch"
+    gen = subprocess.run([sys.executable, "-m", "gptask", "slurm-script", "--nodes", "2", "--time", "10",
+                          "--signal-seconds", "120", "--job-name", name, "-o", str(script), "--",
+                          "--problem", "tests.slurm_scripts.campaign:problem", "--task", "size=2", "--budget",
+                          str(budget), "--n-initial", str(budget), "--history", str(history), "-q"],
+                         capture_output=True, text=True, env=_env(tmp_path), cwd=ROOT)
+    assert gen.returncode == 0, gen.stderr
+    assert "#SBATCH --no-kill" in script.read_text()
+    return script
+
+
+def _sbatch(script: Path, tmp_path: Path) -> str:
+    sub = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, cwd=tmp_path,
+                         env=_env(tmp_path, GPTASK_TEST_RUN_S="3"))
+    assert sub.returncode == 0, sub.stderr
+    return sub.stdout.strip().split(";")[0]
+
+
+def _ended(job: str) -> bool:
+    return job_state(job) in ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY")
+
+
+def _runs_match_trials(history: Path, log: Path) -> list:
+    """The COMPLETE trials, checked to be exactly the runs that ran to their end (one each)."""
+    trials = _complete(history)
+    runs = log.read_text().splitlines() if log.exists() else []
+    assert sorted(f"{t.params['x']} {t.params['n']}" for t in trials) == sorted(" ".join(r.split()[:2]) for r in runs)
+    return trials
+
+
+@pytest.mark.xfail(strict=False, reason="issue 42, open and not diagnosed: once, after scancel --signal=KILL --full, the "
+                   "job was not in an end state within 120 s (a requeue of a --requeue job killed by a signal?)")
+def test_campaign_job_killed_then_resubmitted_finishes_exactly(slurm, tmp_path):
+    """scancel --signal=KILL --full on the campaign job mid-run (no handler runs): the job ends,
+    its running steps are lost; the same script submitted again re-runs them and finishes the
+    budget, every run that ran to its end one COMPLETE trial."""
+    history = tmp_path / "h.db"
+    script = _campaign_script(tmp_path, history, 8, "gptask-kill")
+    job = _sbatch(script, tmp_path)
+    try:
+        wait_for("2 finished trials", lambda: history.exists() and len(_complete(history)) >= 2, deadline=300)
+        subprocess.run(["scancel", "--signal=KILL", "--full", job], check=True)
+        wait_for("the killed job's end", lambda: _ended(job), deadline=120, every=1)
+    finally:
+        subprocess.run(["scancel", job])
+    assert len(_runs_match_trials(history, tmp_path / "steps.log")) < 8
+    again = _sbatch(script, tmp_path)
+    try:
+        wait_for("the resubmitted job's end", lambda: _ended(again), deadline=420, every=2)
+    finally:
+        subprocess.run(["scancel", again])
+    out = (tmp_path / f"gptask-kill-{again}.out").read_text()
+    assert job_state(again) == "COMPLETED", out
+    assert len(_runs_match_trials(history, tmp_path / "steps.log")) == 8, out
+
+
+def test_two_campaign_jobs_on_one_history_lose_nothing(slurm, tmp_path):
+    """Two campaign jobs started at once on one history (same host: SQLite's WAL, trials held by
+    their live process): both end COMPLETED, every run that ran to its end is one COMPLETE trial and
+    no configuration ran twice, the budget met."""
+    history = tmp_path / "h.db"
+    script = _campaign_script(tmp_path, history, 8, "gptask-two")
+    jobs = [_sbatch(script, tmp_path), _sbatch(script, tmp_path)]
+    try:
+        for job in jobs:
+            wait_for(f"job {job}'s end", lambda: _ended(job), deadline=420, every=2)
+    finally:
+        subprocess.run(["scancel", *jobs])
+    outs = [(tmp_path / f"gptask-two-{j}.out").read_text() for j in jobs]
+    assert [job_state(j) for j in jobs] == ["COMPLETED"] * 2, outs
+    trials = _runs_match_trials(history, tmp_path / "steps.log")
+    assert len(trials) >= 8, outs
+    assert len({(t.params["x"], t.params["n"]) for t in trials}) == len(trials)

@@ -120,8 +120,8 @@ class SlurmJobs(cf.Executor):
                 with self._lock:
                     if self._jobs.pop(future, None) is None:
                         continue
-                try:
-                    future.set_result(job.result())
+                try:  # a job of several tasks runs the call in each: rank 0's result is the trial's
+                    future.set_result(job.results()[0])
                 except Exception as exc:  # noqa: BLE001 - the job's failure is the trial's
                     state = job.state
                     future.set_result(JobResult(Outcome(None, (), Status.FAILED,

@@ -5,7 +5,9 @@ The script ``exec``s ``gptask tune ... --executor srun --requeue``: the tuner ta
 shell's place, so the ``USR1`` that ``--signal=B:USR1@S`` sends S seconds before the walltime
 reaches it. It then stops proposing, cancels (or lets finish) its running steps, leaves unfinished
 trials pending, closes the history and runs ``scontrol requeue`` on its own job; the requeued job
-runs the same line and resumes the campaign from the history.
+runs the same line and resumes the campaign from the history. ``--no-kill``: Slurm would end a job
+that loses a node; with it the step on that node fails (a FAILED trial with its reason) and the
+campaign goes on with the allocation's other nodes.
 """
 
 from __future__ import annotations
@@ -57,7 +59,9 @@ def slurm_script(tune_args: Sequence[str], nodes: int, minutes: int, signal_s: i
     if "--history" not in tune_args and not any(a.startswith("--history=") for a in tune_args):
         raise ClusterError("slurm-script: the tune line needs --history FILE: a requeued job resumes from it")
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
-             f"#SBATCH --time={_walltime(minutes)}", f"#SBATCH --signal=B:USR1@{signal_s}"]
+             f"#SBATCH --time={_walltime(minutes)}", f"#SBATCH --signal=B:USR1@{signal_s}",
+             # Slurm ends a job that loses a node unless --no-kill: the campaign goes on with the others
+             "#SBATCH --no-kill"]
     if requeue:
         lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append"]
     lines.append(f"#SBATCH --output={job_name}-%j.out")
@@ -74,7 +78,8 @@ def slurm_script(tune_args: Sequence[str], nodes: int, minutes: int, signal_s: i
         "pending, closes the history" + (" and" if requeue else "."),
         *(["# requeues this job (scontrol requeue); the requeued job resumes the campaign from the history."]
           if requeue else []),
-        "# Each evaluation runs as an srun step on free nodes of this allocation.",
+        "# Each evaluation runs as an srun step on free nodes of this allocation; --no-kill: a node lost",
+        "# fails its step (a FAILED trial) and the campaign goes on with the other nodes.",
         'echo "gptask campaign: job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $SLURM_JOB_NODELIST"',
         "exec " + " ".join(shlex.quote(a) for a in command),
     ]

@@ -205,7 +205,7 @@ class Step:
         finally:
             self._procs.remove(proc)
         done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-        if proc.returncode != 0:
+        if proc.returncode != 0 or _lost_node(err or ""):  # srun may exit 0 when its node failed
             raise StepFailed(self.reason(proc.returncode, err or ""))
         return done
 
@@ -217,7 +217,7 @@ class Step:
             return f"step {self.name} cancelled (the campaign was stopped)"
         if "TIME LIMIT" in upper:
             return f"step {self.name} killed at its time limit of {self.resources.time_limit:g} s"
-        if "NODE_FAIL" in upper or "NODE FAILURE" in upper or "NODE FAIL" in upper:
+        if _lost_node(text):
             return f"step {self.name} lost a node ({', '.join(self.nodes)}): {_last_line(text)}"
         if "UNABLE TO CREATE STEP" in upper or "STEP CREATION" in upper or "INVALID" in upper:
             return f"step {self.name} could not start: {_last_line(text)}"
@@ -239,6 +239,12 @@ class Step:
         ids = [line.split()[0] for line in listing.splitlines() if line.split()[1:] == [self.name]]
         if ids:
             subprocess.run(["scancel", *ids], capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False)
+
+
+def _lost_node(stderr: str | bytes) -> bool:
+    """Whether srun's ``stderr`` says a node of the step failed (``srun: error: Node failure on n3``)."""
+    upper = (stderr if isinstance(stderr, str) else stderr.decode(errors="replace")).upper()
+    return "NODE_FAIL" in upper or "NODE FAILURE" in upper or "NODE FAIL" in upper
 
 
 def _last_line(text: str) -> str:
@@ -412,9 +418,18 @@ class SlurmSteps(cf.Executor):
                 text = _command(["sinfo", "-h", "-N", "-n", ",".join(self.allocation.nodes), "-o", "%N %t"], timeout=20)
                 self._down = {n for n, st in (ln.split()[:2] for ln in text.splitlines() if len(ln.split()) >= 2)
                               if st.rstrip("*~#!%$@^-").lower() in UNUSABLE_STATES or st.endswith("*")}
+                # a node lost by a --no-kill job leaves the job (and may be up again for others)
+                self._down |= set(self.allocation.nodes) - set(self._job_nodes())
             except ClusterError as exc:  # slurmctld restarting: keep the last states
                 log.info("node states not read (%s): keeping the last ones", exc)
         return [n for n in self._free if n not in self._down]
+
+    def _job_nodes(self) -> list[str]:
+        """The nodes the allocation holds now (``squeue``); all of them when the job is not listed."""
+        nodelist = _command(["squeue", "-h", "-j", self.allocation.job_id, "-o", "%N"], timeout=20).strip()
+        if not nodelist:
+            return list(self.allocation.nodes)
+        return _command(["scontrol", "show", "hostnames", nodelist], timeout=20).split()
 
     def _pick(self) -> tuple[_Waiting, list[str]] | None:
         """The waiting run to start now and its nodes, or None."""
@@ -466,11 +481,14 @@ class SlurmSteps(cf.Executor):
 
     def _run(self, w: _Waiting, step: Step) -> None:
         _here.step = step
+        failed = True
         try:
             result = w.fn()
         except BaseException as exc:  # noqa: BLE001 - handed to the future, as any executor does
             w.future.set_exception(exc)
         else:
+            failed = not isinstance(result, JobResult) or result.outcome is None or \
+                result.outcome.status is Status.FAILED
             if step.cancelled and isinstance(result, JobResult) and (
                     result.outcome is None or result.outcome.status is Status.FAILED):
                 result = JobResult(None, interrupted=f"{self.stopped_by or 'stopped'}: step {step.name} cancelled")
@@ -480,5 +498,7 @@ class SlurmSteps(cf.Executor):
             with self._cond:
                 self._running.pop(w.future, None)
                 self._free.extend(step.nodes)
+                if failed:  # a node may be lost: read the node states before its next step
+                    self._checked = 0.0
                 self._threads = [t for t in self._threads if t is not threading.current_thread()]
                 self._cond.notify_all()
