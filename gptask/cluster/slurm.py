@@ -221,7 +221,7 @@ class Step:
             return f"step {self.name} lost a node ({', '.join(self.nodes)}): {_last_line(text)}"
         if "UNABLE TO CREATE STEP" in upper or "STEP CREATION" in upper or "INVALID" in upper:
             return f"step {self.name} could not start: {_last_line(text)}"
-        tail = _last_line(text)
+        tail = _last_line(text, program=True)
         return f"step {self.name} exited with status {code}" + (f": {tail}" if tail else "")
 
     def cancel(self) -> None:
@@ -247,9 +247,12 @@ def _lost_node(stderr: str | bytes) -> bool:
     return "NODE_FAIL" in upper or "NODE FAILURE" in upper or "NODE FAIL" in upper
 
 
-def _last_line(text: str) -> str:
+def _last_line(text: str, program: bool = False) -> str:
+    """The last line of a step's stderr (at most 300 characters); with ``program``, the program's own
+    last line where it wrote one (srun's lines, "srun: ...", interleave with it in no fixed order)."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
+    own = [ln for ln in lines if not ln.startswith("srun:")] if program else []
+    return (own or lines)[-1][:300] if lines else ""
 
 
 _here = threading.local()
