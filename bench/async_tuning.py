@@ -1,6 +1,6 @@
 """Asynchronous vs synchronous batch tuning on an executor, with heavy-tailed run times.
 
-The objective is the ``branin`` multitask family of :mod:`gptask.functions` (2 parameters, a 2-D
+The objective is the ``branin`` multitask family of :mod:`gptask.problem.functions` (2 parameters, a 2-D
 task space) whose every run *sleeps* first: a log-normal time of median ``--median`` seconds and
 log-std ``--sigma`` (drawn from a generator seeded by the configuration and the run's seed, so a
 configuration takes the same time in every mode). Sleeping uses no CPU, so 8 workers overlap on a
@@ -48,10 +48,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import gptask as gt  # noqa: E402
-from gptask.evaluate import run_job  # noqa: E402
-from gptask.functions import branin_optimum, branin_problem  # noqa: E402
+from gptask.evaluation.evaluate import run_job  # noqa: E402
+from gptask.problem.functions import branin_optimum, branin_problem  # noqa: E402
 from gptask.tuning import Tuner, resolve_tasks  # noqa: E402
-from gptask.surrogate.fantasy import with_fantasies  # noqa: E402
+from gptask.model.surrogate.fantasy import with_fantasies  # noqa: E402
 from machine import describe_machine  # noqa: E402
 
 
@@ -143,7 +143,7 @@ def update_bench(args: argparse.Namespace) -> dict:
         for t in batch[1:]:
             tuner.tell(t, problem.objective(t.task, t.params))
         tuner.fit_model()
-    from gptask.surrogate.updates import RefitPolicy
+    from gptask.model.surrogate.updates import RefitPolicy
 
     tuner.policy = RefitPolicy(1)
     t = tuner.ask(1)[0]

@@ -26,7 +26,7 @@ Two directions (5 seeds by default; BENCHMARKS.md gives 10), 30 runs per tuned t
   measurements as sources (40 per size, 320).
 
 A third arm gives the same sources with ``select_sources=True``: this machine's initial designs
-run first and judge the source by leave-one-out (``gptask.source_selection``), which keeps or drops it.
+run first and judge the source by leave-one-out (``gptask.sources.selection``), which keeps or drops it.
 
 Score per tuned size: the fraction of the optimum's performance reached, ``best recorded time of
 the size / best time found``; per seed the mean over the sizes; over seeds the mean and the worst.

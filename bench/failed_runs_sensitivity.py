@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import gptask as gt
-from gptask.evaluate import EvaluationFailed
+from gptask.evaluation.evaluate import EvaluationFailed
 from gptask.insight.sensitivity import encoded_sample
 
 #: log2 of the memory limit on mb * nb * p (runs above it fail)

@@ -4,7 +4,7 @@
 
 The family of tests/test_failure_model.py (a failure region a + b > 1.3 - 0.5 t over two reals) on
 five tasks, ``n / 5`` random runs each; prints the seconds of one ``FailureModel.update`` with the
-default :data:`gptask.surrogate.failure.FIT_MAX_POINTS` and with no limit, and the points fitted.
+default :data:`gptask.model.surrogate.failure_model.FIT_MAX_POINTS` and with no limit, and the points fitted.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import gptask.surrogate.failure as failure  # noqa: E402
+import gptask.model.surrogate.failure_model as failure  # noqa: E402
 from test_failure_model import PARAMS, TASKS, trials_on  # noqa: E402
 
 

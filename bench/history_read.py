@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from gptask.storage import SQLiteStorage  # noqa: E402
-from gptask.trials import Status, Trial  # noqa: E402
+from gptask.data.storage import SQLiteStorage  # noqa: E402
+from gptask.data.trials import Status, Trial  # noqa: E402
 from gptask.tuning import Tuner  # noqa: E402
 from problems_for_tests import counting_problem  # noqa: E402
 

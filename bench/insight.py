@@ -80,8 +80,8 @@ def _synthetic():
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> None:
-    from gptask.rebuild import result_from_history
-    from gptask.storage import SQLiteStorage
+    from gptask.results.rebuild import result_from_history
+    from gptask.data.storage import SQLiteStorage
 
     print("### Sensitivity (gt.sensitivity)\n")
     print(header("python bench/insight.py sensitivity"))

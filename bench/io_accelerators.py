@@ -1,5 +1,5 @@
 """I/O accelerators benchmark (issue #8): MLA gain over the defaults, distance to a grid optimum,
-and the noise policies of gptask.noise under injected background I/O.
+and the noise policies of gptask.evaluation.noise under injected background I/O.
 
 Three parts, one per invocation (each holds the machine lock on its own), from the repo root:
 
@@ -53,8 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gptask as gt  # noqa: E402
-from gptask.noise import SEDR, Adaptive, Pruner, StaticResampling  # noqa: E402
-from gptask.sampling import lhs_points  # noqa: E402
+from gptask.evaluation.noise import SEDR, Adaptive, Pruner, StaticResampling  # noqa: E402
+from gptask.space.sampling import lhs_points  # noqa: E402
 
 from apps.io_accelerators.__main__ import GRIDS  # noqa: E402
 from apps.io_accelerators.files import default_workdir  # noqa: E402

@@ -30,7 +30,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from gptask.models import LCM, lml_and_grad  # noqa: E402
+from gptask.model.numerics import LCM, lml_and_grad  # noqa: E402
 
 D = 6
 #: the comparison with GPy is of maximum-likelihood fits: no prior, no exploration round
@@ -202,7 +202,7 @@ def bench_trajectory(args) -> list[str]:
     """
     import GPy
 
-    import gptask.models.lcm as lcm_mod
+    import gptask.model.numerics.lcm as lcm_mod
 
     rows = ["| tasks x samples | N | Q | fit | evaluations | time s | LL | held-out RMSE "
             "| GPy time / this time | LL - GPy LL | load at start |",

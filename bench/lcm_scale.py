@@ -70,8 +70,8 @@ def child(spec: dict) -> dict:
     """One measurement in this (fresh) process; returns a JSON-able dict."""
     from threadpoolctl import threadpool_limits
 
-    import gptask.models.lcm as lcm_mod
-    from gptask.models import LCM, lml_and_grad
+    import gptask.model.numerics.lcm as lcm_mod
+    from gptask.model.numerics import LCM, lml_and_grad
 
     backend, device, N, Q = spec["backend"], spec["device"], spec["N"], spec["Q"]
     Xs, ys = _data(N, spec["per_task"], spec["seed"])

@@ -1,7 +1,7 @@
 """Benchmark: the L-BFGS-B iteration cap and stall rule of ``LCM.fit`` against held-out error.
 
 A fit stops a start after ``maxiter`` iterations, or earlier when its objective (the log posterior)
-gained less than ``nats`` over the last ``window`` iterations (gptask.models.defaults:
+gained less than ``nats`` over the last ``window`` iterations (gptask.model.numerics.defaults:
 DEFAULT_MAXITER, STALL_WINDOW, STALL_NATS). A looser rule climbs further along the likelihood; this
 script asks whether that buys better *predictions* of held-out points, which is what the tuner
 needs from the model, and what it costs in time.
@@ -22,7 +22,7 @@ included: its winner's held-out RMSE and NLPD (standardised units, noise-free tr
 
 Data sets (``--sets``, T tasks x n points, 6 inputs unless the family has fewer): ``mix6`` (the
 3-sinusoid family of bench/lcm_fit.py at lower frequencies), ``hartmann6`` and ``branin`` (the
-task families of gptask.functions, tasks uniform in the task space); observations carry Gaussian
+task families of gptask.problem.functions, tasks uniform in the task space); observations carry Gaussian
 noise of sd 5 % of each task's spread; outputs standardised per task as the tuner does.
 
     PYTHONPATH=. python bench/lcm_stopping.py record --sets mix6:50x20,hartmann6:50x20 --seeds 0,1
@@ -42,9 +42,9 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import gptask.models.lcm as lcm_mod  # noqa: E402
-from gptask.models import LCM  # noqa: E402
-from gptask.models.defaults import EXPLORE_RESTARTS  # noqa: E402
+import gptask.model.numerics.lcm as lcm_mod  # noqa: E402
+from gptask.model.numerics import LCM  # noqa: E402
+from gptask.model.numerics.defaults import EXPLORE_RESTARTS  # noqa: E402
 
 NOISE_REL = 0.05
 
@@ -61,7 +61,7 @@ def _family_data(name: str, T: int, n: int, n_test: int, seed: int):
         def f(i, X):
             return np.sin(2 * np.pi * X @ freq.T + phase) @ mix[i] + 0.3 * X[:, 0]
     else:
-        from gptask.functions import FAMILIES
+        from gptask.problem.functions import FAMILIES
 
         problem = FAMILIES[name][0]()
         ts, ps = problem.task_space, problem.param_space

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
-from gptask.replay import read_recording, replay_problem  # noqa: E402
+from gptask.sources.replay import read_recording, replay_problem  # noqa: E402
 from row_files import command_line, run_per_gpu  # noqa: E402
 from suite_families import CONVOLUTION_DIR, CONVOLUTION_RESTRICTIONS  # noqa: E402
 from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402

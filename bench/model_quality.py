@@ -3,7 +3,7 @@ independent per-task GPs, on synthetic multitask data and on real PDGEQRF timing
 
 Models (each fitted on the same standardised data, 1 BLAS / torch thread):
 
-* ``LCM default``: :class:`gptask.models.LCM` as the tuner fits it on its first iteration (its
+* ``LCM default``: :class:`gptask.model.numerics.LCM` as the tuner fits it on its first iteration (its
   ``n_latent``, ``kernel`` and ``restarts``, read from :class:`gptask.Tuner`) with ``fit``'s default
   options. Where ``LCM.fit`` has a ``prior`` keyword (found with ``inspect.signature``, so this
   script runs on checkouts before and after it) the row is named after the settings and the default
@@ -15,7 +15,7 @@ Models (each fitted on the same standardised data, 1 BLAS / torch thread):
   kernels, W rank 1, kernel variances fixed to 1: the tuner's model before issue 12), GPy's default
   fit (``optimize()``: one start, maximum likelihood, 1000 iterations);
   skipped above ``--gpy-max-n`` training points (it takes many minutes there).
-* ``GP per task``: :class:`gptask.models.GP` on each task alone (``GP.fit`` defaults).
+* ``GP per task``: :class:`gptask.model.numerics.GP` on each task alone (``GP.fit`` defaults).
 * ``reference: training mean +- sd``: no model, N(0, 1) in standardised units for every point; a
   model with RMSE above its (about 1) predicts worse than the task's mean.
 
@@ -25,7 +25,7 @@ results do not change with gptask's code.
 
 Data sets (``--sets``):
 
-* ``FAMILY:TxN`` for a family of :mod:`gptask.functions` (e.g. ``hartmann6:20x20``): T tasks drawn
+* ``FAMILY:TxN`` for a family of :mod:`gptask.problem.functions` (e.g. ``hartmann6:20x20``): T tasks drawn
   as a Latin hypercube of the family's task space (seeded by the data seed), N training and
   ``--n-test`` held-out configurations per task, both uniform in the encoded unit cube (snapped to
   valid values), observed with Gaussian noise of sd ``NOISE_REL`` times the task's spread of values
@@ -70,9 +70,9 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from gptask.functions import FAMILIES
-from gptask.mla import Tuner, resolve_tasks
-from gptask.models import GP, LCM
+from gptask.problem.functions import FAMILIES
+from gptask.tuning.mla import Tuner, resolve_tasks
+from gptask.model.numerics import GP, LCM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import records  # noqa: E402
@@ -133,7 +133,7 @@ def _family_truth(family: str, n_tasks: int, seed: int):
 
 
 def synthetic_split(family: str, n_tasks: int, n_train: int, n_test: int, seed: int) -> Split:
-    """``n_tasks`` tasks of ``family`` ("mix6" or a gptask.functions family) with ``n_train`` noisy
+    """``n_tasks`` tasks of ``family`` ("mix6" or a gptask.problem.functions family) with ``n_train`` noisy
     training and ``n_test`` noisy held-out points per task, uniform in the encoded space."""
     f, sample, d = _family_truth(family, n_tasks, seed)
     rng = np.random.default_rng([seed, 1])
@@ -356,7 +356,7 @@ def _too_large(name: str, n_train: int, args: argparse.Namespace) -> bool:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sets", default="hartmann6:10x10,mix6:10x10,pdgeqrf",
-                    help="comma list of FAMILY:TxN (FAMILY: mix6 or one of gptask.functions) and pdgeqrf")
+                    help="comma list of FAMILY:TxN (FAMILY: mix6 or one of gptask.problem.functions) and pdgeqrf")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--n-test", type=int, default=50, help="held-out points per task (synthetic sets)")
     ap.add_argument("--models", default=None, help="comma list of row names (default: all)")

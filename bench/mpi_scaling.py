@@ -27,7 +27,7 @@ def worker(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     import gptask as gt
-    from gptask.mla import Tuner
+    from gptask.tuning.mla import Tuner
 
     comm = MPI.COMM_WORLD
     tasks = gt.Space([gt.Real("s", 0.0, 1.0)])
@@ -68,7 +68,7 @@ def cost_model(sizes: list[int], latent: int) -> None:
     import numpy as np
     from threadpoolctl import threadpool_limits
 
-    from gptask.models.lcm import lml_and_grad
+    from gptask.model.numerics.lcm import lml_and_grad
 
     print("| N = tasks x samples | seconds per LML+gradient | ratio to N^3 scaling from the first row |")
     print("|---|---|---|")

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from gptask.mla import Tuner
-from gptask.problem import Problem
-from gptask.space import Categorical, Space
+from gptask.tuning.mla import Tuner
+from gptask.problem.definition import Problem
+from gptask.space.dimensions import Categorical, Space
 
 log = logging.getLogger(__name__)
 

@@ -62,8 +62,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gptask as gt  # noqa: E402
-from gptask.pareto import hypervolume  # noqa: E402
-from gptask.trials import Status  # noqa: E402
+from gptask.model.pareto import hypervolume  # noqa: E402
+from gptask.data.trials import Status  # noqa: E402
 
 log = logging.getLogger("bench.objectives")
 

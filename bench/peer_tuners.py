@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from gptask.space import Integer, Space
+from gptask.space.dimensions import Integer, Space
 
 __all__ = ["RandomPeer", "SkoptPeer", "OpenTunerPeer", "BOHBPeer", "PEERS"]
 

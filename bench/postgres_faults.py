@@ -25,16 +25,16 @@ sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 
-from gptask.storage import open_storage  # noqa: E402
-from gptask.trials import Status  # noqa: E402
+from gptask.data.storage import open_storage  # noqa: E402
+from gptask.data.trials import Status  # noqa: E402
 from tests.postgres_server import TempServer  # noqa: E402
 
 SIG = {"name": "faults", "task_space": [{"type": "real", "name": "t", "lo": 0, "hi": 1, "log": False}]}
 TASKS = [{"t": 0.25}, {"t": 0.75}]
 CLIENT = """
 import os, random, sys, time
-from gptask.storage import Owner, open_storage
-from gptask.trials import Proposal, Status
+from gptask.data.storage import Owner, open_storage
+from gptask.data.trials import Proposal, Status
 url, log, seed, budget = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(seed)
 s = open_storage(url)

@@ -1,7 +1,7 @@
 """Quality benchmark: MLA (``gt.tune``'s tuner) vs BoTorch's multi-task BO and single-task peers at
 equal budget per task.
 
-For each multitask family of :mod:`gptask.functions` (``demo``, ``branin``, ``sphere``,
+For each multitask family of :mod:`gptask.problem.functions` (``demo``, ``branin``, ``sphere``,
 ``branin_drift``, ``hartmann6``, ``mixed``) a Latin hypercube of ``--tasks`` tasks is drawn once
 (task seed fixed, so every method and every seed sees the same tasks). Each method gets ``--budget``
 evaluations per task (a comma list runs each budget), ``--n-initial`` of them (default: half) an
@@ -58,11 +58,11 @@ from typing import Any
 
 import numpy as np
 
-from gptask.evaluate import Evaluator
-from gptask.functions import FAMILIES
-from gptask.mla import Tuner, resolve_tasks
-from gptask.problem import Problem
-from gptask.space import Categorical, Dimension, Integer, Space
+from gptask.evaluation.evaluate import Evaluator
+from gptask.problem.functions import FAMILIES
+from gptask.tuning.mla import Tuner, resolve_tasks
+from gptask.problem.definition import Problem
+from gptask.space.dimensions import Categorical, Dimension, Integer, Space
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import records  # noqa: E402

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import gptask as gt  # noqa: E402
-from gptask.functions import FAMILIES, with_noise  # noqa: E402
+from gptask.problem.functions import FAMILIES, with_noise  # noqa: E402
 from machine import describe_machine  # noqa: E402
 
 PICKS = ("raw", "post", "conf", "conf_median")

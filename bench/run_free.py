@@ -28,7 +28,7 @@ Subcommands (run from the repository root; each prints markdown tables, --json w
         recommends for 6 of them launched 10 times each against TLA1's and the hand default, and
         random configurations of 2 more launched 5 times each against their medians.
     python bench/run_free.py options
-        the shipped model's checks (gptask.crossval: hyperparameters fitted on all sizes, the model
+        the shipped model's checks (gptask.transfer.crossval: hyperparameters fitted on all sizes, the model
         re-conditioned per fold) for the model options a card may choose: sizes on a linear or a
         log scale x 1 or 2 latent processes.
     python bench/run_free.py costmodel
@@ -57,8 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gptask as gt  # noqa: E402
 from apps.scalapack_qr import problem as pdgeqrf  # noqa: E402
-from gptask.crossval import Z95, CVReport, HeldOut, interval95, leave_one_task_out, within_task_cv  # noqa: E402
-from gptask.importing import read_rows  # noqa: E402
+from gptask.transfer.crossval import Z95, CVReport, HeldOut, interval95, leave_one_task_out, within_task_cv  # noqa: E402
+from gptask.sources.importing import read_rows  # noqa: E402
 from gptask.transfer.joint import JointModel  # noqa: E402
 from gptask.transfer.model import joint_inputs  # noqa: E402
 
@@ -166,7 +166,7 @@ def cmd_costmodel(args: argparse.Namespace) -> dict:
     from scipy.stats import spearmanr
 
     from apps.scalapack_qr.costmodel import feature_matrix
-    from gptask.models import LCM
+    from gptask.model.numerics import LCM
 
     problem = make_problem(True)
     rows = rows_as_dicts(problem)
@@ -368,7 +368,7 @@ def cmd_device(args: argparse.Namespace) -> dict:
     random configurations of 2 more new sizes against the medians of 5 launches each."""
     import csv
 
-    from gptask.model_io import read_metadata
+    from gptask.transfer.model_io import read_metadata
 
     problem = pdgeqrf(**read_metadata(SHIPPED_MODEL)["problem"]["options"])
     model = gt.load_model(SHIPPED_MODEL, problem=problem)

@@ -69,8 +69,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import gptask as gt  # noqa: E402
-from gptask.mla import Tuner, resolve_tasks  # noqa: E402
-from gptask.sampling import point_key  # noqa: E402
+from gptask.tuning.mla import Tuner, resolve_tasks  # noqa: E402
+from gptask.space.sampling import point_key  # noqa: E402
 
 from apps.scalapack_qr.grid import read_csv  # noqa: E402
 from apps.scalapack_qr.problem import problem as qr_problem  # noqa: E402

@@ -4,13 +4,13 @@
 One fixed campaign of ``--trials`` runs, each needing 1, 2 or 4 nodes (uniform) for a log-normal
 time (median ``--median`` s, sigma 0.9), seeded, the same runs in every mode:
 
-* ``steps``: :class:`gptask.cluster.SlurmSteps` in one 4-node allocation, fed in proposal order
+* ``steps``: :class:`gptask.tuning.cluster.SlurmSteps` in one 4-node allocation, fed in proposal order
   keeping ``nodes + lookahead`` runs submitted (what the asynchronous loop does); the next run is the
   first of the next ``lookahead`` waiting ones that fits the free nodes;
 * ``steps-order``: the same with ``lookahead=1`` (runs start strictly in proposal order);
 * ``sync``: synchronous batches through the same executor: a batch is the next runs that fit the 4
   nodes at once, started together; the next batch when its last run ends;
-* ``jobs``: one Slurm job per run through :class:`gptask.cluster.jobs.SlurmJobs` (submitit), at
+* ``jobs``: one Slurm job per run through :class:`gptask.tuning.cluster.jobs.SlurmJobs` (submitit), at
   most 4 queued or running, on the whole 4-node cluster (no allocation held).
 
 Every run sleeps (no CPU: the 4 "nodes" share 2 cores) and each of its ranks writes its node and
@@ -48,9 +48,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gptask.cluster import Allocation, SlurmSteps, current_step  # noqa: E402
-from gptask.evaluate import Evaluator, run_job  # noqa: E402
-from gptask.trials import Status  # noqa: E402
+from gptask.tuning.cluster import Allocation, SlurmSteps, current_step  # noqa: E402
+from gptask.evaluation.evaluate import Evaluator, run_job  # noqa: E402
+from gptask.data.trials import Status  # noqa: E402
 
 SIGMA = 0.9
 NEEDS = (1, 2, 4)
@@ -178,7 +178,7 @@ def run_sync(alloc: Allocation, runs, log: Path) -> float:
 
 def run_jobs(runs, log: Path, folder: Path, nodes: int) -> float:
     """One job per run through SlurmJobs (one executor per node count), at most ``nodes`` at once."""
-    from gptask.cluster.jobs import SlurmJobs
+    from gptask.tuning.cluster.jobs import SlurmJobs
 
     ev = Evaluator(job_sleep)
     exs = {k: SlurmJobs(folder / f"n{k}", max_jobs=nodes, nodes=k, tasks_per_node=1, timeout_min=10) for k in NEEDS}
@@ -203,7 +203,7 @@ def run_jobs(runs, log: Path, folder: Path, nodes: int) -> float:
 def overheads(alloc: Allocation, folder: Path, n: int) -> dict:
     """Median wall seconds of a trivial step (``true`` through SlurmSteps, submit to result) and of a
     trivial job (SlurmJobs, submit to result)."""
-    from gptask.cluster.jobs import SlurmJobs
+    from gptask.tuning.cluster.jobs import SlurmJobs
 
     ev = Evaluator(lambda task, params: current_step().run(["true"]) and 0.0)
     steps = []
@@ -230,7 +230,7 @@ def overheads(alloc: Allocation, folder: Path, n: int) -> dict:
 def requeued_campaign(work: Path, budget: int, signals: int) -> dict:
     """``gptask slurm-script``'s campaign under sbatch, sent USR1 ``signals`` times (each after one
     more run finished); the run count must come out exact."""
-    from gptask.storage import open_storage
+    from gptask.data.storage import open_storage
 
     history, log, script = work / "h.db", work / "steps.log", work / "campaign.sbatch"
     env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg", GPTASK_TEST_STEP_LOG=str(log),

@@ -5,7 +5,7 @@
 
 The recorded convolution campaign (``data/hub_convolution``) as one problem whose task is the
 kernel (one value) and whose machine is the GPU: a held-out GPU is tuned with the other five GPUs'
-measurements as sources (``gt.tune(..., sources=...)``; the summary of gptask/source_summary.py).
+measurements as sources (``gt.tune(..., sources=...)``; the summary of gptask/model/source_summary.py).
 
 * **full**: the five GPUs' complete campaigns (21,810 measurements, failed ones included) as
   sources with ``source_points="auto"``; the held-out GPU runs 3 random configurations and one
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
-from gptask.replay import Recording, read_recording, recording_rows, replay_problem  # noqa: E402
+from gptask.sources.replay import Recording, read_recording, recording_rows, replay_problem  # noqa: E402
 from gptask.transfer.model import as_transfer_model  # noqa: E402
 from gptask.transfer.predict import predict_encoded  # noqa: E402
 from row_files import command_line, run_per_gpu  # noqa: E402

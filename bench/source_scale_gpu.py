@@ -14,12 +14,12 @@ them and the sources, proposes one configuration (the 11th run), and takes that 
 update (``refit_every=None``: one fit per arm). Arms, side by side in one process:
 
 * **summary**: ``source_points="auto"`` (each source GPU summarised to 200 measurements,
-  :mod:`gptask.source_summary`), the numpy backend on the node's CPU cores;
+  :mod:`gptask.model.source_summary`), the numpy backend on the node's CPU cores;
 * **exact**: ``source_points=None``, every source measurement (21,810 with failed ones), on
   ``device`` (the torch backend), with the output transform the summary arm chose (one cold fit,
   not the two of ``output_transform="auto"``): the default fit, which above ``SUBSET_FIT_ABOVE``
   points (``--subset-above`` sets it) runs its starts on a subset and refines on all the points by
-  at most ``SUBSET_REFINE_ITERS`` iterations (gptask/surrogate/core.py);
+  at most ``SUBSET_REFINE_ITERS`` iterations (gptask/model/surrogate/core.py);
 * **exact_refine60**: the same, refined by up to 60 iterations;
 * **exact_cold**: no subset, one start from scratch on all the points (``restarts=1``).
 
@@ -54,8 +54,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
-import gptask.models.defaults as model_defaults  # noqa: E402
-from gptask.replay import read_recording, replay_problem  # noqa: E402
+import gptask.model.numerics.defaults as model_defaults  # noqa: E402
+from gptask.sources.replay import read_recording, replay_problem  # noqa: E402
 from gptask.transfer.model import as_transfer_model  # noqa: E402
 from gptask.transfer.predict import predict_encoded  # noqa: E402
 from machine import describe_machine  # noqa: E402
@@ -107,7 +107,7 @@ def run_arm(name: str, held: str, seed: int, recordings: dict, per_gpu: int | No
     if on_cuda:
         torch.cuda.reset_peak_memory_stats()
     clock = _FitClock()
-    fits = logging.getLogger("gptask.surrogate.core")  # where the fit's lines come from
+    fits = logging.getLogger("gptask.model.surrogate.core")  # where the fit's lines come from
     level = fits.level
     fits.setLevel(logging.INFO)
     fits.addHandler(clock)
@@ -140,19 +140,19 @@ def run_arm(name: str, held: str, seed: int, recordings: dict, per_gpu: int | No
             "proposal": 0.0 if last is None or isinstance(last, str) else float(optimum / float(last))}
 
 
-#: the exact arms: (gptask.models.defaults values set for the arm, gt.tune options besides the exact ones)
+#: the exact arms: (gptask.model.numerics.defaults values set for the arm, gt.tune options besides the exact ones)
 ARMS = {
     "exact": ({}, {}),  # the default cold fit: every start on a subset, refined on all the points
     "exact_refine60": ({"SUBSET_REFINE_ITERS": 60}, {}),  # refined by up to 60 iterations instead of 25
     "exact_cold": ({"SUBSET_FIT_ABOVE": 10**9}, {"restarts": 1}),  # one start on all the points, no subset
 }
 #: loggers quietened while the benchmark runs (one line per recorded failure otherwise)
-QUIET = ("gptask.evaluate", "gptask.tuning", "gptask.sources")
+QUIET = ("gptask.evaluation.evaluate", "gptask.tuning", "gptask.sources.multisource")
 
 
 @contextmanager
 def model_defaults_set(**values: Any) -> Iterator[None]:
-    """``gptask.models.defaults`` attributes set to ``values`` inside, restored on exit (a caller in
+    """``gptask.model.numerics.defaults`` attributes set to ``values`` inside, restored on exit (a caller in
     the same process, e.g. the test suite, sees the library's own afterwards)."""
     old = {name: getattr(model_defaults, name) for name in values}
     for name, value in values.items():

@@ -113,7 +113,7 @@ def report(doc: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     return command_line(__doc__.split("\n")[0], ROOT / "bench" / "results_source_selection.json", cmd_run, report,
-                        argv, quiet=("gptask.models.lcm", "gptask.provenance"))
+                        argv, quiet=("gptask.model.numerics.lcm", "gptask.data.provenance"))
 
 
 if __name__ == "__main__":

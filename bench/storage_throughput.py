@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gptask.storage import Owner, open_storage  # noqa: E402
-from gptask.trials import Proposal, Status  # noqa: E402
+from gptask.data.storage import Owner, open_storage  # noqa: E402
+from gptask.data.trials import Proposal, Status  # noqa: E402
 from tests.postgres_server import GivenServer, TempServer  # noqa: E402
 
 SIG = {"name": "bench", "task_space": [{"type": "real", "name": "t", "lo": 0, "hi": 1, "log": False}]}

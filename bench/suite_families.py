@@ -8,7 +8,7 @@ at which it is scored, and what the peers need to run on it.
 
 * ``convolution``: the recorded 2-D convolution campaign of the FAIR benchmark hub on 6 GPUs
   (``data/hub_convolution``, the project's compact copy), 4,362 allowed configurations of 7 parameters per GPU,
-  replayed through :mod:`gptask.replay` with the kernel's own 4 restrictions; and
+  replayed through :mod:`gptask.sources.replay` with the kernel's own 4 restrictions; and
   ``convolution_unlike``: its two least alike GPUs (A100, MI250X) alone, where a joint model risks
   doing worse than tuning each GPU on its own.
 * ``pdgeqrf16``: the 16-core PDGEQRF timings (``apps/scalapack_qr/data/xeon16/runs.csv``), 8
@@ -16,7 +16,7 @@ at which it is scored, and what the peers need to run on it.
   tuner may propose only measured configurations).
 * ``bbob-fF-dD``: COCO's bbob function F in dimension D (through the ``ioh`` package), instances
   1-4 as tasks (each instance shifts and rotates the function and moves its optimum value).
-* the project's own analytic families of :mod:`gptask.functions` (demo, branin, sphere,
+* the project's own analytic families of :mod:`gptask.problem.functions` (demo, branin, sphere,
   branin_drift, hartmann6, mixed, switch, valley), tasks drawn by a Latin hypercube of the task
   space with a fixed seed; and ``sphere_listed``, ``mixed_listed``: two of them with every numeric
   parameter on a list of allowed values (smooth in the values).
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 import gptask as gt
-from gptask.functions import FAMILIES
-from gptask.replay import read_recording, replay_problem
+from gptask.problem.functions import FAMILIES
+from gptask.sources.replay import read_recording, replay_problem
 from gptask.tuning import resolve_tasks
 
 ROOT = Path(__file__).resolve().parents[1]

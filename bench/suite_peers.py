@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 import gptask as gt
-from gptask.space import Categorical, Integer, Ordinal, Real
-from gptask.trials import params_key
+from gptask.space.dimensions import Categorical, Integer, Ordinal, Real
+from gptask.data.trials import params_key
 
 from suite_families import Family, kernel_tuner_cache
 

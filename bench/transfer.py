@@ -1,6 +1,6 @@
 """Transfer benchmark: TLA1 (0 runs) and TLA2 vs cold-start BO and random search on new tasks.
 
-For each family (demo, branin, sphere from gptask.functions, optima known):
+For each family (demo, branin, sphere from gptask.problem.functions, optima known):
   1. MLA (gt.tune) on --train-tasks Latin-hypercube tasks with --mla-budget runs each;
   2. --new-tasks other tasks (another LHS of the task space); on each:
      TLA1: the objective at gt.predict_optimum (no run to choose it);
@@ -36,10 +36,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gptask as gt  # noqa: E402
-from gptask.functions import FAMILIES  # noqa: E402
-from gptask.mla import resolve_tasks  # noqa: E402
-from gptask.models import LCM  # noqa: E402
-from gptask.sampling import lhs_points  # noqa: E402
+from gptask.problem.functions import FAMILIES  # noqa: E402
+from gptask.tuning.mla import resolve_tasks  # noqa: E402
+from gptask.model.numerics import LCM  # noqa: E402
+from gptask.space.sampling import lhs_points  # noqa: E402
 
 
 def f_max_estimate(problem, task, rng) -> float:

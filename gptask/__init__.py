@@ -9,15 +9,19 @@ transfer to new tasks: ``predict_optimum`` (TLA1), ``predict``, ``transfer_accur
 insight: ``sensitivity`` (Sobol indices of every parameter on the model's mean);
 existing measurements: ``fit`` (a result and its model from a CSV file or a list of dicts, no run),
 ``import_runs`` (into a history that ``tune`` then continues); other machines' measurements:
-``tune(..., sources=[...])`` (:mod:`gptask.api`), ``predict_optimum(..., sources=[...])``, ``Source``
-(:mod:`gptask.sources`).
+``tune(..., sources=[...])`` (:mod:`gptask.api.campaign`), ``predict_optimum(..., sources=[...])``, ``Source``
+(:mod:`gptask.sources.multisource`).
 """
 
-from .evaluate import EvaluationFailed, Evaluator, Outcome
-from .problem import Problem
-from .result import TuningResult
-from .space import Boolean, Categorical, Integer, Ordinal, Real, Space
-from .trials import Proposal, Status, Trial
+from .evaluation.evaluate import EvaluationFailed, Evaluator, Outcome
+from .problem.definition import Problem
+from .results.result import TuningResult
+from .space.dimensions import Boolean, Categorical, Integer, Ordinal, Real, Space
+from .data.trials import Proposal, Status, Trial
+
+from . import _moved  # old module paths (issue 41): one release with a DeprecationWarning
+
+_moved.install()
 
 __version__ = "0.1.0"
 
@@ -30,11 +34,11 @@ __all__ = ["Problem", "Space", "Real", "Integer", "Categorical", "Ordinal", "Boo
 def __getattr__(name: str):
     # the tuner pulls in the model layer (scipy, pyswarms); import it on first use
     if name == "tune":
-        from .api import tune
+        from .api.campaign import tune
 
         return tune
-    if name in ("predict_optimum", "Source"):  # with sources= (gptask.sources), else the plain ones
-        from . import sources
+    if name in ("predict_optimum", "Source"):  # with sources= (gptask.sources.multisource), else the plain ones
+        from .sources import multisource as sources
 
         return getattr(sources, name)
     if name == "Tuner":
@@ -46,11 +50,11 @@ def __getattr__(name: str):
 
         return getattr(transfer, name)
     if name in ("fit", "import_runs"):
-        from . import importing
+        from .sources import importing
 
         return getattr(importing, name)
     if name == "TuningAborted":
-        from .failures import TuningAborted
+        from .evaluation.failed_runs import TuningAborted
 
         return TuningAborted
     if name == "tune_new_task":
@@ -62,7 +66,7 @@ def __getattr__(name: str):
 
         return sensitivity
     if name == "load_model":
-        from . import model_io
+        from .transfer import model_io
 
         return model_io.load_model
     raise AttributeError(f"module 'gptask' has no attribute {name!r}")

@@ -7,7 +7,7 @@
 # out/. Running it again resumes from out/main.sqlite (finished evaluations and confirmation
 # launches are not repeated); delete out/ to start afresh. A failing launcher stops the run after the
 # first launches (all failed for one reason: exit status 3, the reason in the error). For a quick check,
-# GPTASK_MAX_TASKS=2 GPTASK_MAX_BUDGET=4 bash scripts/main.sh runs 2 sizes x 4 launches (gptask/smoke.py).
+# GPTASK_MAX_TASKS=2 GPTASK_MAX_BUDGET=4 bash scripts/main.sh runs 2 sizes x 4 launches (gptask/core/smoke.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import gptask.models.linalg as la
+import gptask.model.numerics.linalg as la
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:

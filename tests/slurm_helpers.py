@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.cluster import current_step
+from gptask.tuning.cluster import current_step
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm_local.sh"

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from gptask.acquisition import expected_improvement, log_ei, log_h
+from gptask.model.acquisition import expected_improvement, log_ei, log_h
 
 
 def closed_form_ei(mu, sd, best):

@@ -6,7 +6,7 @@ import inspect
 import pytest
 
 import gptask as gt
-from gptask.sources import SourceError
+from gptask.sources.multisource import SourceError
 from gptask.tuning.loop import tune as loop_tune
 from gptask.tuning.config import TunerSettings
 from gptask.tuning.tuner import Tuner

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.cli import main
-from gptask.importing import DataError
+from gptask.cli.main import main
+from gptask.sources.importing import DataError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import counting_problem  # noqa: E402

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from gptask.functions import FAMILIES, mixed_problem
-from gptask.models import LCM
+from gptask.problem.functions import FAMILIES, mixed_problem
+from gptask.model.numerics import LCM
 
 from conftest import ROOT
 
@@ -161,7 +161,7 @@ def test_suite_compare_pairs_runs_by_seed_and_flags_a_difference_beyond_two_stan
 
 
 def test_failure_fit_scale_fits_the_limit_then_every_trial_and_restores_the_limit(capsys):
-    import gptask.surrogate.failure as failure
+    import gptask.model.surrogate.failure_model as failure
     import failure_fit_scale
 
     before = failure.FIT_MAX_POINTS

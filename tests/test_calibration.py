@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gptask.functions import mixed_problem
-from gptask.models import LCM
-from gptask.models.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
-from gptask.sampling import lhs_points
-from gptask.transforms import OutputTransform
+from gptask.problem.functions import mixed_problem
+from gptask.model.numerics import LCM
+from gptask.model.numerics.defaults import SURROGATE_KERNEL, SURROGATE_N_LATENT
+from gptask.space.sampling import lhs_points
+from gptask.model.transforms import OutputTransform
 from gptask.tuning import resolve_tasks
 
 XEON16 = Path(__file__).resolve().parents[1] / "apps" / "scalapack_qr" / "data" / "xeon16" / "runs.csv"

@@ -1,5 +1,5 @@
 """``failure_model=p``: design points the failure model expects to fail are replaced by the
-farthest pool point it expects to succeed (gptask/tuning/steering.py, checked against a brute-force
+farthest pool point it expects to succeed (gptask/propose/steering.py, checked against a brute-force
 maximin choice), every search proposal is at least p likely to succeed, and a bad p is refused
 before any run."""
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.tuning.steering import steer_design
-from gptask.trials import Status, params_key
+from gptask.propose.steering import steer_design
+from gptask.data.trials import Status, params_key
 
 PARAMS = gt.Space([gt.Real("x1", 0.0, 1.0), gt.Real("x2", 0.0, 1.0)])
 TASKS = gt.Space([gt.Real("t", 0.0, 1.0)])

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gptask.child import ChildDied, ChildTimeout, run_in_process_group
-from gptask.evaluate import Evaluator
+from gptask.evaluation.child import ChildDied, ChildTimeout, run_in_process_group
+from gptask.evaluation.evaluate import Evaluator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,7 +76,7 @@ def test_results_errors_and_deaths_come_back():
 EVALUATING = """
 import json, os, subprocess, sys, time
 sys.path.insert(0, {tests!r})
-from gptask.evaluate import Evaluator
+from gptask.evaluation.evaluate import Evaluator
 from test_child import spawning_objective
 from pathlib import Path
 Evaluator(spawning_objective(Path(sys.argv[1]), 300.0), timeout=600)({{}}, {{}})
@@ -98,7 +98,7 @@ def test_a_killed_evaluating_process_takes_its_objective_group_with_it(tmp_path)
 
 
 def test_a_run_stops_when_its_guard_stop_file_goes_and_not_before(tmp_path):
-    from gptask.child import guarded_runs
+    from gptask.evaluation.child import guarded_runs
 
     record = tmp_path / "pids.json"
     with guarded_runs() as guard:
@@ -127,7 +127,7 @@ def test_a_run_stops_when_its_guard_stop_file_goes_and_not_before(tmp_path):
 
 LAUNCHING = """
 import sys, time
-from gptask.child import launch
+from gptask.evaluation.child import launch
 with launch(["sh", "-c", "sleep 300 & sleep 300 & echo started; wait"], stdout=open(sys.argv[1], "w")):
     time.sleep(300)
 """
@@ -154,7 +154,7 @@ def test_a_launched_session_dies_with_the_process_that_launched_it(tmp_path):
 
 
 def test_launch_kills_strays_when_its_block_ends():
-    from gptask.child import launch
+    from gptask.evaluation.child import launch
 
     with launch(["sh", "-c", "sleep 300 & echo $!"], stdout=subprocess.PIPE, text=True) as proc:
         stray = int(proc.stdout.readline())

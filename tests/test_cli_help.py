@@ -16,7 +16,7 @@ def parsers():
     from apps.io_accelerators.__main__ import build_parser as io_parser
     from apps.mpi_collectives.cli import build_parser as mpi_parser
     from apps.scalapack_qr.cli import build_parser as qr_parser
-    from gptask.cli import build_parser
+    from gptask.cli.main import build_parser
 
     return {"gptask": build_parser(), "apps.scalapack_qr": qr_parser(), "apps.mpi_collectives": mpi_parser(),
             "apps.io_accelerators": io_parser()}
@@ -47,7 +47,7 @@ def test_tune_help_explains_the_budget_and_the_failure_rule():
 
 def test_a_reader_leaving_the_pipe_early_is_not_an_error(tmp_path):
     import gptask as gt
-    from gptask.functions import demo_problem
+    from gptask.problem.functions import demo_problem
 
     # 3000 tasks of one run each: show prints far more than a pipe holds (64 KiB)
     rows = [{"t": 10.0 * k / 3000, "x": 0.5, "value": 1.0 + k} for k in range(3000)]

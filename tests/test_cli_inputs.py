@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gptask.cli import main
-from gptask.storage import SQLiteStorage
+from gptask.cli.main import main
+from gptask.data.storage import SQLiteStorage
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS))
@@ -194,7 +194,7 @@ def test_save_model_through_the_api_does_not_overwrite_a_history(history, tmp_pa
 
 
 def test_assignments_round_trip_awkward_text():
-    from gptask.cli import format_assignments, parse_assignments
+    from gptask.cli.main import format_assignments, parse_assignments
     from problems_for_tests import AWKWARD_CHOICES
 
     for choice in AWKWARD_CHOICES:
@@ -210,7 +210,7 @@ def test_assignments_round_trip_awkward_text():
 
 def test_names_with_a_tab_a_comma_an_equals_sign_or_a_space_round_trip(tmp_path, capsys):
     # issue 40: `gptask ask` output broke on names containing TAB, `,` or `=`
-    from gptask.cli import format_assignments, parse_assignments
+    from gptask.cli.main import format_assignments, parse_assignments
 
     values = {"a,b": 1, "x=y": "z", "t\tab": "q,r", "sp ace": '"', "plain": 2.5}
     text = format_assignments(values)
@@ -233,7 +233,7 @@ def test_names_with_a_tab_a_comma_an_equals_sign_or_a_space_round_trip(tmp_path,
 
 
 def test_ask_prints_what_tell_and_the_job_read_back(tmp_path, capsys):
-    from gptask.cli import parse_assignments
+    from gptask.cli.main import parse_assignments
     from problems_for_tests import AWKWARD_CHOICES
 
     h = tmp_path / "a.sqlite"
@@ -263,8 +263,8 @@ def test_exported_failure_reasons_cannot_be_spreadsheet_formulas(tmp_path, capsy
     import csv
     import io
 
-    from gptask.storage import Owner
-    from gptask.trials import Proposal, Status
+    from gptask.data.storage import Owner
+    from gptask.data.trials import Proposal, Status
 
     h = tmp_path / "h.sqlite"
     with SQLiteStorage(h, counting_problem().signature()) as s:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gptask.storage import SQLiteStorage
-from gptask.trials import Status
+from gptask.data.storage import SQLiteStorage
+from gptask.data.trials import Status
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import counting_problem  # noqa: E402
@@ -36,7 +36,7 @@ RUN_ONE = """#!/bin/bash
 # the user's job: run the application for task "$1" and params "$2", print the value last
 python - "$1" "$2" <<'EOF'
 import sys
-from gptask.cli import parse_assignments
+from gptask.cli.main import parse_assignments
 task, p = parse_assignments(sys.argv[1]), parse_assignments(sys.argv[2])
 if p["k"] >= 7:
     sys.exit(3)  # the application crashed
@@ -154,8 +154,8 @@ def test_trials_held_by_a_shell_or_a_live_tuner_say_how_to_free_them(tmp_path):
 
 HOLD = """
 import time
-from gptask.storage import SQLiteStorage, Owner
-from gptask.trials import Proposal
+from gptask.data.storage import SQLiteStorage, Owner
+from gptask.data.trials import Proposal
 s = SQLiteStorage({h!r})
 t, = s.add_trials([Proposal(0, s.tasks()[0], {{"x": 0.123, "k": 3}})], Owner.this_process("tune"))
 print(t.id, flush=True)

@@ -1,4 +1,4 @@
-"""The consensus of several machines (gptask.consensus): the configurations best on average over the
+"""The consensus of several machines (gptask.results.consensus): the configurations best on average over the
 machines seen lead a new machine's design and its run-free pick; checked against brute force."""
 
 import itertools
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.consensus import consensus_order, consensus_scores, measured_values
-from gptask.sources import MACHINE_DIM, target_tasks
-from gptask.trials import Status, Trial
+from gptask.results.consensus import consensus_order, consensus_scores, measured_values
+from gptask.sources.multisource import MACHINE_DIM, target_tasks
+from gptask.data.trials import Status, Trial
 
 CONFIGS = [{"x": x, "k": k} for x, k in itertools.product(range(10), (2, 4, 6))]
 TASK = {"t": 0.5}

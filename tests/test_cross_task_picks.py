@@ -6,9 +6,9 @@ rugged, while a smooth landscape is searched exactly as without picks."""
 import numpy as np
 
 import gptask as gt
-from gptask.models import LCM
-from gptask.storage import SQLiteStorage
-from gptask.trials import Status, Trial
+from gptask.model.numerics import LCM
+from gptask.data.storage import SQLiteStorage
+from gptask.data.trials import Status, Trial
 from gptask.tuning import Tuner
 from gptask.tuning.crosstask import best_rows, cross_task_picks, predicts_itself
 from gptask.tuning.settings import CROSS_PICK_TOP

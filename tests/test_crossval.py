@@ -1,4 +1,4 @@
-"""Held-out accuracy of a fitted model (gptask.crossval): the folds re-condition exactly what they say, a
+"""Held-out accuracy of a fitted model (gptask.transfer.crossval): the folds re-condition exactly what they say, a
 held-out task leaks nothing into its own predictions, the intervals are the right ones, and on data
 with a known noise level the figures come out where the noise puts them."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.crossval import Z95, interval95, leave_one_task_out, within_task_cv
-from gptask.models import LCM
-from gptask.result import TuningResult
-from gptask.transforms import OutputTransform
+from gptask.transfer.crossval import Z95, interval95, leave_one_task_out, within_task_cv
+from gptask.model.numerics import LCM
+from gptask.results.result import TuningResult
+from gptask.model.transforms import OutputTransform
 
 NOISE = 0.1  # log-normal noise of the synthetic measurements
 

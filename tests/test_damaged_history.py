@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.cli import main
-from gptask.storage import HistoryError, SQLiteStorage
+from gptask.cli.main import main
+from gptask.data.storage import HistoryError, SQLiteStorage
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.storage import SQLiteStorage
+from gptask.data.storage import SQLiteStorage
 from gptask.tuning import Tuner
 
 sys.path.insert(0, str(Path(__file__).parent))

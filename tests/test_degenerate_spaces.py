@@ -73,7 +73,7 @@ def test_a_real_narrower_than_the_history_tells_values_apart_is_one_configuratio
 
 
 def test_snapping_a_real_gives_the_encoding_of_the_configuration_it_stands_for():
-    from gptask.trials import point_key
+    from gptask.data.trials import point_key
 
     u = np.random.default_rng(0).random((50, 1))
     for dim in (gt.Real("x", 1.0, 1.0), gt.Real("x", 0.0, 1e-300), gt.Real("x", 1.0, float(np.nextafter(1.0, 2.0)))):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.domain import ENUMERATION_LIMIT, build_domain
-from gptask.sampling import lhs_points
-from gptask.search import maximize_over
-from gptask.space import Space
+from gptask.space.domain import ENUMERATION_LIMIT, build_domain
+from gptask.space.sampling import lhs_points
+from gptask.propose.search import maximize_over
+from gptask.space.dimensions import Space
 
 BLOCKS = [16 * k for k in range(1, 17)]
 POWERS = [1, 2, 4, 8, 16]
@@ -131,7 +131,7 @@ def test_search_over_a_domain_returns_the_exact_maximiser_not_yet_claimed():
 
 
 def test_a_large_domain_is_sampled_then_climbed_to_a_local_maximum(monkeypatch):
-    import gptask.search as search
+    import gptask.propose.search as search
 
     monkeypatch.setattr(search, "EXHAUSTIVE_LIMIT", 50)
     monkeypatch.setattr(search, "DOMAIN_SAMPLE", 40)

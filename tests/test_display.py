@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.labels import format_gain, task_label
-from gptask.progress import format_line
-from gptask.storage import SQLiteStorage
-from gptask.trials import Status
+from gptask.core.labels import format_gain, task_label
+from gptask.core.progress import format_line
+from gptask.data.storage import SQLiteStorage
+from gptask.data.trials import Status
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import blocks_problem, failing_problem  # noqa: E402
@@ -66,7 +66,7 @@ def test_progress_lines_label_every_value_with_its_task():
 def test_convergence_plots_have_integer_ticks_and_the_unit(tmp_path):
     import matplotlib.pyplot as plt
 
-    from gptask.plots import convergence_figure, plot_convergence
+    from gptask.results.plots import convergence_figure, plot_convergence
 
     result = gt.tune(unit_problem(), tasks=2, budget=5, n_initial=3, seed=0, progress=False)
     fig = convergence_figure(result.history, tasks=result.tasks, unit="s")

@@ -4,8 +4,8 @@ import time
 import numpy as np
 import pytest
 
-from gptask.evaluate import EvaluationFailed, EvaluationInterrupted, Evaluator, Outcome
-from gptask.trials import Status
+from gptask.evaluation.evaluate import EvaluationFailed, EvaluationInterrupted, Evaluator, Outcome
+from gptask.data.trials import Status
 
 
 def test_repeats_aggregate_and_raw_samples_kept():
@@ -63,7 +63,7 @@ def test_numpy_scalar_return_accepted():
 
 
 def test_noise_policy_decides_the_samples_per_task():
-    from gptask.noise import StaticResampling
+    from gptask.evaluation.noise import StaticResampling
 
     rng = np.random.default_rng(0)
     ev = Evaluator(lambda t, p: 1.0 + t["t"] + rng.exponential(0.1), noise=StaticResampling(k=4, aggregate="min"))
@@ -75,7 +75,7 @@ def test_noise_policy_decides_the_samples_per_task():
 
 @pytest.mark.parametrize("timeout", [None, 5.0])
 def test_pruned_run_is_stopped_at_its_deadline_and_marked_censored(timeout):
-    from gptask.noise import Pruner, RunCensored, StaticResampling
+    from gptask.evaluation.noise import Pruner, RunCensored, StaticResampling
 
     def objective(task, params, deadline=None):
         cost = params["cost"]
@@ -93,7 +93,7 @@ def test_pruned_run_is_stopped_at_its_deadline_and_marked_censored(timeout):
 
 
 def test_noise_and_repeats_together_is_an_error():
-    from gptask.noise import SEDR
+    from gptask.evaluation.noise import SEDR
 
     with pytest.raises(ValueError, match="either repeats"):
         Evaluator(lambda t, p: 1.0, repeats=3, noise=SEDR())

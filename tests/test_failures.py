@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.storage import SQLiteStorage
-from gptask.trials import Status
-from gptask.failures import FailureWatch, failure_limit, reason_key, reasons_by_task
+from gptask.data.storage import SQLiteStorage
+from gptask.data.trials import Status
+from gptask.evaluation.failed_runs import FailureWatch, failure_limit, reason_key, reasons_by_task
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import broken_problem, counting_problem, failing_problem  # noqa: E402
@@ -44,7 +44,7 @@ def test_the_default_limit_is_every_task_once_and_up_to_five_more():
 
 def test_a_broken_objective_stops_after_the_first_failures_naming_the_reason(tmp_path, caplog):
     path = tmp_path / "h.sqlite"
-    caplog.set_level(logging.INFO, logger="gptask.progress")
+    caplog.set_level(logging.INFO, logger="gptask.core.progress")
     with pytest.raises(gt.TuningAborted, match=r"the first 13 evaluations all failed with the same reason: "
                                                 r"KeyError: 'nodes'") as err:
         gt.tune(broken_problem(), tasks=8, budget=20, history=path)
@@ -56,7 +56,7 @@ def test_a_broken_objective_stops_after_the_first_failures_naming_the_reason(tmp
     assert len(failed) == 13 and all(t.reason == "KeyError: 'nodes'" for t in failed)
     assert all(t.status in (Status.FAILED, Status.PENDING) for t in trials)
     # every failure was logged with its task and reason, and the iteration line counts them by reason
-    lines = [r.getMessage() for r in caplog.records if r.name == "gptask.progress"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "gptask.core.progress"]
     fail_lines = [ln for ln in lines if "failed: KeyError: 'nodes'" in ln and ln.startswith("task ")]
     assert len(fail_lines) == 12  # the 13th is in the error itself
     assert fail_lines[0].startswith("task 0 (t=") and "trial 1 failed" in fail_lines[0]

@@ -4,8 +4,8 @@
 import numpy as np
 import pytest
 
-from gptask.functions import FAMILIES, with_noise
-from gptask.mla import resolve_tasks
+from gptask.problem.functions import FAMILIES, with_noise
+from gptask.tuning.mla import resolve_tasks
 
 DRAWS = 20_000
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from gptask.models.gp import GP
-from gptask.models.kernels import kernel
+from gptask.model.numerics.gp import GP
+from gptask.model.numerics.kernels import kernel
 
 
 def test_gp_matches_textbook_formulas():

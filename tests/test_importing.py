@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.importing import DataError, group_runs, read_rows
-from gptask.storage import HistoryMismatch, SQLiteStorage
-from gptask.trials import Status
+from gptask.sources.importing import DataError, group_runs, read_rows
+from gptask.data.storage import HistoryMismatch, SQLiteStorage
+from gptask.data.trials import Status
 from gptask.tuning import Tuner
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -202,7 +202,7 @@ def test_fit_of_a_csv_equals_fit_of_the_same_rows_as_dicts(tmp_path):
 
 
 def test_a_saved_model_is_paired_with_its_data_again_only_when_it_is_that_data(tmp_path):
-    from gptask.importing import from_model
+    from gptask.sources.importing import from_model
 
     data = synthetic_rows(3, 6)
     result = gt.fit(small_problem(), data, value="time", restarts=1, output_transform="log")
@@ -233,7 +233,7 @@ def test_fit_refuses_bad_data_at_the_boundary():
 
 
 def test_cli_fit_imports_saves_and_the_history_shows_the_gain_over_the_default(tmp_path, capsys, monkeypatch):
-    from gptask.cli import main
+    from gptask.cli.main import main
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     rows = synthetic_rows(3, 8) + [{"m": 100, **BLOCKS_DEFAULT, "time": truth({"m": 100}, BLOCKS_DEFAULT)}]

@@ -23,7 +23,7 @@ from apps.io_accelerators.prefetcher import SmallReadPrefetcher
 from apps.io_accelerators.problem import DEFAULTS, named_task, param_space, problem, task_space
 from apps.io_accelerators.runner import payload_slice, run_sbb, run_sro, write_payload
 from apps.io_accelerators.workload import MIB, NAMED_TASKS, complete_features, generate
-from gptask.noise import RunCensored
+from gptask.evaluation.noise import RunCensored
 
 ROOT = Path(__file__).resolve().parents[1]
 KIB = 1024

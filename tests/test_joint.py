@@ -14,7 +14,7 @@ from scipy.stats import spearmanr
 
 import gptask as gt
 from apps.scalapack_qr import problem as pdgeqrf
-from gptask.importing import read_rows
+from gptask.sources.importing import read_rows
 from gptask.transfer.model import as_transfer_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ import GPy
 import numpy as np
 import pytest
 
-from gptask.models.kernels import KERNELS, check_kernel, from_sqdist, kernel, scaled_sqdist
+from gptask.model.numerics.kernels import KERNELS, check_kernel, from_sqdist, kernel, scaled_sqdist
 
 GPY = {"rbf": GPy.kern.RBF, "matern52": GPy.kern.Matern52}
 
@@ -55,7 +55,7 @@ def test_unknown_kernel():
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_gram_fast_path_equals_general_kernel(name):
-    from gptask.models.kernels import gram
+    from gptask.model.numerics.kernels import gram
 
     rng = np.random.default_rng(3)
     X = rng.random((9, 4))

@@ -1,4 +1,4 @@
-"""The GIL-free dpotrf/dpotri (gptask.models.lapack_nogil) against scipy.linalg.lapack's wrappers:
+"""The GIL-free dpotrf/dpotri (gptask.model.numerics.lapack_nogil) against scipy.linalg.lapack's wrappers:
 the same routines of the same library, so the same bits; the scipy fallback; input checks."""
 
 import threading
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.linalg import lapack
 
-import gptask.models.lapack_nogil as nogil
-from gptask.models.linalg import outer_minus_inverse, robust_cholesky
+import gptask.model.numerics.lapack_nogil as nogil
+from gptask.model.numerics.linalg import outer_minus_inverse, robust_cholesky
 
 
 def _spd(n: int, seed: int) -> np.ndarray:

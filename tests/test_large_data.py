@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.importing import DataError, rows as rows_module
-from gptask.models import LCM, defaults
+from gptask.sources.importing import DataError, rows as rows_module
+from gptask.model.numerics import LCM, defaults
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent

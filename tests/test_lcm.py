@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-import gptask.models.lcm as lcm_mod
-from gptask.models import LCM, lml_and_grad
-from gptask.models.kernels import kernel
+import gptask.model.numerics.lcm as lcm_mod
+from gptask.model.numerics import LCM, lml_and_grad
+from gptask.model.numerics.kernels import kernel
 
 from lcm_helpers import make_data, random_params
 
@@ -327,7 +327,7 @@ def test_a_deterministic_objective_s_noise_on_the_floor_is_no_warning(caplog):
     rng = np.random.default_rng(0)
     X = rng.random((20, 3))
     y = 1.0 + X[:, 0] + 0.3 * X[:, 1]
-    with caplog.at_level(logging.INFO, logger="gptask.models.lcm"):
+    with caplog.at_level(logging.INFO, logger="gptask.model.numerics.lcm"):
         m = LCM(1).fit([X], [y], restarts=2, seed=0)
     assert any("on the floor" in f for f in m.fit_report.flags_after)  # the case the issue saw
     floor = [r for r in caplog.records if "on the floor" in r.getMessage()]

@@ -11,9 +11,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import gptask.models.lcm as lcm_mod
-from gptask.models import LCM, CholeskyError, lml_and_grad
-from gptask.models.backend import get_backend
+import gptask.model.numerics.lcm as lcm_mod
+from gptask.model.numerics import LCM, CholeskyError, lml_and_grad
+from gptask.model.numerics.backend import get_backend
 
 from lcm_helpers import make_data, random_params
 
@@ -54,7 +54,7 @@ def _close(a, b, rtol=RTOL, atol=1e-12):
 
 def test_numpy_path_never_imports_torch():
     code = ("import sys, numpy as np\n"
-            "from gptask.models import LCM\n"
+            "from gptask.model.numerics import LCM\n"
             "rng = np.random.default_rng(0)\n"
             "m = LCM(2, 'matern52').fit([rng.random((6, 2)), rng.random((5, 2))],"
             " [rng.random(6), rng.random(5)], restarts=1, maxiter=20)\n"
@@ -175,7 +175,7 @@ def test_torch_likelihood_and_gradient_equal_numpy(device, kern, rank):
 def test_torch_with_row_blocks_equals_numpy(device, kern, monkeypatch):
     """torch forms whole matrices (one row block); its upper-triangle operations (inverse_lower,
     keep_upper_half_) still give numpy's likelihood and gradient when it is made to use blocks."""
-    from gptask.models.torch_backend import TorchBackend
+    from gptask.model.numerics.torch_backend import TorchBackend
 
     monkeypatch.setattr(TorchBackend, "row_blocks", 8)
     Xs, ys = make_data([150, 90, 160, 7], d=3, seed=5)
@@ -242,8 +242,8 @@ def test_torch_fit_starts_on_worker_threads_in_a_fresh_process(device):
     fit's parallel starts): on CUDA torch's lazy loading of its linear-algebra library raised
     "lazy wrapper should be called at most once" on an H100 until the backend loaded it first."""
     code = ("import numpy as np\n"
-            "import gptask.models.lcm as lcm_mod\n"
-            "from gptask.models import LCM\n"
+            "import gptask.model.numerics.lcm as lcm_mod\n"
+            "from gptask.model.numerics import LCM\n"
             "lcm_mod._usable_cores = lambda: 4\n"
             "rng = np.random.default_rng(0)\n"
             "Xs = [rng.random((6, 2)) for _ in range(3)]\n"

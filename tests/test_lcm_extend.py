@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gptask.models import LCM, lml_and_grad
+from gptask.model.numerics import LCM, lml_and_grad
 
 from lcm_helpers import make_data, random_params
 

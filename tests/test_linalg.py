@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gptask.models.linalg import CholeskyError, chol_extend, outer_minus_inverse, robust_cholesky
+from gptask.model.numerics.linalg import CholeskyError, chol_extend, outer_minus_inverse, robust_cholesky
 
 
 def _spd(n, seed=0):

@@ -1,4 +1,4 @@
-"""The one reader of measurements (gptask.measurements), the one history check, the one decoder of
+"""The one reader of measurements (gptask.sources.measurements), the one history check, the one decoder of
 model files, and the follow-argument measure of issue 41 (scripts/dev/follow_argument.py)."""
 
 import subprocess
@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import gptask as gt
-from gptask.insight.sources import result_from_model
-from gptask.measurements import model_data, read_measurements
-from gptask.outputs import is_history
+from gptask.insight.model_result import result_from_model
+from gptask.sources.measurements import model_data, read_measurements
+from gptask.core.output_files import is_history
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import counting_problem  # noqa: E402
@@ -66,9 +66,9 @@ def test_the_parsers_of_content_read_as_the_path_readers(tmp_path):
     import gzip
     import json
 
-    from gptask.importing.rows import FileContent, read_rows
-    from gptask.model_io import model_document, model_from_document
-    from gptask.replay import read_recording, recording_from_bytes
+    from gptask.sources.importing.rows import FileContent, read_rows
+    from gptask.transfer.model_io import model_document, model_from_document
+    from gptask.sources.replay import read_recording, recording_from_bytes
 
     problem = counting_problem()
     csv = tmp_path / "runs.csv"
@@ -97,8 +97,8 @@ def test_the_parsers_of_content_read_as_the_path_readers(tmp_path):
 
 
 def test_a_source_named_by_a_database_url_is_shown_without_its_password():
-    from gptask.measurements import shown_name
-    from gptask.storage.postgres import split_url
+    from gptask.sources.measurements import shown_name
+    from gptask.data.storage.postgres import split_url
 
     url = "postgresql://me:s3cret%40x@db.example:5433/tuning?schema=conv&password=other"
     assert "s3cret" not in shown_name(url) and "other" not in shown_name(url) and "db.example:5433" in shown_name(url)

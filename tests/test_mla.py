@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.functions import demo_f, demo_problem, demo_optimum
-from gptask.storage import HistoryMismatch, SQLiteStorage
+from gptask.problem.functions import demo_f, demo_problem, demo_optimum
+from gptask.data.storage import HistoryMismatch, SQLiteStorage
 from gptask.tuning import Tuner
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -186,7 +186,7 @@ def test_cli_show_plot_export(tmp_path, root):
     run = lambda *a: subprocess.run([sys.executable, "-m", "gptask", *a], env=env, capture_output=True,
                                     text=True, timeout=120)
     r = run("show", str(hist))
-    # the header, the machine the trials ran on (gptask.provenance), the raw best table (title, 2 + 2
+    # the header, the machine the trials ran on (gptask.data.provenance), the raw best table (title, 2 + 2
     # lines), the recommendation table (title, 2 + 2 lines, the note on its columns)
     assert r.returncode == 0 and "best" in r.stdout and "recommended" in r.stdout
     assert len(r.stdout.splitlines()) == 13 and r.stdout.splitlines()[1].startswith("machine 1: 8 trial(s) on ")
@@ -240,7 +240,7 @@ def test_log_transform_falls_back_when_a_value_is_not_positive():
 
 
 def test_parse_assignments_never_evaluates():
-    from gptask.cli import parse_assignments
+    from gptask.cli.main import parse_assignments
 
     assert parse_assignments("m=5000,n=2.5,alg=ring,flag=true,x=nan") == {
         "m": 5000, "n": 2.5, "alg": "ring", "flag": True, "x": "nan"}
@@ -252,7 +252,7 @@ def test_parse_assignments_never_evaluates():
 
 
 def test_tune_with_a_noise_policy_keeps_every_sample():
-    from gptask.noise import SEDR
+    from gptask.evaluation.noise import SEDR
 
     rng = np.random.default_rng(0)
     prob = counting_problem()
@@ -266,7 +266,7 @@ def test_tune_with_a_noise_policy_keeps_every_sample():
 
 
 def test_result_model_covers_every_evaluation():
-    from gptask.models import LCM
+    from gptask.model.numerics import LCM
 
     res = gt.tune(counting_problem(), tasks=2, budget=6, n_initial=4, seed=0, progress=False)
     assert list(res.model.n_points) == [6, 6]

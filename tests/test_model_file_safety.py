@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from gptask import model_io
-from gptask.model_io import ModelFileError, _checksum, load_model
+from gptask.transfer.model_io import ModelFileError, _checksum, load_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from transfer_helpers import make_result, mixed_problem  # noqa: E402
@@ -99,7 +99,7 @@ def test_arrays_that_disagree_on_the_number_of_points_are_refused(saved, tmp_pat
 HUGE_HEADER = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # 3 GiB of address space
-from gptask.model_io import load_model
+from gptask.transfer.model_io import load_model
 try:
     load_model(sys.argv[1])
 except Exception as exc:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.storage import SQLiteStorage
-from gptask.model_io import FORMAT, ModelFileError, load_model
+from gptask.data.storage import SQLiteStorage
+from gptask.transfer.model_io import FORMAT, ModelFileError, load_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from transfer_helpers import make_result, mixed_optimum, mixed_problem  # noqa: E402
@@ -70,7 +70,7 @@ def test_without_problem_constraints_are_unknown(saved):
 
 def test_other_problem_refused(saved):
     _, path = saved
-    from gptask.functions import demo_problem
+    from gptask.problem.functions import demo_problem
 
     with pytest.raises(ValueError, match="another problem"):
         load_model(path, problem=demo_problem())
@@ -106,7 +106,7 @@ def test_files_that_are_not_ours_or_corrupted(saved, tmp_path):
 
 def test_corrupted_inner_block_with_valid_checksum(saved, tmp_path):
     """A file whose checksum was recomputed over a broken LCM block is still refused cleanly."""
-    from gptask.model_io import _checksum
+    from gptask.transfer.model_io import _checksum
 
     _, path = saved
     doc = json.loads(path.read_text())
@@ -120,7 +120,7 @@ def test_corrupted_inner_block_with_valid_checksum(saved, tmp_path):
 
 def test_cli_predict(saved, root, capsys):
     """`gptask predict` through cli.main (the `python -m gptask` wiring is tested in test_mla)."""
-    from gptask.cli import main
+    from gptask.cli.main import main
 
     _, path = saved
     assert main(["predict", str(path), "--task", "t=0.7", "--problem", "transfer_helpers:mixed_problem", "--json"]) == 0
@@ -149,7 +149,7 @@ def test_single_task_model_saves_without_tla1(tmp_path):
 
 
 def test_metadata_is_kept_under_the_checksum(saved, tmp_path):
-    from gptask.model_io import read_metadata, save_model
+    from gptask.transfer.model_io import read_metadata, save_model
 
     res, plain = saved
     assert read_metadata(plain) == {}

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.acquisition import log_ei
-from gptask.models import LCM
-from gptask.trials import Status
+from gptask.model.acquisition import log_ei
+from gptask.model.numerics import LCM
+from gptask.data.trials import Status
 from gptask.tuning import Tuner
-from gptask.surrogate.fantasy import with_fantasies
+from gptask.model.surrogate.fantasy import with_fantasies
 
 GRID = np.linspace(0.0, 1.0, 2001)[:, None]
 
@@ -126,14 +126,14 @@ def test_a_cold_fit_on_many_points_starts_from_a_subset_and_reaches_a_full_fit(s
     (the independent reference: LCM.fit on the model's own data, the same prior and kernel)."""
     import logging
 
-    import gptask.models.defaults as model_defaults
-    from gptask.models.priors import LCMPrior
+    import gptask.model.numerics.defaults as model_defaults
+    from gptask.model.numerics.priors import LCMPrior
 
     monkeypatch.setattr(model_defaults, "SUBSET_FIT_ABOVE", 100)
     monkeypatch.setattr(model_defaults, "SUBSET_POINTS", 60)
     prob = gt.Problem(gt.Space([gt.Real("t", 0, 1)]), gt.Space([gt.Real("x", 0, 1), gt.Real("y", 0, 1)]),
                       lambda t, p: np.sin(5 * p["x"] + 2 * t["t"]) + (p["y"] - 0.3) ** 2 + 2)
-    with caplog.at_level(logging.INFO, logger="gptask.surrogate.core"):
+    with caplog.at_level(logging.INFO, logger="gptask.model.surrogate.core"):
         res = gt.tune(prob, [{"t": 0.1}, {"t": 0.5}, {"t": 0.9}], 40, n_initial=40, seed=seed, progress=False,
                       output_transform="none")
     assert any("started from a subset of 60" in r.getMessage() for r in caplog.records)

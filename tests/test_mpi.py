@@ -80,8 +80,8 @@ def test_a_rank_that_dies_or_raises_ends_the_job(how):
 
 
 def test_a_dying_rank_loses_none_of_rank_0s_finished_evaluations(tmp_path):
-    from gptask.storage import SQLiteStorage
-    from gptask.trials import Status
+    from gptask.data.storage import SQLiteStorage
+    from gptask.data.trials import Status
 
     sys.path.insert(0, str(Path(__file__).parent))
     import gptask as gt

@@ -340,7 +340,7 @@ def test_compare_default_recommends_like_for_like_and_labels_the_default(monkeyp
     every other algorithm twice as fast as auto on the large one."""
     from apps.mpi_collectives import objective as objective_mod
     from apps.mpi_collectives.cli import main
-    from gptask.storage import SQLiteStorage
+    from gptask.data.storage import SQLiteStorage
 
     launches = []
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.fronts import PickRule
-from gptask.pareto import hypervolume, non_dominated
-from gptask.storage import SQLiteStorage
-from gptask.trials import Status
+from gptask.results.fronts import PickRule
+from gptask.model.pareto import hypervolume, non_dominated
+from gptask.data.storage import SQLiteStorage
+from gptask.data.trials import Status
 
 TASKS = gt.Space([gt.Real("t", 0.0, 1.0)])
 PARAMS = gt.Space([gt.Real("x1", 0.0, 1.0), gt.Real("x2", 0.0, 1.0)])
@@ -176,8 +176,8 @@ def zdt_history(tmp_path_factory):
 
 
 def test_show_lists_each_front_and_plot_draws_it(zdt_history, capsys):
-    from gptask.cli import main
-    from gptask.plots_front import front_data
+    from gptask.cli.main import main
+    from gptask.results.plots_front import front_data
 
     path, res = zdt_history
     assert main(["show", str(path)]) == 0
@@ -197,7 +197,7 @@ def test_show_lists_each_front_and_plot_draws_it(zdt_history, capsys):
 
 
 def test_export_import_and_model_files_keep_every_output(zdt_history, tmp_path):
-    from gptask.storage.export import to_csv
+    from gptask.data.storage.export import to_csv
 
     path, res = zdt_history
     with SQLiteStorage(path, read_only=True) as h:
@@ -234,8 +234,8 @@ def over_on_big_tasks(task, p):
 
 
 def test_a_task_without_a_run_meeting_the_limits_has_no_recommendation_and_the_rest_do(tmp_path, capsys):
-    from gptask.cli import main
-    from gptask.model_io import read_recommendations
+    from gptask.cli.main import main
+    from gptask.transfer.model_io import read_recommendations
 
     prob = gt.Problem(TASKS, PARAMS, over_on_big_tasks, objectives={"time": "min"}, outputs=["memory"],
                       constraints_out={"memory": ("<=", 0.5)}, name="over")
@@ -262,7 +262,7 @@ def test_a_selection_table_falls_back_where_no_run_of_a_tuned_task_meets_the_lim
     """export-table raised on such a task (a KeyError on a model file, a ValueError on a result);
     its entry is now a fallback that says why, and the tasks with a recommendation keep theirs."""
     from gptask.insight.selection import LOOKUP_FALLBACK, selection_table
-    from gptask.model_io import read_recommendations
+    from gptask.transfer.model_io import read_recommendations
 
     prob = gt.Problem(TASKS, PARAMS, over_on_big_tasks, objectives={"time": "min"}, outputs=["memory"],
                       constraints_out={"memory": ("<=", 0.5)}, name="over")
@@ -289,7 +289,7 @@ def _cli_history(tmp_path, n=2):
     import sys
     from pathlib import Path
 
-    from gptask.cli import main
+    from gptask.cli.main import main
 
     sys.path.insert(0, str(Path(__file__).parent))
     path = tmp_path / "tm.sqlite"
@@ -299,7 +299,7 @@ def _cli_history(tmp_path, n=2):
 
 
 def test_tell_on_the_command_line_takes_every_output_and_refuses_a_bare_number(tmp_path, capsys):
-    from gptask.cli import main
+    from gptask.cli.main import main
 
     path = _cli_history(tmp_path)
     capsys.readouterr()
@@ -323,7 +323,7 @@ def test_tell_on_the_command_line_takes_every_output_and_refuses_a_bare_number(t
 
 
 def test_library_tell_refuses_a_result_missing_a_declared_output(tmp_path):
-    from gptask.evaluate import Outcome
+    from gptask.evaluation.evaluate import Outcome
 
     with gt.Tuner(zdt_problem(), tasks=[{"t": 0.5}], budget=4, n_initial=2, seed=0,
                   history=tmp_path / "h.sqlite") as tu:
@@ -338,7 +338,7 @@ def test_library_tell_refuses_a_result_missing_a_declared_output(tmp_path):
 
 
 def test_ask_on_a_history_poisoned_by_an_old_tell_names_the_trial(tmp_path, capsys):
-    from gptask.cli import main
+    from gptask.cli.main import main
 
     path = _cli_history(tmp_path)
     with SQLiteStorage(path, create=False) as h:  # what `gptask tell H 1 0.5` stored before it was checked
@@ -380,9 +380,9 @@ def test_a_history_of_several_objectives_reloads_with_its_models_and_reports_its
     import shutil
     import sqlite3
 
-    from gptask.cli import main
-    from gptask.plots_front import front_data
-    from gptask.rebuild import result_from_history
+    from gptask.cli.main import main
+    from gptask.results.plots_front import front_data
+    from gptask.results.rebuild import result_from_history
 
     path = tmp_path / "mo.sqlite"
     res = gt.tune(zdt_problem(), tasks=[{"t": 0.3}, {"t": 0.7}], budget=8, n_initial=5, seed=4, history=path,

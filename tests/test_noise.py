@@ -1,11 +1,11 @@
-"""Noise-reduction policies and pruning (gptask.noise) on synthetic noisy objectives."""
+"""Noise-reduction policies and pruning (gptask.evaluation.noise) on synthetic noisy objectives."""
 
 import math
 
 import numpy as np
 import pytest
 
-from gptask.noise import (
+from gptask.evaluation.noise import (
     SEDR,
     Adaptive,
     NoisyResult,

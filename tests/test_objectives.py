@@ -1,4 +1,4 @@
-"""Named outputs of an objective (gptask/objectives.py): what a problem declares, what a run must
+"""Named outputs of an objective (gptask/problem/objectives.py): what a problem declares, what a run must
 return, and what becomes a failed run with which reason."""
 
 import math
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.evaluate import Outcome
-from gptask.objectives import Limit
-from gptask.trials import Status
+from gptask.evaluation.evaluate import Outcome
+from gptask.problem.objectives import Limit
+from gptask.data.trials import Status
 
 TASKS = gt.Space([gt.Real("t", 0.0, 1.0)])
 PARAMS = gt.Space([gt.Real("x", 0.0, 1.0)])
@@ -101,7 +101,7 @@ def test_outputs_come_back_from_a_forked_run():
 
 
 def test_noise_policies_are_refused_with_several_outputs():
-    from gptask.noise import StaticResampling
+    from gptask.evaluation.noise import StaticResampling
 
     p = problem()
     with pytest.raises(ValueError, match="noise policies work on one number"):

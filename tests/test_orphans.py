@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gptask.storage import SQLiteStorage
-from gptask.trials import Status
+from gptask.data.storage import SQLiteStorage
+from gptask.data.trials import Status
 from processes import like_a_terminal
 
 TESTS = Path(__file__).parent
@@ -229,7 +229,7 @@ def test_an_evaluation_that_kills_its_tuner_is_failed_after_max_attempts_not_rer
     """Without timeout= an evaluation runs in the tuner's process: one that kills it was re-run by every
     resume with no cap (issue 27 audit). The resume after MAX_ATTEMPTS deaths records it as failed and
     finishes the budget."""
-    from gptask.storage.base import MAX_ATTEMPTS
+    from gptask.data.storage.base import MAX_ATTEMPTS
 
     hist, marker = tmp_path / "h.sqlite", tmp_path / "first.json"
     code = CRASH_RUN.format(marker=str(marker), hist=str(hist))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from gptask.acquisition import log_ehvi, log_ei, log_prob_below
-from gptask.pareto import hypervolume, hypervolume_improvement, non_dominated, nondominated_boxes
+from gptask.model.acquisition import log_ehvi, log_ei, log_prob_below
+from gptask.model.pareto import hypervolume, hypervolume_improvement, non_dominated, nondominated_boxes
 
 
 def brute_non_dominated(Y):

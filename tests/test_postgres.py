@@ -14,12 +14,12 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from gptask.storage import (HistoryMismatch, NotAHistory, Owner, SchemaTooNew, TrialHeld, open_storage,  # noqa: E402
+from gptask.data.storage import (HistoryMismatch, NotAHistory, Owner, SchemaTooNew, TrialHeld, open_storage,  # noqa: E402
                             redact)
-from gptask.storage import postgres as pg  # noqa: E402
-from gptask.storage.base import HistoryError, HistoryWriteFailed  # noqa: E402
-from gptask.storage.copy import copy_history  # noqa: E402
-from gptask.trials import Proposal, Status, Trial  # noqa: E402
+from gptask.data.storage import postgres as pg  # noqa: E402
+from gptask.data.storage.base import HistoryError, HistoryWriteFailed  # noqa: E402
+from gptask.data.storage.copy import copy_history  # noqa: E402
+from gptask.data.trials import Proposal, Status, Trial  # noqa: E402
 from tests.postgres_server import PASSWORD, PASSWORD_USER, TempServer, find_bin  # noqa: E402
 
 SIG = {"name": "p", "task_space": [{"type": "real", "name": "t", "lo": 0, "hi": 1, "log": False}]}
@@ -168,8 +168,8 @@ def test_a_read_only_server_gives_a_write_error_that_keeps_what_was_told(pg_serv
 HOLDER = """
 import socket, sys, time
 socket.gethostname = lambda: "node-b"          # a tuner on another host
-from gptask.storage import Owner, open_storage
-from gptask.trials import Proposal
+from gptask.data.storage import Owner, open_storage
+from gptask.data.trials import Proposal
 s = open_storage(sys.argv[1])
 me = Owner.this_process("tune")
 t, = s.add_trials([Proposal(0, {"t": 0.1}, {"x": 0.42}, "initial")], me)

@@ -9,9 +9,9 @@ import pytest
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from gptask.models import LCM, LCMPrior, lml_and_grad
-from gptask.models.defaults import LENGTHSCALE_BOUNDS
-from gptask.models.priors import resolve_prior
+from gptask.model.numerics import LCM, LCMPrior, lml_and_grad
+from gptask.model.numerics.defaults import LENGTHSCALE_BOUNDS
+from gptask.model.numerics.priors import resolve_prior
 
 from lcm_helpers import make_data, random_params
 
@@ -146,7 +146,7 @@ def test_a_flagged_fit_explores_fresh_starts_and_logs_it(monkeypatch, caplog):
         return ["noise of task(s) [0] on the floor"] if len(calls) == 1 else real(self)
 
     monkeypatch.setattr(LCM, "diagnose", first_flagged)
-    with caplog.at_level("INFO", logger="gptask.models.lcm"):
+    with caplog.at_level("INFO", logger="gptask.model.numerics.lcm"):
         m = LCM(1).fit(Xs, ys, restarts=1, seed=0)
     rep = m.fit_report
     assert rep.explored and rep.n_starts == 1 + 4 and rep.flags == ("noise of task(s) [0] on the floor",)

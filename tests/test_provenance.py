@@ -1,4 +1,4 @@
-"""Machine records (gptask.provenance): every told trial records the machine it ran on, stored once
+"""Machine records (gptask.data.provenance): every told trial records the machine it ran on, stored once
 per distinct record; gptask show, the exports and imports carry it; a history refuses trials of a
 second machine unless asked; histories written before the machine tables read as before."""
 
@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.cli import main
-from gptask.model_io import load_model, read_provenance
-from gptask.provenance import (MachineMismatch, ProvenanceError, check_record, flatten, problem_record,
+from gptask.cli.main import main
+from gptask.transfer.model_io import load_model, read_provenance
+from gptask.data.provenance import (MachineMismatch, ProvenanceError, check_record, flatten, problem_record,
                                same_machine, this_machine, unflatten)
-from gptask.storage import SQLiteStorage
-from gptask.storage.export import to_csv, to_json
+from gptask.data.storage import SQLiteStorage
+from gptask.data.storage.export import to_csv, to_json
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import counting_problem  # noqa: E402
@@ -142,7 +142,7 @@ def test_a_second_machine_is_refused_unless_asked(tmp_path, caplog, capsys):
     assert _table_rows(h, "trials") == before  # nothing asked, nothing written
     # another node of the same partition is the same machine
     _tune(h, budget=5, provenance={**NODE, "host": "node31"})
-    with caplog.at_level(logging.WARNING, logger="gptask.provenance"):
+    with caplog.at_level(logging.WARNING, logger="gptask.data.provenance"):
         r = _tune(h, budget=6, provenance=LAPTOP, mix_machines=True)
     assert "adding trials of laptop: Apple M2 (8 cores) next to those of 1 other machine(s), as asked" in caplog.text
     machines = {json.dumps(v, sort_keys=True): k for k, v in r.machines.items()}
@@ -257,7 +257,7 @@ def test_a_saved_model_records_where_its_data_came_from(tmp_path):
     doc = json.loads(path.read_text())
     old = {k: v for k, v in doc.items() if k not in ("provenance", "checksum")}
     old["version"] = 1
-    from gptask.model_io import _checksum  # the file format's own rule, to write an old file
+    from gptask.transfer.model_io import _checksum  # the file format's own rule, to write an old file
 
     old["checksum"] = _checksum(old)
     (tmp_path / "old.json").write_text(json.dumps(old))

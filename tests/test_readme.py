@@ -15,7 +15,7 @@ them, unchanged; example ids are unique across all the pages:
   ``problem`` the later ones use); a ``file=`` block is written to that file and run with the
   command its first line names (``# tune.py; run: mpiexec -n 2 python tune.py``);
 * the long examples (the two commands, the applications) with small budgets, through the documented
-  ``GPTASK_MAX_TASKS`` / ``GPTASK_MAX_BUDGET`` (gptask/smoke.py), ``GPTASK_SKIP_SETUP=1`` (the
+  ``GPTASK_MAX_TASKS`` / ``GPTASK_MAX_BUDGET`` (gptask/core/smoke.py), ``GPTASK_SKIP_SETUP=1`` (the
   scripts' setup step; this suite runs inside the set-up virtualenv) and ``PYTEST_ADDOPTS`` (which
   test file command 2 runs here: not the whole suite again).
 
@@ -49,7 +49,7 @@ DOC_PAGES = ["install", "spaces", "evaluation", "transfer", "sources", "objectiv
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)
 NOTE = re.compile(r"<!-- example: (?P<id>[\w-]+)(?P<opts>(?: [\w-]+=\S+)*) -->")
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#: the caps of the long examples (documented in the README and gptask/smoke.py)
+#: the caps of the long examples (documented in the README and gptask/core/smoke.py)
 SMOKE = {"GPTASK_MAX_TASKS": "2", "GPTASK_MAX_BUDGET": "4", "GPTASK_SKIP_SETUP": "1"}
 #: a duration as the README states them ("about 40 s", "2 minutes", "1-2 min")
 DURATION = re.compile(r"\b\d+(\.\d+)?( to \d+|-\d+)? ?(s|ms|min|minutes?|seconds?|hours?)\b")
@@ -230,7 +230,7 @@ def test_the_pip_install_block_names_real_extras():
 
 
 def test_smoke_caps_are_checked_and_logged(monkeypatch, caplog):
-    from gptask.smoke import smoke_limits
+    from gptask.core.smoke import smoke_limits
 
     monkeypatch.setenv("GPTASK_MAX_TASKS", "2")
     monkeypatch.setenv("GPTASK_MAX_BUDGET", "4")
@@ -302,7 +302,7 @@ def test_the_library_examples_in_one_session(repo):
     (repo / "api.py").write_text(code)
     r = run_shell("library", "python api.py", repo, timeout=1200)
     assert "best (s)" in r.stdout and "gain" in r.stdout and "%" in r.stdout  # result.table() and describe()
-    from gptask.storage import SQLiteStorage
+    from gptask.data.storage import SQLiteStorage
 
     with SQLiteStorage(repo / "out" / "asktell.sqlite", read_only=True) as h:
         assert len(h.trials()) == 4 * 8 and all(t.status.finished for t in h.trials())
@@ -319,7 +319,7 @@ def test_existing_measurements_python_and_command_line_agree(repo):
     r = run_shell("measurements", "python measurements.py", repo, timeout=1200)
     m = re.search(r"predicted optimum: (\{[^}]*\})", r.stdout)
     python_route = ast.literal_eval(m.group(1))  # a dict literal printed by the example
-    from gptask.storage import SQLiteStorage
+    from gptask.data.storage import SQLiteStorage
 
     with SQLiteStorage(repo / "out" / "qr2.sqlite", read_only=True) as h:
         counts = [sum(t.task_index == i for t in h.trials()) for i in range(len(h.tasks()))]
@@ -479,7 +479,7 @@ def test_the_pdgeqrf_memory_limit_command(repo):
         t, p = rec["task"], rec["params"]
         # the driver's allocations computed without a run (2 timed factorisations per launch)
         assert memory_per_process(t["m"], t["n"], p["mb"], p["nb"], p["p"], p["nproc"] // p["p"], 2) <= limit
-    from gptask.storage import SQLiteStorage
+    from gptask.data.storage import SQLiteStorage
 
     with SQLiteStorage(repo / "out" / "memory.sqlite", read_only=True) as h:
         done = [t for t in h.trials() if t.status.finished]

@@ -7,10 +7,10 @@ import pytest
 
 import gptask as gt
 from gptask import cli
-from gptask.functions import FAMILIES, with_noise
-from gptask.recommend import Recommendation
-from gptask.storage import SQLiteStorage
-from gptask.trials import CONFIRM_SOURCE, Status
+from gptask.problem.functions import FAMILIES, with_noise
+from gptask.results.recommend import Recommendation
+from gptask.data.storage import SQLiteStorage
+from gptask.data.trials import CONFIRM_SOURCE, Status
 
 
 def stored_confirmations(path):
@@ -315,7 +315,7 @@ def test_show_recommends_what_the_confirmation_runs_chose_with_the_default_relau
     # the model file carries the same recommendation
     model = tmp_path / "m.json"
     res.save_model(model, accuracy=False)
-    from gptask.model_io import read_recommendations
+    from gptask.transfer.model_io import read_recommendations
 
     stored = read_recommendations(model)
     assert [s["params"] for s in stored] == [r.params for r in recs]
@@ -346,7 +346,7 @@ def test_confirmation_runs_report_progress(tmp_path, caplog):
     calls, state = [], {}
     problem = staged_problem(calls, state, lambda task, p: False)
     res = _tune(problem, history=tmp_path / "runs.sqlite")
-    caplog.set_level(logging.INFO, logger="gptask.progress")
+    caplog.set_level(logging.INFO, logger="gptask.core.progress")
     rec = res.recommend(0, confirm=2)
     lines = [r.getMessage() for r in caplog.records if "confirmation run" in r.getMessage()]
     n = 2 * len(rec.candidates)

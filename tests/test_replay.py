@@ -1,4 +1,4 @@
-"""Recorded campaigns as objectives (gptask.replay), on the shipped convolution campaign and on
+"""Recorded campaigns as objectives (gptask.sources.replay), on the shipped convolution campaign and on
 files written here in the Kernel Tuner, T4 and CSV formats."""
 
 import gzip
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import gptask as gt
-import gptask.replay as replay
-from gptask.replay import read_recording, recording_rows, replay_problem
+import gptask.sources.replay as replay
+from gptask.sources.replay import read_recording, recording_rows, replay_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 CONV = ROOT / "data" / "hub_convolution"
@@ -223,7 +223,7 @@ def _kt(path, configs, device="gpu", values=None):
 
 
 def _cli(argv, capsys):
-    from gptask.cli import main
+    from gptask.cli.main import main
 
     code = main([str(a) for a in argv])
     out = capsys.readouterr()

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.cli import main
+from gptask.cli.main import main
 from gptask.insight.report import write_report
-from gptask.rebuild import result_from_history
-from gptask.storage import SQLiteStorage
+from gptask.results.rebuild import result_from_history
+from gptask.data.storage import SQLiteStorage
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,10 +70,10 @@ def test_the_page_is_self_contained_and_holds_every_section(finished_page):
     for data in images:
         assert mpimg.imread(io.BytesIO(base64.b64decode(data)), format="png").shape[0] > 100
     assert "segfault (exit 139)" in text  # failures with their reasons
-    # provenance: the machine every trial was measured on (gptask.provenance), as this process sees it
+    # provenance: the machine every trial was measured on (gptask.data.provenance), as this process sees it
     import html
 
-    from gptask.provenance import this_machine
+    from gptask.data.provenance import this_machine
 
     shown = html.unescape(text)
     assert f"{4 * 8} trial(s) on" in shown and this_machine()["cpu"] in shown and "Not recorded" not in shown
@@ -234,7 +234,7 @@ def test_tasks_asked_about_are_answered_on_the_page(finished, tmp_path):
 
 def test_the_failure_region_on_the_page_is_the_known_one(tmp_path):
     from gptask.insight.failure_map import failure_map
-    from gptask.storage import SQLiteStorage
+    from gptask.data.storage import SQLiteStorage
 
     def oom(task, p):
         """Runs with a + b above a limit that falls with the task run out of memory; c never matters."""

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.sampling import NoFeasiblePoint, centred_normal_points, feasible_lhs, lhs_points, lhs_unit, point_key
+from gptask.space.sampling import NoFeasiblePoint, centred_normal_points, feasible_lhs, lhs_points, lhs_unit, point_key
 
 
 def test_lhs_is_a_latin_hypercube():

@@ -431,7 +431,7 @@ def test_cli_tune_calls_gt_tune_per_contract(monkeypatch, capsys, tmp_path):
     """The tune command against the documented gt.tune / result.recommend contract (stand-ins
     record the calls)."""
     from apps.scalapack_qr import cli
-    from gptask.recommend import Candidate, Recommendation
+    from gptask.results.recommend import Candidate, Recommendation
 
     calls = {"confirm": []}
     raw = {"mb": 32, "nb": 16, "nproc": 2, "p": 1, "nth": 1}
@@ -496,7 +496,7 @@ def test_cli_tune_confirms_on_the_model_backend_and_resumes_without_rerunning(ca
     """End to end on the analytic backend: the confirmation launches are stored in the history
     (apart from the trials), and the same command again repeats no launch."""
     from apps.scalapack_qr import cli
-    from gptask.storage import SQLiteStorage
+    from gptask.data.storage import SQLiteStorage
 
     hist, out_json = tmp_path / "h.sqlite", tmp_path / "best.json"
     argv = ["tune", "--tasks", "2", "--budget", "6", "--n-initial", "4", "--m-max", "600", "--history", str(hist),
@@ -528,10 +528,10 @@ def test_gptask_show_recommends_what_the_tune_command_printed(capsys, tmp_path):
     """One rule (issue 27): the app's table, its JSON and `gptask show` on its history name the same
     configuration per task, with the same gain over the hand default (re-launched with the
     candidates), in the same format (percent, seconds)."""
-    import gptask.cli as gcli
+    import gptask.cli.main as gcli
     from apps.scalapack_qr import cli
-    from gptask.labels import format_gain
-    from gptask.storage import SQLiteStorage
+    from gptask.core.labels import format_gain
+    from gptask.data.storage import SQLiteStorage
 
     hist, out_json = tmp_path / "h.sqlite", tmp_path / "best.json"
     assert cli.main(["tune", "--tasks", "3", "--budget", "6", "--n-initial", "4", "--m-max", "800", "--history",

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.search import maximize
+from gptask.propose.search import maximize
 
 
 def bumpy(x):
@@ -65,7 +65,7 @@ def test_pyswarms_import_leaves_logging_and_cwd_alone(tmp_path):
 
     code = (
         "import logging, numpy as np, gptask as gt\n"
-        "from gptask.search import maximize\n"
+        "from gptask.propose.search import maximize\n"
         "h = list(logging.getLogger().handlers)\n"
         "maximize(lambda x: -x[:, 0], gt.Space([gt.Real('a', 0, 1)]), seed=0, iters=2)\n"
         "assert logging.getLogger().handlers == h, logging.getLogger().handlers\n"
@@ -208,7 +208,7 @@ def test_search_options_are_checked():
 
 
 def test_search_task_chooses_among_given_configurations_until_they_are_all_claimed():
-    from gptask.tuning.propose import search_task
+    from gptask.propose.proposals import search_task
 
     prob = gt.Problem(gt.Space([gt.Real("t", 0, 1)]), gt.Space([gt.Real("a", 0, 1), gt.Real("b", 0, 1)]),
                       lambda task, p: 0.0, name="among")

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.cli import main
+from gptask.cli.main import main
 from gptask.insight.export import to_c_header, to_csv, to_json
 from gptask.insight.grid import GridError, grid_points, parse_grid
 from gptask.insight.selection import LOOKUP_FALLBACK, LOOKUP_INSIDE, LOOKUP_OUTSIDE, selection_table
-from gptask.insight.sources import result_from_model
+from gptask.insight.model_result import result_from_model
 
 ROOT = Path(__file__).resolve().parents[1]
 XEON16 = ROOT / "models" / "pdgeqrf_xeon16.json"
@@ -96,7 +96,7 @@ def test_routes_of_the_16_core_grid(xeon16, table16):
 
 def test_tuned_entries_follow_the_one_recommendation_rule(xeon16, table16):
     """A tuned size's entry is the evaluated configuration of least posterior mean (the rule of
-    gptask.recommend without confirmation runs), found here by brute force over the model's data."""
+    gptask.results.recommend without confirmation runs), found here by brute force over the model's data."""
     Xs, _ = xeon16.model.data()
     for i, task in enumerate(xeon16.tasks):
         mean, _ = xeon16.model.predict(i, Xs[i])

@@ -237,8 +237,8 @@ def test_pdgeqrf_16_core_model_agrees_with_the_measured_data():
 def test_sensitivity_command_on_a_history_and_its_bad_input(tmp_path, capsys):
     import json
 
-    from gptask.cli import main
-    from gptask.functions import demo_problem, sphere_problem
+    from gptask.cli.main import main
+    from gptask.problem.functions import demo_problem, sphere_problem
 
     h = tmp_path / "sphere.sqlite"
     gt.tune(sphere_problem(), tasks=2, budget=8, n_initial=5, seed=0, history=h, progress=False)
@@ -267,11 +267,11 @@ def test_sensitivity_command_on_a_history_and_its_bad_input(tmp_path, capsys):
 
 def _imputed_result(n=120, seed=2):
     """A TuningResult whose model holds every failed run as the task's worst value (as a result
-    rebuilt from a history does, gptask.rebuild): the objective 1 + x0 + 0.3 x1 (x2 has no effect:
+    rebuilt from a history does, gptask.results.rebuild): the objective 1 + x0 + 0.3 x1 (x2 has no effect:
     analytic ST = (1, 0.09, 0) / 1.09), runs failing where x2 > 0.5 (a memory limit decided by a
     parameter the objective ignores) and 5 % random crashes."""
-    from gptask.models import LCM
-    from gptask.surrogate.data import training_data
+    from gptask.model.numerics import LCM
+    from gptask.model.surrogate.data import training_data
 
     problem = _one_task_problem([gt.Real(f"x{k}", 0.0, 1.0) for k in range(3)])
     X = qmc.LatinHypercube(3, seed=seed).random(n)

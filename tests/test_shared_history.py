@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gptask.storage import Owner, open_storage
-from gptask.trials import Status
+from gptask.data.storage import Owner, open_storage
+from gptask.data.trials import Status
 from processes import like_a_terminal
 from test_child import alive, wait_gone
 

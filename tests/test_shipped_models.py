@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.crossval import leave_one_task_out, within_task_cv
-from gptask.importing import from_model, read_rows
-from gptask.model_io import read_metadata
+from gptask.transfer.crossval import leave_one_task_out, within_task_cv
+from gptask.sources.importing import from_model, read_rows
+from gptask.transfer.model_io import read_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = sorted((ROOT / "models").glob("*.json"))
@@ -114,7 +114,7 @@ def test_shipped_model(path):
 
 
 def test_the_card_example_predicts_without_a_run(capsys):
-    from gptask.cli import main
+    from gptask.cli.main import main
 
     assert main(["predict", "models/pdgeqrf_xeon16.json", "--task", "m=3000,n=3000", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.cluster import Allocation, ClusterError, Resources, SlurmSteps
-from gptask.evaluate import Evaluator, run_job
-from gptask.storage import open_storage
-from gptask.trials import Status
+from gptask.tuning.cluster import Allocation, ClusterError, Resources, SlurmSteps
+from gptask.evaluation.evaluate import Evaluator, run_job
+from gptask.data.storage import open_storage
+from gptask.data.trials import Status
 from tests.slurm_helpers import (ROOT, allocation, job_state, nodes_of, nodes_up, slurm, steps_problem,  # noqa: F401
                                  wait_for)
 
@@ -148,7 +148,7 @@ def test_campaign_job_requeued_at_its_walltime_signal_resumes_exactly(slurm, tmp
 def test_one_job_per_trial_through_submitit(slurm, tmp_path, monkeypatch):
     """SlurmJobs: every trial its own Slurm job (sacct-independent: submitit reads the job's own
     result); a shutdown with a job still queued cancels it (scancel), its state CANCELLED."""
-    from gptask.cluster.jobs import SlurmJobs
+    from gptask.tuning.cluster.jobs import SlurmJobs
     from tests.slurm_scripts.campaign import plain_objective as _one_job_objective
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the jobs unpickle the objective by its module

@@ -1,4 +1,4 @@
-"""Source selection by cross-validation (gptask.source_selection): a source that makes this
+"""Source selection by cross-validation (gptask.sources.selection): a source that makes this
 machine's runs worse predicted is left out, a helpful one kept, and the verdicts are reported,
 stored in the history and reused when the run resumes."""
 
@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.cli import main
-from gptask.models import LCM
-from gptask.models.defaults import SURROGATE_KERNEL
-from gptask.models.priors import LCMPrior
-from gptask.source_selection import SELECT_MARGIN, SELECT_MIN_RUNS, heldout_score
-from gptask.sources import MACHINE_DIM, SourceError
-from gptask.surrogate.data import training_data
-from gptask.trials import Status, Trial
+from gptask.cli.main import main
+from gptask.model.numerics import LCM
+from gptask.model.numerics.defaults import SURROGATE_KERNEL
+from gptask.model.numerics.priors import LCMPrior
+from gptask.sources.selection import SELECT_MARGIN, SELECT_MIN_RUNS, heldout_score
+from gptask.sources.multisource import MACHINE_DIM, SourceError
+from gptask.model.surrogate.data import training_data
+from gptask.data.trials import Status, Trial
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import counting_problem  # noqa: E402

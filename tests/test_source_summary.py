@@ -1,4 +1,4 @@
-"""The summary of large sources (gptask/source_summary.py): what it keeps, against a direct count
+"""The summary of large sources (gptask/model/source_summary.py): what it keeps, against a direct count
 of the best values and the inclusion rates of a uniform draw; and its use by
 gt.tune(..., sources=..., source_points=...)."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.source_summary import BEST_SHARE, summary_indices
-from gptask.sources import MACHINE_DIM, SOURCE_POINTS_AUTO, SourceError
+from gptask.model.source_summary import BEST_SHARE, summary_indices
+from gptask.sources.multisource import MACHINE_DIM, SOURCE_POINTS_AUTO, SourceError
 
 
 def test_the_best_quarter_is_kept_and_the_rest_is_a_uniform_draw():

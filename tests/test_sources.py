@@ -1,4 +1,4 @@
-"""Several sources (gptask.sources): other machines' measurements of the same problem join the model
+"""Several sources (gptask.sources.multisource): other machines' measurements of the same problem join the model
 as tasks of a "machine" category; only this machine's tasks take runs; bad sources are refused."""
 
 import itertools
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.sources import MACHINE_DIM, SourceError, combined_problem, machine_labels, target_tasks
-from gptask.storage import SQLiteStorage
+from gptask.sources.multisource import MACHINE_DIM, SourceError, combined_problem, machine_labels, target_tasks
+from gptask.data.storage import SQLiteStorage
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import counting_problem, failing_problem  # noqa: E402
@@ -186,7 +186,7 @@ def test_a_model_file_brings_the_data_it_was_fitted_on(laptop_history, tmp_path)
     fitted = gt.fit(counting_problem(), [{**t.task, **t.params, "value": t.value, "machine.label": "laptop"}
                                          for t in trials], progress=False, restarts=1)
     path = fitted.save_model(tmp_path / "laptop.json")
-    from gptask.measurements import read_measurements as read_source
+    from gptask.sources.measurements import read_measurements as read_source
 
     got = read_source(counting_problem(), path)
     expected = np.array(sorted((t.task["t"], t.params["x"], t.params["k"], t.value) for t in trials))

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gptask as gt
-from gptask.space import Space, dimension_from_json
+from gptask.space.dimensions import Space, dimension_from_json
 
 
 def mixed_space():

@@ -18,11 +18,11 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from gptask.storage import (SCHEMA_VERSION, HistoryMismatch, NotAHistory, Owner, SchemaTooNew, SQLiteStorage,
+from gptask.data.storage import (SCHEMA_VERSION, HistoryMismatch, NotAHistory, Owner, SchemaTooNew, SQLiteStorage,
                             TrialHeld, TrialNotPending, UnknownTrial, open_storage)
-from gptask.storage.base import MAX_ATTEMPTS
-from gptask.storage.export import to_csv, to_json
-from gptask.trials import Proposal, Status, Trial, params_key
+from gptask.data.storage.base import MAX_ATTEMPTS
+from gptask.data.storage.export import to_csv, to_json
+from gptask.data.trials import Proposal, Status, Trial, params_key
 
 SIG = {"name": "p", "task_space": [{"type": "real", "name": "t", "lo": 0, "hi": 1, "log": False}]}
 TASKS = [{"t": 0.1}, {"t": 0.9}]
@@ -182,7 +182,7 @@ def test_release_refuses_a_tuner_on_another_host_until_its_lease_expires(storage
 
 OPENER = """
 import sys, time
-from gptask.storage import SQLiteStorage
+from gptask.data.storage import SQLiteStorage
 path, start = sys.argv[1], float(sys.argv[2])
 while time.time() < start:
     time.sleep(0.001)
@@ -360,7 +360,7 @@ class StorageMachine(RuleBasedStateMachine):
     def incremental_reads_see_the_full_read(self):
         # a tuner re-reads only the newer trials and those it saw unfinished (Tuner.refresh); with
         # one id allowed by name it reads on from the oldest unfinished one instead
-        import gptask.storage.sqlite as sqlite_storage
+        import gptask.data.storage.sqlite as sqlite_storage
 
         full = [(t.id, t.status, t.value, t.owner, t.attempts) for t in self.s.trials()]
         for limit, (view, upto) in list(self.views.items()):
@@ -488,7 +488,7 @@ def test_read_only_files_and_directories_say_so_and_still_read(tmp_path, request
         p.chmod(0o555 if p.is_dir() else 0o444)
     code = f"""
 import sys
-from gptask.storage import SQLiteStorage
+from gptask.data.storage import SQLiteStorage
 for path in ({str(d / 'h.sqlite')!r}, {str(d / 'v1.sqlite')!r}):
     try:
         SQLiteStorage(path, {SIG!r})
@@ -619,8 +619,8 @@ def test_outputs_are_stored_with_finished_and_imported_trials_and_not_with_faile
 CLAIMER = """
 import json, sys, time
 from pathlib import Path
-from gptask.storage import SQLiteStorage, Owner
-from gptask.trials import Proposal
+from gptask.data.storage import SQLiteStorage, Owner
+from gptask.data.trials import Proposal
 path, start, order = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
 s = SQLiteStorage(path, {sig!r})
 me = Owner.this_process("tune")
@@ -660,8 +660,8 @@ def test_processes_racing_for_claims_keep_the_budget_and_never_share_a_configura
 
 HOLDER = """
 import sys, time
-from gptask.storage import SQLiteStorage, Owner
-from gptask.trials import Proposal
+from gptask.data.storage import SQLiteStorage, Owner
+from gptask.data.trials import Proposal
 s = SQLiteStorage(sys.argv[1])
 s.add_trials([Proposal(0, {"t": 0.1}, {"x": 0.7})], Owner.this_process("tune"))
 print("claimed", flush=True)
@@ -698,7 +698,7 @@ def test_a_v1_file_of_another_problem_is_refused_before_any_upgrade(tmp_path):
 
 
 def test_confirmation_runs_are_not_trials(storage):
-    from gptask.trials import CONFIRM_SOURCE
+    from gptask.data.trials import CONFIRM_SOURCE
 
     me = Owner.this_process("tune")
     (t,) = storage.add_trials([prop(0, 0.5)], me, budget=1)

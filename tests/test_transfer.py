@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.functions import demo_f, demo_optimum, demo_problem, sphere_problem
-from gptask.storage import SQLiteStorage
+from gptask.problem.functions import demo_f, demo_optimum, demo_problem, sphere_problem
+from gptask.data.storage import SQLiteStorage
 from gptask.transfer.tla1 import project
 
 sys.path.insert(0, str(Path(__file__).parent))

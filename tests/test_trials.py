@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from gptask.trials import Proposal, Status, Trial, check_value, params_key, point_key
+from gptask.data.trials import Proposal, Status, Trial, check_value, params_key, point_key
 
 
 def make_trial(**kw):

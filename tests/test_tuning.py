@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.storage import HistoryMismatch, SQLiteStorage, TrialNotPending, UnknownTrial
-from gptask.trials import Proposal, Status, Trial
+from gptask.data.storage import HistoryMismatch, SQLiteStorage, TrialNotPending, UnknownTrial
+from gptask.data.trials import Proposal, Status, Trial
 from gptask.tuning import Tuner
-from gptask.surrogate.data import training_data
+from gptask.model.surrogate.data import training_data
 from gptask.tuning.settings import VALUE_LIMIT
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -255,7 +255,7 @@ def test_a_constraint_that_raises_is_reported_with_its_exception(caplog):
 
 
 def test_a_late_result_from_a_lapsed_holder_wins_and_the_run_goes_on(tmp_path, caplog):
-    from gptask.storage import Owner
+    from gptask.data.storage import Owner
 
     path = tmp_path / "h.sqlite"
     prob = counting_problem()

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 import gptask as gt
-from gptask.models import LCM
-from gptask.result import TuningResult
-from gptask.sampling import lhs_points
-from gptask.transforms import OutputTransform
+from gptask.model.numerics import LCM
+from gptask.results.result import TuningResult
+from gptask.space.sampling import lhs_points
+from gptask.model.transforms import OutputTransform
 
 
 def make_result(problem, tasks, n_points, optimum=None, seed=0, n_latent=1, restarts=1):

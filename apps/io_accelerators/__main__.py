@@ -3,7 +3,7 @@
 evaluate  one configuration on one task; prints one JSON line with "time" (seconds), the samples,
           the default configuration's time and the gain over it (unless --no-reference)
 tune      gt.tune over named or LHS-sampled tasks; prints one JSON line per task with the
-          recommended configuration (gptask.recommend: re-launched with the default, round robin)
+          recommended configuration (gptask.results.recommend: re-launched with the default, round robin)
           and its gain over the default from those runs
 grid      exhaustive sweep of a small discretised parameter grid for one task; writes a CSV (with a
           machine description and the load average in its header comments)
@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gptask.cli import max_failures_arg, parse_assignments
-from gptask.failures import TuningAborted
-from gptask.noise import Pruner, StaticResampling
+from gptask.cli.main import max_failures_arg, parse_assignments
+from gptask.evaluation.failed_runs import TuningAborted
+from gptask.evaluation.noise import Pruner, StaticResampling
 
 from .problem import DEFAULTS, IOObjective, accelerator_of, named_task, problem
 from .workload import MIB, NAMED_TASKS
@@ -133,7 +133,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
                      max_failures=a.max_failures)
     for i, task in enumerate(result.tasks):
         best, value = result.best(i)
-        # one rule (gptask.recommend): the best configurations by the model, the fastest launch's and the
+        # one rule (gptask.results.recommend): the best configurations by the model, the fastest launch's and the
         # default re-launched round robin, --confirm times each; the gain compares those runs like for like
         rec = result.recommend(i, confirm=a.confirm, progress=not a.no_progress)
         print(json.dumps({"task_index": i, "task": task, "best_params": best, "best_value": value,

@@ -40,7 +40,7 @@ burst-buffer peak: the writes up to the destaging threshold, then the surplus of
 destaging up to the capacity). The time is then tuned within ``memory <= B``, or time and memory
 as two objectives. With
 ``backend="model"`` it returns the cost model's prediction instead (``model.py``), and the problem's
-name says "model". The objective also accepts ``deadline=`` (seconds, see ``gptask.noise``) and
+name says "model". The objective also accepts ``deadline=`` (seconds, see ``gptask.evaluation.noise``) and
 keeps the counters of its last call in ``objective.last``.
 """
 
@@ -52,7 +52,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import gptask as gt
-from gptask.objectives import time_and_memory
+from gptask.problem.objectives import time_and_memory
 
 from .files import default_workdir
 from .model import DiskModel, sbb_model, sro_model

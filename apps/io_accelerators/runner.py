@@ -5,7 +5,7 @@ cache, replay the workload's operations with ``workload.n_threads`` threads and 
 :class:`RunResult`. Times are wall-clock seconds (``time.perf_counter``).
 
 A ``deadline`` (seconds) stops the run early: the application threads stop issuing operations
-and :class:`gptask.noise.RunCensored` is raised with the elapsed time (the burst buffer still
+and :class:`gptask.evaluation.noise.RunCensored` is raised with the elapsed time (the burst buffer still
 drains what it acknowledged before the exception leaves).
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptask.noise import RunCensored
+from gptask.evaluation.noise import RunCensored
 
 from .burst_buffer import BurstBuffer
 from .files import DirectReader, drop_cache, prepare_file

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gptask.cli import max_failures_arg, parse_assignments
-from gptask.failures import TuningAborted
+from gptask.cli.main import max_failures_arg, parse_assignments
+from gptask.evaluation.failed_runs import TuningAborted
 
 from .algorithms import COLLECTIVES
 from .launcher import LaunchConfig, LaunchError
@@ -178,7 +178,7 @@ def _cmd_tune(a: argparse.Namespace) -> int:
         line: dict[str, Any] = {"task": task, "best": params, "time": value,
                                 "best_is_default": _is_mpich_default(params)}
         if a.compare_default or confirm:
-            # one rule (gptask.recommend): the candidates and MPICH's default re-launched round robin,
+            # one rule (gptask.results.recommend): the candidates and MPICH's default re-launched round robin,
             # the lowest minimum kept; the gain compares the two by the same runs
             rec = result.recommend(i, confirm=confirm, progress=not a.no_progress)
             mpich_default = rec.is_default or _is_mpich_default(rec.params)

@@ -2,7 +2,7 @@
 
 The job is started with an argument list (never a shell), in its own session so that a timeout
 kills mpiexec *and* every rank it started, and with a watcher that kills that session when the
-launching process dies (:func:`gptask.child.launch`: a ``kill -9`` of the tuner leaves no rank). By default the launcher is the ``mpiexec`` that sits
+launching process dies (:func:`gptask.evaluation.child.launch`: a ``kill -9`` of the tuner leaves no rank). By default the launcher is the ``mpiexec`` that sits
 next to the running Python (the pip ``mpich`` wheel's, the MPI that mpi4py is linked with);
 clusters pass a template such as ``["srun", "-n", "{nprocs}", "{python}", "{script}"]`` or
 ``["{mpiexec}", "-f", "hosts", "-n", "{nprocs}", "{python}", "{script}"]``. Placeholders are
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptask.child import launch
-from gptask.evaluate import EvaluationFailed
+from gptask.evaluation.child import launch
+from gptask.evaluation.evaluate import EvaluationFailed
 
 from .algorithms import COLLECTIVES
 
@@ -192,7 +192,7 @@ def run_benchmark(coll: str, size: int, nprocs: int, cvars: Mapping[str, str] | 
     log.debug("launch %s: %s", label, argv)
     # a session of its own (a timeout kills mpiexec and every rank) that dies with this process:
     # the group is killed when the block ends, by an exception or not (stray ranks), and when
-    # this process dies however it dies (gptask.child.launch's watcher)
+    # this process dies however it dies (gptask.evaluation.child.launch's watcher)
     with launch(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
                 cwd=config.cwd) as proc:
         pgid = proc.pid

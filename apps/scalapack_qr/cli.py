@@ -17,7 +17,7 @@ import shlex
 import sys
 from typing import Any
 
-from gptask.cli import max_failures_arg, parse_assignments
+from gptask.cli.main import max_failures_arg, parse_assignments
 
 __all__ = ["main", "parse_kv", "build_parser"]
 
@@ -107,11 +107,11 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     import gptask as gt
-    from gptask.outputs import check_output_path
-    from gptask.plots import plot_convergence, plot_formats
-    from gptask.recommend import (COLUMNS_NOTE, DEFAULT_AGGREGATE, DEFAULT_CANDIDATES, RULE, VALUE_COLUMNS,
+    from gptask.core.output_files import check_output_path
+    from gptask.results.plots import plot_convergence, plot_formats
+    from gptask.results.recommend import (COLUMNS_NOTE, DEFAULT_AGGREGATE, DEFAULT_CANDIDATES, RULE, VALUE_COLUMNS,
                                   recommendation_row)
-    from gptask.table import format_rows
+    from gptask.results.table import format_rows
 
     if args.plot:
         check_output_path(args.plot, "--plot", plot_formats())

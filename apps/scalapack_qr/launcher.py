@@ -12,7 +12,7 @@ The child environment sets ``OMP_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` to `
 variables that would make the Debian MPICH runtime join a parent MPI job (``PMI_*``, ``HYDI_*``,
 ...), and ``LD_LIBRARY_PATH`` entries inside Python environments, where the pip ``mpich`` wheel
 keeps its own libmpi. The process runs in its own session so a timeout kills the whole tree, and that session dies with the
-launching process (:func:`gptask.child.launch`).
+launching process (:func:`gptask.evaluation.child.launch`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gptask.child import launch
-from gptask.evaluate import EvaluationFailed
+from gptask.evaluation.child import launch
+from gptask.evaluation.evaluate import EvaluationFailed
 
 __all__ = ["Launcher", "LaunchError", "LaunchTimeout", "DEFAULT_COMMAND", "clean_environment"]
 
@@ -125,7 +125,7 @@ class Launcher:
         env.update(self.extra_env)
         log.debug("launching %s", argv)
         with contextlib.ExitStack() as stack:
-            try:  # a session of its own that dies with this process (gptask.child.launch)
+            try:  # a session of its own that dies with this process (gptask.evaluation.child.launch)
                 proc = stack.enter_context(launch(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                   stdin=subprocess.DEVNULL, env=env, text=True))
             except OSError as exc:

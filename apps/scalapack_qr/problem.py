@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import gptask as gt
-from gptask.objectives import time_and_memory
+from gptask.problem.objectives import time_and_memory
 
 from .build import build_driver
 from .costmodel import CostModel

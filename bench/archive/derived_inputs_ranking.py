@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import model_ranking as mr  # noqa: E402
 import suite_families as sf  # noqa: E402
-from gptask.models import LCM  # noqa: E402
-from gptask.models.defaults import SURROGATE_KERNEL  # noqa: E402
-from gptask.models.priors import LCMPrior  # noqa: E402
+from gptask.model.numerics import LCM  # noqa: E402
+from gptask.model.numerics.defaults import SURROGATE_KERNEL  # noqa: E402
+from gptask.model.numerics.priors import LCMPrior  # noqa: E402
 
 FILTER_SIZE = 15  # the campaign's filter width and height
 

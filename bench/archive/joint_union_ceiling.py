@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import gptask as gt  # noqa: E402
-from gptask.replay import read_recording  # noqa: E402
-from gptask.trials import point_key  # noqa: E402
+from gptask.sources.replay import read_recording  # noqa: E402
+from gptask.data.trials import point_key  # noqa: E402
 from run_free_sources import fractions  # noqa: E402
 from suite_families import CONVOLUTION_DIR, CONVOLUTION_GPUS, family  # noqa: E402
 

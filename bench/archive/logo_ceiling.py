@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gptask.replay import read_recording  # noqa: E402
+from gptask.sources.replay import read_recording  # noqa: E402
 from suite_families import CONVOLUTION_DIR, CONVOLUTION_GPUS  # noqa: E402
 
 VENDOR = {"A100": "nvidia", "A4000": "nvidia", "A6000": "nvidia", "MI250X": "amd", "W6600": "amd", "W7800": "amd"}

@@ -5,7 +5,7 @@ the other five's complete campaigns").
 
 For one held-out GPU and seed of ``bench/leave_one_gpu_out.py``: the other five GPUs tuned jointly
 (40 runs each, the seed's run, as that benchmark does), then the configurations that all five
-measured and none failed, best mean log time first (``gptask.consensus.consensus_order``, the
+measured and none failed, best mean log time first (``gptask.results.consensus.consensus_order``, the
 design the sources path gives a new machine when complete campaigns are the sources). Prints one
 JSON line: how many there are, the fraction of the held-out GPU's optimum of the first ten in
 order, and that of ``gt.predict_optimum``'s run-free pick (the model's consensus) for comparison
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import gptask as gt  # noqa: E402
 import leave_one_gpu_out as logo  # noqa: E402
-from gptask.consensus import consensus_order  # noqa: E402
+from gptask.results.consensus import consensus_order  # noqa: E402
 from run_free_sources import fractions  # noqa: E402
 from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import gptask as gt  # noqa: E402
 import leave_one_gpu_out as logo  # noqa: E402
 from joint_union_ceiling import ranked_runs  # noqa: E402
-from gptask.trials import point_key  # noqa: E402
+from gptask.data.trials import point_key  # noqa: E402
 from run_free_sources import fractions  # noqa: E402
 from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
 

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import suite_families as sf  # noqa: E402
-from gptask.models import LCM  # noqa: E402
-from gptask.models.defaults import SURROGATE_KERNEL  # noqa: E402
-from gptask.models.priors import LCMPrior  # noqa: E402
+from gptask.model.numerics import LCM  # noqa: E402
+from gptask.model.numerics.defaults import SURROGATE_KERNEL  # noqa: E402
+from gptask.model.numerics.priors import LCMPrior  # noqa: E402
 
 TOP = 5
 

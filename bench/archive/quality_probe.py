@@ -1,6 +1,6 @@
 """Small diagnostic experiments behind bench/results_quality.md (why MLA wins or loses somewhere).
 
-Bench-only: these subclass :class:`gptask.mla.Tuner` and override private hooks to *try* changes
+Bench-only: these subclass :class:`gptask.tuning.mla.Tuner` and override private hooks to *try* changes
 without editing the library. Nothing here is used by gptask itself.
 
 * ``probe_run``: one MLA run that, at every search, also records (a) the gap between the search's
@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from gptask.acquisition import log_ei
-from gptask.evaluate import Evaluator
-from gptask.functions import FAMILIES
+from gptask.model.acquisition import log_ei
+from gptask.evaluation.evaluate import Evaluator
+from gptask.problem.functions import FAMILIES
 from gptask import search
-from gptask.mla import Tuner, resolve_tasks
-from gptask.space import Categorical, Integer, Real, Space
-from gptask.trials import Status
+from gptask.tuning.mla import Tuner, resolve_tasks
+from gptask.space.dimensions import Categorical, Integer, Real, Space
+from gptask.data.trials import Status
 from gptask.tuning import propose
 
 TASK_SEED = 12345
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--search", choices=("default", "plain"), default="default",
                     help="plain: PSO alone (no candidate pass, no polish), the search before issue 12")
     a = ap.parse_args(argv)
-    if a.search == "plain":  # bench-only: the tuner calls gptask.tuning.propose.maximize with its defaults
+    if a.search == "plain":  # bench-only: the tuner calls gptask.propose.proposals.maximize with its defaults
         propose.maximize = functools.partial(search.maximize, **PLAIN_SEARCH)
     gaps, secs, cpu = [], [], []
     for s in map(int, a.seeds.split(",")):

@@ -10,7 +10,7 @@ import numpy as np
 import gptask as gt
 from gptask.transfer.model import as_transfer_model
 from gptask.transfer.predict import predict_encoded
-from gptask.trials import Status
+from gptask.data.trials import Status
 from leave_one_gpu_out import campaign, GPUS
 logging.disable(logging.WARNING)
 seeds = [int(s) for s in sys.argv[2].split(",")]

@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 import gptask as gt  # noqa: E402
 import gptask.transfer.tla2 as tla2  # noqa: E402
 import leave_one_gpu_out as logo  # noqa: E402
-from gptask.consensus import consensus_scores  # noqa: E402
+from gptask.results.consensus import consensus_scores  # noqa: E402
 from gptask.transfer.model import as_transfer_model  # noqa: E402
 from gptask.transfer.predict import predict_encoded  # noqa: E402
 from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import spearmanr
 
-from gptask.surrogate.data import usable
+from gptask.model.surrogate.data import usable
 from gptask.tuning.proposer import Proposer, register_proposer
 
 

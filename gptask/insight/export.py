@@ -31,8 +31,8 @@ import math
 import re
 from typing import Any
 
-from ..space import Boolean, Integer, Ordinal, Real
-from ..storage.export import csv_cell
+from ..space.dimensions import Boolean, Integer, Ordinal, Real
+from ..data.storage.export import csv_cell
 from .selection import SelectionTable, is_log_scale, is_numeric
 
 __all__ = ["to_json", "to_csv", "to_c_header", "FORMATS", "DEFAULT_PREFIX", "c_comment_text", "c_string_literal",
@@ -149,7 +149,7 @@ def to_csv(table: SelectionTable, source: str = "") -> str:
     """One row per grid point: task values, parameters, value, value_std, lower95, upper95, source,
     note (empty cells for a fallback's values), then objective (the name of the objective the values
     are of, "" for a problem with one unnamed objective) and unit (the objective's unit, "" when
-    unknown). Every cell goes through :func:`gptask.storage.export.csv_cell` (a text that starts like
+    unknown). Every cell goes through :func:`gptask.data.storage.export.csv_cell` (a text that starts like
     a spreadsheet formula gets a leading ``'``)."""
     out = io.StringIO()
     rows = [{**r, "objective": table.objective, "unit": table.unit} for r in table.rows()]

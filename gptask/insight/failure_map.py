@@ -1,7 +1,7 @@
 """Where runs fail: the failure model of a history, mapped over the two parameters that decide it.
 
 For the campaign report (:mod:`gptask.insight.sections`): the classifier of
-:mod:`gptask.surrogate.failure` fitted on every finished trial of a history, the two parameters
+:mod:`gptask.model.surrogate.failure_model` fitted on every finished trial of a history, the two parameters
 whose inputs the runs show to decide a failure (ignoring them lowers the classifier's log
 evidence by at least :data:`DECIDES_AT`; a fitted length scale alone is no evidence: one the data
 do not inform stays at the prior's median), and P(success) over a grid of their values for the task with the most failures, the
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..surrogate.failure import FailureModel
-from ..trials import Status, Trial
+from ..model.surrogate.failure_model import FailureModel
+from ..data.trials import Status, Trial
 
 __all__ = ["FailureMap", "failure_map", "GRID_POINTS"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..labels import task_label
+from ..core.labels import task_label
 
 __all__ = ["convergence_grid", "sensitivity_bars", "heldout_scatter", "task_map", "task_line", "failure_region",
            "MAX_PANELS"]

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..space import Categorical, Dimension, Integer, Space
+from ..space.dimensions import Categorical, Dimension, Integer, Space
 
 __all__ = ["parse_grid", "grid_points", "GridError", "MAX_POINTS"]
 

@@ -10,7 +10,7 @@ import io
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..labels import GAIN_COLUMNS, format_gain
+from ..core.labels import GAIN_COLUMNS, format_gain
 
 __all__ = ["esc", "table_html", "figure_html", "page_html", "note_html", "list_html", "CSS"]
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..progress import Progress
+from ..core.progress import Progress
 from .html import note_html, page_html
 from .report_data import ReportData, load_report_data
 from .sections import SECTIONS, ReportOptions
@@ -55,7 +55,7 @@ def _keep_default(problem: Any, default: Any) -> Any:
 def _asked_task(data: ReportData, task: Any) -> dict:
     """A task the reader asks about (a dict, or ``k=v,...`` text) with the task space's types; it may
     lie outside the task space (the page then says it is a fallback)."""
-    from ..space import Integer, Ordinal, Real, Space
+    from ..space.dimensions import Integer, Ordinal, Real, Space
 
     if not data.signature.get("task_space"):
         raise ValueError("--task: this history holds no task space yet")
@@ -92,7 +92,7 @@ def _number(text: str, task: str, dim: Any) -> float | int:
 def _check_options(data: ReportData, opts: ReportOptions) -> None:
     """ValueError, before any section is made, for a grid or a sensitivity base the sections would
     refuse, or work beyond the caps (opts.max_grid_points, opts.max_evaluations)."""
-    from ..space import Space
+    from ..space.dimensions import Space
     from .grid import parse_grid
     from .sensitivity import check_base, check_work
 

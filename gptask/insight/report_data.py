@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..labels import stored_unit, task_label
-from ..result import TuningResult
-from ..trials import Status, Trial
+from ..core.labels import stored_unit, task_label
+from ..results.result import TuningResult
+from ..data.trials import Status, Trial
 
 __all__ = ["ReportData", "load_report_data", "PROVENANCE_META_KEY"]
 
@@ -66,9 +66,9 @@ class ReportData:
 
 def _provenance(meta: Any, machines: dict[int, dict], trials: list[Trial]) -> Any:
     """What the provenance section shows: the history's machine records (one line each with the
-    number of finished trials measured on it, :mod:`gptask.provenance`) and any ``provenance``
+    number of finished trials measured on it, :mod:`gptask.data.provenance`) and any ``provenance``
     meta record; None when neither is there."""
-    from ..provenance import history_rows
+    from ..data.provenance import history_rows
 
     if not machines:
         return meta
@@ -109,8 +109,8 @@ def _missing(data: ReportData) -> list[str]:
 def load_report_data(path: str | Path) -> ReportData:
     """Read the history at ``path`` (SQLite, read only) into a :class:`ReportData`. Raises
     ValueError for a file that is not a gptask history (the storage names the problem)."""
-    from ..rebuild import result_from_history
-    from ..storage import is_url, open_history
+    from ..results.rebuild import result_from_history
+    from ..data.storage import is_url, open_history
 
     p = str(path) if is_url(path) else Path(path)
     if isinstance(p, Path) and not p.is_file():

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..labels import task_label
-from ..trials import Status
+from ..core.labels import task_label
+from ..data.trials import Status
 from . import figures
 from .grid import MAX_POINTS
 from .html import esc, figure_html, list_html, note_html, table_html
@@ -81,7 +81,7 @@ def summary(data: ReportData, opts: ReportOptions) -> str:
 
 
 def recommendations(data: ReportData, opts: ReportOptions) -> str:
-    from ..recommend import (COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, nothing_to_recommend, recommend,
+    from ..results.recommend import (COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, nothing_to_recommend, recommend,
                              recommendation_row)
 
     result = data.result
@@ -156,7 +156,7 @@ def convergence(data: ReportData, opts: ReportOptions) -> str:
 
 
 def runs(data: ReportData, opts: ReportOptions) -> str:
-    from ..failures import reasons_by_task
+    from ..evaluation.failed_runs import reasons_by_task
 
     if not data.trials:
         return note_html("No run was asked yet.", "missing")
@@ -227,7 +227,7 @@ def sensitivity_section(data: ReportData, opts: ReportOptions) -> str:
 
 
 def accuracy(data: ReportData, opts: ReportOptions) -> str:
-    from ..crossval import leave_one_task_out, within_task_cv
+    from ..transfer.crossval import leave_one_task_out, within_task_cv
 
     if not data.has_model:
         return note_html("No fitted model yet.", "missing")
@@ -272,7 +272,7 @@ def accuracy(data: ReportData, opts: ReportOptions) -> str:
 
 
 def _default_axes(data: ReportData, dims: list[Any], rng: dict[str, Any]) -> dict[str, list[Any]]:
-    from ..space import Integer
+    from ..space.dimensions import Integer
 
     axes: dict[str, list[Any]] = {}
     space = data.result.problem.task_space

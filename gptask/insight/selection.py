@@ -4,8 +4,8 @@ to look up at run time (``gptask export-table``).
 Every grid point gets one :class:`Entry`, by one of three routes (``Entry.source``):
 
 * ``"tuned"``: the point is a tuned task; its configuration is that task's recommendation by the
-  one rule of :mod:`gptask.recommend` (a model file's stored ``recommended`` entry when it has one,
-  else the rule applied to the model's own data; see :mod:`gptask.insight.sources`);
+  one rule of :mod:`gptask.results.recommend` (a model file's stored ``recommended`` entry when it has one,
+  else the rule applied to the model's own data; see :mod:`gptask.insight.model_result`);
 * ``"predicted"``: the point lies inside the model's task range; its configuration is the run-free
   prediction :func:`gptask.predict_optimum` (TLA1, or the joint model's pick for a problem with
   features);
@@ -17,7 +17,7 @@ Every grid point gets one :class:`Entry`, by one of three routes (``Entry.source
   in ``note``.
 
 Predicted values are those of one new launch: the median and the std of a new measurement (the
-model's noise included), and the central 95 % interval (:func:`gptask.crossval.interval95`).
+model's noise included), and the central 95 % interval (:func:`gptask.transfer.crossval.interval95`).
 
 :meth:`SelectionTable.lookup` is the rule the generated C header implements
 (:mod:`gptask.insight.export`): the nearest grid point in task coordinates normalised over the
@@ -36,15 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from ..crossval import interval95
-from ..labels import task_label
-from ..progress import Progress
-from ..recommend import nothing_to_recommend, recommend
-from ..space import Dimension, Integer, Ordinal, Real, Space
+from ..transfer.crossval import interval95
+from ..core.labels import task_label
+from ..core.progress import Progress
+from ..results.recommend import nothing_to_recommend, recommend
+from ..space.dimensions import Dimension, Integer, Ordinal, Real, Space
 from ..transfer import TransferModel, as_transfer_model, predict_optimum
-from ..trials import point_key
+from ..data.trials import point_key
 from .grid import grid_points, parse_grid
-from .sources import result_from_model
+from .model_result import result_from_model
 
 __all__ = ["Entry", "SelectionTable", "selection_table", "task_coordinates", "FALLBACKS", "SOURCES",
            "LOOKUP_INSIDE", "LOOKUP_FALLBACK", "LOOKUP_OUTSIDE", "is_numeric", "is_log_scale"]
@@ -263,7 +263,7 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
     ``problem=`` so that predictions respect the constraints and, for a problem with features, use
     the joint model). grid: a grid text (:func:`gptask.insight.grid.parse_grid`) or ``{name: values}``.
     fallback: "nearest" or "default" (the problem's default configuration; needs the problem).
-    recommendations: a model file's stored recommendations (``gptask.model_io.read_recommendations``)
+    recommendations: a model file's stored recommendations (``gptask.transfer.model_io.read_recommendations``)
     for the tuned tasks. progress: a line per grid point predicted. Raises ValueError for a bad grid,
     an unknown fallback, a model with fewer than 2 tuned tasks.
     """

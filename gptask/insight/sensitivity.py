@@ -12,7 +12,7 @@ however many encoded columns it has):
 How: SALib (``SALib.sample.sobol``, Saltelli's scheme on a scrambled Sobol sequence, and
 ``SALib.analyze.sobol``, the Saltelli 2010 / Jansen estimators with bootstrap confidence
 intervals) on ``[0, 1]^d``, one column per parameter. Column j is mapped to parameter j's values by
-the dimension itself (:meth:`gptask.space.Dimension.sample_columns`, then ``snap_columns``): the
+the dimension itself (:meth:`gptask.space.dimensions.Dimension.sample_columns`, then ``snap_columns``): the
 input distribution is the one the search space defines, uniform on each dimension's encoded line
 (log-uniform for ``log=True``), every allowed value of a discrete dimension equally likely,
 parameters independent. The constraints are *not* applied (Sobol indices need independent inputs):
@@ -28,7 +28,7 @@ predicted median in the objective's units (seconds), where large values dominate
 Uncertainty: ``*_conf`` is the half-width of SALib's bootstrap confidence interval (level
 ``conf_level``) of the Monte Carlo estimate on the model's mean. The model's own uncertainty (how
 well the mean fits the objective) is not in it: check the model's held-out accuracy
-(:mod:`gptask.crossval`) before trusting the indices.
+(:mod:`gptask.transfer.crossval`) before trusting the indices.
 
 Over the task space: :attr:`SensitivityReport.mean` averages the tasks' indices (each task
 weighted alike; a fresh scrambled sequence per task, so the per-task estimates are independent and
@@ -44,11 +44,11 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import check_int
-from ..labels import task_label
-from ..seeding import int_seed
-from ..space import Space
-from ..table import Table
+from ..core.checks import check_int
+from ..core.labels import task_label
+from ..core.seeding import int_seed
+from ..space.dimensions import Space
+from ..results.table import Table
 
 __all__ = ["Indices", "SensitivityReport", "sensitivity", "encoded_sample", "check_base", "check_work",
            "DEFAULT_BASE",
@@ -217,7 +217,7 @@ def objective_model(source: Any, model: Any, transform: Any, seed: int = 0) -> t
     (``REFIT_RESTARTS`` starts, one of them from ``model``'s hyperparameters).
 
     The tuner's model also holds the failed runs (and values beyond the limit) it was shown as
-    their task's worst value (:mod:`gptask.surrogate.data`): a guide for the search, not values
+    their task's worst value (:mod:`gptask.model.surrogate.data`): a guide for the search, not values
     of the objective. Decomposed, those imputed walls take the variance (on a campaign where a
     third of the runs failed, a parameter the objective ignores got a total index of 0.79). Merely
     re-conditioning the model without them is not enough: its hyperparameters were fitted to the
@@ -225,10 +225,10 @@ def objective_model(source: Any, model: Any, transform: Any, seed: int = 0) -> t
     its mean still swings (0.34 for that parameter); a fit on the measurements alone gives 0.
     A source without a history (a model file) is returned as it is, with 0: its imputed points
     cannot be told apart."""
-    from ..models import LCM
-    from ..models.priors import LCMPrior
-    from ..surrogate.data import usable
-    from ..surrogate.group import project
+    from ..model.numerics import LCM
+    from ..model.numerics.priors import LCMPrior
+    from ..model.surrogate.data import usable
+    from ..model.surrogate.group import project
 
     history = getattr(source, "history", None)
     problem = getattr(source, "problem", None)

@@ -8,7 +8,7 @@
   engine of :mod:`gptask.tuning`
 
 Imports go one way: model <- predict <- tla1 <- accuracy, and tla2 on top of them and the tuning
-engine. Model files (:mod:`gptask.model_io`) build on model and accuracy; nothing here reads or
+engine. Model files (:mod:`gptask.transfer.model_io`) build on model and accuracy; nothing here reads or
 writes files. The TLA2 names are resolved on first use, so that importing the rest (as model
 files do) does not pull in the tuning engine.
 """

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..models import LCM
-from ..transforms import OutputTransform
+from ..model.numerics import LCM
+from ..model.transforms import OutputTransform
 from .model import OptimaModel, TransferModel, as_transfer_model
 from .predict import predict_encoded
 from .tla1 import predict_optimum

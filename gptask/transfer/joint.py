@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..models import LCM
+from ..model.numerics import LCM
 
 __all__ = ["JointModel", "JOINT_KERNEL", "JOINT_RESTARTS", "JOINT_FEATURE_MARGIN", "JOINT_MAX_POINTS"]
 

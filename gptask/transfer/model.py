@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ..models import LCM
-from ..problem import Problem
-from ..provenance import data_provenance
-from ..seeding import int_seed
-from ..space import Space
-from ..transforms import OutputTransform
-from ..trials import point_key
+from ..model.numerics import LCM
+from ..problem.definition import Problem
+from ..data.provenance import data_provenance
+from ..core.seeding import int_seed
+from ..space.dimensions import Space
+from ..model.transforms import OutputTransform
+from ..data.trials import point_key
 from .joint import JointModel
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ class TransferModel:
     without ``problem=`` has no constraints and no objective); optima: the TLA1 GPs when already
     fitted (else fitted on first use of :attr:`optima`); accuracy: a stored held-out report summary
     (dict) or None; extended_since_fit: tasks added by ``LCM.extend`` since the model's last full fit;
-    provenance: the machines its data were measured on (:func:`gptask.provenance.data_provenance`), or
+    provenance: the machines its data were measured on (:func:`gptask.data.provenance.data_provenance`), or
     None when unknown (a model file written before machines were recorded); unit: the objective's
     unit (the problem's, else the one a model file stored; "" when unknown).
     """

@@ -35,11 +35,11 @@ import numpy as np
 
 from scipy.optimize import minimize
 
-from ..models import LCM, CholeskyError, LCMPrior, robust_cholesky
-from ..models.defaults import FAIL_VALUE, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, VAR_FLOOR_REL
-from ..models.kernels import kernel
-from ..models.linalg import solve_lower
-from ..transforms import OutputTransform
+from ..model.numerics import LCM, CholeskyError, LCMPrior, robust_cholesky
+from ..model.numerics.defaults import FAIL_VALUE, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, VAR_FLOOR_REL
+from ..model.numerics.kernels import kernel
+from ..model.numerics.linalg import solve_lower
+from ..model.transforms import OutputTransform
 from .joint import JointModel
 from .model import (GP_MAXITER, OVER_TASKS_FIT_POINTS, OVER_TASKS_KERNEL, OVER_TASKS_STARTS, OVER_TASKS_TREND,
                     TransferModel, as_transfer_model, joint_inputs)

@@ -29,7 +29,7 @@ The configuration returned is then the one of least mean log predicted value ove
 each seen category in place of the new one, among the task's listed configurations or the Latin
 hypercube draws above (``Prediction.route == "consensus"``, :func:`_consensus_pick`): the
 configuration that is good on every machine seen, relative to each one's own best. Where
-``measured`` trials (the sources' measurements, :mod:`gptask.sources`) hold a candidate's value on
+``measured`` trials (the sources' measurements, :mod:`gptask.sources.multisource`) hold a candidate's value on
 a seen machine, that value stands in for the model's prediction.
 
 ``Prediction.std`` is the GP predictive std of each parameter *in encoded units* (fractions of the
@@ -49,11 +49,11 @@ from typing import Any
 
 import numpy as np
 
-from ..consensus import consensus_scores, measured_values
-from ..sampling import NoFeasiblePoint, lhs_points
-from ..seeding import STAGE_JOINT_SEARCH, STAGE_PROJECT, rng
-from ..space import Categorical, Space
-from ..trials import Trial, point_key
+from ..results.consensus import consensus_scores, measured_values
+from ..space.sampling import NoFeasiblePoint, lhs_points
+from ..core.seeding import STAGE_JOINT_SEARCH, STAGE_PROJECT, rng
+from ..space.dimensions import Categorical, Space
+from ..data.trials import Trial, point_key
 from .model import TransferModel, as_transfer_model
 from .predict import predict, predict_encoded
 
@@ -229,7 +229,7 @@ def _consensus_pick(tm: TransferModel, task: dict, unseen: dict[str, list], is_f
     optimum on average and 0.17 on W6600). Instead each candidate is valued on the task with every
     combination of seen values in place of the new ones (at most ``CONSENSUS_MAX_TASKS``): by its
     measurement there where ``measured`` holds one, else by the model's prediction; the candidate
-    of least :func:`gptask.consensus.consensus_scores` wins (BENCHMARKS.md, issue 24). unseen:
+    of least :func:`gptask.results.consensus.consensus_scores` wins (BENCHMARKS.md, issue 24). unseen:
     :func:`_unseen_categories` of ``task``."""
     combos = [dict(zip(unseen, values)) for values in itertools.product(*unseen.values())][:CONSENSUS_MAX_TASKS]
     C = _consensus_candidates(tm, task, is_feasible, tla1)

@@ -67,7 +67,7 @@ model stops predicting the new task, judged by the one-step-ahead standardised e
 leave-future-out check that costs nothing): when the mean of ``e^2`` over the last
 ``DRIFT_WINDOW`` observations exceeds ``DRIFT_E2`` (a calibrated model gives 1) and at least
 ``DRIFT_WINDOW`` evaluations passed since the last refit (the engine's
-:class:`~gptask.surrogate.updates.RefitPolicy`). Also in "auto": when the model already holds
+:class:`~gptask.model.surrogate.updates.RefitPolicy`). Also in "auto": when the model already holds
 ``AUTO_MAX_EXTENDED`` tasks added by extension since its last full fit (chained TLA2 results), the
 new task's initial design triggers a full refit instead of an extension.
 """
@@ -84,22 +84,22 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import check_int, check_seconds
-from ..evaluate import Evaluator
-from ..models import LCM
-from ..result import TuningResult
-from ..sampling import centred_normal_points
-from ..seeding import STAGE_CENTRED, STAGE_EXTEND, STAGE_REFIT, int_seed, rng
-from ..storage import Owner
-from ..transforms import OutputTransform
-from ..trials import Trial, point_key
-from ..surrogate import ModelSettings, Surrogate
-from ..surrogate.updates import RefitPolicy
+from ..core.checks import check_int, check_seconds
+from ..evaluation.evaluate import Evaluator
+from ..model.numerics import LCM
+from ..results.result import TuningResult
+from ..space.sampling import centred_normal_points
+from ..core.seeding import STAGE_CENTRED, STAGE_EXTEND, STAGE_REFIT, int_seed, rng
+from ..data.storage import Owner
+from ..model.transforms import OutputTransform
+from ..data.trials import Trial, point_key
+from ..model.surrogate import ModelSettings, Surrogate
+from ..model.surrogate.updates import RefitPolicy
 from ..tuning import Tuner
 from ..tuning.proposer import Proposer
 from ..tuning.asynchronous import check_executor
 from ..tuning.crosstask import best_rows
-from ..surrogate.data import usable
+from ..model.surrogate.data import usable
 from ..tuning.loop import run
 from ..tuning.settings import new_task_initial
 from .model import ScalarGP, TransferModel, as_transfer_model

@@ -10,8 +10,8 @@ Executors: any :class:`concurrent.futures.Executor`: ``ProcessPoolExecutor`` on 
 ``mpi4py.futures.MPIPoolExecutor`` under ``mpiexec -n K python -m mpi4py.futures script.py``
 (rank 0 tunes, the other ranks evaluate), a ``dask.distributed`` client's ``get_executor()``
 (through dask-jobqueue, Slurm or PBS jobs as workers). Each trial travels as a
-:class:`gptask.evaluate.Job` (the objective, the configuration, the noise session's state) to
-:func:`gptask.evaluate.run_job`, and a :class:`~gptask.evaluate.JobResult` comes back: the
+:class:`gptask.evaluation.evaluate.Job` (the objective, the configuration, the noise session's state) to
+:func:`gptask.evaluation.evaluate.run_job`, and a :class:`~gptask.evaluation.evaluate.JobResult` comes back: the
 executor serialises both, so a process-based executor needs a picklable objective (defined at
 module level; Dask and mpi4py may be configured with cloudpickle for closures). That is transport
 inside one run; nothing pickled is ever stored.
@@ -21,9 +21,9 @@ child) is a FAILED trial with its reason; a noise policy and pruner see the task
 history as they were when the trial was sent (later results are folded in as they arrive).
 ``max_time``: no trial is sent after it, trials not started are cancelled, forked runs
 (``timeout=``, or any run in a worker that descends from this process) are stopped at it; their
-trials stay PENDING for the next run. Every job carries a :class:`gptask.child.Guard`: when the
+trials stay PENDING for the next run. Every job carries a :class:`gptask.evaluation.child.Guard`: when the
 loop ends by an interruption (SIGTERM, Ctrl-C) or an error, the runs still going on in forked
-groups on this host are killed within :data:`gptask.child.GUARD_POLL_S` (the executor's shutdown
+groups on this host are killed within :data:`gptask.evaluation.child.GUARD_POLL_S` (the executor's shutdown
 then has nothing to wait for), what has not started is cancelled and every pending trial is
 released; when this process is killed (``kill -9``), the workers that descend from it (a
 ``ProcessPoolExecutor``'s) end with everything their runs started. Runs on other hosts belong to
@@ -41,10 +41,10 @@ import pickle
 import time
 from typing import Any
 
-from ..child import guarded_runs
-from ..evaluate import Evaluator, Job, run_job
-from ..trials import Trial
-from ..progress import Progress
+from ..evaluation.child import guarded_runs
+from ..evaluation.evaluate import Evaluator, Job, run_job
+from ..data.trials import Trial
+from ..core.progress import Progress
 from .steps import Waiting, report, tell_once
 from .tuner import Tuner
 
@@ -63,7 +63,7 @@ def check_executor(executor: Any, max_in_flight: Any, comm: Any, parallel_evalua
 
     carried: what every job carries besides plain data (the objective, the noise policy, the
     pruner): checked to pickle when the executor is a ProcessPoolExecutor, which pickles them."""
-    if max_in_flight is None:  # an executor that knows its capacity (gptask.cluster.SlurmSteps)
+    if max_in_flight is None:  # an executor that knows its capacity (gptask.tuning.cluster.SlurmSteps)
         max_in_flight = getattr(executor, "max_in_flight", None)
     if executor is None:
         if max_in_flight is not None:
@@ -104,7 +104,7 @@ def _loop(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_flig
     waiting = Waiting()
     per_line = max(1, len(tuner.open_tasks()))
     told, ask_s, said_time_up = 0, 0.0, False
-    # an executor that can be told to stop (gptask.cluster.SlurmSteps at a walltime signal): as max_time
+    # an executor that can be told to stop (gptask.tuning.cluster.SlurmSteps at a walltime signal): as max_time
     stop_requested = getattr(executor, "stop_requested", None)
     try:
         while True:

@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import check_int
-from ..failures import AUTO
-from ..models.backend import check_device
-from ..models.defaults import SURROGATE_KERNEL
-from ..surrogate.failure import success_threshold
+from ..core.checks import check_int
+from ..evaluation.failed_runs import AUTO
+from ..model.numerics.backend import check_device
+from ..model.numerics.defaults import SURROGATE_KERNEL
+from ..model.surrogate.failure_model import success_threshold
 
 __all__ = ["TunerSettings", "KERNELS", "OUTPUT_TRANSFORMS"]
 
-#: the kernels of the LCM (gptask.models.kernels) and the output transforms a tuner takes
+#: the kernels of the LCM (gptask.model.numerics.kernels) and the output transforms a tuner takes
 KERNELS = ("rbf", "matern52")
 OUTPUT_TRANSFORMS = ("auto", "log", "none")
 
@@ -36,10 +36,10 @@ class TunerSettings:
     "matern52"; restarts, refit_restarts: starts of the first fit and of refits; pso_particles,
     pso_iters: the acquisition search's swarm; output_transform: "auto" (log of positive outputs
     or not, decided once by likelihood), "log" or "none"; refit_every, refit_on_drift: the
-    :class:`~gptask.surrogate.updates.RefitPolicy` (1, False: a full warm-started fit whenever
+    :class:`~gptask.model.surrogate.updates.RefitPolicy` (1, False: a full warm-started fit whenever
     results arrived; larger or None: block appends in between); max_failures: when the first
     evaluations told all failed alike, stop ("auto", a number, None or 0: never;
-    :mod:`gptask.failures`); provenance: the machine record stored with every trial ("auto", a
+    :mod:`gptask.evaluation.failed_runs`); provenance: the machine record stored with every trial ("auto", a
     record or label, None); mix_machines: accept this machine's trials in a history of another;
     failure_model: True, False or a probability p in [1/2, 1) (:class:`~gptask.tuning.Tuner`);
     device: None or "cpu" (numpy), or a torch device such as "cuda".

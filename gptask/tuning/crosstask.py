@@ -4,7 +4,7 @@ On a listed or enumerated domain, every :data:`CROSS_PICK_EVERY`-th searched run
 by the acquisition among the :data:`CROSS_PICK_TOP` best configurations of every other task (those
 the task has not run), instead of searching its whole domain, while the model predicts the task's
 own runs poorly: the rank correlation of its leave-one-out predictions with the measured values
-(:meth:`gptask.models.LCM.loo_task`) is below :data:`CROSS_PICK_OWN_BELOW`.
+(:meth:`gptask.model.numerics.LCM.loo_task`) is below :data:`CROSS_PICK_OWN_BELOW`.
 
 Why: on recorded GPU-kernel campaigns the few configurations within 10 % of a GPU's optimum
 (2-23 of 4,362) are often another GPU's best, and a model fitted on 20-40 runs per GPU ranks them
@@ -21,8 +21,8 @@ import warnings
 import numpy as np
 from scipy.stats import ConstantInputWarning, spearmanr
 
-from ..domain import Domain
-from ..models import LCM
+from ..space.domain import Domain
+from ..model.numerics import LCM
 from .settings import (CROSS_PICK_EVERY, CROSS_PICK_LOO_POINTS, CROSS_PICK_MIN_POINTS, CROSS_PICK_OWN_BELOW,
                        CROSS_PICK_TOP)
 

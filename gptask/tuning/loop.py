@@ -26,20 +26,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..checks import check_seconds
-from ..evaluate import EvaluationInterrupted, Evaluator, Outcome
-from ..parallel import allgather_json, bcast_json, blas_threads_per_rank, collective, my_items
-from ..problem import Problem
-from ..result import TuningResult
-from ..smoke import smoke_limits
-from ..storage import Storage
-from ..trials import Trial
+from ..core.checks import check_seconds
+from ..evaluation.evaluate import EvaluationInterrupted, Evaluator, Outcome
+from ..core.parallel import allgather_json, bcast_json, blas_threads_per_rank, collective, my_items
+from ..problem.definition import Problem
+from ..results.result import TuningResult
+from ..core.smoke import smoke_limits
+from ..data.storage import Storage
+from ..data.trials import Trial
 from .asynchronous import check_executor, run_async
-from ..progress import Progress
-from ..surrogate.data import check_fit_size
+from ..core.progress import Progress
+from ..model.surrogate.data import check_fit_size
 from .steps import Waiting, report, tell_once
 from .tuner import Tuner
-from ..surrogate.updates import RefitPolicy
+from ..model.surrogate.updates import RefitPolicy
 
 __all__ = ["tune", "run", "run_serial"]
 
@@ -113,14 +113,14 @@ def tune(
     is stopped at it; unfinished trials stay PENDING for the next call. target: a task stops once
     its best value is <= target (a number, or one number or None per task).
     progress: a bar on a terminal, else one log line per iteration (see
-    :mod:`gptask.progress`); False for none.
+    :mod:`gptask.core.progress`); False for none.
     comm: an mpi4py communicator; call ``tune`` on every rank. Model restarts and per-task searches
     are spread over the ranks; evaluations run on rank 0 only, or, with
     ``parallel_evaluations=True`` (the objective is rank-local), round robin over the ranks.
     Rank 0 alone writes the history, and records each of its own results as soon as it has it.
     Every rank returns the same result. (Under MPI, max_time is checked between iterations only.)
-    noise, pruner: a :mod:`gptask.noise` policy (instead of ``repeats``) and pruning rule; see
-    :class:`gptask.evaluate.Evaluator`.
+    noise, pruner: a :mod:`gptask.evaluation.noise` policy (instead of ``repeats``) and pruning rule; see
+    :class:`gptask.evaluation.evaluate.Evaluator`.
     executor, max_in_flight: a :class:`concurrent.futures.Executor` (``ProcessPoolExecutor``,
     ``mpi4py.futures.MPIPoolExecutor``, a dask client's ``get_executor()``) and how many trials to
     keep running on it: the asynchronous loop of :mod:`gptask.tuning.asynchronous` (a freed slot
@@ -130,14 +130,14 @@ def tune(
     No executor: the serial loop above.
     max_failures: every failed evaluation is logged with its task and reason; when the first
     evaluations of this call all failed for the same reason, the run stops with
-    :class:`~gptask.failures.TuningAborted` naming it ("auto": after ``n + min(n, 5)`` such
+    :class:`~gptask.evaluation.failed_runs.TuningAborted` naming it ("auto": after ``n + min(n, 5)`` such
     failures for ``n`` tasks, at least 3; a number; None or 0: never stop). The finished trials stay
     in the history and the same call resumes.
     tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters, refit_every,
     refit_on_drift, output_transform ("auto": log of positive outputs or not, decided once by
     likelihood; "log"; "none"), provenance (the machine record stored with every trial: "auto", this
     process's; a record or label; None: none) and mix_machines (accept this machine's trials in a
-    history holding another machine's; refused otherwise, :mod:`gptask.provenance`), failure_model
+    history holding another machine's; refused otherwise, :mod:`gptask.data.provenance`), failure_model
     and device (where the LCM computes: None, numpy on the CPU; "cuda", the torch backend on a GPU,
     for models of tens of thousands of points) (see :class:`Tuner`).
     """

@@ -1,12 +1,12 @@
 """A tuner's copy of its history: the trials and task closures as last read, on every MPI rank.
 
-Rank 0 alone reads and writes the :class:`~gptask.storage.Storage`; what it reads or claims reaches
-the other ranks as JSON (:func:`gptask.parallel.bcast_json`). After the first read, a read takes
+Rank 0 alone reads and writes the :class:`~gptask.data.storage.Storage`; what it reads or claims reaches
+the other ranks as JSON (:func:`gptask.core.parallel.bcast_json`). After the first read, a read takes
 only what may have changed since the last one (:meth:`Storage.trials_after`: the newer trials and
 those held unfinished; finished trials never change and ids are given in order), on one process
 and on MPI ranks alike: with tens of thousands of imported trials a full read and its broadcast
 were most of each ``ask``. The trials are kept in id order. :class:`HistoryModels` is the model
-store of :mod:`gptask.surrogate` on the same history.
+store of :mod:`gptask.model.surrogate` on the same history.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..evaluate import Outcome
-from ..parallel import bcast_json, collective, rank_size
-from ..storage import Owner, Storage
-from ..trials import Proposal, Status, Trial
+from ..evaluation.evaluate import Outcome
+from ..core.parallel import bcast_json, collective, rank_size
+from ..data.storage import Owner, Storage
+from ..data.trials import Proposal, Status, Trial
 
 __all__ = ["HistoryMirror", "HistoryModels"]
 
@@ -173,7 +173,7 @@ class HistoryMirror:
 
 
 class HistoryModels:
-    """The :class:`~gptask.surrogate.ModelStore` of a tuner: its history, read and written on
+    """The :class:`~gptask.model.surrogate.ModelStore` of a tuner: its history, read and written on
     rank 0 alone (the result broadcast to every rank). A tuner that does not record its run
     (``records_run`` False) stores no fits and no transform."""
 

@@ -29,11 +29,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..problem import Problem
-from ..surrogate.data import usable
-from ..trials import Trial, params_key
+from ..problem.definition import Problem
+from ..model.surrogate.data import usable
+from ..data.trials import Trial, params_key
 from .crosstask import cross_task_picks
-from .propose import initial_design
+from ..propose.proposals import initial_design
 from .settings import SOURCE_SEARCH, STAGE_INITIAL, rng
 
 __all__ = ["Proposer", "TunerView", "register_proposer", "make_proposer", "proposer_names"]
@@ -163,7 +163,7 @@ def make_proposer(proposer: Proposer | str | None, options: Mapping[str, Any] | 
 
 def designs_first(order: Sequence[dict], design: Sequence[dict], default: dict | None, n: int) -> list[dict]:
     """``n`` configurations: the default (when not None), then ``order``, then ``design``, each once
-    (by :func:`~gptask.trials.params_key`), in that order."""
+    (by :func:`~gptask.data.trials.params_key`), in that order."""
     head = ([] if default is None else [default]) + list(order[:n])
     out = list({params_key(p): p for p in head}.values())[:n]
     keys = {params_key(p) for p in out}

@@ -2,14 +2,14 @@
 
 Reproducibility: the task LHS, each task's initial design, each model fit and each search draw
 their randomness from ``np.random.SeedSequence([seed, stage, *keys])`` with the stage numbers of
-:mod:`gptask.seeding` (re-exported here), so a resumed run asks for the same points an
+:mod:`gptask.core.seeding` (re-exported here), so a resumed run asks for the same points an
 uninterrupted run would have (up to the warm start of the model fit).
 """
 
 from __future__ import annotations
 
-from ..seeding import STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_STEER, STAGE_TASKS, int_seed, rng
-from ..surrogate.settings import DRIFT_E2, DRIFT_WINDOW, VALUE_LIMIT
+from ..core.seeding import STAGE_FIT, STAGE_INITIAL, STAGE_SEARCH, STAGE_STEER, STAGE_TASKS, int_seed, rng
+from ..model.surrogate.settings import DRIFT_E2, DRIFT_WINDOW, VALUE_LIMIT
 
 __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_STEER", "VALUE_LIMIT", "CLAIM_ROUNDS",
            "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS",
@@ -34,7 +34,7 @@ WAIT_MIN_S, WAIT_MAX_S, WAIT_LOG_S = 0.2, 5.0, 60.0
 #: its triangular solves are small (N x 40 for N up to a few hundred), and OpenBLAS threads only
 #: spin on them: a 160 x 160 solve with 40 right-hand sides took 1.5 ms with 2 threads and 0.19 ms
 #: with 1 on the 2-core machine of BENCHMARKS.md (loaded), and the searches of an 8-task run were
-#: 70 % of the tuner's time. The LCM fit limits its own threads (gptask.models.defaults).
+#: 70 % of the tuner's time. The LCM fit limits its own threads (gptask.model.numerics.defaults).
 SEARCH_BLAS_THREADS = 1
 
 #: cross-task picks of the joint search on listed or enumerated domains (gptask.tuning.crosstask):

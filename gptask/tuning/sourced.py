@@ -1,10 +1,10 @@
-"""The proposer of ``gt.tune(..., sources=...)`` (:mod:`gptask.sources`): a :class:`Tuner` with a
+"""The proposer of ``gt.tune(..., sources=...)`` (:mod:`gptask.sources.multisource`): a :class:`Tuner` with a
 :class:`ConsensusProposer` has a model holding every task of the combined problem but proposes only
 for the tasks of this machine; the sources' tasks are data it learns from.
 
 A tuned task that the sources measured on other machines (a new machine's run of a task they all
 ran) starts its initial design with the configurations best on average over them (``designs``,
-:func:`gptask.consensus.consensus_order`), then the Tuner's own design; its first
+:func:`gptask.results.consensus.consensus_order`), then the Tuner's own design; its first
 :data:`CONSENSUS_FIRST` searched runs, then every :data:`CONSENSUS_EVERY`-th, choose by the
 acquisition among the next :data:`CONSENSUS_WINDOW` configurations of that order it has not run
 (the others search the whole space). Figures on the recorded convolution campaign (each GPU a new
@@ -17,8 +17,8 @@ from itertools import islice
 
 import numpy as np
 
-from ..result import TuningResult
-from ..trials import params_key
+from ..results.result import TuningResult
+from ..data.trials import params_key
 from .proposer import Proposer, designs_first, register_proposer
 from .settings import CONSENSUS_EVERY, CONSENSUS_FIRST, CONSENSUS_WINDOW, SOURCE_SEARCH
 from .tuner import Tuner

@@ -7,12 +7,12 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from ..evaluate import Outcome
-from ..labels import task_label
-from ..storage import Owner, TrialNotPending
-from ..trials import Status, Trial
-from ..failures import failure_line, reasons_by_task
-from ..progress import Progress
+from ..evaluation.evaluate import Outcome
+from ..core.labels import task_label
+from ..data.storage import Owner, TrialNotPending
+from ..data.trials import Status, Trial
+from ..evaluation.failed_runs import failure_line, reasons_by_task
+from ..core.progress import Progress
 from .settings import WAIT_LOG_S, WAIT_MAX_S, WAIT_MIN_S
 from .tuner import Tuner
 
@@ -27,7 +27,7 @@ def tell_once(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False,
     it was re-proposed, then the first holder reported after all), keep that result, go on and
     return None. ``local``: rank 0's tell inside a collective step (see ``Tuner.tell_local``).
     reporter: where a failed evaluation is reported with its task and reason (one line each).
-    Raises :class:`~gptask.failures.TuningAborted` when the tuner's failure watch stops the run (the
+    Raises :class:`~gptask.evaluation.failed_runs.TuningAborted` when the tuner's failure watch stops the run (the
     trial is committed first; its line is part of the error)."""
     try:
         done = tuner.tell_local(trial, outcome) if local else tuner.tell(trial, outcome)

@@ -3,7 +3,7 @@
 Contract
 --------
 * ``ask(n)`` writes its proposals to the history as PENDING trials before returning them
-  (:class:`~gptask.trials.Trial`, with ids). First come trials whose holder died or released them
+  (:class:`~gptask.data.trials.Trial`, with ids). First come trials whose holder died or released them
   (re-proposed as they were), then each task's initial Latin hypercube (round robin over tasks),
   then log-EI maximisers for tasks in their search phase, in rounds: each round gives one proposal
   to each task that takes new trials (fewest trials first), and the next round searches again with
@@ -24,7 +24,7 @@ Contract
 * Several processes (several batch jobs, several ``gptask tune`` commands) may share a history:
   each claim is one transaction that checks the per-task budget and whether the configuration is
   already claimed, so each configuration runs once and the budget holds across all of them. A
-  process's PENDING trials are given back when it dies (see :mod:`gptask.storage.owner`).
+  process's PENDING trials are given back when it dies (see :mod:`gptask.data.storage.owner`).
 * A problem with a default configuration (``Problem(default=...)``) has it measured first on every
   task (source "default"), before the Latin hypercube, and also on a task whose initial phase is
   already over (imported runs, see :func:`gptask.import_runs`) while its budget allows one more trial.
@@ -49,28 +49,28 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..baseline import defaults_of, record_defaults
-from ..labels import record_unit
-from ..checks import check_int, check_seconds
-from ..evaluate import Outcome
-from ..failures import FailureWatch
-from ..models import LCM
-from ..models.defaults import SURROGATE_N_LATENT
-from ..surrogate import ModelSettings, SearchView, Surrogate
-from ..surrogate.group import HistoryMeta, OutputModels, OutputsView, transform_for
-from ..surrogate.updates import RefitPolicy
-from ..parallel import rank_size
-from ..problem import Problem
-from ..provenance import check_history, resolve_record
-from ..result import TuningResult
-from ..sampling import lhs_points
-from ..storage import HistoryMismatch, Owner, Storage, open_storage
-from ..trials import Proposal, Status, Trial, params_key, point_key
+from ..results.baseline import defaults_of, record_defaults
+from ..core.labels import record_unit
+from ..core.checks import check_int, check_seconds
+from ..evaluation.evaluate import Outcome
+from ..evaluation.failed_runs import FailureWatch
+from ..model.numerics import LCM
+from ..model.numerics.defaults import SURROGATE_N_LATENT
+from ..model.surrogate import ModelSettings, SearchView, Surrogate
+from ..model.surrogate.group import HistoryMeta, OutputModels, OutputsView, transform_for
+from ..model.surrogate.updates import RefitPolicy
+from ..core.parallel import rank_size
+from ..problem.definition import Problem
+from ..data.provenance import check_history, resolve_record
+from ..results.result import TuningResult
+from ..space.sampling import lhs_points
+from ..data.storage import HistoryMismatch, Owner, Storage, open_storage
+from ..data.trials import Proposal, Status, Trial, params_key, point_key
 from .config import TunerSettings
 from .mirror import HistoryMirror, HistoryModels
-from .propose import initial_design, search_task, search_tasks
+from ..propose.proposals import initial_design, search_task, search_tasks
 from .proposer import Proposer, make_proposer
-from .steering import POOL_FACTOR, steer_design
+from ..propose.steering import POOL_FACTOR, steer_design
 from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE_INITIAL, SOURCE_SEARCH,
                        STAGE_SEARCH, STAGE_STEER, STAGE_TASKS, int_seed, rng)
 
@@ -150,20 +150,20 @@ class Tuner:
     task). owner: who holds the asked trials (default: this process, alive while it runs;
     ``Owner.detached(...)`` for a shell that exits after asking). lease: seconds after which an
     asked trial that was not told is given to the next ``ask`` (None: never, while the owner lives).
-    refit_every, refit_on_drift: the :class:`~gptask.surrogate.updates.RefitPolicy` of model updates
+    refit_every, refit_on_drift: the :class:`~gptask.model.surrogate.updates.RefitPolicy` of model updates
     (default 1, False: a full warm-started fit whenever results arrived; larger or None: block
     appends in between). ``updates`` lists every model update made (kind "fit", "reuse", "append",
     ..., seconds, n_points, reason). max_failures: when the first evaluations told all failed for
-    the same reason, :meth:`tell` raises :class:`~gptask.failures.TuningAborted` after
+    the same reason, :meth:`tell` raises :class:`~gptask.evaluation.failed_runs.TuningAborted` after
     committing the last one ("auto": after ``n_tasks + min(n_tasks, 5)``; a number; None or 0:
-    never; :mod:`gptask.failures`). provenance: the machine record stored with every trial told
+    never; :mod:`gptask.evaluation.failed_runs`). provenance: the machine record stored with every trial told
     ("auto": this process's, with the problem's application versions; a record or label from
-    :mod:`gptask.provenance`; None: none). mix_machines: allow trials of a machine the history has
-    not seen next to those of another (:func:`gptask.provenance.check_history`; refused otherwise).
+    :mod:`gptask.data.provenance`; None: none). mix_machines: allow trials of a machine the history has
+    not seen next to those of another (:func:`gptask.data.provenance.check_history`; refused otherwise).
     failure_model: True (the default): once a run has failed, a classifier of the probability of
-    success (:mod:`gptask.surrogate.failure`) weights every search and keeps it where success is at
+    success (:mod:`gptask.model.surrogate.failure_model`) weights every search and keeps it where success is at
     least 1/2 likely; a probability p with 1/2 <= p < 1: a cautious run, every proposal at least p
-    likely to succeed, the initial designs' included (:mod:`gptask.tuning.steering`): far fewer
+    likely to succeed, the initial designs' included (:mod:`gptask.propose.steering`): far fewer
     failed runs where failures cover a region of the space, a higher regret where the optimum lies
     on the failure boundary (BENCHMARKS.md, issue 25); False: failures imputed as the task's worst
     value. Refused before any run otherwise.
@@ -226,12 +226,12 @@ class Tuner:
         self.restarts, self.refit_restarts = settings.restarts, settings.refit_restarts
         self.pso_particles, self.pso_iters = settings.pso_particles, settings.pso_iters
         if owner is not None and not isinstance(owner, Owner):
-            raise TypeError(f"owner must be a gptask.storage.Owner, got {owner!r}")
+            raise TypeError(f"owner must be a gptask.data.storage.Owner, got {owner!r}")
         self.kernel = settings.kernel
         self.output_transform = settings.output_transform
         #: the failure_model option as given, in the history's JSON (True, False or p)
         self.failure_model: bool | float = settings.failure_model
-        # failure_model=p, a number: design points steered too (gptask.tuning.steering)
+        # failure_model=p, a number: design points steered too (gptask.propose.steering)
         self.steers_designs = not isinstance(self.failure_model, bool)
         self._steer_pool: dict[int, list[dict]] = {}
         self.device = settings.device
@@ -484,7 +484,7 @@ class Tuner:
 
     def _steered(self, queues: dict[int, list[dict]]) -> dict[int, list[dict]]:
         """The design points still to claim per task (``queues``) with those the failure model
-        expects to fail replaced (only under ``failure_model=p``; :mod:`gptask.tuning.steering`);
+        expects to fail replaced (only under ``failure_model=p``; :mod:`gptask.propose.steering`);
         the replacements take their places in the tasks' designs."""
         failure = self.outputs.failure
         if not self.steers_designs or failure is None or not any(queues.values()):
@@ -587,7 +587,7 @@ class Tuner:
         whole space (the proposer's; by default the cross-task picks)."""
         return self.proposer.search_among(i)
 
-    # ---- the model (gptask.surrogate) ----------------------------------------------------------
+    # ---- the model (gptask.model.surrogate) ----------------------------------------------------------
     def make_surrogate(self, settings: ModelSettings, policy: RefitPolicy, use_log: bool | None,
                        iteration: int) -> Surrogate:
         """The model of the objective this tuner searches on (a hook: TLA2's tuner returns its
@@ -613,7 +613,7 @@ class Tuner:
 
     @property
     def policy(self) -> RefitPolicy:
-        """When block appends give way to a full fit (:class:`gptask.surrogate.updates.RefitPolicy`)."""
+        """When block appends give way to a full fit (:class:`gptask.model.surrogate.updates.RefitPolicy`)."""
         return self.surrogate.policy
 
     @policy.setter

@@ -7,7 +7,7 @@ functions and files it passes through, and how often the walk comes back to a fi
 The rule, applied to the source text alone (the ``ast`` of every module of ``gptask/``; nothing is
 imported or run):
 
-* The walk starts at ``gptask.api.tune`` with the followed name (the parameter ``ARG``).
+* The walk starts at ``gptask.api.campaign.tune`` with the followed name (the parameter ``ARG``).
 * Inside a function, a name *holds the value* when it is the followed parameter, or is bound from a
   value it holds by plain assignment (``y = x``, ``y = x.attr``, ``y = x[k]``, ``y = x or z``),
   by iteration (``for y in x``, ``for k, y in enumerate(x)`` / ``zip(..)`` / ``list(..)`` /
@@ -25,7 +25,7 @@ imported or run):
   parameter of the followed name when there is one, else to the callee's ``**`` parameter).
 * Each function is entered once (depth first, in source order of the calls).
 
-Counts: *functions* entered (``gptask.api.tune`` included); *files* they are in; *returns*: the
+Counts: *functions* entered (``gptask.api.campaign.tune`` included); *files* they are in; *returns*: the
 entries, in walk order, into a function whose file differs from the previous entry's and was
 entered before (the walk left that file and came back). A hand count (issue 41's figures) may
 differ: it followed values a call derives (the history's storage, say), which this rule does not.
@@ -42,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "gptask"
-START = ("gptask.api", "tune")
+START = ("gptask.api.campaign", "tune")
 ITERATORS = {"enumerate", "zip", "list", "sorted", "reversed", "tuple", "iter"}
 #: calls that convert a value without deriving another (``Path(x)`` holds what ``x`` holds)
 CONVERSIONS = {"Path", "str", "list", "tuple", "dict", "os.fspath", "fspath"}

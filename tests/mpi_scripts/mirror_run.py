@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mpi4py import MPI  # noqa: E402
 
-from gptask.evaluate import Outcome  # noqa: E402
+from gptask.evaluation.evaluate import Outcome  # noqa: E402
 from gptask.tuning import Tuner  # noqa: E402
 from problems_for_tests import counting_problem  # noqa: E402
 

@@ -6,7 +6,7 @@ tests.slurm_scripts.campaign:problem``): each evaluation sleeps ``GPTASK_TEST_RU
 import os
 
 import gptask as gt
-from gptask.cluster import current_step
+from gptask.tuning.cluster import current_step
 
 
 def objective(task, params):

@@ -1,0 +1,157 @@
+"""``gt.tune``: the one entry point of batch tuning, with every option a named keyword.
+
+It chooses between the plain loop (:func:`gptask.tuning.loop.tune`) and tuning with other
+machines' measurements (``sources=``, :mod:`gptask.sources.multisource`); both receive exactly the options given
+here, so ``help(gt.tune)``, ``inspect.signature`` and an IDE show what a user may pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..model.numerics.defaults import SURROGATE_KERNEL
+from ..problem.definition import Problem
+from ..tuning.proposer import Proposer
+
+if TYPE_CHECKING:
+    from ..results.result import TuningResult
+    from ..data.storage import Storage
+
+__all__ = ["tune", "AUTO"]
+
+#: the value of an option whose default depends on the others (stated in each option's line)
+AUTO = "auto"
+
+
+def tune(
+    problem: Problem,
+    tasks: int | Sequence[Mapping[str, Any]] = 4,
+    budget: int = 20,
+    n_initial: int | None = None,
+    seed: int = 0,
+    history: str | Path | Storage | None = None,
+    repeats: int = 1,
+    aggregate: str = "min",
+    n_latent: int | None = None,
+    progress: bool = True,
+    timeout: float | None = None,
+    comm: Any = None,
+    parallel_evaluations: bool = False,
+    noise: Any = None,
+    pruner: Any = None,
+    max_time: float | None = None,
+    target: Any = None,
+    executor: Any = None,
+    max_in_flight: int | None = None,
+    max_failures: int | str | None = AUTO,
+    *,
+    kernel: str = SURROGATE_KERNEL,
+    restarts: int = 3,
+    refit_restarts: int = 1,
+    pso_particles: int = 40,
+    pso_iters: int = 40,
+    refit_every: int | None | str = AUTO,
+    refit_on_drift: bool | str = AUTO,
+    output_transform: str = AUTO,
+    provenance: Any = AUTO,
+    mix_machines: bool = False,
+    failure_model: bool | float = True,
+    device: str | None = None,
+    proposer: Proposer | str | None = None,
+    sources: Sequence[Any] | None = None,
+    source_points: int | str | None = AUTO,
+    select_sources: bool = False,
+) -> TuningResult:
+    """Tune ``problem`` for a set of tasks with MLA (one multitask model over all tasks); returns a
+    :class:`~gptask.results.result.TuningResult`.
+
+    The run:
+
+    - tasks: a number of tasks (Latin hypercube over the task space) or a list of task dicts.
+    - budget: evaluations per task in total, initial design included.
+    - n_initial: initial design size per task (None: half the budget; with sources, where every
+      tuned task is one the sources measured, 30 % of it).
+    - seed: the seed of designs, fits and searches; a history remembers it.
+    - history: a SQLite file (or an open storage): the same call on the same file resumes a killed
+      run, and several processes may run it at once (each configuration runs once).
+
+    Evaluation:
+
+    - repeats, aggregate: launches per evaluation and how they are combined ("min", "median", ...).
+    - timeout: seconds per launch (None: no limit); such launches run in a child process group.
+    - noise, pruner: a :mod:`gptask.evaluation.noise` policy (instead of ``repeats``) and a pruning rule.
+    - max_time: seconds for the whole call; unfinished trials stay PENDING for the next call.
+    - target: a task stops once its best value is <= target (a number, or one per task).
+    - max_failures: stop when the first evaluations all fail alike ("auto": after n + min(n, 5)
+      such failures for n tasks, at least 3; a number; None or 0: never).
+    - progress: a bar on a terminal, else a log line per iteration; False for none.
+
+    Where it runs:
+
+    - comm: an mpi4py communicator; call ``tune`` on every rank (model restarts and searches are
+      spread over the ranks). parallel_evaluations: evaluations round robin over the ranks.
+    - executor, max_in_flight: a :class:`concurrent.futures.Executor` and how many trials to keep
+      running on it (the asynchronous loop; the objective must be defined at module level).
+
+    The model and the search:
+
+    - n_latent: latent functions of the LCM (None: min(tasks, the default)).
+    - kernel: "rbf" or "matern52". restarts, refit_restarts: fit starts (first fit, refits).
+    - pso_particles, pso_iters: the particle swarm of the acquisition search.
+    - refit_every: a full refit every this many results ("auto": every iteration in the serial
+      loop; max(open tasks, max_in_flight) results with an executor). refit_on_drift: refit early
+      when the model drifts ("auto": yes with an executor and refit_every "auto", else no).
+    - output_transform: "auto" (log of positive outputs or not, decided once by likelihood), "log"
+      or "none".
+    - failure_model: model the probability that a run fails (True), not (False), or a number p:
+      also steer designs away from configurations failing with probability above 1 - p.
+    - device: None (numpy on the CPU) or "cuda" (the torch backend).
+    - proposer: what to run next (:mod:`gptask.tuning.proposer`): None for the default multitask
+      search, a :class:`~gptask.tuning.proposer.Proposer` or a registered name (with sources, a
+      name only; its factory then receives the tuned tasks and their consensus designs).
+
+    Machines and other machines' measurements:
+
+    - provenance: the machine record stored with every trial ("auto": this process's; a record or
+      a label; None: none). mix_machines: accept this machine's trials in a history holding another
+      machine's.
+    - sources: histories, results, model files or measurement files of the same problem measured
+      on other machines, learned from in one model (:mod:`gptask.sources.multisource`). Not yet with comm,
+      parallel_evaluations, noise, pruner, max_time, executor or max_in_flight.
+    - source_points: the most measurements of one source task the model takes ("auto", a number or
+      None for all).
+    - select_sources: judge the sources by this machine's initial designs and leave out those that
+      hurt (``result.source_selection``).
+    """
+    from ..sources import multisource as sourced
+    from ..tuning.loop import tune as tune_here
+
+    tuner_options: dict[str, Any] = dict(
+        kernel=kernel, restarts=restarts, refit_restarts=refit_restarts, pso_particles=pso_particles,
+        pso_iters=pso_iters, output_transform=output_transform, provenance=provenance,
+        mix_machines=mix_machines, failure_model=failure_model, device=device)
+    if not (isinstance(refit_every, str) and refit_every == AUTO):
+        tuner_options["refit_every"] = refit_every
+    if not (isinstance(refit_on_drift, str) and refit_on_drift == AUTO):
+        tuner_options["refit_on_drift"] = refit_on_drift
+    loop_options: dict[str, Any] = dict(
+        comm=comm, parallel_evaluations=parallel_evaluations, noise=noise, pruner=pruner, max_time=max_time,
+        executor=executor, max_in_flight=max_in_flight)
+    if sources is None:
+        tuner_options["proposer"] = proposer
+        if not (isinstance(source_points, str) and source_points == AUTO):
+            raise sourced.SourceError("source_points= sets how many measurements of each source task the model "
+                                      "takes; it needs sources=")
+        if select_sources:
+            raise sourced.SourceError(sourced.NEEDS_SOURCES)
+        return tune_here(problem, tasks, budget, n_initial, seed, history, repeats, aggregate, n_latent, progress,
+                         timeout, target=target, max_failures=max_failures, **loop_options, **tuner_options)
+    used = [k for k in sourced.UNSUPPORTED if loop_options[k] not in (None, False)]
+    if used:
+        raise sourced.SourceError(f"gt.tune(..., sources=...) does not take {used} yet")
+    return sourced.tune_with_sources(
+        problem, tasks, budget, n_initial, seed, history, repeats, aggregate, timeout, progress, sources,
+        source_points=source_points, select_sources=select_sources, proposer=proposer, n_latent=n_latent, target=target,
+        max_failures=max_failures, **tuner_options)

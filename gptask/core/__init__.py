@@ -1,0 +1,1 @@
+"""Plain helpers every layer uses: seeding, argument checks, labels, progress, MPI, smoke caps, output files."""

@@ -1,0 +1,1 @@
+"""Running the objective: repeats, timeouts, child process groups, noise handling, failed runs."""

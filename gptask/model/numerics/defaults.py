@@ -1,0 +1,112 @@
+"""Every numerical constant of the surrogate models, in one place.
+
+Units: inputs live in the unit cube [0, 1]^d; "relative" values are fractions of the output scale
+``s2 = mean(y^2)`` of the data given to the model (about 1 for standardised outputs).
+"""
+
+from __future__ import annotations
+
+import math
+
+# ---- box constraints of the optimiser (safety rails, not the regulariser: see the priors) ----------
+#: length-scale bounds, in units of the unit cube the inputs live in
+LENGTHSCALE_BOUNDS = (1e-3, 1e3)
+#: kappa bounds relative to the output scale s2
+KAPPA_BOUNDS_REL = (1e-8, 1e2)
+#: noise bounds relative to s2 (the lower one is the noise floor)
+NOISE_BOUNDS_REL = (1e-6, 1e1)
+
+# ---- default priors (gptask.model.numerics.priors.LCMPrior; the reasons are in its docstring) --------------
+#: log length scale ~ N(PRIOR_LS_LOC + log(d) / 2, PRIOR_LS_SCALE^2): median 4.1 sqrt(d)
+PRIOR_LS_LOC = math.sqrt(2.0)
+PRIOR_LS_SCALE = math.sqrt(3.0)
+#: log(noise / s2) ~ N(PRIOR_NOISE_LOC, PRIOR_NOISE_SCALE^2): median 0.7 % of the output variance,
+#: 0.15-3 % within one standard deviation
+PRIOR_NOISE_LOC = -5.0
+PRIOR_NOISE_SCALE = 1.5
+#: log(kappa / s2) ~ N(PRIOR_KAPPA_LOC, PRIOR_KAPPA_SCALE^2): the task-specific part of a latent
+PRIOR_KAPPA_LOC = math.log(0.1)
+PRIOR_KAPPA_SCALE = 2.0
+#: W[q, i, s] ~ N(0, PRIOR_W_SCALE^2 s2 / (Q rank)): a task's shared variance ~ s2 a priori
+PRIOR_W_SCALE = 1.0
+
+# ---- the tuner's surrogate (gptask.tuning uses these unless told otherwise) ---------------------------
+#: one latent process (an ICM with a rank-1-plus-diagonal task covariance) and a Matern-5/2 kernel.
+#: Measured with 6-20 tasks of 12-20 points (bench/results_model_quality.md, bench/results_mtbo.md):
+#: every extra latent process brings its own length scales and task weights, and with 5-20 runs per
+#: task Q = 2..4 predicted held-out points worse (NLPD 1.1-1.4 against 0.54 on the 16-core PDGEQRF
+#: timings, coverage 0.76-0.88 against 0.83-0.98 on the synthetic families) without tuning better;
+#: Matern-5/2 matched or beat the RBF kernel on both counts. Give n_latent= for large data sets.
+SURROGATE_N_LATENT = 1
+SURROGATE_KERNEL = "matern52"
+
+# ---- fitting ---------------------------------------------------------------------------------------
+#: default L-BFGS-B iteration cap per start. Chosen on held-out error (bench/lcm_stopping.py,
+#: BENCHMARKS.md): at 50 tasks x 20 points the starts ran ~180-200 iterations under the stall rule
+#: alone; stopped at 150 the fitted models predicted held-out points as well (RMSE within 0.1 %),
+#: stopped at 120 or fewer they got worse (hartmann6, 1 latent: +1 % at 120, +7 % at 80, x2 at 60)
+DEFAULT_MAXITER = 150
+#: early stop of one L-BFGS-B start when its objective gained less than STALL_NATS over the last
+#: STALL_WINDOW iterations: LCM likelihoods often creep along ridges for hundreds of iterations
+#: worth a fraction of a nat
+STALL_WINDOW = 30
+STALL_NATS = 0.1
+#: fresh random starts run when a fit's winner fails the post-fit check (see LCM.fit)
+EXPLORE_RESTARTS = 4
+#: post-fit check: a log hyperparameter within this distance of its bound counts as "on the bound"
+BOUND_TOL_LOG = 1e-2
+#: post-fit check: a posterior mean further than this many observed ranges outside the task's
+#: observed values counts as a wild prediction
+WILD_RANGES = 2.0
+#: post-fit check: probe points (a fixed Halton sequence of the unit cube) per task
+PROBE_POINTS = 64
+#: CPU (BLAS, torch) threads during fit() and extend(): "auto" is 1 thread below BLAS_THREADS_MIN_N
+#: data points and the threads as they are from there on (see LCM.fit)
+DEFAULT_BLAS_THREADS = "auto"
+
+# ---- numerics ---------------------------------------------------------------------------------------
+#: predictive variances are floored at this fraction of the prior variance
+VAR_FLOOR_REL = 1e-12
+#: jitter levels tried after a plain Cholesky factorisation fails, relative to the mean diagonal
+JITTER_LEVELS = (1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
+#: value returned to the optimiser where the covariance cannot be factorised
+FAIL_VALUE = 1e25
+
+# ---- large data (issue 16) ---------------------------------------------------------------------------
+#: the gradient pass keeps the forward pass's Q kernel matrices when they take at most this many
+#: bytes, and recomputes each K_q otherwise (the peak then does not grow with Q)
+KERNEL_CACHE_BYTES = 512 * 2**20
+#: the likelihood works on the upper triangle of the N x N covariance only (it is symmetric), in row
+#: blocks [i0, i1) x [i0, N): at most LML_ROW_BLOCKS of them and at least LML_BLOCK_MIN_ROWS rows
+#: each (fewer, larger blocks for small N, where per-call overhead would dominate); 8 blocks touch
+#: 56 % of the matrix instead of all of it. The numpy backend's count; torch's is 1 (on a GPU the
+#: launches, not the flops, dominate)
+LML_ROW_BLOCKS = 8
+LML_BLOCK_MIN_ROWS = 128
+#: from this many data points on, fit()/extend() with threads="auto" leave the CPU threads as they
+#: are (all the cores unless capped) instead of using one
+BLAS_THREADS_MIN_N = 4000
+
+# ---- how much data the exact model takes (issue 27) ----------------------------------------------------
+#: the most points (finished trials, imported configurations) the tuner and gt.fit give the exact LCM:
+#: its memory grows as N^2 and its time as N^3. At 5,000 points one likelihood evaluation takes 13.6 s
+#: on a 2-core machine (BENCHMARKS.md), so a fit of 3 starts of ~150 evaluations takes about 1.7 hours;
+#: 10^6 points would need a 7.3 TiB matrix. Read at call time: a user with more patience may raise it
+#: (gptask.model.numerics.defaults.EXACT_FIT_MAX_POINTS = ...) before tuning or fitting
+EXACT_FIT_MAX_POINTS = 5000
+#: a cold fit of the tuner's model on more points than SUBSET_FIT_ABOVE (reachable once
+#: EXACT_FIT_MAX_POINTS is raised, e.g. for the exact model of large sources on a GPU) starts from a
+#: subset (issue 24): every task summarised to an equal share of SUBSET_POINTS
+#: (gptask.model.source_summary's rule), fitted with every start, then the winner refined on all the
+#: points by one start of at most SUBSET_REFINE_ITERS L-BFGS-B iterations (no exploration round).
+#: On one H200 at 21,820 points (five source GPUs' campaigns): 20-25 s against about 115 s for one
+#: start from scratch, with the same held-out accuracy on the new GPU in two cases; at 2,010 points on
+#: 2 cores a start from scratch predicted the new GPU better in 2 of 4 cases, hence the threshold
+#: (BENCHMARKS.md, issue 24)
+SUBSET_FIT_ABOVE = 5000
+SUBSET_POINTS = 1500
+SUBSET_REFINE_ITERS = 25
+#: the most measurement rows gt.fit, gt.import_runs and gptask fit read (repeats included): 40 rows per
+#: configuration at EXACT_FIT_MAX_POINTS; a file with more is refused after a streamed count of its
+#: lines, before any row is parsed (10^6 rows took 125 s and 3.6 GB to read)
+IMPORT_MAX_ROWS = 40 * EXACT_FIT_MAX_POINTS

@@ -1,0 +1,1176 @@
+"""Linear coregionalisation model (LCM): an exact multi-output Gaussian process.
+
+Model (GPTune paper, eqs. 7-13): task i's output at input x is
+``f_i(x) = sum_q a_{i,q} u_q(x)`` plus Gaussian noise of variance ``noise[i]``, with independent
+latent processes u_q of unit-variance ARD kernels k_q (see :mod:`.kernels`). Hence::
+
+    cov(y_i(x), y_j(x')) = sum_q B_q[i, j] k_q(x, x') + [i == j, x is x'] noise[i]
+    B_q = W_q W_q^T + diag(kappa_q)            W_q: (n_tasks, rank), kappa_q: (n_tasks,)
+
+This is exactly GPy's ``GPy.util.multioutput.LCM`` + ``GPCoregionalizedRegression`` with every
+kernel's variance fixed to 1 (B_q carries the scale) and zero prior mean. Data are heterotopic: each
+task has its own inputs, and the covariance matrix is built over all N = sum_i n_i (task, x) pairs.
+
+Hyperparameters (``get_params()``)::
+
+    lengthscale (Q, d) > 0     W (Q, T, rank) real     kappa (Q, T) > 0     noise (T,) > 0
+
+Fitting maximises, by default, the log posterior: the exact log marginal likelihood of the outputs
+*as given* (no transformation; standardise or log-transform before calling ``fit`` if wanted) plus
+the weakly informative log prior of :mod:`.priors` (maximum a posteriori; ``prior=None`` gives plain
+maximum likelihood). Multi-start L-BFGS-B over log(lengthscale), W, log(kappa), log(noise), with
+analytic gradients obtained from ``A = alpha alpha^T - K^-1`` contracted with each dK/dtheta without
+forming an N x N matrix per hyperparameter. Every fit is checked afterwards (:meth:`LCM.diagnose`:
+hyperparameters on a bound, noise on its floor, predictions far outside the observed values); a
+fit that fails the check is retried from fresh random starts and the outcome is logged
+(``LCM.fit_report``). All constants live in :mod:`.defaults`.
+
+The numerics are written once against a small array backend (:mod:`.backend`): numpy on the CPU
+by default, or torch float64 tensors on any device (``LCM(..., backend="torch", device="cuda")``).
+On the CPU the likelihood forms only the upper triangle of its symmetric N x N matrices, in row
+blocks (:class:`_RowBlock`), and factorises through LAPACK calls that release the GIL
+(:mod:`.lapack_nogil`), so a fit's starts on worker threads run side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy.optimize import minimize
+
+from scipy.stats import qmc
+
+from . import linalg as _la
+from .arrays import as_inputs, as_outputs
+from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXPLORE_RESTARTS, FAIL_VALUE,
+                       KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
+                       STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
+                       LML_BLOCK_MIN_ROWS)
+from .backend import get_backend
+from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
+from .priors import LCMPrior, resolve_prior
+
+logger = logging.getLogger(__name__)
+
+_LOG2PI = float(np.log(2.0 * np.pi))
+
+_FORMAT = "gptask.models.LCM/1"
+
+
+# --------------------------------------------------------------------------------------------
+# input checking
+# --------------------------------------------------------------------------------------------
+
+
+def _check_data(X_list: Any, y_list: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    if isinstance(X_list, np.ndarray) or isinstance(y_list, np.ndarray):
+        raise ValueError("X_list and y_list must be lists with one array per task, not arrays")
+    try:
+        X_list, y_list = list(X_list), list(y_list)
+    except TypeError:
+        raise ValueError("X_list and y_list must be lists with one array per task") from None
+    if len(X_list) == 0:
+        raise ValueError("X_list must contain at least one task")
+    if len(X_list) != len(y_list):
+        raise ValueError(
+            f"X_list and y_list must have one entry per task, got {len(X_list)} and {len(y_list)}"
+        )
+    Xs, ys = [], []
+    d = None
+    for i, (X, y) in enumerate(zip(X_list, y_list)):
+        Xi = as_inputs(X, f"X_list[{i}]", d)
+        d = Xi.shape[1]
+        Xs.append(Xi)
+        ys.append(as_outputs(y, f"y_list[{i}]", Xi.shape[0]))
+    return Xs, ys
+
+
+def _check_int(value: Any, name: str, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
+    if value < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {value}")
+    return int(value)
+
+
+# --------------------------------------------------------------------------------------------
+# parameter layout (the optimiser's vector theta)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """theta = [log lengthscale (Q*d), W (Q*T*r), log kappa (Q*T), log noise (T)]."""
+
+    Q: int
+    d: int
+    T: int
+    r: int
+
+    @property
+    def sizes(self) -> tuple[int, int, int, int]:
+        return (self.Q * self.d, self.Q * self.T * self.r, self.Q * self.T, self.T)
+
+    @property
+    def size(self) -> int:
+        return sum(self.sizes)
+
+    def unpack(self, theta: np.ndarray):
+        a, b, c, _ = self.sizes
+        ls = np.exp(theta[:a]).reshape(self.Q, self.d)
+        W = theta[a : a + b].reshape(self.Q, self.T, self.r)
+        kappa = np.exp(theta[a + b : a + b + c]).reshape(self.Q, self.T)
+        noise = np.exp(theta[a + b + c :])
+        return ls, W, kappa, noise
+
+    def pack(self, ls, W, kappa, noise) -> np.ndarray:
+        return np.concatenate(
+            [np.log(ls).ravel(), np.asarray(W, float).ravel(), np.log(kappa).ravel(),
+             np.log(noise).ravel()]
+        )
+
+    def bounds(self, s2: float) -> list[tuple[float | None, float | None]]:
+        a, b, c, e = self.sizes
+        lb = [(np.log(LENGTHSCALE_BOUNDS[0]), np.log(LENGTHSCALE_BOUNDS[1]))] * a
+        wb = [(None, None)] * b
+        kb = [(np.log(KAPPA_BOUNDS_REL[0] * s2), np.log(KAPPA_BOUNDS_REL[1] * s2))] * c
+        nb = [(np.log(NOISE_BOUNDS_REL[0] * s2), np.log(NOISE_BOUNDS_REL[1] * s2))] * e
+        return lb + wb + kb + nb
+
+    def random(self, rng: np.random.Generator, s2: float) -> np.ndarray:
+        """A data-driven random start: total prior variance of each task ~ s2, length scales
+        log-uniform in [0.25, 1.5] x sqrt(d) (the typical distance between points of the cube)."""
+        root = np.sqrt(self.d)
+        ls = np.exp(rng.uniform(np.log(0.25 * root), np.log(1.5 * root), size=(self.Q, self.d)))
+        W = rng.standard_normal((self.Q, self.T, self.r)) * np.sqrt(s2 / (self.Q * self.r))
+        kappa = s2 / self.Q * np.exp(rng.uniform(np.log(1e-2), np.log(0.3), size=(self.Q, self.T)))
+        noise = s2 * np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), size=self.T))
+        return self.pack(ls, W, kappa, noise)
+
+
+def _output_scale(y: np.ndarray) -> float:
+    s2 = float(np.mean(y * y))
+    return s2 if np.isfinite(s2) and s2 > 0.0 else 1.0
+
+
+def _coreg(W: np.ndarray, kappa: np.ndarray) -> np.ndarray:
+    """B (Q, T, T) from W (Q, T, r) and kappa (Q, T)."""
+    B = np.einsum("qtr,qsr->qts", W, W)
+    idx = np.arange(W.shape[1])
+    B[:, idx, idx] += kappa
+    return B
+
+
+# --------------------------------------------------------------------------------------------
+# likelihood and gradient
+# --------------------------------------------------------------------------------------------
+
+
+def _cache_kernels(kern: str, Q: int, N: int) -> bool:
+    """Whether the gradient pass may keep the Q kernel matrices of the forward pass (they take at
+    most KERNEL_CACHE_BYTES) instead of recomputing each K_q."""
+    per = 8 * N * N * (1 if kern == "rbf" else 2)
+    return Q * per <= KERNEL_CACHE_BYTES
+
+
+def _block_kernel(kern, data, blk, ls_q, want_factor, bk):
+    """k_q on one row block, rows [i0, i1) x columns [i0, N): K (and the derivative factor F), with
+    the exact zero distance on the diagonal that the symmetric gram() gives (gram() itself for a
+    block of every row)."""
+    if blk.i0 == 0 and blk.i1 == data.X.shape[0]:
+        return gram(kern, data.Xd, ls_q, want_factor, bk)
+    r2 = scaled_sqdist(data.Xd[blk.i0:blk.i1], data.Xd[blk.i0:], ls_q, bk)
+    bk.fill_diagonal_(r2[:, :blk.i1 - blk.i0], 0.0)
+    return from_sqdist(kern, r2, want_factor, bk)
+
+
+def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
+    """Exact LML (and gradient) for data sorted by task, on the array backend ``bk``.
+
+    data: a :class:`_Sorted` on ``bk``. Hyperparameters ls (Q, d), W (Q, T, r), kappa (Q, T),
+    noise (T,) are numpy arrays.
+    Returns (ll, grads, L, z, alpha, jitter): grads is None or a tuple of numpy arrays
+    (d/d lengthscale (Q, d), d/dW (Q, T, r), d/dkappa (Q, T), d/dnoise (T,)); L, z, alpha are
+    backend arrays, L is None with want_grad (its memory then holds K^-1).
+
+    Symmetry: K and A = alpha alpha^T - K^-1 are symmetric, so only their upper triangle is
+    formed, in the row blocks of :class:`_RowBlock` ([i0, i1) x [i0, N), about 56 % of the entries
+    with 8 blocks). The factorisation reads the upper triangle of K (the lower one of its
+    transpose); every gradient is a sum over all (n, m) of a symmetric matrix, i.e. twice the sum
+    over the strict upper triangle plus the diagonal: the blocks weight the entries below the
+    diagonal of their diagonal square 0 and the diagonal 1/2, and the sums are symmetrised
+    (S + S^T, rows and columns of the length-scale contraction). With one block (small N, or the
+    torch backend, where launches rather than flops dominate) the whole matrices are formed and
+    nothing is halved.
+
+    Memory: the expanded B_q[t_n, t_m] is built one block at a time; the gradient pass recomputes
+    each block of K_q (or reuses the forward pass's when all Q fit in KERNEL_CACHE_BYTES), so with
+    several blocks the peak is about 2.25 N x N arrays (K, then its factor and inverse, and a few
+    blocks) plus the cache, whatever Q; with one, 3 (rbf) or 4 (Matern-5/2).
+    """
+    y, t = data.yd, data.td
+    N, d = data.X.shape
+    Q, T = W.shape[0], W.shape[1]
+    B = bk.asarray(_coreg(W, kappa))  # (Q, T, T)
+    lsd = bk.asarray(ls)
+    cache = want_grad and _cache_kernels(kern, Q, N)
+    full = len(data.blocks) == 1
+    kept = []
+    K = bk.zeros((N, N))  # its upper triangle (row <= column; all of it with one block) receives the covariance
+    for blk in data.blocks:
+        rows = K[blk.i0:blk.i1, blk.i0:]
+        for q in range(Q):
+            Kq, Fq = _block_kernel(kern, data, blk, lsd[q], True, bk) if cache else \
+                (_block_kernel(kern, data, blk, lsd[q], False, bk), None)
+            C = bk.expand(B[q][blk.a:blk.b, blk.a:], blk.seg_rows, blk.seg_cols)
+            C *= Kq
+            rows += C
+            del C
+            if cache:
+                kept.append((Kq, Fq))
+            del Kq, Fq
+        del rows
+    bk.add_diagonal_(K, bk.asarray(noise)[t])
+    L, jitter = bk.cholesky(K if full else K.T, "LCM covariance matrix")  # K^T's lower triangle: K's upper
+    del K
+    z = bk.solve_lower(L, y)
+    alpha = bk.solve_upper_t(L, z)
+    ll = -0.5 * bk.item(z @ z) - bk.sum_log_diag(L) - 0.5 * N * _LOG2PI
+    if not want_grad:
+        return ll, None, L, z, alpha, jitter
+
+    if full:
+        A_full = bk.outer_minus_inverse(alpha, L, overwrite=True)  # alpha alpha^T - K^-1
+        g_noise = 0.5 * bk.to_numpy(bk.segment_sum(bk.diagonal(A_full), data.seg))
+    else:
+        inv_upper = bk.inverse_lower(L, overwrite=True).T  # K^-1, valid on and above the diagonal
+        g_noise = 0.5 * bk.to_numpy(bk.segment_sum(alpha * alpha - bk.diagonal(inv_upper), data.seg))
+    del L
+    X1 = bk.concat([data.Xd, bk.ones((N, 1))], axis=1)  # (N, d+1): the last column gives row sums
+    X2 = data.Xd * data.Xd
+    S = np.zeros((Q, T, T))  # block sums of the (halved) A o K_q: (S + S^T) the full ones
+    sq = np.zeros((Q, d))  # sum_nm (A o F_q o Bexp)_nm (x_nd - x_md)^2 over the formed (halved) part
+    for k, blk in enumerate(data.blocks):
+        i0, i1, w = blk.i0, blk.i1, blk.i1 - blk.i0
+        if full:
+            A = A_full
+        else:
+            A = alpha[i0:i1, None] * alpha[None, i0:]
+            A -= inv_upper[i0:i1, i0:]
+            bk.keep_upper_half_(A[:, :w])  # below the diagonal 0, on it 1/2
+        for q in range(Q):
+            if cache:
+                Kq, Fq = kept[k * Q + q]
+                kept[k * Q + q] = None
+            else:
+                Kq, Fq = _block_kernel(kern, data, blk, lsd[q], True, bk)
+            rbf = Fq is Kq
+            Kq *= A  # M = A o K_q on the block
+            S[q, blk.a:blk.b, blk.a:] += bk.to_numpy(
+                bk.segment_sum(bk.segment_sum(Kq, blk.seg_rows, 0), blk.seg_cols, 1))
+            # length scales: dK/dl_d = Bexp o F_q o (x_d - x'_d)^2 / l_d^3; with G = A o F_q o Bexp,
+            # sum(G o D_d^2) = sum_n (G 1)_n x_nd^2 + sum_m (1^T G)_m x_md^2 - 2 sum_n x_nd (G X)_nd
+            if rbf:
+                G = Kq  # A o F_q = A o K_q for rbf
+            else:
+                Kq = None
+                G = Fq
+                G *= A
+            Kq = Fq = None
+            G *= bk.expand(B[q][blk.a:blk.b, blk.a:], blk.seg_rows, blk.seg_cols)
+            GX = G @ X1[i0:]  # (w, d+1)
+            GtX = G.T @ X1[i0:i1]  # (N - i0, d+1)
+            del G
+            part = GX[:, d] @ X2[i0:i1] + GtX[:, d] @ X2[i0:] - 2.0 * bk.einsum("nd,nd->d", data.Xd[i0:i1], GX[:, :d])
+            sq[q] += bk.to_numpy(part)
+        del A
+    g_ls = np.empty_like(ls)
+    g_W = np.empty_like(W)
+    g_kappa = np.empty_like(kappa)
+    for q in range(Q):
+        # dLL/dB_q = S_full / 2 entrywise, B = W W^T + diag(kappa), S_full symmetric
+        S_full = S[q] if full else S[q] + S[q].T
+        g_W[q] = S_full @ W[q]
+        g_kappa[q] = 0.5 * np.diagonal(S_full)
+        g_ls[q] = (0.5 if full else 1.0) * sq[q] / ls[q] ** 3  # 0.5 x the full sum (twice a halved one)
+    return ll, (g_ls, g_W, g_kappa, g_noise), None, z, alpha, jitter
+
+
+def _thread_cap(threads: Any, n_points: int) -> int | None:
+    """The thread count fit/extend impose for ``threads`` (see LCM.fit) on n_points data points:
+    an int >= 1, or None to leave the threads as they are."""
+    if threads is None:
+        return None
+    if isinstance(threads, str):
+        if threads != "auto":
+            raise ValueError(f"threads must be an integer >= 1, None or 'auto', got {threads!r}")
+        return 1 if n_points < BLAS_THREADS_MIN_N else None
+    return _check_int(threads, "threads", 1)
+
+
+def _usable_cores() -> int:
+    """CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _stall_callback():
+    """L-BFGS-B callback stopping a start that has stalled (see STALL_WINDOW, STALL_NATS)."""
+    history: list[float] = []
+
+    def callback(intermediate_result) -> None:
+        history.append(-float(intermediate_result.fun))
+        if len(history) > STALL_WINDOW and history[-1] - history[-1 - STALL_WINDOW] < STALL_NATS:
+            raise StopIteration
+
+    return callback
+
+
+@dataclass(frozen=True)
+class _Sorted:
+    """The data sorted by task: on the host (X (N, d), y (N,), t (N,) task of each row, counts (T,))
+    and as arrays of the backend (Xd, yd, td, and seg, the backend's handle of the task segments);
+    blocks: the row blocks (:class:`_RowBlock`) the likelihood forms the upper triangle in."""
+
+    X: np.ndarray
+    y: np.ndarray
+    t: np.ndarray
+    counts: np.ndarray
+    Xd: Any
+    yd: Any
+    td: Any
+    seg: Any
+    blocks: tuple
+
+    @classmethod
+    def build(cls, bk, X: np.ndarray, y: np.ndarray, counts: np.ndarray) -> "_Sorted":
+        t = np.repeat(np.arange(counts.shape[0]), counts)
+        return cls(X, y, t, counts, bk.asarray(X), bk.asarray(y), bk.index(t), bk.segments(counts),
+                   _RowBlock.split(bk, counts))
+
+
+@dataclass(frozen=True)
+class _RowBlock:
+    """Rows [i0, i1) x columns [i0, N) of an N x N matrix over points sorted by task: the rows cover
+    tasks [a, b), the columns tasks [a, T), each possibly in part. seg_rows / seg_cols: the
+    backend's segment handles of the rows' and the columns' task pieces."""
+
+    i0: int
+    i1: int
+    a: int
+    b: int
+    seg_rows: Any
+    seg_cols: Any
+
+    @staticmethod
+    def split(bk, counts: np.ndarray) -> tuple["_RowBlock", ...]:
+        """At most ``bk.row_blocks`` blocks (LML_ROW_BLOCKS on the CPU) of about equal rows, at
+        least LML_BLOCK_MIN_ROWS each."""
+        N = int(np.sum(counts))
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        n_blocks = max(1, min(bk.row_blocks, N // LML_BLOCK_MIN_ROWS))
+        edges = np.linspace(0, N, n_blocks + 1).round().astype(int)
+        out = []
+        for i0, i1 in zip(edges[:-1], edges[1:]):
+            a, b = int(np.searchsorted(ends, i0, side="right")), int(np.searchsorted(starts, i1, side="left"))
+            rows = np.minimum(ends[a:b], i1) - np.maximum(starts[a:b], i0)
+            cols = np.minimum(ends[a:], N) - np.maximum(starts[a:], i0)
+            out.append(_RowBlock(int(i0), int(i1), a, b, bk.segments(rows), bk.segments(cols)))
+        return tuple(out)
+
+
+def _sorted_data(X_list, y_list, bk) -> _Sorted:
+    counts = np.array([x.shape[0] for x in X_list], dtype=int)
+    return _Sorted.build(bk, np.vstack(X_list), np.concatenate(y_list), counts)
+
+
+def lml_and_grad(
+    X_list: Sequence[np.ndarray],
+    y_list: Sequence[np.ndarray],
+    params: Mapping[str, np.ndarray],
+    kernel: str = "rbf",
+    backend: str | None = None,
+    device: str | None = None,
+) -> tuple[float, dict[str, np.ndarray]]:
+    """Log marginal likelihood of the data at ``params`` and its gradient in natural parameters.
+
+    X_list[i]: (n_i, d) in [0, 1]; y_list[i]: (n_i,). params as returned by ``LCM.get_params``.
+    backend, device: where to compute, as for :class:`LCM`. Returns (ll, grads) with grads keyed
+    like params and of the same shapes (numpy arrays whatever the backend).
+    """
+    bk = _resolve_backend(backend, device)
+    Xs, ys = _check_data(X_list, y_list)
+    p = _check_params(params, None, Xs[0].shape[1], len(Xs), None)
+    ll, g, *_ = _lml_core(bk, _sorted_data(Xs, ys, bk), p["lengthscale"], p["W"], p["kappa"],
+                          p["noise"], check_kernel(kernel), True)
+    return ll, dict(zip(("lengthscale", "W", "kappa", "noise"), g))
+
+
+def _resolve_backend(backend: str | None, device: str | None):
+    """The array backend for LCM(backend=, device=): torch when a non-CPU device is named."""
+    if backend is None:
+        backend = "numpy" if device in (None, "cpu") else "torch"
+    return get_backend(backend, device)
+
+
+def _check_params(params, Q, d, T, r) -> dict[str, np.ndarray]:
+    if not isinstance(params, Mapping):
+        raise ValueError(f"params must be a dict of arrays, got {type(params).__name__}")
+    missing = {"lengthscale", "W", "kappa", "noise"} - set(params)
+    if missing:
+        raise ValueError(f"params is missing {sorted(missing)}")
+    out = {k: np.array(params[k], dtype=float) for k in ("lengthscale", "W", "kappa", "noise")}
+    ls, W, kappa, noise = out["lengthscale"], out["W"], out["kappa"], out["noise"]
+    if W.ndim != 3:
+        raise ValueError(f"params['W'] must have shape (Q, T, rank), got {W.shape}")
+    Q = W.shape[0] if Q is None else Q
+    T = W.shape[1] if T is None else T
+    r = W.shape[2] if r is None else r
+    d = ls.shape[-1] if d is None else d
+    for name, arr, shape in (("lengthscale", ls, (Q, d)), ("W", W, (Q, T, r)),
+                             ("kappa", kappa, (Q, T)), ("noise", noise, (T,))):
+        if arr.shape != shape:
+            raise ValueError(f"params[{name!r}] must have shape {shape}, got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"params[{name!r}] contains NaN or inf")
+    for name in ("lengthscale", "kappa", "noise"):
+        if np.any(out[name] <= 0.0):
+            raise ValueError(f"params[{name!r}] must be > 0, got min {out[name].min():g}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the model
+# --------------------------------------------------------------------------------------------
+
+
+#: how :meth:`LCM.diagnose` ends the flag of a noise on its floor (what a deterministic objective gives)
+NOISE_FLOOR_FLAG = "on the floor"
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """How a fit went. n_starts: L-BFGS-B starts run; objective: (n_starts,) value each start
+    reached (log posterior under a prior, else log-likelihood; -inf where it failed); map: True
+    when fitted under a prior; flags: what :meth:`LCM.diagnose` found on the first winner;
+    explored: whether fresh starts were run because of them; flags_after: the final model's."""
+
+    n_starts: int
+    objective: np.ndarray
+    map: bool
+    flags: tuple[str, ...]
+    explored: bool
+    flags_after: tuple[str, ...]
+
+
+class LCM:
+    """Linear coregionalisation model with Q latent ARD kernels (see module docstring).
+
+    Parameters
+    ----------
+    n_latent: number Q >= 1 of latent processes.
+    kernel: "rbf" or "matern52" (unit variance; convention in :mod:`gptask.model.numerics.kernels`).
+    rank: rank r >= 1 of each W_q.
+    backend: "numpy" (the default: CPU, no torch import) or "torch" (float64 tensors; needs the
+    optional extra ``pip install gptask[gpu]``). None picks torch when ``device`` names a non-CPU
+    device, else numpy.
+    device: the torch device ("cpu", "cuda", "cuda:1", ...); numpy runs on the CPU only.
+
+    The likelihood, gradient, factor, predictions and block updates run on the backend (the
+    Cholesky factor stays on the device); every public input and output is a numpy array, so the
+    backends are interchangeable and agree to rounding. See :mod:`gptask.model.numerics.backend`.
+    """
+
+    def __init__(self, n_latent: int = 1, kernel: str = "rbf", rank: int = 1,
+                 backend: str | None = None, device: str | None = None) -> None:
+        self._Q = _check_int(n_latent, "n_latent", 1)
+        self._kernel = check_kernel(kernel)
+        self._rank = _check_int(rank, "rank", 1)
+        self._bk = _resolve_backend(backend, device)
+        self._params: dict[str, np.ndarray] | None = None
+        self._X: np.ndarray | None = None  # (N, d), in factor order
+        self._t: np.ndarray | None = None  # (N,) task of each row
+        self._y: np.ndarray | None = None  # (N,)
+        self._Xd: Any = None  # _X as a backend array
+        self._td: Any = None  # _t as a backend index array
+        self._L: Any = None  # (N, N) backend array, lower, L L^T = K + jitter
+        self._z: Any = None  # (N,) backend array, L^-1 y
+        self._alpha: Any = None  # (N,) backend array, K^-1 y
+        self._ll: float | None = None
+        self.jitter: float = 0.0
+        #: full factorisations of the whole covariance matrix that produced this model's state
+        self.n_factorizations: int = 0
+        #: block (Cholesky-extension) updates applied since the last full factorisation
+        self.n_block_updates: int = 0
+        #: the prior the hyperparameters were fitted under (None: maximum likelihood)
+        self.prior: LCMPrior | None = None
+        #: the output scale s2 the last fit's bounds and prior were relative to
+        self._s2: float | None = None
+        #: how the last fit went (starts, objective per start, post-fit check)
+        self.fit_report: FitReport | None = None
+
+    # ---- basic properties ------------------------------------------------------------------
+    @property
+    def n_latent(self) -> int:
+        return self._Q
+
+    @property
+    def kernel(self) -> str:
+        return self._kernel
+
+    @property
+    def backend(self) -> str:
+        """The array backend: "numpy" or "torch"."""
+        return self._bk.name
+
+    @property
+    def device(self) -> str:
+        """The device the numerics run on ("cpu" for numpy; a torch device string for torch)."""
+        return self._bk.device
+
+    def _like(self) -> "LCM":
+        """An empty model with this one's settings and backend."""
+        new = LCM(self._Q, self._kernel, self._rank, backend=self.backend, device=self.device)
+        new._bk = self._bk
+        return new
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def n_tasks(self) -> int:
+        self._require_params()
+        return int(self._params["W"].shape[1])
+
+    @property
+    def input_dim(self) -> int:
+        self._require_params()
+        return int(self._params["lengthscale"].shape[1])
+
+    @property
+    def lengthscales(self) -> np.ndarray:
+        """(Q, d) length scales (GPy convention, see kernels.py)."""
+        self._require_params()
+        return self._params["lengthscale"].copy()
+
+    @property
+    def n_points(self) -> np.ndarray:
+        """(T,) number of data points of each task."""
+        self._require_data()
+        return np.bincount(self._t, minlength=self.n_tasks)
+
+    def coregionalization(self) -> np.ndarray:
+        """B (Q, T, T) = W_q W_q^T + diag(kappa_q)."""
+        self._require_params()
+        return _coreg(self._params["W"], self._params["kappa"])
+
+    def data(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The conditioning data as (X_list, y_list), one entry per task."""
+        self._require_data()
+        T = self.n_tasks
+        return ([self._X[self._t == i].copy() for i in range(T)],
+                [self._y[self._t == i].copy() for i in range(T)])
+
+    def _require_params(self) -> None:
+        if self._params is None:
+            raise RuntimeError("the LCM has no hyperparameters yet: call fit() or set_params()")
+
+    def _require_data(self) -> None:
+        if self._L is None:
+            raise RuntimeError("the LCM has no data: call fit() or condition() first")
+
+    # ---- parameters --------------------------------------------------------------------------
+    def get_params(self) -> dict[str, np.ndarray]:
+        """Copies of lengthscale (Q, d), W (Q, T, rank), kappa (Q, T), noise (T,)."""
+        self._require_params()
+        return {k: v.copy() for k, v in self._params.items()}
+
+    def set_params(self, params: Mapping[str, np.ndarray]) -> "LCM":
+        """Set all hyperparameters; if the model holds data, it is re-conditioned on it."""
+        d = T = None
+        if self._X is not None:
+            d, T = self._X.shape[1], int(self._params["W"].shape[1])
+        self._params = _check_params(params, self._Q, d, T, self._rank)
+        if self._X is not None:
+            self._condition_sorted(*self.data())
+        return self
+
+    def condition(self, X_list, y_list, params: Mapping[str, np.ndarray] | None = None) -> "LCM":
+        """Condition on data with fixed hyperparameters (``params`` or the current ones).
+
+        X_list[i]: (n_i, d) in [0, 1], y_list[i]: (n_i,). Returns self. One full factorisation.
+        """
+        Xs, ys = _check_data(X_list, y_list)
+        p = params if params is not None else self._params
+        if p is None:
+            raise RuntimeError("condition() needs params: pass them or call set_params() first")
+        self._params = _check_params(p, self._Q, Xs[0].shape[1], len(Xs), self._rank)
+        self._condition_sorted(Xs, ys)
+        return self
+
+    def _condition_sorted(self, Xs, ys) -> None:
+        data = _sorted_data(Xs, ys, self._bk)
+        p = self._params
+        ll, _, L, z, alpha, jitter = _lml_core(
+            self._bk, data, p["lengthscale"], p["W"], p["kappa"], p["noise"], self._kernel, False)
+        self._X, self._y, self._t, self._Xd, self._td = data.X, data.y, data.t, data.Xd, data.td
+        self._L, self._z, self._alpha, self._ll, self.jitter = L, z, alpha, ll, jitter
+        self.n_factorizations += 1
+        self.n_block_updates = 0
+
+    # ---- fitting -----------------------------------------------------------------------------
+    def fit(
+        self,
+        X_list: Sequence[np.ndarray],
+        y_list: Sequence[np.ndarray],
+        restarts: int = 4,
+        seed: int = 0,
+        comm: Any = None,
+        init: "LCM | Mapping[str, np.ndarray] | None" = None,
+        maxiter: int | None = None,
+        threads: int | str | None = DEFAULT_BLAS_THREADS,
+        prior: "str | LCMPrior | None" = "default",
+        explore: bool = True,
+    ) -> "LCM":
+        """Fit every hyperparameter (maximum a posteriori by default); returns self.
+
+        X_list[i]: (n_i, d) array in [0, 1]; y_list[i]: (n_i,) outputs of task i (used as given).
+        prior: "default" (the priors of :mod:`gptask.model.numerics.priors`), an ``LCMPrior``, or None for
+        plain maximum likelihood. Starts are compared by the objective they maximise (the log
+        posterior, or the log-likelihood without a prior).
+        restarts: number of L-BFGS-B starts; start k draws its initial point from
+        ``np.random.SeedSequence([seed, k])``, except start 0 which begins at ``init`` (an LCM or
+        a params dict of matching shapes) when given. The best start wins (ties: lowest k).
+        explore: check the winner with :meth:`diagnose`; when it has a length scale or kappa on a
+        bound, a noise on its floor, or wild predictions, run EXPLORE_RESTARTS more random starts
+        (k = restarts, restarts + 1, ...) and keep the best of all; the outcome is logged and kept
+        in ``fit_report``.
+        comm: optional mpi4py communicator; start k runs on rank ``k % size`` and the results are
+        exchanged with ``comm.Allgather`` on numpy buffers, so every rank ends with the same model,
+        whatever the number of ranks.
+        maxiter: L-BFGS-B iteration cap per start (default DEFAULT_MAXITER). A start also stops
+        when its objective gained less than STALL_NATS over STALL_WINDOW iterations.
+        threads: CPU threads used during the fit: BLAS threads (threadpoolctl), and torch's CPU
+        threads on the torch backend; an integer >= 1, None (leave them as they are), or "auto"
+        (the default): 1 thread below BLAS_THREADS_MIN_N data points, as they are from there on (all
+        the cores, or the cap a caller set, e.g. one share per MPI rank). One thread for small
+        problems is deliberate: on a loaded or MPI-shared node OpenBLAS threads spin and made a
+        400 x 400 Cholesky 16x slower with 2 threads than with 1 (bench/results_lcm.md); from a few
+        thousand points each factorisation is long enough for the cores to pay. Under "auto" below
+        BLAS_THREADS_MIN_N points and without ``comm``, the starts themselves run in parallel, one
+        thread each, on the cores this process may use: the same model, sooner.
+        """
+        Xs, ys = _check_data(X_list, y_list)
+        n_points = sum(x.shape[0] for x in Xs)
+        workers = 1
+        if threads == "auto" and comm is None and n_points < BLAS_THREADS_MIN_N:
+            workers = _usable_cores()
+        threads = _thread_cap(threads, n_points)
+        if threads is None:
+            return self._fit(Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers)
+        with self._bk.limit_threads(threads):
+            return self._fit(Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers)
+
+    def _fit(self, Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers: int) -> "LCM":
+        """fit() on checked data, inside its thread cap; ``workers`` threads run the starts."""
+        restarts = _check_int(restarts, "restarts", 1)
+        seed = _check_int(seed, "seed", 0)
+        maxiter = DEFAULT_MAXITER if maxiter is None else _check_int(maxiter, "maxiter", 1)
+        prior_obj = resolve_prior(prior)
+        T, d = len(Xs), Xs[0].shape[1]
+        lay = _Layout(self._Q, d, T, self._rank)
+        data = _sorted_data(Xs, ys, self._bk)
+        y = data.y
+        s2 = _output_scale(y)
+        bounds = lay.bounds(s2)
+        lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
+        hi = np.array([np.inf if b[1] is None else b[1] for b in bounds])
+        theta_init = None
+        if init is not None:
+            ip = init.get_params() if isinstance(init, LCM) else init
+            ip = _check_params(ip, self._Q, d, T, self._rank)
+            theta_init = np.clip(lay.pack(ip["lengthscale"], ip["W"], ip["kappa"], ip["noise"]), lo, hi)
+
+        def objective(theta):
+            ls, W, kappa, noise = lay.unpack(theta)
+            try:
+                ll, g, *_ = _lml_core(self._bk, data, ls, W, kappa, noise, self._kernel, True)
+            except np.linalg.LinAlgError:
+                return FAIL_VALUE, np.zeros_like(theta)
+            g_ls, g_W, g_k, g_n = g
+            if prior_obj is not None:
+                lp, gp = prior_obj.log_density(
+                    {"lengthscale": ls, "W": W, "kappa": kappa, "noise": noise}, s2)
+                ll += lp
+                g_ls, g_W = g_ls + gp["lengthscale"], g_W + gp["W"]
+                g_k, g_n = g_k + gp["kappa"], g_n + gp["noise"]
+            grad = np.concatenate([(g_ls * ls).ravel(), g_W.ravel(), (g_k * kappa).ravel(), g_n * noise])
+            if not (np.isfinite(ll) and np.all(np.isfinite(grad))):
+                return FAIL_VALUE, np.zeros_like(theta)
+            return -ll, -grad
+
+        rank, size = (0, 1) if comm is None else (int(comm.Get_rank()), int(comm.Get_size()))
+
+        def run_start(k: int) -> np.ndarray:
+            """(size + 1,): start k's optimum theta and its objective value."""
+            if k == 0 and theta_init is not None:
+                x0 = theta_init
+            else:
+                x0 = lay.random(np.random.default_rng(np.random.SeedSequence([seed, k])), s2)
+            res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                           options={"maxiter": maxiter}, callback=_stall_callback())
+            f = float(res.fun)
+            ok = np.isfinite(f) and f < FAIL_VALUE
+            logger.debug("LCM start %d: objective %.6g (%s)", k, -f, res.message)
+            return np.append(res.x, -f if ok else -np.inf)
+
+        def run_starts(keys: list[int]) -> np.ndarray:
+            """(len(keys), size + 1): the optimum theta of each start and its objective value."""
+            out = np.full((len(keys), lay.size + 1), np.nan)
+            mine = list(range(rank, len(keys), size))
+            if workers > 1 and len(mine) > 1:
+                with ThreadPoolExecutor(max_workers=min(workers, len(mine))) as pool:
+                    for j, row in zip(mine, pool.map(run_start, [keys[j] for j in mine])):
+                        out[j] = row
+            else:
+                for j in mine:
+                    out[j] = run_start(keys[j])
+            if comm is not None and size > 1:
+                gathered = np.empty((size,) + out.shape)
+                comm.Allgather(out, gathered)
+                out = np.array([gathered[j % size, j] for j in range(len(keys))])
+            return out
+
+        results = run_starts(list(range(restarts)))
+        if not np.any(np.isfinite(results[:, -1])):
+            raise _la.CholeskyError(
+                "every LCM restart failed to factorise the covariance matrix: check for duplicated "
+                "inputs with identical task and very different outputs, or rescale y")
+        self.prior, self._s2 = prior_obj, s2
+        self._adopt_best(lay, results, Xs, ys)
+        flags = self.diagnose() if explore else []
+        flags_after = flags
+        if flags:
+            more = run_starts(list(range(restarts, restarts + EXPLORE_RESTARTS)))
+            results = np.vstack([results, more])
+            winner = self._adopt_best(lay, results, Xs, ys)
+            flags_after = self.diagnose()
+            # a deterministic objective's noise belongs on its floor: that alone is no warning
+            log = logger.warning if any(not f.endswith(NOISE_FLOOR_FLAG) for f in flags_after) else logger.info
+            log("LCM fit (%d tasks, %d points): %s; %d fresh starts %s%s", T, len(y), "; ".join(flags),
+                EXPLORE_RESTARTS, f"found a better fit (start {winner})" if winner >= restarts
+                else "kept the first fit", f", which still has: {'; '.join(flags_after)}" if flags_after else "")
+        objective_values = results[:, -1].copy()
+        self.fit_report = FitReport(n_starts=len(results), explored=bool(flags), flags=tuple(flags),
+                                    flags_after=tuple(flags_after), objective=objective_values,
+                                    map=prior_obj is not None)
+        return self
+
+    def _adopt_best(self, lay: "_Layout", results: np.ndarray, Xs, ys) -> int:
+        """Take the best start's hyperparameters (ties: lowest index), condition; returns its index."""
+        values = results[:, -1]
+        best = int(np.argmax(np.where(np.isfinite(values), values, -np.inf)))
+        ls, W, kappa, noise = lay.unpack(results[best, :-1])
+        self._params = {"lengthscale": ls, "W": W.copy(), "kappa": kappa, "noise": noise}
+        self._condition_sorted(Xs, ys)
+        return best
+
+    def diagnose(self) -> list[str]:
+        """Signs of a degenerate fit, as readable strings (empty when the fit looks healthy).
+
+        Checked: a length scale within BOUND_TOL_LOG (in log) of LENGTHSCALE_BOUNDS, a kappa on its
+        upper bound, a task's noise on its floor (NOISE_BOUNDS_REL), and posterior means at
+        PROBE_POINTS Halton points of the unit cube more than WILD_RANGES observed ranges outside
+        the task's observed outputs. Bounds are relative to the output scale of the last fit.
+        """
+        self._require_data()
+        p = self._params
+        s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
+        out = []
+        log_ls = np.log(p["lengthscale"])
+        for side, bound, hit in (("lower", LENGTHSCALE_BOUNDS[0], log_ls - np.log(LENGTHSCALE_BOUNDS[0])),
+                                 ("upper", LENGTHSCALE_BOUNDS[1], np.log(LENGTHSCALE_BOUNDS[1]) - log_ls)):
+            n = int(np.sum(hit < BOUND_TOL_LOG))
+            if n:
+                out.append(f"{n} length scale(s) on the {side} bound {bound:g}")
+        n = int(np.sum(np.log(KAPPA_BOUNDS_REL[1] * s2) - np.log(p["kappa"]) < BOUND_TOL_LOG))
+        if n:
+            out.append(f"{n} kappa(s) on the upper bound")
+        floor = np.log(p["noise"]) - np.log(NOISE_BOUNDS_REL[0] * s2) < BOUND_TOL_LOG
+        if np.any(floor):
+            out.append(f"noise of task(s) {np.flatnonzero(floor).tolist()} {NOISE_FLOOR_FLAG}")
+        wild = self._wild_tasks()
+        if wild:
+            out.append(f"predictions of task(s) {wild} more than {WILD_RANGES:g} observed ranges "
+                       "outside the observed values")
+        return out
+
+    def _wild_tasks(self) -> list[int]:
+        """Tasks whose posterior mean at the probe points leaves their observed range widened by
+        WILD_RANGES ranges on each side (means only: K(X, P)^T alpha, no solve)."""
+        d = self._X.shape[1]
+        P = qmc.Halton(d=d, scramble=True, seed=0).random(PROBE_POINTS)
+        bk = self._bk
+        B = bk.asarray(self.coregionalization())  # (Q, T, T)
+        ls, Pd = bk.asarray(self._params["lengthscale"]), bk.asarray(P)
+        mean = bk.zeros((self.n_tasks, PROBE_POINTS))
+        for q in range(self._Q):
+            Kq = _kernel(self._kernel, self._Xd, Pd, ls[q], bk)  # (N, P)
+            mean += (B[q][self._td, :] * self._alpha[:, None]).T @ Kq
+        mean = bk.to_numpy(mean)
+        wild = []
+        for i in range(self.n_tasks):
+            yi = self._y[self._t == i]
+            if yi.size == 0:
+                continue
+            lo, hi = float(yi.min()), float(yi.max())
+            span = max(hi - lo, 1e-12 * max(1.0, abs(hi)))
+            if np.any(mean[i] < lo - WILD_RANGES * span) or np.any(mean[i] > hi + WILD_RANGES * span):
+                wild.append(i)
+        return wild
+
+    # ---- likelihood and prediction -----------------------------------------------------------
+    def log_prior(self) -> float:
+        """Log prior density of the current hyperparameters (0.0 when fitted without a prior)."""
+        self._require_params()
+        if self.prior is None:
+            return 0.0
+        s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
+        return float(self.prior.log_density(self._params, s2)[0])
+
+    def log_posterior(self) -> float:
+        """log_likelihood() + log_prior(): what a MAP fit maximises (up to a constant)."""
+        return self.log_likelihood() + self.log_prior()
+
+    def log_likelihood(self) -> float:
+        """Exact log marginal likelihood log p(y | X, hyperparameters) of the outputs as given
+        to fit/condition/extend/append (no transformation), including any jitter used."""
+        self._require_data()
+        return float(self._ll)
+
+    def _cross(self, i: int, X: np.ndarray):
+        """K(data, (task i, X)) for X (n, d) numpy: an (N, n) backend array."""
+        bk = self._bk
+        B = bk.asarray(self.coregionalization())
+        ls, Xn = bk.asarray(self._params["lengthscale"]), bk.asarray(X)
+        Kx = bk.zeros((self._X.shape[0], X.shape[0]))
+        for q in range(self._Q):
+            Kx += B[q][self._td, i][:, None] * _kernel(self._kernel, self._Xd, Xn, ls[q], bk)
+        return Kx
+
+    def _prior_cov(self, i: int, X: np.ndarray):
+        """Prior covariance of task i's latent output at X (n, d) numpy: an (n, n) backend array."""
+        bk = self._bk
+        B = self.coregionalization()
+        ls, Xn = bk.asarray(self._params["lengthscale"]), bk.asarray(X)
+        C = bk.zeros((X.shape[0], X.shape[0]))
+        for q in range(self._Q):
+            C += float(B[q, i, i]) * _kernel(self._kernel, Xn, Xn, ls[q], bk)
+        return C
+
+    def _check_task(self, i: Any) -> int:
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise ValueError(f"task index must be an integer, got {i!r}")
+        if not 0 <= i < self.n_tasks:
+            raise ValueError(f"task index must be in [0, {self.n_tasks - 1}], got {i}")
+        return int(i)
+
+    def _posterior_parts(self, i: int, X: np.ndarray):
+        """Checked (i, X), the posterior mean (n,) numpy and v = L^-1 K(data, X) (N, n) (backend)
+        for task i."""
+        self._require_data()
+        i = self._check_task(i)
+        X = as_inputs(X, "X", self.input_dim)
+        Kx = self._cross(i, X)
+        return i, X, self._bk.to_numpy(Kx.T @ self._alpha), self._bk.solve_lower(self._L, Kx)
+
+    def predict(self, i: int, X: np.ndarray, include_noise: bool = False):
+        """Posterior mean (n,) and variance (n,) of task i's latent output at X (n, d) in [0, 1].
+
+        With include_noise the task's noise variance is added (prediction of a new observation).
+        Variances are floored at VAR_FLOOR_REL times the prior variance.
+        """
+        i, X, mean, v = self._posterior_parts(i, X)
+        prior = float(np.sum(self.coregionalization()[:, i, i]))
+        var = prior - self._bk.to_numpy(self._bk.einsum("nm,nm->m", v, v))
+        var = np.maximum(var, VAR_FLOOR_REL * prior)
+        if include_noise:
+            var = var + self._params["noise"][i]
+        return mean, var
+
+    def loo(self) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        """Leave-one-out predictions of every observation, hyperparameters fixed: per task, the
+        observed values (n_i,), and the mean and variance (n_i,) of each one predicted from all
+        the others (noise included), from the closed form ``mean_k = y_k - alpha_k / [K^-1]_kk``,
+        ``var_k = 1 / [K^-1]_kk`` (one inverse of the factor, O(N^3))."""
+        self._require_data()
+        bk = self._bk
+        kinv_diag = np.diagonal(bk.to_numpy(bk.inverse_lower(self._L))).copy()  # diag of (L L^T)^-1
+        var = 1.0 / kinv_diag
+        mean = self._y - bk.to_numpy(self._alpha) * var
+        T = self.n_tasks
+        return ([self._y[self._t == i].copy() for i in range(T)], [mean[self._t == i] for i in range(T)],
+                [var[self._t == i] for i in range(T)])
+
+    def loo_task(self, i: int, at_most: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`loo` for task ``i`` alone: its observed values (n_i,) and the leave-one-out
+        means and variances (n_i,), from one triangular solve with n_i right-hand sides,
+        O(N^2 n_i) instead of the whole inverse's O(N^3) (a model of tens of thousands of points).
+        at_most: where the task has more points, only that many of them, evenly spaced in data
+        order (the solve's right-hand sides are an N x n_i array)."""
+        self._require_data()
+        i = self._check_task(i)
+        bk = self._bk
+        rows = np.flatnonzero(self._t == i)
+        if at_most is not None and len(rows) > _check_int(at_most, "at_most", 1):
+            rows = rows[np.unique(np.linspace(0, len(rows) - 1, at_most).round().astype(int))]
+        unit = np.zeros((len(self._t), len(rows)))
+        unit[rows, np.arange(len(rows))] = 1.0
+        columns = bk.to_numpy(bk.solve_lower(self._L, bk.asarray(unit)))  # L^-1 e_k for each row k
+        var = 1.0 / np.einsum("nk,nk->k", columns, columns)  # 1 / [K^-1]_kk
+        alpha = bk.to_numpy(self._alpha)
+        return self._y[rows].copy(), self._y[rows] - alpha[rows] * var, var
+
+    def predict_cov(self, i: int, X: np.ndarray, include_noise: bool = False):
+        """Posterior mean (n,) and full covariance (n, n) of task i's latent output at X."""
+        i, X, mean, v = self._posterior_parts(i, X)
+        cov = self._bk.to_numpy(self._prior_cov(i, X) - v.T @ v)
+        if include_noise:
+            cov[np.diag_indices(X.shape[0])] += self._params["noise"][i]
+        return mean, cov
+
+    # ---- block updates (TLA2) ----------------------------------------------------------------
+    def _with_block(self, X_add, t_add, y_add, L21, L22, jitter, z2, ll2, params) -> "LCM":
+        """A new model whose factor is [[L, 0], [L21, L22]] (the old L reused as is)."""
+        bk = self._bk
+        m = X_add.shape[0]
+        new = self._like()
+        new._params = params
+        new._X = np.vstack([self._X, X_add])
+        new._t = np.concatenate([self._t, np.full(m, t_add, dtype=int)])
+        new._y = np.concatenate([self._y, y_add])
+        new._Xd, new._td = bk.asarray(new._X), bk.index(new._t)
+        new._L = bk.stack_factor(self._L, bk.asarray(L21), bk.asarray(L22))
+        new._z = bk.concat([self._z, bk.asarray(z2)])
+        new._alpha = bk.solve_upper_t(new._L, new._z)
+        new._ll = self._ll + ll2
+        new.jitter = max(self.jitter, jitter)
+        new.n_factorizations = self.n_factorizations
+        new.n_block_updates = self.n_block_updates + 1
+        new.prior, new._s2 = self.prior, self._s2
+        return new
+
+    def append(self, i: int, X_add: np.ndarray, y_add: np.ndarray, noise_free: bool = False) -> "LCM":
+        """A new model with extra points (X_add (m, d), y_add (m,)) on existing task i.
+
+        Hyperparameters stay fixed; the old Cholesky factor is reused and only the m new rows
+        are computed (cost O(N^2 m)). The original model is not modified.
+        noise_free: condition on the latent values f(X_add) = y_add (no observation noise, only the
+        jitter a factorisation needs) instead of noisy observations. Used for *fantasies*, results
+        still being measured that a search must treat as known; such a model is for prediction
+        only: re-conditioning it (``set_params``, ``condition`` on ``data()``) adds the task's noise.
+        """
+        self._require_data()
+        i = self._check_task(i)
+        X_add = as_inputs(X_add, "X_add", self.input_dim)
+        y_add = as_outputs(y_add, "y_add", X_add.shape[0])
+        bk = self._bk
+        K12 = self._cross(i, X_add)
+        K22 = self._prior_cov(i, X_add)
+        if not noise_free:
+            bk.add_diagonal_(K22, float(self._params["noise"][i]))
+        L21, L22, jitter = bk.chol_extend(self._L, K12, K22, what="appended block")
+        z2 = bk.solve_lower(L22, bk.asarray(y_add) - L21 @ self._z)
+        ll2 = -0.5 * bk.item(z2 @ z2) - bk.sum_log_diag(L22) - 0.5 * X_add.shape[0] * _LOG2PI
+        return self._with_block(X_add, i, y_add, L21, L22, jitter, z2, ll2, self.get_params())
+
+    def extend(
+        self,
+        X_new: np.ndarray,
+        y_new: np.ndarray,
+        restarts: int = 4,
+        seed: int = 0,
+        maxiter: int | None = None,
+        threads: int | str | None = DEFAULT_BLAS_THREADS,
+    ) -> "LCM":
+        """A new model with one more task (X_new (m, d) in [0, 1], y_new (m,)).
+
+        All old hyperparameters are kept; only the new task's W rows (Q, rank), kappa (Q) and
+        noise are learned, by maximising log p(y_new | old data) (plus the log prior of those
+        hyperparameters when the model was fitted under a prior) with multi-start L-BFGS-B
+        (start k seeded by SeedSequence([seed, k])). The old Cholesky factor is reused:
+        L21 = (L^-1 K12)^T, L22 = chol(K22 - L21 L21^T); nothing of size N is refactorised.
+        threads: CPU threads, as in :meth:`fit`.
+        """
+        self._require_data()
+        X_new = as_inputs(X_new, "X_new", self.input_dim)
+        threads = _thread_cap(threads, self._X.shape[0] + X_new.shape[0])
+        if threads is not None:
+            with self._bk.limit_threads(threads):
+                return self.extend(X_new, y_new, restarts=restarts, seed=seed, maxiter=maxiter,
+                                   threads=None)
+        y_new = as_outputs(y_new, "y_new", X_new.shape[0])
+        restarts = _check_int(restarts, "restarts", 1)
+        seed = _check_int(seed, "seed", 0)
+        maxiter = DEFAULT_MAXITER if maxiter is None else _check_int(maxiter, "maxiter", 1)
+        Q, r, T = self._Q, self._rank, self.n_tasks
+        N, m = self._X.shape[0], X_new.shape[0]
+        p = self._params
+        ls = p["lengthscale"]
+        # P[(q, s)] = L^-1 (W_q[t, s] o k_q(X, X_new)): (Q*r, N, m), one solve with Q*r*m columns
+        # on the backend; the small per-evaluation algebra below (O(N m Q r)) runs in numpy
+        bk = self._bk
+        lsd, Xn, Wd = bk.asarray(ls), bk.asarray(X_new), bk.asarray(p["W"])
+        cols = []
+        C = np.empty((Q, m, m))
+        for q in range(Q):
+            Kc = _kernel(self._kernel, self._Xd, Xn, lsd[q], bk)
+            cols += [Wd[q, self._td, s][:, None] * Kc for s in range(r)]
+            C[q] = _kernel(self._kernel, X_new, X_new, ls[q])
+        P = bk.to_numpy(bk.solve_lower(self._L, bk.concat(cols, axis=1))).reshape(N, Q * r, m)
+        P = np.ascontiguousarray(P.transpose(1, 0, 2))
+        z1 = bk.to_numpy(self._z)
+        Pz = np.einsum("n,knm->km", z1, P)  # (Q*r, m): P_k^T z1
+        eye = np.eye(m)
+
+        def block(theta):
+            w = theta[: Q * r]
+            kap = np.exp(theta[Q * r : Q * r + Q])
+            sig = float(np.exp(theta[-1]))
+            V = np.tensordot(w, P, axes=1)  # (N, m) = L21^T
+            S = np.tensordot((w.reshape(Q, r) ** 2).sum(axis=1) + kap, C, axes=1) + sig * eye
+            S -= V.T @ V
+            L22, jit = _la.robust_cholesky(S, what="new task block")
+            resid = y_new - w @ Pz
+            z2 = _la.solve_lower(L22, resid)
+            ll2 = (-0.5 * float(z2 @ z2) - float(np.sum(np.log(np.diagonal(L22))))
+                   - 0.5 * m * _LOG2PI)
+            return ll2, V, S, L22, jit, z2, kap, sig
+
+        def objective(theta):
+            try:
+                ll2, V, S, L22, _, z2, kap, sig = block(theta)
+            except np.linalg.LinAlgError:
+                return FAIL_VALUE, np.zeros_like(theta)
+            beta = _la.solve_upper_t(L22, z2)
+            Ab = _la.outer_minus_inverse(beta, L22)
+            c = np.tensordot(C, Ab, axes=([1, 2], [0, 1]))  # (Q,) sum(Ab o C_q)
+            U = V @ Ab
+            w = theta[: Q * r]
+            gw = (w.reshape(Q, r) * c[:, None]).ravel() - np.tensordot(P, U, axes=([1, 2], [0, 1]))
+            gw += Pz @ beta
+            grad = np.concatenate([gw, 0.5 * c * kap, [0.5 * np.trace(Ab) * sig]])
+            if self.prior is not None:
+                lp, gp = self.prior.task_log_density(w.reshape(Q, 1, r), kap[:, None], np.array([sig]), s2)
+                ll2 += lp
+                grad += np.concatenate([gp["W"].ravel(), gp["kappa"][:, 0] * kap, gp["noise"] * sig])
+            if not (np.isfinite(ll2) and np.all(np.isfinite(grad))):
+                return FAIL_VALUE, np.zeros_like(theta)
+            return -ll2, -grad
+
+        s2 = self._s2 if self._s2 is not None else _output_scale(np.concatenate([self._y, y_new]))
+        bounds = ([(None, None)] * (Q * r)
+                  + [(np.log(KAPPA_BOUNDS_REL[0] * s2), np.log(KAPPA_BOUNDS_REL[1] * s2))] * Q
+                  + [(np.log(NOISE_BOUNDS_REL[0] * s2), np.log(NOISE_BOUNDS_REL[1] * s2))])
+        best_theta, best_ll = None, -np.inf
+        for k in range(restarts):
+            rng = np.random.default_rng(np.random.SeedSequence([seed, k]))
+            x0 = np.concatenate([
+                rng.standard_normal(Q * r) * np.sqrt(s2 / (Q * r)),
+                np.log(s2 / Q * np.exp(rng.uniform(np.log(1e-2), np.log(0.3), size=Q))),
+                [np.log(s2 * np.exp(rng.uniform(np.log(1e-3), np.log(1e-1))))],
+            ])
+            res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                           options={"maxiter": maxiter})
+            f = float(res.fun)
+            if np.isfinite(f) and f < FAIL_VALUE and -f > best_ll:
+                best_theta, best_ll = res.x, -f
+        if best_theta is None:
+            raise _la.CholeskyError("every extend() restart failed to factorise the new task block")
+        ll2, V, S, L22, jit, z2, kap, sig = block(best_theta)
+        params = self.get_params()
+        w_new = best_theta[: Q * r].reshape(Q, 1, r)
+        params["W"] = np.concatenate([params["W"], w_new], axis=1)
+        params["kappa"] = np.concatenate([params["kappa"], kap[:, None]], axis=1)
+        params["noise"] = np.concatenate([params["noise"], [sig]])
+        return self._with_block(X_new, T, y_new, V.T, L22, jit, z2, ll2, params)
+
+    # ---- held-out checks ---------------------------------------------------------------------
+    def subset(self, tasks: Sequence[int], X_list: Sequence[np.ndarray] | None = None,
+               y_list: Sequence[np.ndarray] | None = None) -> "LCM":
+        """A new model of the tasks ``tasks`` only (indices, in that order: new task k is old task
+        ``tasks[k]``), with these hyperparameters fixed (each kept task's rows of W, kappa and noise)
+        and conditioned on the kept tasks' data, or on ``X_list[k]`` (n_k, d), ``y_list[k]`` (n_k,)
+        when given (a fold of a cross-validation). One factorisation, no fit."""
+        self._require_data()
+        keep = [self._check_task(i) for i in tasks]
+        if not keep:
+            raise ValueError("subset needs at least one task")
+        if (X_list is None) != (y_list is None):
+            raise ValueError("give both X_list and y_list, or neither")
+        if X_list is None:
+            Xs, ys = self.data()
+            X_list, y_list = [Xs[i] for i in keep], [ys[i] for i in keep]
+        elif len(X_list) != len(keep) or len(y_list) != len(keep):
+            raise ValueError(f"X_list and y_list need one entry per kept task ({len(keep)}), "
+                             f"got {len(X_list)} and {len(y_list)}")
+        p = self._params
+        params = {"lengthscale": p["lengthscale"], "W": p["W"][:, keep], "kappa": p["kappa"][:, keep],
+                  "noise": p["noise"][keep]}
+        new = LCM(self._Q, self._kernel, self._rank)
+        new.prior, new._s2 = self.prior, self._s2
+        return new.condition(list(X_list), list(y_list), params)
+
+    # ---- persistence -------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model (hyperparameters, data and factor) to an ``.npz`` file, no pickle."""
+        self._require_data()
+        meta = {"format": _FORMAT, "n_latent": self._Q, "kernel": self._kernel, "rank": self._rank,
+                "jitter": self.jitter, "log_likelihood": self._ll,
+                "n_factorizations": self.n_factorizations, "n_block_updates": self.n_block_updates,
+                "prior": None if self.prior is None else self.prior.to_json(), "s2": self._s2}
+        with open(path, "wb") as fh:
+            bk = self._bk
+            np.savez(fh, meta=np.array(json.dumps(meta)), X=self._X, t=self._t, y=self._y,
+                     L=bk.to_numpy(self._L), z=bk.to_numpy(self._z), alpha=bk.to_numpy(self._alpha),
+                     **self._params)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, backend: str | None = None, device: str | None = None) -> "LCM":
+        """Read a model written by :meth:`save` (by any backend) onto ``backend``/``device`` (as
+        in the constructor; numpy by default); on the backend that saved it, predictions are
+        bitwise identical."""
+        with np.load(path, allow_pickle=False) as f:
+            meta = json.loads(str(f["meta"]))
+            if meta.get("format") != _FORMAT:
+                raise ValueError(f"{path}: not a gptask LCM file (format {meta.get('format')!r})")
+            m = cls(meta["n_latent"], meta["kernel"], meta["rank"], backend=backend, device=device)
+            bk = m._bk
+            m._params = _check_params({k: f[k] for k in ("lengthscale", "W", "kappa", "noise")},
+                                      m._Q, None, None, m._rank)
+            m._X, m._t, m._y = f["X"].copy(), f["t"].astype(int), f["y"].copy()
+            m._Xd, m._td = bk.asarray(m._X), bk.index(m._t)
+            # numpy: the order fit leaves L in (Fortran), for identical BLAS results
+            m._L = bk.asarray(np.asfortranarray(f["L"]) if bk.name == "numpy" else f["L"])
+            m._z, m._alpha = bk.asarray(f["z"].copy()), bk.asarray(f["alpha"].copy())
+        m._ll = float(meta["log_likelihood"])
+        m.jitter = float(meta["jitter"])
+        m.n_factorizations = int(meta["n_factorizations"])
+        m.n_block_updates = int(meta["n_block_updates"])
+        m.prior = None if meta.get("prior") is None else LCMPrior.from_json(meta["prior"])
+        m._s2 = None if meta.get("s2") is None else float(meta["s2"])
+        return m
+
+    def __repr__(self) -> str:
+        state = "unfitted" if self._params is None else f"n_tasks={self.n_tasks}"
+        where = "" if self.backend == "numpy" else f"backend={self.backend!r}, device={self.device!r}, "
+        return f"LCM(n_latent={self._Q}, kernel={self._kernel!r}, rank={self._rank}, {where}{state})"

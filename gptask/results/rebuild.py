@@ -1,0 +1,71 @@
+"""A tuning result rebuilt from a history file alone (no problem code): what ``gptask show``,
+``gptask report`` and the other read-only commands work from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["result_from_history"]
+
+
+def result_from_history(history: Any) -> Any:
+    """A :class:`gptask.TuningResult` rebuilt from a history (a Storage) without its problem: the
+    spaces from the signature, the finished trials, the confirmation runs, and the model conditioned
+    on every finished trial with the last stored hyperparameters (None before the first fit), the
+    recorded default configurations and unit (a history that records no output transform for a
+    stored fit gets the one the tuner takes by default for its problem). Its objective cannot be
+    run (confirmation runs would fail) and its constraints are not known."""
+    from .baseline import stored_defaults
+    from ..evaluation.evaluate import EvaluationFailed
+    from ..core.labels import stored_unit
+    from ..data.trials import point_key
+    from ..model.numerics import LCM
+    from ..problem.definition import Problem
+    from .result import TuningResult
+    from ..space.dimensions import Space
+    from ..model.surrogate.data import training_data
+    from ..model.surrogate.group import project, transform_for
+
+    sig = history.signature
+    name = sig.get("name", "problem")
+
+    def no_objective(task: dict, params: dict) -> float:
+        raise EvaluationFailed(f"the problem {name!r} was rebuilt from a history: its objective is not available")
+
+    tasks = history.tasks()
+    stored = stored_defaults(history)
+    defaults = {point_key(t): d for t, d in zip(tasks, stored)}
+    default = (lambda task: defaults[point_key(task)]) if stored and all(d is not None for d in stored) else None
+    named = sig.get("outputs")  # a problem with named outputs (gptask.problem.objectives)
+    declared = {} if not named else {
+        "objectives": [tuple(o) for o in named["objectives"]], "outputs": list(named["names"]),
+        "constraints_out": {k: tuple(v) for k, v in (named.get("limits") or {}).items()}}
+    problem = Problem(Space.from_json(sig["task_space"]), Space.from_json(sig["param_space"]), no_objective,
+                      constants=sig.get("constants") or {}, name=name, default=default, unit=stored_unit(history),
+                      **declared)
+    finished = [t for t in history.trials() if t.status.finished]
+    kernel = (history.get_meta("settings") or {}).get("kernel", "rbf")
+    spec = problem.outputs
+    fits = {None: (history.last_model(), history.get_meta("use_log"))} if spec is None else {
+        name: (history.last_model(), history.get_meta("use_log")) if k == 0 else
+        (history.get_meta(f"model:{name}"), history.get_meta(f"use_log:{name}"))
+        for k, name in enumerate(spec.modelled)}
+    # a history of a gptask that did not record a transform forced by the settings: the one the tuner
+    # takes by default ("none" with several objectives, gptask.model.surrogate.group.transform_for)
+    inferred = {"log": True, "none": False}.get(transform_for(problem, "auto"))
+    models = {}
+    for out, (last, use_log) in fits.items():
+        use_log = inferred if use_log is None and last is not None else use_log
+        if last is None or use_log is None or not finished:
+            models[out] = (None, None)
+            continue
+        seen = project(finished, out, 1.0 if spec is None or out is None else spec.sign(out))
+        data = training_data(seen, len(tasks), problem.param_space, bool(use_log))
+        W = last["params"]["W"]  # nested lists (Q, T, rank)
+        models[out] = (LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y,
+                                                                                         params=last["params"]),
+                       data.transform)
+    model, transform = next(iter(models.values()))
+    return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations(),
+                        machines=history.machines(),
+                        outputs={k: v for k, v in models.items() if k is not None and v[0] is not None})

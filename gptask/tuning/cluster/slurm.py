@@ -1,0 +1,507 @@
+"""Evaluations as ``srun`` job steps packed into a Slurm allocation: :class:`SlurmSteps`.
+
+``gt.tune(problem, ..., executor=SlurmSteps())`` inside an allocation (``salloc -N 8``, an
+``sbatch`` script) runs each evaluation as a job step on nodes of the allocation that are free,
+as many at once as fit. What one run needs, :class:`Resources` (nodes, tasks per node, CPUs per
+task, a time limit), comes from ``resources(task, params)``: given to the executor, or the
+objective's own ``resources`` attribute, or one node. Runs of different sizes share the
+allocation: when nodes free up, the first of the next ``lookahead`` waiting trials that fits them
+starts (a trial passed over ``max_passes`` times then waits for its nodes; nothing starves). The
+asynchronous loop keeps ``nodes + lookahead`` trials proposed, so the choice is made among proposals
+knowing which nodes are free.
+
+The objective runs in a thread of the tuner's process (no pickling) and launches its run through
+:func:`current_step`: ``current_step().run(["./app", ...])`` or ``current_step().prefix + [...]``
+(``srun --nodes=K --ntasks=... --nodelist=... --exclusive --time=...``: a step of its own nodes,
+never sharing their CPUs with another step). A step that fails to start, is killed at its time
+limit or loses a node raises :class:`StepFailed` with that reason: a FAILED trial.
+
+Stopping (walltime): ``with SlurmSteps(...) as ex:`` installs a SIGUSR1 handler (``sbatch
+--signal=B:USR1@S``); at the signal the loop stops proposing, the running steps are cancelled
+(``on_stop="cancel"``, their trials stay PENDING) or run to their end (``"finish"``), the history is
+closed, and :func:`requeue` (``scontrol requeue``) puts the job back in the queue, where the same
+command resumes. SIGTERM stops the loop at once (:mod:`gptask.tuning.loop`); Slurm kills the steps.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import logging
+import numbers
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...evaluation.evaluate import JobResult, Outcome
+from ...data.trials import Status
+
+__all__ = ["Allocation", "ClusterError", "Resources", "SlurmSteps", "Step", "StepFailed", "current_step",
+           "requeue", "ON_STOP"]
+
+log = logging.getLogger(__name__)
+
+#: what the running steps do when the campaign is stopped by a signal
+ON_STOP = ("cancel", "finish")
+#: waiting trials among which the next run is chosen when nodes free up
+LOOKAHEAD = 4
+#: seconds a step may run past its time limit before gptask cancels it itself (Slurm checks limits
+#: about every 30 s)
+TIME_LIMIT_GRACE_S = 45.0
+#: seconds between checks of the allocation's node states (down, drained)
+NODE_CHECK_S = 5.0
+#: how long a call of a Slurm command may take (slurmctld restarting answers late)
+COMMAND_TIMEOUT_S = 60.0
+#: Slurm's node states in which a node takes no new step
+UNUSABLE_STATES = ("down", "drain", "drng", "fail", "maint", "futr", "unk", "npc", "boot", "powered_down")
+
+HOW_TO_ALLOCATE = ("run inside an allocation: `salloc -N 4 gptask tune ...`, or an sbatch script (`gptask "
+                   "slurm-script` writes one)")
+
+
+class ClusterError(ValueError):
+    """The cluster set-up cannot run what was asked (no allocation, no srun, a run bigger than the
+    allocation); raised before any run."""
+
+
+class StepFailed(RuntimeError):
+    """A job step did not run to a successful end; the message is the reason (the trial's)."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one run needs: ``nodes``, ``tasks_per_node`` (MPI ranks on each), ``cpus_per_task``
+    and ``time_limit`` (seconds, None: the allocation's)."""
+
+    nodes: int = 1
+    tasks_per_node: int = 1
+    cpus_per_task: int = 1
+    time_limit: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "tasks_per_node", "cpus_per_task"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise ClusterError(f"resources: {name} must be an integer >= 1, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        t = self.time_limit
+        if t is not None and (isinstance(t, bool) or not isinstance(t, numbers.Real) or not t > 0
+                              or t == float("inf")):
+            raise ClusterError(f"resources: time_limit must be a number of seconds > 0 or None, got {t!r}")
+
+    @property
+    def ntasks(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+    @classmethod
+    def of(cls, value: Any) -> "Resources":
+        """``value`` as Resources: Resources, an int (nodes) or a dict of the fields."""
+        if isinstance(value, Resources):
+            return value
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return cls(nodes=int(value))
+        if isinstance(value, Mapping):
+            unknown = sorted(set(value) - {f.name for f in dataclasses.fields(cls)})
+            if unknown:
+                raise ClusterError(f"resources: unknown field(s) {unknown}; the fields are nodes, tasks_per_node, "
+                                   "cpus_per_task, time_limit")
+            return cls(**value)
+        raise ClusterError(f"resources must give Resources, a number of nodes or a dict, got {value!r}")
+
+
+def _slurm_time(seconds: float) -> str:
+    """Seconds as srun's ``--time`` (``minutes:seconds``, at least one second)."""
+    s = max(1, int(round(seconds)))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def _command(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S) -> str:
+    """stdout of a Slurm command; ClusterError naming it when it fails."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise ClusterError(f"{argv[0]} is not on PATH: is Slurm installed here?") from None
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"`{' '.join(argv)}` did not answer within {timeout:g} s") from None
+    if done.returncode != 0:
+        raise ClusterError(f"`{' '.join(argv)}` failed (exit {done.returncode}): {done.stderr.strip()}")
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The Slurm allocation this process runs in: its job id and node names."""
+
+    job_id: str
+    nodes: tuple[str, ...]
+
+    @classmethod
+    def current(cls, environ: Mapping[str, str] | None = None) -> "Allocation":
+        """From ``SLURM_JOB_ID`` and ``SLURM_JOB_NODELIST``; ClusterError when there is none or
+        ``srun`` is missing."""
+        env = os.environ if environ is None else environ
+        job = env.get("SLURM_JOB_ID")
+        if not job:
+            raise ClusterError(f"running evaluations as srun steps needs a Slurm allocation, and SLURM_JOB_ID is not "
+                               f"set: {HOW_TO_ALLOCATE}")
+        if shutil.which("srun", path=env.get("PATH")) is None:
+            raise ClusterError("srun is not on PATH: load Slurm's module or add its bin directory to PATH")
+        nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        if not nodelist:
+            raise ClusterError(f"Slurm job {job} gives no node list (SLURM_JOB_NODELIST is not set)")
+        nodes = tuple(_command(["scontrol", "show", "hostnames", nodelist]).split())
+        if not nodes:
+            raise ClusterError(f"Slurm job {job}: the node list {nodelist!r} names no node")
+        return cls(job, nodes)
+
+
+@dataclass
+class Step:
+    """Where one evaluation runs: what the objective receives from :func:`current_step`.
+
+    nodes: the node names of this step; resources: what it asked for; job_id: the allocation;
+    name: the step's name (``gptask-<job>-<n>``); prefix: the ``srun`` command line to put before
+    the program (a list of strings)."""
+
+    nodes: tuple[str, ...]
+    resources: Resources
+    job_id: str
+    name: str
+    cancelled: bool = False
+    _procs: list = dataclasses.field(default_factory=list, repr=False)
+
+    @property
+    def prefix(self) -> list[str]:
+        r = self.resources
+        argv = ["srun", f"--jobid={self.job_id}", f"--job-name={self.name}", f"--nodes={r.nodes}",
+                f"--ntasks={r.ntasks}", f"--ntasks-per-node={r.tasks_per_node}", f"--cpus-per-task={r.cpus_per_task}",
+                f"--nodelist={','.join(self.nodes)}", "--exclusive", "--kill-on-bad-exit=1", "--quiet"]
+        if r.time_limit is not None:
+            argv.append(f"--time={_slurm_time(r.time_limit)}")
+        return argv
+
+    def run(self, command: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        """Run ``command`` as this step (``prefix + command``) and return the CompletedProcess
+        (stderr captured as text); StepFailed with the reason when the step did not succeed.
+        ``kwargs`` go to :func:`subprocess.run` (e.g. ``stdout=subprocess.PIPE``, ``cwd``, ``env``)."""
+        kwargs.setdefault("text", True)
+        kwargs["stderr"] = subprocess.PIPE
+        limit = self.resources.time_limit
+        proc = subprocess.Popen(self.prefix + list(command), **kwargs)
+        self._procs.append(proc)
+        try:
+            out, err = proc.communicate(timeout=None if limit is None else limit + TIME_LIMIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self._scancel()
+            proc.kill()
+            out, err = proc.communicate()
+            raise StepFailed(f"step {self.name} ran past its time limit of {limit:g} s and was cancelled") from None
+        finally:
+            self._procs.remove(proc)
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        if proc.returncode != 0 or _lost_node(err or ""):  # srun may exit 0 when its node failed
+            raise StepFailed(self.reason(proc.returncode, err or ""))
+        return done
+
+    def reason(self, code: int, stderr: str) -> str:
+        """Why a step ended with exit status ``code`` (read from srun's ``stderr``)."""
+        text = stderr if isinstance(stderr, str) else stderr.decode(errors="replace")
+        upper = text.upper()
+        if self.cancelled:
+            return f"step {self.name} cancelled (the campaign was stopped)"
+        if "TIME LIMIT" in upper:
+            return f"step {self.name} killed at its time limit of {self.resources.time_limit:g} s"
+        if _lost_node(text):
+            return f"step {self.name} lost a node ({', '.join(self.nodes)}): {_last_line(text)}"
+        if "UNABLE TO CREATE STEP" in upper or "STEP CREATION" in upper or "INVALID" in upper:
+            return f"step {self.name} could not start: {_last_line(text)}"
+        tail = _last_line(text, program=True)
+        return f"step {self.name} exited with status {code}" + (f": {tail}" if tail else "")
+
+    def cancel(self) -> None:
+        """Cancel this step because the campaign stops (its trial stays pending)."""
+        self.cancelled = True
+        self._scancel()
+
+    def _scancel(self) -> None:
+        """``scancel`` of the steps named like this one."""
+        try:
+            listing = _command(["squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j"], timeout=20)
+        except ClusterError as exc:
+            log.warning("could not list the steps of job %s to cancel %s: %s", self.job_id, self.name, exc)
+            return
+        ids = [line.split()[0] for line in listing.splitlines() if line.split()[1:] == [self.name]]
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False)
+
+
+def _lost_node(stderr: str | bytes) -> bool:
+    """Whether srun's ``stderr`` says a node of the step failed (``srun: error: Node failure on n3``)."""
+    upper = (stderr if isinstance(stderr, str) else stderr.decode(errors="replace")).upper()
+    return "NODE_FAIL" in upper or "NODE FAILURE" in upper or "NODE FAIL" in upper
+
+
+def _last_line(text: str, program: bool = False) -> str:
+    """The last line of a step's stderr (at most 300 characters); with ``program``, the program's own
+    last line where it wrote one (srun's lines, "srun: ...", interleave with it in no fixed order)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    own = [ln for ln in lines if not ln.startswith("srun:")] if program else []
+    return (own or lines)[-1][:300] if lines else ""
+
+
+_here = threading.local()
+
+
+def current_step() -> Step:
+    """The :class:`Step` of the evaluation running in this thread (in an objective run by
+    :class:`SlurmSteps`); RuntimeError elsewhere."""
+    step = getattr(_here, "step", None)
+    if step is None:
+        raise RuntimeError("current_step() is called from an objective that SlurmSteps runs "
+                           "(gt.tune(..., executor=gptask.tuning.cluster.SlurmSteps()))")
+    return step
+
+
+def requeue(job_id: str | None = None) -> None:
+    """Put Slurm job ``job_id`` (default: this one, ``SLURM_JOB_ID``) back in the queue
+    (``scontrol requeue``); the job is then ended by Slurm and starts again from its script."""
+    job = job_id or os.environ.get("SLURM_JOB_ID")
+    if not job:
+        raise ClusterError("requeue: no Slurm job to requeue (SLURM_JOB_ID is not set)")
+    log.warning("requeueing Slurm job %s: the same command resumes the campaign", job)
+    _command(["scontrol", "requeue", str(job)])
+
+
+@dataclass
+class _Waiting:
+    future: cf.Future
+    fn: Callable[..., Any]
+    args: tuple
+    resources: Resources
+    passes: int = 0
+
+
+class SlurmSteps(cf.Executor):
+    """A :class:`concurrent.futures.Executor` running each evaluation as an ``srun`` step of this
+    allocation (see the module docstring).
+
+    resources: ``f(task, params) -> Resources | int | dict`` (None: the objective's ``resources``
+    attribute, else one node); on_stop: "cancel" (running steps are cancelled at a stop signal,
+    their trials stay pending) or "finish" (they run to their end); lookahead: waiting trials among
+    which the next run is chosen; max_passes: times a trial may be passed over before it waits for
+    its nodes; signals: the signal names that stop the campaign inside ``with`` (default USR1);
+    allocation: an :class:`Allocation` (default: this process's, ClusterError without one)."""
+
+    def __init__(self, resources: Callable[[Mapping[str, Any], Mapping[str, Any]], Any] | None = None,
+                 on_stop: str = "cancel", lookahead: int = LOOKAHEAD, max_passes: int | None = None,
+                 signals: Sequence[str] = ("USR1",), allocation: Allocation | None = None) -> None:
+        if on_stop not in ON_STOP:
+            raise ClusterError(f"on_stop must be 'cancel' or 'finish', got {on_stop!r}")
+        if resources is not None and not callable(resources):
+            raise ClusterError(f"resources must be a function of (task, params), got {resources!r}")
+        for name, v in (("lookahead", lookahead), ("max_passes", max_passes)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
+                raise ClusterError(f"{name} must be an integer >= 1, got {v!r}")
+        sigs = []
+        for s in signals:
+            try:
+                sigs.append(signal.Signals[s if str(s).startswith("SIG") else f"SIG{s}"])
+            except KeyError:
+                raise ClusterError(f"signals: unknown signal {s!r} (e.g. 'USR1', 'USR2')") from None
+        self.allocation = allocation or Allocation.current()
+        self.resources = resources
+        self.on_stop = on_stop
+        self.lookahead = int(lookahead)
+        self.max_passes = int(max_passes) if max_passes is not None else 2 * len(self.allocation.nodes)
+        self.signals = tuple(sigs)
+        self.stopped_by = ""
+        self._cond = threading.Condition()
+        self._queue: list[_Waiting] = []
+        self._free = list(self.allocation.nodes)
+        self._down: set[str] = set()
+        self._running: dict[cf.Future, Step] = {}
+        self._threads: list[threading.Thread] = []
+        self._shutdown = False
+        self._count = 0
+        self._checked = 0.0
+        self._previous: dict[int, Any] = {}
+        self._dispatcher = threading.Thread(target=self._dispatch, name="gptask-slurm-steps", daemon=True)
+        self._dispatcher.start()
+
+    # the asynchronous loop's view: how many trials to keep proposed, and whether to stop
+    @property
+    def max_in_flight(self) -> int:
+        """Trials the loop keeps proposed: every node busy with a one-node run, plus ``lookahead``."""
+        return len(self.allocation.nodes) + self.lookahead
+
+    def stop_requested(self) -> bool:
+        return bool(self.stopped_by)
+
+    def request_stop(self, why: str = "stop requested") -> None:
+        """Stop the campaign: no new step starts; running ones are cancelled (on_stop="cancel") or
+        run to their end."""
+        with self._cond:
+            if self.stopped_by:
+                return
+            self.stopped_by = why
+            running = list(self._running.values())
+            self._cond.notify_all()
+        log.warning("%s: no new trials; %d step(s) running are %s", why, len(running),
+                    "cancelled (their trials stay pending)" if self.on_stop == "cancel" else "let finish")
+        if self.on_stop == "cancel":
+            for step in running:
+                threading.Thread(target=step.cancel, daemon=True).start()
+
+    def __enter__(self) -> "SlurmSteps":
+        if threading.current_thread() is threading.main_thread():
+            for s in self.signals:
+                self._previous[s] = signal.signal(s, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, previous in self._previous.items():
+            signal.signal(s, previous)
+        self._previous.clear()
+        self.shutdown(wait=True, cancel_futures=True)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        # in the main thread between bytecodes: hand the work (which takes locks) to a thread
+        threading.Thread(target=self.request_stop, args=(f"stopped by {signal.Signals(signum).name}",),
+                         daemon=True).start()
+
+    def needs(self, fn: Callable[..., Any], args: tuple) -> Resources:
+        """The Resources of ``fn(*args)``: args[0] is a :class:`gptask.evaluation.evaluate.Job` (task, params,
+        objective); ClusterError when it asks more nodes than the allocation has."""
+        job = args[0] if args else None
+        task, params = getattr(job, "task", {}), getattr(job, "params", {})
+        rule = self.resources or getattr(getattr(job, "objective", None), "resources", None)
+        res = Resources() if rule is None else Resources.of(rule(dict(task), dict(params)))
+        n = len(self.allocation.nodes)
+        if res.nodes > n:
+            raise ClusterError(f"resources: a run of task {dict(task)} with {dict(params)} asks {res.nodes} nodes, "
+                               f"and the allocation (job {self.allocation.job_id}) has {n}: "
+                               f"{', '.join(self.allocation.nodes)}")
+        return res
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future:
+        res = self.needs(fn, args)
+        future: cf.Future = cf.Future()
+        with self._cond:
+            if self._shutdown:
+                raise RuntimeError("cannot submit to a SlurmSteps executor after shutdown")
+            self._queue.append(_Waiting(future, lambda: fn(*args, **kwargs), args, res))
+            self._cond.notify_all()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._cond:
+            self._shutdown = True
+            if cancel_futures:
+                for w in self._queue:
+                    w.future.cancel()
+                self._queue.clear()
+            self._cond.notify_all()
+        if wait:
+            for t in list(self._threads):
+                t.join()
+
+    # placement
+    def _usable(self) -> list[str]:
+        """The free nodes that are up (node states read at most every NODE_CHECK_S)."""
+        now = time.monotonic()
+        if now - self._checked >= NODE_CHECK_S:
+            self._checked = now
+            try:
+                text = _command(["sinfo", "-h", "-N", "-n", ",".join(self.allocation.nodes), "-o", "%N %t"], timeout=20)
+                self._down = {n for n, st in (ln.split()[:2] for ln in text.splitlines() if len(ln.split()) >= 2)
+                              if st.rstrip("*~#!%$@^-").lower() in UNUSABLE_STATES or st.endswith("*")}
+                # a node lost by a --no-kill job leaves the job (and may be up again for others)
+                self._down |= set(self.allocation.nodes) - set(self._job_nodes())
+            except ClusterError as exc:  # slurmctld restarting: keep the last states
+                log.info("node states not read (%s): keeping the last ones", exc)
+        return [n for n in self._free if n not in self._down]
+
+    def _job_nodes(self) -> list[str]:
+        """The nodes the allocation holds now (``squeue``); all of them when the job is not listed."""
+        nodelist = _command(["squeue", "-h", "-j", self.allocation.job_id, "-o", "%N"], timeout=20).strip()
+        if not nodelist:
+            return list(self.allocation.nodes)
+        return _command(["scontrol", "show", "hostnames", nodelist], timeout=20).split()
+
+    def _pick(self) -> tuple[_Waiting, list[str]] | None:
+        """The waiting run to start now and its nodes, or None."""
+        self._queue = [w for w in self._queue if not w.future.cancelled()]
+        if not self._queue or self.stopped_by:
+            return None
+        usable = self._usable()
+        up = len([n for n in self.allocation.nodes if n not in self._down])
+        for w in self._queue[:self.lookahead]:
+            if w.resources.nodes > up:  # more nodes than are up: fails now instead of waiting for ever
+                return w, []
+        head = self._queue[0]
+        window = self._queue[:1] if head.passes >= self.max_passes else self._queue[:self.lookahead]
+        for w in window:
+            if w.resources.nodes <= len(usable):
+                if w is not head:
+                    head.passes += 1
+                return w, usable[:w.resources.nodes]
+        return None
+
+    def _dispatch(self) -> None:
+        with self._cond:
+            while True:
+                if self._shutdown and not self._queue:
+                    return
+                picked = self._pick()
+                if picked is None:
+                    self._cond.wait(timeout=NODE_CHECK_S)
+                    continue
+                w, nodes = picked
+                self._queue.remove(w)
+                if not w.future.set_running_or_notify_cancel():
+                    continue
+                if not nodes:
+                    up = len(self.allocation.nodes) - len(self._down)
+                    w.future.set_result(JobResult(Outcome(None, (), Status.FAILED, (
+                        f"the run needs {w.resources.nodes} nodes and {up} of the allocation's "
+                        f"{len(self.allocation.nodes)} are up (down: {', '.join(sorted(self._down))})"), 0.0)))
+                    continue
+                for n in nodes:
+                    self._free.remove(n)
+                self._count += 1
+                step = Step(tuple(nodes), w.resources, self.allocation.job_id,
+                            f"gptask-{self.allocation.job_id}-{self._count}")
+                self._running[w.future] = step
+                t = threading.Thread(target=self._run, args=(w, step), name=step.name, daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def _run(self, w: _Waiting, step: Step) -> None:
+        _here.step = step
+        failed = True
+        try:
+            result = w.fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the future, as any executor does
+            w.future.set_exception(exc)
+        else:
+            failed = not isinstance(result, JobResult) or result.outcome is None or \
+                result.outcome.status is Status.FAILED
+            if step.cancelled and isinstance(result, JobResult) and (
+                    result.outcome is None or result.outcome.status is Status.FAILED):
+                result = JobResult(None, interrupted=f"{self.stopped_by or 'stopped'}: step {step.name} cancelled")
+            w.future.set_result(result)
+        finally:
+            _here.step = None
+            with self._cond:
+                self._running.pop(w.future, None)
+                self._free.extend(step.nodes)
+                if failed:  # a node may be lost: read the node states before its next step
+                    self._checked = 0.0
+                self._threads = [t for t in self._threads if t is not threading.current_thread()]
+                self._cond.notify_all()
