@@ -8,7 +8,7 @@ import json
 import logging
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -16,9 +16,7 @@ from ..space.expressions import Restriction, parse_restriction
 from ..core.labels import check_unit
 from .objectives import Outputs, outputs_spec
 from ..space.dimensions import Boolean, Categorical, Integer, Ordinal, Real, Space
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..space.domain import Domain
+from ..space.domain import Domain, build_domain
 
 __all__ = ["Problem", "Features", "CostModel"]
 
@@ -334,12 +332,10 @@ class Problem:
                     self._record_error(k, exc, point)
         return ok
 
-    def domain(self, task: Mapping[str, Any]) -> "Domain | None":
+    def domain(self, task: Mapping[str, Any]) -> Domain | None:
         """The allowed configurations of ``task`` listed (:mod:`gptask.space.domain`): from ``candidates``
         or the whole grid of a discrete space, filtered by the constraints; None for a space that
         cannot be listed. Built once per task and kept."""
-        from ..space.domain import build_domain
-
         key = json.dumps(sorted((k, repr(v)) for k, v in task.items()))
         if key not in self._domains:
             self._domains[key] = build_domain(self, task)

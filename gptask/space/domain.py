@@ -24,16 +24,13 @@ their value indices (binary search over the sorted keys), vectorised.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .dimensions import Space
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..problem.definition import Problem
-
-__all__ = ["Domain", "build_domain", "row_keys", "ENUMERATION_LIMIT"]
+__all__ = ["Domain", "build_domain", "row_keys", "ENUMERATION_LIMIT", "ListedProblem"]
 
 #: the most configurations (before constraints) a discrete space may hold to be listed per task
 ENUMERATION_LIMIT = 1_000_000
@@ -165,7 +162,19 @@ def _column(values: Sequence[Any]) -> np.ndarray:
     return np.asarray(values, dtype=object if any(isinstance(v, str) for v in values) else None)
 
 
-def build_domain(problem: "Problem", task: Mapping[str, Any]) -> Domain | None:
+class ListedProblem(Protocol):
+    """What :func:`build_domain` reads of a problem (:class:`gptask.Problem` has it): the space sits
+    below the problem, so the domain names the four members it uses instead of importing it."""
+
+    name: str
+    param_space: Space
+
+    def candidate_list(self, task: Mapping[str, Any]) -> list[dict[str, Any]] | None: ...
+
+    def feasible_mask(self, task: Mapping[str, Any], columns: Mapping[str, np.ndarray], n: int) -> np.ndarray: ...
+
+
+def build_domain(problem: ListedProblem, task: Mapping[str, Any]) -> Domain | None:
     """The :class:`Domain` of ``task``: the problem's candidates or the whole grid of its discrete
     space, filtered by the constraints; None when there is neither (a continuous space, or a grid of
     more than :data:`ENUMERATION_LIMIT` configurations). The domain may be empty. Candidates need a
