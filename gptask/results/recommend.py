@@ -59,7 +59,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -72,16 +73,32 @@ from ..problem.objectives import Limit
 from ..data.storage import Storage, open_storage
 from ..data.trials import CONFIRM_SOURCE, Status, Trial, point_key
 from ..core.checks import check_int
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .result import TuningResult
-    from .table import Table
+from ..core.progress import Progress
+from .table import Table
 
 __all__ = ["DEFAULT_CANDIDATES", "DEFAULT_AGGREGATE", "Candidate", "Recommendation", "recommend", "nothing_to_recommend",
-           "ranked_candidates", "GAIN_CONFIRMED", "GAIN_TUNING", "recommendation_row", "recommendation_table",
+           "ranked_candidates", "ResultView", "GAIN_CONFIRMED", "GAIN_TUNING", "recommendation_row", "recommendation_table",
            "RULE", "COLUMNS_NOTE", "VALUE_COLUMNS", "default_params"]
 
 log = logging.getLogger(__name__)
+
+
+class ResultView(Protocol):
+    """What a recommendation reads of a tuning result (:class:`gptask.results.result.TuningResult`,
+    whose ``recommend`` method calls :func:`recommend`; a protocol here, so that the result imports
+    this module and not the other way round)."""
+
+    problem: Any
+    tasks: list[dict]
+    model: Any
+    transform: Any
+    outputs: dict | None
+    confirmations: list[Trial]
+    history_file: str | Path | None
+
+    def records(self, i: int, status: Status | str | None = ...) -> Sequence[Any]: ...
+
+    def best(self, i: int) -> tuple[dict, float]: ...
 
 #: how many of the best configurations by posterior mean are re-measured with ``confirm=k``
 DEFAULT_CANDIDATES = 3
@@ -263,7 +280,7 @@ class Recommendation:
         return self.pick.confirmed_by(self.aggregate)
 
 
-def nothing_to_recommend(result: "TuningResult", i: int) -> str | None:
+def nothing_to_recommend(result: ResultView, i: int) -> str | None:
     """Why task ``i`` of ``result`` has no recommendation ("no complete evaluation", or none of its
     configurations meets every limit of a problem with named outputs), or None when it has one."""
     ok = result.records(i)
@@ -279,7 +296,7 @@ def nothing_to_recommend(result: "TuningResult", i: int) -> str | None:
     return None
 
 
-def ranked_candidates(result: "TuningResult", i: int, rule: Any = None) -> list[Candidate]:
+def ranked_candidates(result: ResultView, i: int, rule: Any = None) -> list[Candidate]:
     """Task ``i``'s distinct evaluated configurations (complete evaluations), best first by the
     model's posterior mean (by their mean observed value when the result has no model). With named
     outputs, only configurations meeting every limit, and with several objectives only the task's
@@ -338,7 +355,7 @@ def _observed_range(records: Sequence[Any], limits: Sequence[Limit]) -> str:
     return "; ".join(parts)
 
 
-def _outputs(result: "TuningResult", i: int, params: dict, records: list) -> dict[str, float]:
+def _outputs(result: ResultView, i: int, params: dict, records: list) -> dict[str, float]:
     """Every output of ``params`` on task ``i``, user units: the posterior mean of its model when the
     result has one, else the mean of the observed values."""
     spec = result.problem.outputs
@@ -355,7 +372,7 @@ def _outputs(result: "TuningResult", i: int, params: dict, records: list) -> dic
     return out
 
 
-def default_params(result: "TuningResult", i: int) -> dict[str, Any] | None:
+def default_params(result: ResultView, i: int) -> dict[str, Any] | None:
     """Task ``i``'s default configuration (``result.problem.default_for``), None when the problem
     has none or it is not usable for this task."""
     try:
@@ -364,7 +381,7 @@ def default_params(result: "TuningResult", i: int) -> dict[str, Any] | None:
         return None
 
 
-def recommend(result: "TuningResult", i: int, confirm: int = 0, candidates: int | None = None,
+def recommend(result: ResultView, i: int, confirm: int = 0, candidates: int | None = None,
               timeout: float | None = None, aggregate: str | None = None, progress: bool = True,
               rule: Any = None) -> Recommendation:
     """Task ``i``'s recommended configuration; see the module docstring and
@@ -429,15 +446,13 @@ def recommend(result: "TuningResult", i: int, confirm: int = 0, candidates: int 
                           pick_rule.describe() if several else "")
 
 
-def _confirm(result: "TuningResult", i: int, configs: list[dict], k: int, timeout: float | None,
+def _confirm(result: ResultView, i: int, configs: list[dict], k: int, timeout: float | None,
              progress: bool = True, default: dict | None = None) -> None:
     """Bring each of ``configs`` (task ``i``) to ``k`` confirmation runs, round robin, each committed
     to the result's history file (when it has one) before the next starts; ``result.confirmations``
     is then what the file holds (every task), or what this process measured without a file.
     progress: a bar on a terminal, else a log line per run (``gptask.core.progress``), naming the task,
     the configuration (``default`` is called so) and the value."""
-    from ..core.progress import Progress
-
     storage = None if result.history_file is None else open_storage(result.history_file,
                                                                     result.problem.signature())
     reporter = None
@@ -528,12 +543,10 @@ def recommendation_row(rec: Recommendation) -> dict[str, Any]:
             "+-": rec.predicted_std, "raw best": rec.raw_best_value, "default": rec.default_value, "gain": rec.gain}
 
 
-def recommendation_table(result: "TuningResult", confirm: int = 0, timeout: float | None = None,
-                         progress: bool = True) -> "Table":
+def recommendation_table(result: ResultView, confirm: int = 0, timeout: float | None = None,
+                         progress: bool = True) -> Table:
     """:func:`recommendation_row` of every task with something to recommend (:func:`nothing_to_recommend`; ``result.recommend(i,
     confirm=confirm)``), as a :class:`~gptask.results.table.Table` with the problem's unit."""
-    from .table import Table
-
     rows = [recommendation_row(recommend(result, i, confirm=confirm, timeout=timeout, progress=progress))
             for i in range(len(result.tasks)) if nothing_to_recommend(result, i) is None]
     return Table(rows, getattr(result.problem, "unit", ""), VALUE_COLUMNS)

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .baseline import default_trial, gain
 from ..problem.definition import Problem
+from .fronts import FrontPoint, task_front
+from .recommend import Recommendation, recommend
 from .table import Table
 from ..model.transforms import OutputTransform
 from ..data.trials import Status
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .fronts import FrontPoint
-    from .recommend import Recommendation
 
 __all__ = ["TuningResult"]
 
@@ -75,14 +73,12 @@ class TuningResult:
         r = min(ok, key=lambda r: sign * r["value"])
         return dict(r["params"]), float(r["value"])
 
-    def pareto(self, i: int, everything: bool = False) -> list["FrontPoint"]:
+    def pareto(self, i: int, everything: bool = False) -> list[FrontPoint]:
         """Task ``i``'s non-dominated configurations (:func:`gptask.results.fronts.task_front`): those whose
         complete evaluations meet every limit and that no other such configuration dominates in the
         objectives, each a :class:`gptask.results.fronts.FrontPoint` (params, observed outputs, number of
         evaluations), best primary objective first. everything: every configuration meeting the
         limits. Raises ValueError for a problem without named outputs."""
-        from .fronts import task_front
-
         self._check_index(i)
         if self.problem.outputs is None:
             raise ValueError(f"problem {self.problem.name!r} has one objective: use best({i}); a front needs "
@@ -111,7 +107,7 @@ class TuningResult:
 
     def recommend(self, i: int, confirm: int = 0, candidates: int | None = None,
                   timeout: float | None = None, aggregate: str | None = None,
-                  progress: bool = True, rule: Any = None) -> "Recommendation":
+                  progress: bool = True, rule: Any = None) -> Recommendation:
         """Task ``i``'s recommended configuration, robust to a noisy objective (:mod:`gptask.results.recommend`).
 
         Picks, among task ``i``'s evaluated configurations, the one with the lowest posterior mean
@@ -133,8 +129,6 @@ class TuningResult:
         how to pick on the front (:class:`gptask.results.fronts.PickRule`: ``{"weights": {...}}``,
         ``{"reference": {...}}`` or ``{"limit": {...}}``; None: equal weights).
         """
-        from .recommend import recommend
-
         return recommend(self, i, confirm=confirm, candidates=candidates, timeout=timeout, aggregate=aggregate,
                          progress=progress, rule=rule)
 
@@ -153,6 +147,7 @@ class TuningResult:
         accuracy: also store the leave-one-task-out accuracy report; metadata: a JSON-ready dict
         kept with the model (``gptask.transfer.model_io.read_metadata``). Returns the path written.
         """
+        # upward: a model file builds on transfer (above results); model_io never imports this module
         from ..transfer.model_io import save_model
 
         return save_model(self, path, accuracy=accuracy, metadata=metadata)
