@@ -31,7 +31,7 @@ def test_an_old_path_is_the_new_module_with_a_warning(old):
 
 @pytest.mark.parametrize("package, names", [("gptask.space", ["Real", "Space", "choice_text"]),
                                             ("gptask.problem", ["Problem", "Features", "CostModel"]),
-                                            ("gptask.sources", ["Source", "read_source"]),
+                                            ("gptask.sources", ["Source", "SourceError"]),
                                             ("gptask.cli", ["main", "parse_assignments"])])
 def test_an_old_module_now_a_package_keeps_its_names(package, names):
     with warnings.catch_warnings():
