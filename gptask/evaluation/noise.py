@@ -51,6 +51,9 @@ stops runs longer than the median of the history (the thesis's "estimator based"
 Wiring into gptask's evaluation layer (suggested): wrap ``lambda **kw: objective(task, params, **kw)``
 as the sample callable, call ``session.evaluate``, store ``result.value`` as the evaluation value,
 ``result.samples`` as its repeats and mark ``result.censored`` evaluations with status "pruned".
+
+Over 500 lines on purpose: the resampling policies and the pruning rules share their statistics
+(confidence bounds of repeated launches); a standalone numpy/scipy module.
 """
 
 from __future__ import annotations

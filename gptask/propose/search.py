@@ -27,6 +27,10 @@ evaluated once per iteration on all particles at once. Two pyswarms habits are c
 importing it reconfigures the root logger and opens ``report.log`` in the working directory (we
 import it with a no-op logging configuration), and it draws from numpy's global random state (we
 seed that state per search and restore the caller's state afterwards).
+
+Over 500 lines on purpose: the swarm, the dense pass, the local polish and the search over a listed
+domain share how candidates are encoded, made feasible and deduplicated; one job, maximising an
+acquisition.
 """
 
 from __future__ import annotations

@@ -52,6 +52,9 @@ are reused: a candidate that already has confirmation runs of this task in the f
 earlier call, another process, or a killed call) is only run up to ``k`` runs in all. A failed
 confirmation run is kept with its reason, counts as one of the ``k`` runs (a configuration that
 crashes is not retried on every call) and never raises.
+
+Over 500 lines on purpose: a pick rule's parsing, the ranking of candidates under limits and the
+confirmation runs are one recommendation, used by the result, the commands and the report alike.
 """
 
 from __future__ import annotations

@@ -49,6 +49,9 @@ those that hurt are left out (:mod:`gptask.sources.selection`).
   ``machine``): the sources' trials are imported into it once (an import of the same trials again
   adds nothing), so a killed run resumes as any other. A history of the problem itself is refused
   by signature.
+
+Over 500 lines on purpose: it plans a run with sources (the combined problem, the summary caps, the
+consensus designs, the selection) and drives it; reading is :mod:`.measurements`'s.
 """
 
 from __future__ import annotations

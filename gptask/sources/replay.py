@@ -31,6 +31,9 @@ recorded, and a parameter with one value becomes a constant the restrictions may
 (``filter_width`` in the convolution kernel's restrictions). A number that does not fit a float
 (``10**400``, ``1e400``) is refused naming the file; the text ``Infinity`` or ``NaN`` (``inf``,
 ``nan`` in a CSV) as a measurement marks a failed configuration.
+
+Over 500 lines on purpose: the readers of three recording formats (Kernel Tuner caches, T4 results,
+CSV) share their checks and messages, and the replay harness uses what they read.
 """
 
 from __future__ import annotations

@@ -51,6 +51,9 @@ are refused unread, the ``.npz`` members must be stored uncompressed as :meth:`L
 (no zip bomb), every ``.npy`` header's shape must account for exactly the bytes its member holds and
 agree with the other arrays' (checked before numpy allocates anything), and a NaN or infinity
 anywhere (a JSON number or an array value) refuses the file, so a model never predicts ``nan``.
+
+Over 500 lines on purpose: the model file's writer, reader and checks (checksum, version, problem
+signature and its differences in words) are one file format, defined in one place.
 """
 
 from __future__ import annotations

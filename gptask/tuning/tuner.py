@@ -36,6 +36,9 @@ Contract
 With ``comm`` (mpi4py), every rank calls the same methods with the same arguments: rank 0 alone
 reads and writes the history and broadcasts what it read as JSON; model restarts and per-task
 searches are spread over the ranks.
+
+Over 500 lines on purpose: the ask/tell contract (re-proposals, initial designs, search rounds,
+claims, tells exactly once) is one class; what to run next is its proposer's (:mod:`.proposer`).
 """
 
 from __future__ import annotations

@@ -32,6 +32,10 @@ reconnecting after a restart or a dropped connection. A holder whose heartbeat i
 :data:`HOLDER_TIMEOUT_S` is dead (``kill -9``, a lost node), except within HOLDER_TIMEOUT_S of a
 server start (the keepers reconnect first). A holder with no heartbeat row cannot be checked and
 counts as alive until its lease, if any, expires.
+
+Over 500 lines on purpose: one backend of the storage contract (schema, versions, claims under row
+locks, tells exactly once, holders and heartbeats, reconnection), one class as the contract's tests
+see it.
 """
 
 from __future__ import annotations

@@ -50,6 +50,9 @@ file as it was. A file written by a newer schema is refused with the versions na
 Version 2 (up to 59b0823) lacked the ``objectives`` columns: the upgrade adds them (NULL: every
 trial of such a file returned one number), in place or in the in-memory copy alike; a version-1
 file goes through both upgrades in one transaction. ``meta`` then records ``upgraded_from``.
+
+Over 500 lines on purpose: one backend of the storage contract (schema, upgrades of older files,
+claims, tells exactly once, holders), one class as the contract's tests see it.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ by default, or torch float64 tensors on any device (``LCM(..., backend="torch", 
 On the CPU the likelihood forms only the upper triangle of its symmetric N x N matrices, in row
 blocks (:class:`_RowBlock`), and factorises through LAPACK calls that release the GIL
 (:mod:`.lapack_nogil`), so a fit's starts on worker threads run side by side.
+
+Over 500 lines on purpose: the likelihood, its analytic gradient, the fit, the prediction and the
+Cholesky extension of one model share its parameter layout, and are tested together against GPy and
+finite differences.
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ Stopping (walltime): ``with SlurmSteps(...) as ex:`` installs a SIGUSR1 handler 
 (``on_stop="cancel"``, their trials stay PENDING) or run to their end (``"finish"``), the history is
 closed, and :func:`requeue` (``scontrol requeue``) puts the job back in the queue, where the same
 command resumes. SIGTERM stops the loop at once (:mod:`gptask.tuning.loop`); Slurm kills the steps.
+
+Over 500 lines on purpose: the allocation, the packing of steps onto free nodes, one step's life
+(launch, time limit, lost node, cancel) and the walltime stop with its requeue are the parts of one
+executor, tested together on a real Slurm.
 """
 
 from __future__ import annotations
