@@ -44,8 +44,8 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 #: the docs pages in reading order (a session's blocks run in this order, after the README's); every
 #: docs/*.md page must be listed
-DOC_PAGES = ["install", "spaces", "evaluation", "transfer", "sources", "objectives", "insight", "executors",
-             "command-line", "applications", "layout"]
+DOC_PAGES = ["install", "spaces", "evaluation", "histories", "transfer", "sources", "objectives", "insight",
+             "executors", "cluster", "command-line", "applications", "layout"]
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)
 NOTE = re.compile(r"<!-- example: (?P<id>[\w-]+)(?P<opts>(?: [\w-]+=\S+)*) -->")
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -167,7 +167,7 @@ def _record(example_id: str, seconds: float, smoke: bool) -> None:
 # ---- the pages themselves --------------------------------------------------------------------------
 RUN_HERE = {"two-commands", "venv", "pip-install", "notebooks", "library", "ask-tell", "transfer", "executor", "measurements",
             "measurements-cli", "mpi-ranks", "mpi-pool", "lcm-torch", "cli", "app-scalapack", "app-mpi", "app-io",
-            "insight", "discrete", "replay-cli", "objectives", "memory-limit"}
+            "insight", "discrete", "replay-cli", "objectives", "memory-limit", "proposer", "cluster-objective"}
 
 
 def test_every_code_block_is_an_example_that_a_test_runs():
@@ -190,7 +190,7 @@ def test_every_example_states_how_long_it_runs():
             continue  # activating the virtualenv runs nothing; pip's time is the network's
         assert DURATION.search(e.code) or DURATION.search(e.after), f"{e.page} line {e.line}: example {e.id} " \
                                                                     "does not say how long it runs"
-    assert all("RT_" not in p.read_text() for p in pages())  # no placeholder left
+    assert not any(re.search(r"\bRT_", p.read_text()) for p in pages())  # no placeholder (not SLURM_RESTART_COUNT)
 
 
 def test_the_readme_is_a_front_door():
@@ -371,6 +371,24 @@ def test_the_discrete_space_and_replay_examples(repo):
     assert len(fractions) == 2 and all(0.0 < f <= 1.0 for f in fractions)
     out = run_shell("replay-cli", by_id()["replay-cli"].code, repo, timeout=900)
     assert "fraction of the optimum" in out.stdout and (repo / "out" / "replay.png").exists()
+
+
+def test_the_proposer_example(repo):
+    """docs/evaluation.md's search variant: registered, used by gt.tune, every search it made within it."""
+    r = subprocess.run([sys.executable, "-c", by_id()["proposer"].code], cwd=repo, env=clean_env(), capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    searched = ast.literal_eval(r.stdout.strip().splitlines()[-1])
+    assert len(searched) == 2 and all(p["x"] % 2 == 0 for p in searched)
+
+
+def test_the_cluster_objective_defines_what_srun_steps_read():
+    """docs/cluster.md's objective: it needs an allocation to run, so the test runs the block (it
+    defines the functions) and checks what SlurmSteps reads of it: the resources of one run."""
+    scope: dict = {}
+    exec(compile(by_id()["cluster-objective"].code, "cluster-objective", "exec"), scope)
+    assert callable(scope["objective"]) and scope["objective"].resources is scope["resources"]
+    assert scope["resources"]({"m": 20000}, {"p": 8, "q": 8}) == {"nodes": 2, "tasks_per_node": 32, "time_limit": 600}
 
 
 @pytest.mark.slow

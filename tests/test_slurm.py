@@ -169,13 +169,14 @@ def test_one_job_per_trial_through_submitit(slurm, tmp_path, monkeypatch):
 
 def test_the_docs_sbatch_script_is_what_slurm_script_writes(root):
     """docs/cluster.md's sbatch script is gptask slurm-script's output for the command it shows (the
-    same generator whose script the requeue test runs under sbatch)."""
+    same generator whose script the requeue test runs under sbatch). The two blocks of the page:
+    <!-- cluster-slurm-script --> (the command) and <!-- cluster-sbatch --> (the script it writes)."""
     import re
     import shlex
 
     text = (root / "docs" / "cluster.md").read_text()
-    command = re.search(r"```\ngptask slurm-script (.*?)\n```", text, re.S).group(1).replace("\\\n", " ")
-    shown = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
+    command = re.search(r"```bash\ngptask slurm-script (.*?)\n```", text, re.S).group(1).replace("\\\n", " ")
+    shown = re.search(r"```bash\n(#!/bin/bash\n.*?)```", text, re.S).group(1)
     done = subprocess.run([sys.executable, "-m", "gptask", "slurm-script", *shlex.split(command)],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(root)), cwd=root)
     assert done.returncode == 0, done.stderr
