@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gptask.cli.main import max_failures_arg, parse_assignments
+from gptask.cli.arguments import max_failures_arg, parse_assignments
 from gptask.evaluation.failed_runs import TuningAborted
 from gptask.evaluation.noise import Pruner, StaticResampling
 

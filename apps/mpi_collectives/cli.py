@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gptask.cli.main import max_failures_arg, parse_assignments
+from gptask.cli.arguments import max_failures_arg, parse_assignments
 from gptask.evaluation.failed_runs import TuningAborted
 
 from .algorithms import COLLECTIVES

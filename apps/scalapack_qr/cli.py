@@ -17,7 +17,7 @@ import shlex
 import sys
 from typing import Any
 
-from gptask.cli.main import max_failures_arg, parse_assignments
+from gptask.cli.arguments import max_failures_arg, parse_assignments
 
 __all__ = ["main", "parse_kv", "build_parser"]
 
