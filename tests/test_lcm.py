@@ -332,3 +332,20 @@ def test_a_deterministic_objective_s_noise_on_the_floor_is_no_warning(caplog):
     assert any("on the floor" in f for f in m.fit_report.flags_after)  # the case the issue saw
     floor = [r for r in caplog.records if "on the floor" in r.getMessage()]
     assert floor and all(r.levelno == logging.INFO for r in floor)
+
+
+def test_the_fresh_starts_after_a_noise_on_its_floor_can_be_switched_off(monkeypatch):
+    # issue 40: a bench switch (bench/proposers/no_floor_restarts.py) to measure what those starts buy
+    import gptask.model.numerics.lcm as lcm
+
+    rng = np.random.default_rng(0)
+    X = rng.random((20, 3))
+    y = 1.0 + X[:, 0] + 0.3 * X[:, 1]  # deterministic: the noise ends on its floor
+    on = LCM(1).fit([X], [y], restarts=2, seed=0)
+    assert on.fit_report.explored and on.fit_report.n_starts == 2 + lcm.EXPLORE_RESTARTS
+    assert all(f.endswith(lcm.NOISE_FLOOR_FLAG) for f in on.fit_report.flags)
+    monkeypatch.setattr(lcm, "EXPLORE_ON_NOISE_FLOOR", False)
+    off = LCM(1).fit([X], [y], restarts=2, seed=0)
+    assert not off.fit_report.explored and off.fit_report.n_starts == 2
+    assert off.fit_report.flags == on.fit_report.flags  # still diagnosed, not explored
+    np.testing.assert_array_equal(off.fit_report.objective, on.fit_report.objective[:2])

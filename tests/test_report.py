@@ -333,3 +333,104 @@ def test_a_task_asked_about_may_name_a_new_machine_and_a_number_is_asked_by_its_
     with pytest.raises(ValueError, match=r"--task 'machine=a100,m=big': the task dimension 'm' \(Integer\) expects a "
                                          r"number, got 'big'"):
         write_report(path, tmp_path / "bad.html", options=ReportOptions(tasks=("machine=a100,m=big",)))
+
+
+def _section(text, anchor):
+    start = text.index(f'<section id="{anchor}">')
+    return text[start:text.index("</section>", start)]
+
+
+def test_the_recommendation_table_on_the_page_has_the_columns_a_reader_needs(finished_page):
+    # issue 40: 19 columns, the default and the gain off screen at 1400 px; the rest is in gptask show
+    import html
+
+    table = _section(html.unescape(finished_page.read_text()), "recommended")
+    head = re.findall(r"<th>([^<]*)</th>", table[:table.index("</thead>")])
+    assert head[0] == "task" and set(head[1:4]) == {"b", "p", "alg"}
+    assert head[4:] == ["value (s)", "basis", "default (s)", "gain"]
+    assert "gptask show HISTORY" in table
+
+
+def test_in_words_a_real_parameter_has_3_significant_digits():
+    # issue 40: 'in words' printed x=0.40072399723
+    problem = gt.Problem(gt.Space([gt.Real("t", 0.0, 1.0)]), gt.Space([gt.Real("x", 0.0, 1.0), gt.Integer("n", 1, 9)]),
+                         lambda t, p: 0.0)
+    xs = [0.40072399723, 0.0137, 0.9, 0.65, 0.25, 0.8]
+    rows = [{"t": 0.5, "x": x, "n": 3, "value": 1.0 + (x - 0.4) ** 2} for x in xs]
+    rec = gt.fit(problem, rows, progress=False).recommend(0, progress=False)
+    assert rec.params["x"] == 0.40072399723
+    assert rec.describe().startswith("n=3,x=0.401: ") or rec.describe().startswith("x=0.401,n=3: ")
+    from gptask.core.labels import format_param
+
+    assert [format_param(v) for v in (0.40072399723, 1234.5, 2.5e-7, 0.0, -0.001234, 7, "a", 3.0)] == \
+        ["0.401", "1230", "2.5e-07", "0", "-0.00123", "7", "a", "3"]
+
+
+def test_accuracy_fractions_are_percent_in_every_table(finished_page):
+    # issue 40: fractions and percents mixed (the summary in percent, the per-task table in fractions)
+    import html
+
+    section = _section(html.unescape(finished_page.read_text()), "accuracy")
+    for table in re.findall(r"<table>.*?</table>", section):
+        head = re.findall(r"<th>([^<]*)</th>", table)
+        for row in re.findall(r"<tr>(.*?)</tr>", table[table.index("<tbody>"):]):
+            cells = dict(zip(head, re.findall(r"<td[^>]*>([^<]*)</td>", row)))
+            for key in ("mape", "coverage"):
+                assert cells[key] == "-" or re.fullmatch(r"\d+\.\d %", cells[key]), (key, cells[key])
+
+
+def test_the_sensitivity_section_says_how_many_runs_it_rests_on_and_that_a_tuning_history_is_worse(
+        finished, finished_page):
+    # issue 40: indices from a tuning history are much less accurate than from a space-filling design
+    import html
+
+    from gptask.model.surrogate.data import usable
+
+    with SQLiteStorage(finished, read_only=True) as h:
+        trials = list(result_from_history(h).history)
+    mine = [t for t in trials if t.status.finished and usable(t)]
+    searched = sum(t.source == "search" for t in mine)
+    assert 0 < searched < len(mine)
+    section = _section(html.unescape(finished_page.read_text()), "sensitivity")
+    assert f"The indices rest on {len(mine)} measured runs" in section
+    assert f"{searched} of them chosen by the search" in section
+    assert re.search(r"was \d\.\d\d / \d\.\d\d at 50 / 100 runs of gptask's tuning against \d\.\d\d / \d\.\d\d", section)
+
+
+def test_log_axes_of_the_figures_have_no_overlapping_tick_labels():
+    # issue 40: overlapping axis labels (every minor tick of an axis under a decade was labelled)
+    from gptask.insight import figures
+
+    series = [{"label": f"task {i}", "default": None, "values": list(np.geomspace(lo, hi, 12))}
+              for i, (lo, hi) in enumerate([(2.0, 24.0), (0.03, 0.25), (0.09, 1.2), (0.5, 300.0)])]
+    fig = figures.convergence_grid(series, "s")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        lo, hi = ax.get_ylim()
+        shown = sorted((t for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True)
+                        if t.get_visible() and t.get_text() and lo <= t.get_position()[1] <= hi),
+                       key=lambda t: t.get_position()[1])
+        assert len(shown) >= 2, [t.get_text() for t in shown]  # labelled, major and minor ticks alike
+        boxes = [t.get_window_extent(renderer) for t in shown]
+        for a, b in zip(boxes, boxes[1:]):
+            assert not a.overlaps(b), [t.get_text() for t in shown]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_a_history_tuned_without_the_log_transform_rebuilds_with_its_model(tmp_path):
+    # issue 40: with output_transform="none", result_from_history had no model ('needs a fitted model')
+    # after a 30-run tune; a positive objective, so the rebuilt result's default would be the log
+    problem = gt.Problem(gt.Space([gt.Real("t", 0.0, 1.0)]), gt.Space([gt.Real("x", 0.0, 1.0), gt.Real("y", 0.0, 1.0)]),
+                         lambda t, p: 1.0 + (p["x"] - 0.3) ** 2 + 0.1 * p["y"], name="plain")
+    path = tmp_path / "h.sqlite"
+    tuned = gt.tune(problem, tasks=[{"t": 0.5}], budget=30, seed=0, history=path, progress=False,
+                    output_transform="none")
+    with SQLiteStorage(path, read_only=True) as h:
+        rebuilt = result_from_history(h)
+    assert rebuilt.model is not None and rebuilt.transform.use_log is False
+    assert gt.sensitivity(rebuilt, base=64).use_log is False
+    mine, theirs = rebuilt.recommend(0, progress=False), tuned.recommend(0, progress=False)
+    assert mine.params == theirs.params and mine.predicted == pytest.approx(theirs.predicted, rel=1e-6)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["task_label", "format_value", "format_gain", "GAIN_COLUMNS", "check_unit", "UNIT_META_KEY",
+__all__ = ["task_label", "format_value", "format_gain", "format_param", "GAIN_COLUMNS", "check_unit", "UNIT_META_KEY",
            "record_unit", "stored_unit"]
 
 #: the history meta key holding the objective's unit (tools without the Problem read it there)
@@ -48,6 +48,20 @@ def format_gain(gain: float | None) -> str:
     if gain is None:
         return "-"
     return f"{100.0 * gain:.1f} %"
+
+
+def format_param(value: Any) -> str:
+    """A parameter's value for people: a float to 3 significant digits, positional between 1e-3
+    and 1e6 (``0.40072399723`` -> ``"0.401"``, ``1234.5`` -> ``"1230"``, ``2.5e-07`` -> ``"2.5e-07"``);
+    anything else as ``str``."""
+    import math
+
+    if isinstance(value, float) and math.isfinite(value):
+        if value == 0.0 or 1e-3 <= abs(value) < 1e6:
+            text = f"{float(f'{value:.3g}'):f}".rstrip("0")
+            return text[:-1] if text.endswith(".") else text
+        return f"{value:.3g}"
+    return str(value)
 
 
 def check_unit(unit: Any) -> str:

@@ -20,6 +20,8 @@ __all__ = ["convergence_grid", "sensitivity_bars", "heldout_scatter", "task_map"
 
 #: the most tasks drawn as panels of the convergence figure
 MAX_PANELS = 16
+#: the most labelled ticks of a log axis (:func:`_log_axis`)
+LOG_TICKS = 6
 
 
 def _plt():
@@ -29,6 +31,20 @@ def _plt():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _log_axis(ax: Any, which: str = "y") -> None:
+    """A log scale on ``ax``'s ``which`` axis ("x" or "y") labelled at 1, 2 and 5 times powers of
+    ten (at most about LOG_TICKS of them), as plain numbers to 3 significant digits, minor ticks
+    unlabelled: matplotlib's default labels every minor tick of an axis spanning less than a decade,
+    and those overlap in a small panel."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    getattr(ax, f"set_{which}scale")("log")
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0), numticks=LOG_TICKS))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def convergence_grid(series: Sequence[dict[str, Any]], unit: str = "") -> Any:
@@ -55,7 +71,7 @@ def convergence_grid(series: Sequence[dict[str, Any]], unit: str = "") -> Any:
             top = max(ys) if ys else 1.0
             ax.plot(fails, [top] * len(fails), "x", color="red")
         if positive:
-            ax.set_yscale("log")
+            _log_axis(ax)
         ax.set_title(s["label"], fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
@@ -96,8 +112,8 @@ def heldout_scatter(measured: np.ndarray, predicted: np.ndarray, task: np.ndarra
     lo, hi = float(np.min(both)), float(np.max(both))
     ax.plot([lo, hi], [lo, hi], "k--", linewidth=1)
     if lo > 0:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        _log_axis(ax, "x")
+        _log_axis(ax, "y")
     u = f" ({unit})" if unit else ""
     ax.set_xlabel("measured" + u)
     ax.set_ylabel("predicted" + u)
@@ -143,6 +159,11 @@ def task_map(xname: str, yname: str, xs: Sequence[float], ys: Sequence[float], v
         bar.ax.tick_params(labelsize=7)
         if labels is not None:
             bar.set_ticks(range(len(labels)), labels=labels)
+        elif not log and np.all(np.isnan(Z) | (Z == np.round(Z))):  # an integer parameter: no 36.25
+            from matplotlib.ticker import MaxNLocator
+
+            bar.locator = MaxNLocator(integer=True)
+            bar.update_ticks()
         for tx, ty in tuned:
             ax.plot(list(xs).index(tx) if tx in xs else np.interp(tx, xs, range(len(xs))),
                     list(ys).index(ty) if ty in ys else np.interp(ty, ys, range(len(ys))), "o", mfc="none",
@@ -173,7 +194,7 @@ def task_line(xname: str, xs: Sequence[float], value: np.ndarray, lower: np.ndar
     ax.plot(xs, value, "o-", color="C0")
     ax.fill_between(xs, lower, upper, alpha=0.25, color="C0")
     if np.min(lower) > 0:
-        ax.set_yscale("log")
+        _log_axis(ax)
     ax.set_title("predicted value" + (f" ({unit})" if unit else "") + ", 95 % band", fontsize=9)
     for ax, (name, vals) in zip(flat[1:], params.items()):
         z, labels = _level(vals)

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.labels import task_label
+from ..core.labels import format_param, task_label
 from ..data.trials import Status
+from ..tuning.settings import SOURCE_SEARCH
 from . import figures
 from .grid import MAX_POINTS
 from .html import esc, figure_html, list_html, note_html, table_html
@@ -34,6 +35,16 @@ MAX_RUN_ROWS = 2000
 MAP_POINTS = 7
 #: held-out points per task scored by the leave-one-task-out check (each task refits the new-task model)
 LOTO_POINTS = 40
+#: the error of Sobol indices from a tuning history against a Latin hypercube of as many runs: the largest
+#: |S1 - true S1| over Ishigami's 3 parameters, mean over seeds 0-2 (bench/sensitivity_from_tuning.py)
+SENSITIVITY_FROM_TUNING = {"runs": (50, 100), "tuning": (0.27, 0.20), "lhs": (0.09, 0.06), "seeds": 3}
+#: columns of a recommendation row the page leaves to ``gptask show`` (the page's table fits 1400 px)
+PAGE_DROPPED = ("pick", "median", "max", "predicted", "+-", "raw best")
+#: what the page's recommendation table shows
+PAGE_COLUMNS_NOTE = ("value: the pick's {aggregate} over its confirmation runs when it has some, else its value as "
+                     "measured while tuning (basis: which); default: the default configuration's value taken the "
+                     "same way; gain: (default - value) / default. The model's prediction at the pick (+- std), the "
+                     "single best launch and the confirmation runs' median and max: gptask show HISTORY")
 #: the failure map is drawn from this many failed and finished runs on (fewer teach the model nothing)
 FAILURE_MAP_MIN = (2, 10)
 
@@ -81,8 +92,7 @@ def summary(data: ReportData, opts: ReportOptions) -> str:
 
 
 def recommendations(data: ReportData, opts: ReportOptions) -> str:
-    from ..results.recommend import (COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, nothing_to_recommend, recommend,
-                             recommendation_row)
+    from ..results.recommend import DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, nothing_to_recommend, recommend, recommendation_row
 
     result = data.result
     if result is None or not data.finished:
@@ -95,9 +105,9 @@ def recommendations(data: ReportData, opts: ReportOptions) -> str:
     recs = [recommend(result, i, progress=False) for i in range(len(result.tasks))
             if nothing_to_recommend(result, i) is None]
     out = note_html("Rule: " + RULE.format(aggregate=DEFAULT_AGGREGATE) + ".")
-    out += table_html([recommendation_row(r) for r in recs], data.unit, VALUE_COLUMNS)
-    out += note_html(COLUMNS_NOTE.format(aggregate=DEFAULT_AGGREGATE) + ". The model's +- is the std of its "
-                     "posterior mean (the latent value, not one launch).")
+    confirmed = any(r.pick.confirmations for r in recs)
+    out += table_html([_page_row(data, r, recommendation_row(r), confirmed) for r in recs], data.unit, VALUE_COLUMNS)
+    out += note_html(PAGE_COLUMNS_NOTE.format(aggregate=DEFAULT_AGGREGATE))
     out += "<h3>In words</h3>" + list_html(f"{data.task_text(r.task_index)}: {r.describe()}" for r in recs)
     without = [i for i in range(len(result.tasks)) if not result.records(i)]
     if without:
@@ -108,6 +118,22 @@ def recommendations(data: ReportData, opts: ReportOptions) -> str:
         if why is not None and result.records(i):  # complete runs, none within the limits
             out += note_html(f"{data.task_text(i)}: {why}, so no recommendation.", "missing")
     return out + _fronts(data)
+
+
+def _page_row(data: ReportData, rec: Any, row: dict[str, Any], confirmed: bool) -> dict[str, Any]:
+    """The columns of ``row`` (:func:`gptask.recommend.recommendation_row`) a reader of the page
+    needs (PAGE_COLUMNS_NOTE): the task as one label, the pick's parameters and other outputs, its
+    value and what it rests on, the confirmation runs when any task has them, the default's value,
+    the gain; the model's prediction, the raw best launch and the run statistics stay in
+    ``gptask show``."""
+    keep = {"task": data.task_text(rec.task_index)}
+    shown = set(rec.task) | {"task", *PAGE_DROPPED}
+    keep.update((k, v) for k, v in row.items() if k not in shown and k not in ("basis", "runs", "default", "gain"))
+    keep["basis"] = row["basis"]
+    if confirmed:
+        keep["runs"] = row["runs"]
+    keep.update(default=row["default"], gain=row["gain"])
+    return keep
 
 
 def _fronts(data: ReportData) -> str:
@@ -210,6 +236,7 @@ def sensitivity_section(data: ReportData, opts: ReportOptions) -> str:
                     "alone; ST: with its interactions. The +- are half-widths of the bootstrap intervals of the "
                     "estimate on the model's mean; the model's own error is not in them (see the held-out "
                     "accuracy).")
+    out += _sensitivity_runs_note(data, rep.task_indices)
     out += figure_html(figures.sensitivity_bars(rep.names, m.first, m.first_conf, m.total, m.total_conf),
                        f"Mean Sobol indices over {len(rep.tasks)} task(s), 95 % intervals.", "Sobol indices")
     out += table_html(rep.table())
@@ -224,6 +251,30 @@ def sensitivity_section(data: ReportData, opts: ReportOptions) -> str:
         out += note_html(f"The problem has {data.signature['n_constraints']} constraint(s), unknown to a history: "
                          "the box sampled may hold configurations they forbid (pass --problem to count them).")
     return out
+
+
+def _sensitivity_runs_note(data: ReportData, tasks: tuple[int, ...]) -> str:
+    """How many measured runs the indices of ``tasks`` rest on and, when the search chose some of
+    them, how much less accurate indices from a tuning history are (SENSITIVITY_FROM_TUNING)."""
+    from ..model.surrogate.data import usable
+
+    mine = [t for t in data.finished if t.task_index in set(tasks) and usable(t)]
+    per_task = [sum(t.task_index == i for t in mine) for i in tasks]
+    searched = sum(t.source == SOURCE_SEARCH for t in mine)
+    spread = (f"{per_task[0]} per task" if min(per_task) == max(per_task)
+              else f"{min(per_task)} to {max(per_task)} per task")
+    text = f"The indices rest on {len(mine)} measured runs ({spread})"
+    if not searched:
+        return note_html(text + ", none of them chosen by the search.")
+    ref = SENSITIVITY_FROM_TUNING
+    return note_html(
+        text + f", {searched} of them chosen by the search, which gathers its runs near the best configurations. "
+        "From a tuning history the indices are less accurate than from a space-filling design of as many runs: on "
+        f"Ishigami (3 parameters), the largest error of a first-order index was {ref['tuning'][0]:.2f} / "
+        f"{ref['tuning'][1]:.2f} at {ref['runs'][0]} / {ref['runs'][1]} runs of gptask's tuning against "
+        f"{ref['lhs'][0]:.2f} / {ref['lhs'][1]:.2f} from a Latin hypercube (mean over {ref['seeds']} seeds, "
+        "bench/sensitivity_from_tuning.py). Indices to rely on need a space-filling design (gt.tune with n_initial "
+        "equal to the budget measures a Latin hypercube).", "missing")
 
 
 def accuracy(data: ReportData, opts: ReportOptions) -> str:
@@ -255,10 +306,7 @@ def accuracy(data: ReportData, opts: ReportOptions) -> str:
         out += note_html(f"Leave-one-task-out (how well new tasks are predicted) needs 3 tasks with complete "
                          f"evaluations; this history has {len(tuned)}.", "missing")
     if rows:
-        for r in rows:
-            r["mape"] = None if r["mape"] is None else f"{100 * r['mape']:.1f} %"
-            r["coverage"] = None if r["coverage"] is None else f"{100 * r['coverage']:.1f} %"
-        out += table_html(rows)
+        out += table_html([_in_percent(r) for r in rows])
     if shown is not None and shown.points:
         pts = shown.points
         out += figure_html(figures.heldout_scatter(np.array([p.measured for p in pts]),
@@ -267,8 +315,13 @@ def accuracy(data: ReportData, opts: ReportOptions) -> str:
                            f"Held-out predictions ({shown.method}) against the measured values; dashed: equal.",
                            "held-out accuracy")
         out += "<h3>Per task</h3>" + table_html(
-            [{**r, "task values": task_label(data.tasks[r["task_index"]])} for r in shown.by_task()])
+            [{**_in_percent(r), "task values": task_label(data.tasks[r["task_index"]])} for r in shown.by_task()])
     return out
+
+
+def _in_percent(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its fractions (mape, coverage) in percent, as every accuracy table of the page shows them."""
+    return {k: (f"{100 * v:.1f} %" if k in ("mape", "coverage") and v is not None else v) for k, v in row.items()}
 
 
 def _default_axes(data: ReportData, dims: list[Any], rng: dict[str, Any]) -> dict[str, list[Any]]:
@@ -398,7 +451,7 @@ def failure_section(data: ReportData, opts: ReportOptions) -> str:
             f"{fmap.n_failed} of {fmap.n_finished} finished runs failed: not enough failures to tell which "
             "parameters decide them (ignoring any one parameter explains the runs about as well: random crashes "
             "look like this too). Their reasons are under Measured runs.") + table
-    held = ", ".join(f"{k} = {v}" for k, v in fmap.base.items() if k not in fmap.names)
+    held = ", ".join(f"{k} = {format_param(v)}" for k, v in fmap.base.items() if k not in fmap.names)
     out = note_html(
         f"{fmap.n_failed} of {fmap.n_finished} finished runs failed. The failure model (a Gaussian-process "
         "classifier over configuration and task, the one that steers the search away from failures) gives the "

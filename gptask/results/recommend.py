@@ -70,7 +70,7 @@ import numpy as np
 from .baseline import gain as relative_gain
 from ..evaluation.evaluate import Evaluator, Outcome
 from .fronts import PickRule, meets_limits, task_front
-from ..core.labels import format_gain, format_value, task_label
+from ..core.labels import format_gain, format_param, format_value, task_label
 from ..evaluation.noise import AGGREGATES, check_aggregate
 from ..problem.objectives import Limit
 from ..data.storage import Storage, open_storage
@@ -261,8 +261,9 @@ class Recommendation:
                 "raw_best": {"params": dict(self.raw_best_params), "value": self.raw_best_value}}
 
     def describe(self) -> str:
-        """One line for people: the pick (or "the default"), its value with the unit, the gain."""
-        what = "the default configuration" if self.is_default else ",".join(f"{k}={v}" for k, v in self.params.items())
+        """One line for people: the pick (or "the default"; real values to 3 significant digits), its
+        value with the unit, the gain."""
+        what = "the default configuration" if self.is_default else ",".join(f"{k}={format_param(v)}" for k, v in self.params.items())
         g = "" if self.gain is None else f", gain over the default {format_gain(self.gain)} ({self.gain_basis})"
         return f"{what}: {format_value(self.value, self.unit)} ({self.basis}){g}"
 

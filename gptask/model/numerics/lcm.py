@@ -458,6 +458,9 @@ def _check_params(params, Q, d, T, r) -> dict[str, np.ndarray]:
 
 #: how :meth:`LCM.diagnose` ends the flag of a noise on its floor (what a deterministic objective gives)
 NOISE_FLOOR_FLAG = "on the floor"
+#: whether a noise on its floor alone (and no other flag) runs EXPLORE_RESTARTS fresh starts; a bench
+#: switch (bench/proposers/no_floor_restarts.py sets it False to measure what those starts buy)
+EXPLORE_ON_NOISE_FLOOR = True
 
 
 @dataclass(frozen=True)
@@ -763,7 +766,8 @@ class LCM:
         self._adopt_best(lay, results, Xs, ys)
         flags = self.diagnose() if explore else []
         flags_after = flags
-        if flags:
+        explored = bool(flags) and (EXPLORE_ON_NOISE_FLOOR or any(not f.endswith(NOISE_FLOOR_FLAG) for f in flags))
+        if explored:
             more = run_starts(list(range(restarts, restarts + EXPLORE_RESTARTS)))
             results = np.vstack([results, more])
             winner = self._adopt_best(lay, results, Xs, ys)
@@ -774,7 +778,7 @@ class LCM:
                 EXPLORE_RESTARTS, f"found a better fit (start {winner})" if winner >= restarts
                 else "kept the first fit", f", which still has: {'; '.join(flags_after)}" if flags_after else "")
         objective_values = results[:, -1].copy()
-        self.fit_report = FitReport(n_starts=len(results), explored=bool(flags), flags=tuple(flags),
+        self.fit_report = FitReport(n_starts=len(results), explored=explored, flags=tuple(flags),
                                     flags_after=tuple(flags_after), objective=objective_values,
                                     map=prior_obj is not None)
         return self
