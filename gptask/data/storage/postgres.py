@@ -53,10 +53,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
-from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value, params_key
+from ..trials import Proposal, Status, Trial, check_value, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
                    SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
 from .owner import Owner, holder_alive, running_holder
+from .records import (check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
+                      trial_from_row)
 
 __all__ = ["PostgresStorage", "Location", "URL_SCHEMES", "is_url", "redact", "split_url", "HistoryUnreachable", "DEFAULT_SCHEMA",
            "SCHEMA_VERSION", "HEARTBEAT_S", "HOLDER_TIMEOUT_S"]
@@ -503,16 +505,6 @@ class PostgresStorage(Storage):
         self._write(body)
 
     # ---- trials -------------------------------------------------------------------------------
-    @staticmethod
-    def _trial(row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
-        (id_, ti, params, status, value, samples, reason, extra, source, created, finished, duration,
-         attempts, owner, objectives, machine) = row
-        return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
-                     params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
-                     reason=reason, extra=json.loads(extra), source=source, created=created, finished=finished,
-                     duration=duration, attempts=int(attempts), owner=owner,
-                     values=json.loads(objectives) if objectives else {},
-                     machine=None if machine is None else int(machine))
 
     _SELECT = f"SELECT {_TRIAL_COLUMNS} FROM {{s}}.trials t LEFT JOIN {{s}}.trial_machines m ON m.trial_id = t.id"
 
@@ -529,7 +521,7 @@ class PostgresStorage(Storage):
             with self._conn.transaction(), self._conn.cursor() as cur:  # tasks and trials of one state
                 tasks = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
                 sql = self._SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY t.id"
-                return [self._trial(r, tasks) for r in self._x(cur, sql, args).fetchall()]
+                return [trial_from_row(r, tasks) for r in self._x(cur, sql, args).fetchall()]
         return self._run(read)
 
     def trials_after(self, last_id: int, ids: Sequence[int] = ()) -> list[Trial]:
@@ -540,12 +532,12 @@ class PostgresStorage(Storage):
                 tasks = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
                 rows = self._x(cur, self._SELECT + " WHERE t.id > %s OR t.id = ANY(%s) ORDER BY t.id",
                                (int(last_id), wanted)).fetchall()
-                return [self._trial(r, tasks) for r in rows]
+                return [trial_from_row(r, tasks) for r in rows]
         return self._run(read)
 
     def _fetch(self, cur: Any, trial_id: int) -> Trial:
         tasks = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
-        return self._trial(self._x(cur, self._SELECT + " WHERE t.id = %s", (trial_id,)).fetchone(), tasks)
+        return trial_from_row(self._x(cur, self._SELECT + " WHERE t.id = %s", (trial_id,)).fetchone(), tasks)
 
     # ---- machines -----------------------------------------------------------------------------
     def _machine_id(self, cur: Any, record: Mapping[str, Any]) -> int:
@@ -574,7 +566,7 @@ class PostgresStorage(Storage):
         for p in proposals:
             if not isinstance(p, Proposal):
                 raise TypeError(f"add_trials takes Proposals, got {p!r}")
-        _check_lease(lease)
+        check_lease(lease)
         mine = owner.to_text()
 
         def body(cur: Any) -> list[Trial | None]:
@@ -656,7 +648,7 @@ class PostgresStorage(Storage):
                                json_text([float(x) for x in t.samples]), str(t.reason), json_text(dict(t.extra)),
                                str(t.source), t.created or now, t.finished or now,
                                None if t.duration is None else float(t.duration),
-                               _objectives_text(t.values if t.status is not Status.FAILED else None))).fetchone()[0]
+                               objectives_text(t.values if t.status is not Status.FAILED else None))).fetchone()[0]
                 if machines is not None and machines[k] is not None:
                     self._x(cur, "INSERT INTO {s}.trial_machines (trial_id, machine_id) VALUES (%s, %s)",
                             (int(id_), self._machine_id(cur, machines[k])))
@@ -666,7 +658,7 @@ class PostgresStorage(Storage):
 
     def reclaim(self, owner: Owner, limit: int | None = None, task_indices: Sequence[int] | None = None,
                 lease: float | None = None) -> list[Trial]:
-        _check_lease(lease)
+        check_lease(lease)
         if limit is not None and limit <= 0:
             return []
         wanted = None if task_indices is None else {int(i) for i in task_indices}
@@ -685,7 +677,7 @@ class PostgresStorage(Storage):
                     break
                 if (wanted is None or ti in wanted) and not alive(holder, expires, now):
                     if holder is not None and attempts >= MAX_ATTEMPTS:
-                        reason = _given_up_reason(holder, attempts)
+                        reason = given_up_reason(holder, attempts)
                         self._x(cur, "UPDATE {s}.trials SET status = 'failed', reason = %s, finished = %s, "
                                      "lease_expires = NULL WHERE id = %s", (reason, now, int(id_)))
                         given_up.append(f"trial {id_}: {reason}")
@@ -703,20 +695,7 @@ class PostgresStorage(Storage):
                reason: str = "", extra: Mapping[str, Any] | None = None, duration: float | None = None,
                expected: Trial | None = None, machine: Mapping[str, Any] | None = None,
                values: Mapping[str, float] | None = None) -> Trial:
-        status = Status.parse(status)
-        objectives = _objectives_text(None if status is Status.FAILED else values)
-        if not status.finished:
-            raise ValueError(f"a trial is told with a finished status (complete, failed, censored), got {status.value!r}")
-        if isinstance(trial_id, bool) or not isinstance(trial_id, int):
-            raise TypeError(f"trial id must be an integer, got {trial_id!r}")
-        if status is Status.FAILED:
-            value = None
-        else:
-            value, why = check_value(value)
-            if value is None:
-                raise ValueError(f"a {status.value} trial needs a finite value: {why}")
-        if duration is not None and not (isinstance(duration, (int, float)) and duration >= 0):
-            raise ValueError(f"duration must be a number of seconds >= 0 or None, got {duration!r}")
+        status, value, objectives = checked_tell(trial_id, status, value, duration, values)
         token = uuid.uuid4().hex
 
         def body(cur: Any) -> Trial:
@@ -812,7 +791,7 @@ class PostgresStorage(Storage):
                          value: float | None = None, samples: Sequence[float] = (), reason: str = "",
                          duration: float | None = None, values: Mapping[str, float] | None = None) -> Trial:
         status = Status.parse(status)
-        objectives = _objectives_text(None if status is Status.FAILED else values)
+        objectives = objectives_text(None if status is Status.FAILED else values)
         if status not in (Status.COMPLETE, Status.FAILED):
             raise ValueError(f"a confirmation run is complete or failed, got status {status.value!r}")
         if status is Status.COMPLETE and check_value(value)[0] is None:
@@ -829,7 +808,7 @@ class PostgresStorage(Storage):
                             str(reason), time.time(), None if duration is None else float(duration),
                             objectives)).fetchone()
         row = self._write(body)
-        return self._confirmation(row, self.tasks())
+        return confirmation_from_row(row, self.tasks())
 
     def confirmations(self, task_index: int | None = None) -> list[Trial]:
         sql = f"SELECT {_CONFIRMATION_COLUMNS} FROM {{s}}.confirmations"
@@ -838,15 +817,8 @@ class PostgresStorage(Storage):
             sql += " WHERE task_index = %s"
             args.append(int(task_index))
         tasks = self.tasks()
-        return [self._confirmation(r, tasks) for r in self._q(sql + " ORDER BY id", args)]
+        return [confirmation_from_row(r, tasks) for r in self._q(sql + " ORDER BY id", args)]
 
-    @staticmethod
-    def _confirmation(row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
-        id_, ti, params, status, value, samples, reason, created, duration, objectives = row
-        return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
-                     params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
-                     reason=reason, source=CONFIRM_SOURCE, created=created, finished=created, duration=duration,
-                     values=json.loads(objectives) if objectives else {})
 
     # ---- models -------------------------------------------------------------------------------
     def add_model(self, iteration: int, params: Mapping[str, Any], log_likelihood: float | None,
@@ -878,26 +850,6 @@ def _clean(text: str, conninfo: str) -> str:
     return " ".join(text.split())
 
 
-def _objectives_text(values: Mapping[str, float] | None) -> str | None:
-    if not values:
-        return None
-    out = {}
-    for k, v in values.items():
-        number, why = check_value(v)
-        if number is None:
-            raise ValueError(f"output {k!r} of a finished trial must be a finite number: {why}")
-        out[str(k)] = number
-    return json_text(out)
 
 
-def _check_lease(lease: float | None) -> None:
-    if lease is not None and (isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0):
-        raise ValueError(f"lease must be a positive number of seconds or None, got {lease!r}")
 
-
-def _given_up_reason(holder: str, attempts: int) -> str:
-    owner = Owner.read(holder)
-    who = "an unreadable holder" if owner is None else owner.describe()
-    return (f"handed out {attempts} times and every holder died or let its lease expire before telling a result "
-            f"(the last: {who}): the evaluation may crash or kill the process running it (a segfault, the "
-            "out-of-memory killer); not run again")

@@ -67,10 +67,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value, params_key
+from ..trials import Proposal, Status, Trial, check_value, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory,
                    SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
 from .owner import Owner, holder_alive, running_holder
+from .records import (check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
+                      trial_from_row)
 
 __all__ = ["SQLiteStorage", "SCHEMA_VERSION", "APPLICATION_ID", "FORMAT", "read_signature"]
 
@@ -542,15 +544,6 @@ class SQLiteStorage(Storage):
                 raise ValueError(f"task index {task_index} is not in history {self.path}")
 
     # ---- trials ------------------------------------------------------------------------------
-    def _trial(self, row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
-        (id_, ti, params, status, value, samples, reason, extra, source, created, finished, duration,
-         attempts, owner, objectives, machine) = row
-        return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
-                     params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
-                     reason=reason, extra=json.loads(extra), source=source, created=created, finished=finished,
-                     duration=duration, attempts=int(attempts), owner=owner,
-                     values=json.loads(objectives) if objectives else {},
-                     machine=None if machine is None else int(machine))
 
     def _select(self, db: _Checked) -> str:
         """The SELECT of a trial's columns and its machine id (NULL without the machine tables)."""
@@ -569,7 +562,7 @@ class SQLiteStorage(Storage):
             args.append(Status.parse(status).value)
         sql = self._select(self.db) + (" WHERE " + " AND ".join("t." + w for w in where) if where else "")
         tasks = self.tasks()
-        return [self._trial(r, tasks) for r in self.db.execute(sql + " ORDER BY t.id", args).fetchall()]
+        return [trial_from_row(r, tasks) for r in self.db.execute(sql + " ORDER BY t.id", args).fetchall()]
 
     def trials_after(self, last_id: int, ids: Sequence[int] = ()) -> list[Trial]:
         ids = sorted({int(i) for i in ids if i <= last_id})
@@ -578,10 +571,10 @@ class SQLiteStorage(Storage):
         where = "t.id > ?" + (f" OR t.id IN ({', '.join('?' * len(ids))})" if ids else "")
         tasks = self.tasks()
         rows = self.db.execute(self._select(self.db) + f" WHERE {where} ORDER BY t.id", [int(last_id), *ids])
-        return [self._trial(r, tasks) for r in rows.fetchall()]
+        return [trial_from_row(r, tasks) for r in rows.fetchall()]
 
     def _fetch(self, db: _Checked, trial_id: int) -> Trial:
-        return self._trial(db.execute(self._select(db) + " WHERE t.id = ?", (trial_id,)).fetchone(), self.tasks())
+        return trial_from_row(db.execute(self._select(db) + " WHERE t.id = ?", (trial_id,)).fetchone(), self.tasks())
 
     # ---- machines ----------------------------------------------------------------------------
     def _machine_id(self, db: _Checked, record: Mapping[str, Any]) -> int:
@@ -618,7 +611,7 @@ class SQLiteStorage(Storage):
         for p in proposals:
             if not isinstance(p, Proposal):
                 raise TypeError(f"add_trials takes Proposals, got {p!r}")
-        _check_lease(lease)
+        check_lease(lease)
         out: list[Trial | None] = []
         with self._write() as db:
             now = time.time()
@@ -681,7 +674,7 @@ class SQLiteStorage(Storage):
                     (i, json_text(dict(t.params)), key, t.status.value, value, json_text([float(x) for x in t.samples]),
                      str(t.reason), json_text(dict(t.extra)), str(t.source), t.created or now, t.finished or now,
                      None if t.duration is None else float(t.duration),
-                     _objectives_text(t.values if t.status is not Status.FAILED else None)),
+                     objectives_text(t.values if t.status is not Status.FAILED else None)),
                 )
                 if machines is not None and machines[k] is not None:
                     db.execute("INSERT INTO trial_machines (trial_id, machine_id) VALUES (?, ?)",
@@ -691,7 +684,7 @@ class SQLiteStorage(Storage):
 
     def reclaim(self, owner: Owner, limit: int | None = None, task_indices: Sequence[int] | None = None,
                 lease: float | None = None) -> list[Trial]:
-        _check_lease(lease)
+        check_lease(lease)
         if limit is not None and limit <= 0:
             return []
         wanted = None if task_indices is None else {int(i) for i in task_indices}
@@ -706,7 +699,7 @@ class SQLiteStorage(Storage):
                     break
                 if (wanted is None or ti in wanted) and not holder_alive(holder, expires, now):
                     if holder is not None and attempts >= MAX_ATTEMPTS:
-                        reason = _given_up_reason(holder, attempts)
+                        reason = given_up_reason(holder, attempts)
                         db.execute("UPDATE trials SET status = 'failed', reason = ?, finished = ?, lease_expires = NULL"
                                    " WHERE id = ?", (reason, now, int(id_)))
                         given_up.append(f"trial {id_}: {reason}")
@@ -723,20 +716,7 @@ class SQLiteStorage(Storage):
                reason: str = "", extra: Mapping[str, Any] | None = None, duration: float | None = None,
                expected: Trial | None = None, machine: Mapping[str, Any] | None = None,
                values: Mapping[str, float] | None = None) -> Trial:
-        status = Status.parse(status)
-        objectives = _objectives_text(None if status is Status.FAILED else values)
-        if not status.finished:
-            raise ValueError(f"a trial is told with a finished status (complete, failed, censored), got {status.value!r}")
-        if isinstance(trial_id, bool) or not isinstance(trial_id, int):
-            raise TypeError(f"trial id must be an integer, got {trial_id!r}")
-        if status is Status.FAILED:
-            value = None
-        else:
-            value, why = check_value(value)
-            if value is None:
-                raise ValueError(f"a {status.value} trial needs a finite value: {why}")
-        if duration is not None and not (isinstance(duration, (int, float)) and duration >= 0):
-            raise ValueError(f"duration must be a number of seconds >= 0 or None, got {duration!r}")
+        status, value, objectives = checked_tell(trial_id, status, value, duration, values)
         with self._write() as db:
             row = db.execute("SELECT task_index, params_key, status, value FROM trials WHERE id = ?",
                              (trial_id,)).fetchone()
@@ -818,7 +798,7 @@ class SQLiteStorage(Storage):
                          value: float | None = None, samples: Sequence[float] = (), reason: str = "",
                          duration: float | None = None, values: Mapping[str, float] | None = None) -> Trial:
         status = Status.parse(status)
-        objectives = _objectives_text(None if status is Status.FAILED else values)
+        objectives = objectives_text(None if status is Status.FAILED else values)
         if status not in (Status.COMPLETE, Status.FAILED):
             raise ValueError(f"a confirmation run is complete or failed, got status {status.value!r}")
         if status is Status.COMPLETE and check_value(value)[0] is None:
@@ -835,7 +815,7 @@ class SQLiteStorage(Storage):
                  None if duration is None else float(duration), objectives))
             row = db.execute(f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations WHERE id = ?",
                              (cur.lastrowid,)).fetchone()
-        return self._confirmation(row, self.tasks())
+        return confirmation_from_row(row, self.tasks())
 
     def confirmations(self, task_index: int | None = None) -> list[Trial]:
         if "confirmations" not in _tables(self.db):
@@ -846,15 +826,8 @@ class SQLiteStorage(Storage):
             sql += " WHERE task_index = ?"
             args.append(int(task_index))
         tasks = self.tasks()
-        return [self._confirmation(r, tasks) for r in self.db.execute(sql + " ORDER BY id", args).fetchall()]
+        return [confirmation_from_row(r, tasks) for r in self.db.execute(sql + " ORDER BY id", args).fetchall()]
 
-    @staticmethod
-    def _confirmation(row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
-        id_, ti, params, status, value, samples, reason, created, duration, objectives = row
-        return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
-                     params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
-                     reason=reason, source=CONFIRM_SOURCE, created=created, finished=created, duration=duration,
-                     values=json.loads(objectives) if objectives else {})
 
     # ---- models ------------------------------------------------------------------------------
     def add_model(self, iteration: int, params: Mapping[str, Any], log_likelihood: float | None,
@@ -875,22 +848,8 @@ class SQLiteStorage(Storage):
         return [{"iteration": r[0], "created": r[1], "log_likelihood": r[2], "data_key": r[3]} for r in rows]
 
 
-def _objectives_text(values: Mapping[str, float] | None) -> str | None:
-    """The ``objectives`` column of a trial's outputs: JSON of finite numbers, NULL for none."""
-    if not values:
-        return None
-    out = {}
-    for k, v in values.items():
-        number, why = check_value(v)
-        if number is None:
-            raise ValueError(f"output {k!r} of a finished trial must be a finite number: {why}")
-        out[str(k)] = number
-    return json_text(out)
 
 
-def _check_lease(lease: float | None) -> None:
-    if lease is not None and (isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0):
-        raise ValueError(f"lease must be a positive number of seconds or None, got {lease!r}")
 
 
 def read_signature(path: str | os.PathLike) -> dict[str, Any]:
@@ -898,11 +857,3 @@ def read_signature(path: str | os.PathLike) -> dict[str, Any]:
     with SQLiteStorage(path, read_only=True) as s:
         return s.signature
 
-
-def _given_up_reason(holder: str, attempts: int) -> str:
-    """Why a PENDING trial is recorded as failed instead of being handed out again."""
-    owner = Owner.read(holder)
-    who = "an unreadable holder" if owner is None else owner.describe()
-    return (f"handed out {attempts} times and every holder died or let its lease expire before telling a result "
-            f"(the last: {who}): the evaluation may crash or kill the process running it (a segfault, the "
-            "out-of-memory killer); not run again")

@@ -1,0 +1,87 @@
+"""What both history backends (SQLite, PostgreSQL) read and write alike: a trial's and a confirmation
+run's row as a :class:`~gptask.data.trials.Trial`, the checks of a tell, the ``objectives`` column,
+a lease, and the reason a trial is given up. One definition, so the two backends cannot drift."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..trials import CONFIRM_SOURCE, Status, Trial, check_value
+from .base import json_text
+from .owner import Owner
+
+__all__ = ["trial_from_row", "confirmation_from_row", "checked_tell", "objectives_text", "check_lease",
+           "given_up_reason"]
+
+
+def trial_from_row(row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
+    """A trial from its row (the trial columns, then its machine id or None) and the history's tasks."""
+    (id_, ti, params, status, value, samples, reason, extra, source, created, finished, duration,
+     attempts, owner, objectives, machine) = row
+    return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
+                 params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
+                 reason=reason, extra=json.loads(extra), source=source, created=created, finished=finished,
+                 duration=duration, attempts=int(attempts), owner=owner,
+                 values=json.loads(objectives) if objectives else {},
+                 machine=None if machine is None else int(machine))
+
+
+def confirmation_from_row(row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
+    """A confirmation run from its row and the history's tasks (source ``CONFIRM_SOURCE``)."""
+    id_, ti, params, status, value, samples, reason, created, duration, objectives = row
+    return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
+                 params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
+                 reason=reason, source=CONFIRM_SOURCE, created=created, finished=created, duration=duration,
+                 values=json.loads(objectives) if objectives else {})
+
+
+def checked_tell(trial_id: Any, status: Any, value: Any, duration: Any,
+                 values: Mapping[str, float] | None) -> tuple[Status, float | None, str | None]:
+    """The checked (status, value, objectives column) of a tell, before any write: a finished status,
+    an integer id, a finite value unless failed (a failed trial keeps none), a duration >= 0 or None;
+    ValueError or TypeError naming what is wrong."""
+    status = Status.parse(status)
+    objectives = objectives_text(None if status is Status.FAILED else values)
+    if not status.finished:
+        raise ValueError(f"a trial is told with a finished status (complete, failed, censored), got {status.value!r}")
+    if isinstance(trial_id, bool) or not isinstance(trial_id, int):
+        raise TypeError(f"trial id must be an integer, got {trial_id!r}")
+    if status is Status.FAILED:
+        value = None
+    else:
+        value, why = check_value(value)
+        if value is None:
+            raise ValueError(f"a {status.value} trial needs a finite value: {why}")
+    if duration is not None and not (isinstance(duration, (int, float)) and duration >= 0):
+        raise ValueError(f"duration must be a number of seconds >= 0 or None, got {duration!r}")
+    return status, value, objectives
+
+
+def objectives_text(values: Mapping[str, float] | None) -> str | None:
+    """The ``objectives`` column of a trial's outputs: JSON of finite numbers, NULL for none."""
+    if not values:
+        return None
+    out = {}
+    for k, v in values.items():
+        number, why = check_value(v)
+        if number is None:
+            raise ValueError(f"output {k!r} of a finished trial must be a finite number: {why}")
+        out[str(k)] = number
+    return json_text(out)
+
+
+def check_lease(lease: float | None) -> None:
+    """ValueError unless ``lease`` is a positive number of seconds or None."""
+    if lease is not None and (isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0):
+        raise ValueError(f"lease must be a positive number of seconds or None, got {lease!r}")
+
+
+def given_up_reason(holder: str, attempts: int) -> str:
+    """Why a PENDING trial is recorded as failed instead of being handed out again."""
+    owner = Owner.read(holder)
+    who = "an unreadable holder" if owner is None else owner.describe()
+    return (f"handed out {attempts} times and every holder died or let its lease expire before telling a result "
+            f"(the last: {who}): the evaluation may crash or kill the process running it (a segfault, the "
+            "out-of-memory killer); not run again")
