@@ -74,7 +74,8 @@ def tune(
     - n_initial: initial design size per task (None: half the budget; with sources, where every
       tuned task is one the sources measured, 30 % of it).
     - seed: the seed of designs, fits and searches; a history remembers it.
-    - history: a SQLite file (or an open storage): the same call on the same file resumes a killed
+    - history: a SQLite file, a ``postgresql://user@host:port/db?schema=NAME`` URL (a history
+      several hosts share), or an open storage: the same call on the same history resumes a killed
       run, and several processes may run it at once (each configuration runs once).
 
     Evaluation:

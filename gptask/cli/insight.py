@@ -181,7 +181,7 @@ def add_parsers(sub: Any, load_problem: ProblemLoader) -> None:
     s.set_defaults(func=bind(_cmd_sensitivity))
 
     r = sub.add_parser("report", help="one self-contained HTML page about a history (no server, no network)")
-    r.add_argument("history", help="the SQLite history (read only)")
+    r.add_argument("history", help="the history, a SQLite file or a postgresql:// URL (read only)")
     r.add_argument("--out", required=True, help="the HTML file to write")
     r.add_argument("--grid", default=None,
                    help="the task grid of the task-space map, as for export-table (default: 7 values per varying "

@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(func=cmd_ask)
 
     tl = sub.add_parser("tell", help="record the result of a PENDING trial")
-    tl.add_argument("history", help="the SQLite history the trial was asked from")
+    tl.add_argument("history", help="the history the trial was asked from (a SQLite file or a postgresql:// URL)")
     tl.add_argument("id", type=int, help="the trial id printed by ask")
     tl.add_argument("value", nargs="?", default=None,
                     help="the measured value (a number); for a problem with named outputs every output, as "
@@ -169,18 +169,18 @@ def build_parser() -> argparse.ArgumentParser:
     tl.set_defaults(func=cmd_tell)
 
     rl = sub.add_parser("release", help="give PENDING trials back: the next ask proposes them again")
-    rl.add_argument("history", help="the SQLite history")
+    rl.add_argument("history", help="the history, a SQLite file or a postgresql:// URL")
     rl.add_argument("ids", type=int, nargs="+", help="ids of PENDING trials to give back")
     rl.add_argument("--force", action="store_true",
                     help="release a trial even while the live process that holds it runs it (it may run twice)")
     rl.set_defaults(func=cmd_release)
 
     s = sub.add_parser("show", help="best launch, recommended configuration and pending trials per task of a history")
-    s.add_argument("history", help="the SQLite history (read only)")
+    s.add_argument("history", help="the history, a SQLite file or a postgresql:// URL (read only)")
     s.set_defaults(func=cmd_show)
 
     pl = sub.add_parser("plot", help="convergence plot (PNG) of a history")
-    pl.add_argument("history", help="the SQLite history (read only)")
+    pl.add_argument("history", help="the history, a SQLite file or a postgresql:// URL (read only)")
     pl.add_argument("--out", default=None, help="image file to write (PNG, PDF, SVG, ...; default: HISTORY.png)")
     pl.add_argument("--front", action="store_true",
                     help="draw each task's Pareto front (several objectives) with the default and the recommendation "
@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=cmd_fit)
 
     e = sub.add_parser("export", help="export a history as CSV or JSON")
-    e.add_argument("history", help="the SQLite history (read only)")
+    e.add_argument("history", help="the history, a SQLite file or a postgresql:// URL (read only)")
     e.add_argument("--format", choices=["csv", "json"], default="csv",
                    help="csv: one row per trial (task.* and param.* columns; gptask fit reads it back); "
                         "json: everything, models and confirmation runs included (default csv)")
