@@ -15,6 +15,7 @@ __all__ = ['cmd_ask', 'cmd_tell', 'cmd_release']
 
 def _tuner_for_ask(args: argparse.Namespace):
     """A Tuner on ``args.history`` whose settings default to what the history holds."""
+    from ..data.run_header import RunHeader
     from ..data.storage import Owner, is_url, open_history
     from ..tuning import Tuner
 
@@ -22,7 +23,8 @@ def _tuner_for_ask(args: argparse.Namespace):
     stored: dict[str, Any] = {}
     if is_url(args.history) or Path(args.history).exists():
         with contextlib.suppress(FileNotFoundError), open_history(args.history, read_only=True) as h:
-            stored = {**(h.get_meta("settings") or {}), "seed": h.get_meta("seed"), "tasks": h.tasks()}
+            header = RunHeader.read(h)
+            stored = {**header.settings, "seed": header.seed, "tasks": h.tasks()}
     tasks: Any = [parse_assignments(t) for t in args.task] if args.task else (
         args.tasks if args.tasks is not None else stored.get("tasks") or 5)
     budget = args.budget if args.budget is not None else stored.get("budget", 20)

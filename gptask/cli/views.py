@@ -83,10 +83,10 @@ def recommendation_table(result: Any) -> list[dict[str, Any]]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ..core.labels import stored_unit, task_label
+    from ..core.labels import task_label
+    from ..data.run_header import RunHeader
     from ..results.recommend import COLUMNS_NOTE, DEFAULT_AGGREGATE, RULE, VALUE_COLUMNS, nothing_to_recommend
     from ..sources.selection import SourceSelection
-    from ..sources.multisource import SELECTION_META
     from ..data.storage import open_history
     from ..data.storage.owner import Owner
     from ..data.trials import Status
@@ -96,14 +96,15 @@ def cmd_show(args: argparse.Namespace) -> int:
         trials = h.trials()
         pending = [t for t in trials if t.status is Status.PENDING]
         result = result_from_history(h)
-        unit = stored_unit(h)
+        header = RunHeader.read(h)
+        unit = header.unit
         extra = f"  confirmation runs: {len(result.confirmations)}" if result.confirmations else ""
         print(f"problem: {h.signature.get('name')}  tasks: {len(h.tasks())}  "
               f"evaluations: {len(trials) - len(pending)}  pending: {len(pending)}{extra}"
               + (f"  unit: {unit}" if unit else ""))
         for line in machine_lines(h.machines(), trials):
             print(line)
-        selection = h.get_meta(SELECTION_META)
+        selection = header.source_selection
         if selection is not None:
             print("sources judged by this machine's initial designs (select_sources=True):")
             for line in SourceSelection.from_json(selection["selection"]).lines():
@@ -146,7 +147,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from ..results.baseline import default_values, stored_defaults
-    from ..core.labels import stored_unit
+    from ..data.run_header import stored_unit
     from ..core.output_files import check_outputs
     from ..results.plots import plot_convergence, plot_formats
     from ..data.storage import is_url, open_history

@@ -15,11 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["task_label", "format_value", "format_gain", "format_param", "GAIN_COLUMNS", "check_unit", "UNIT_META_KEY",
-           "record_unit", "stored_unit"]
-
-#: the history meta key holding the objective's unit (tools without the Problem read it there)
-UNIT_META_KEY = "unit"
+__all__ = ["task_label", "format_value", "format_gain", "format_param", "GAIN_COLUMNS", "check_unit"]
 
 #: columns of a table that hold a gain (a fraction) and are written in percent
 GAIN_COLUMNS = frozenset({"gain"})
@@ -75,15 +71,3 @@ def check_unit(unit: Any) -> str:
         raise ValueError(f"Problem: unit must be a short label on one line (at most 20 characters), got {unit!r}")
     return unit.strip()
 
-
-def record_unit(storage: Any, problem: Any) -> None:
-    """Store the unit of ``problem``'s objective in the history ``storage`` (nothing when it has none)."""
-    unit = getattr(problem, "unit", "")
-    if unit:
-        storage.set_meta(UNIT_META_KEY, unit)
-
-
-def stored_unit(storage: Any) -> str:
-    """The unit a history recorded ("" when none)."""
-    raw = storage.get_meta(UNIT_META_KEY)
-    return raw if isinstance(raw, str) else ""

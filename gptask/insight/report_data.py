@@ -12,16 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.labels import stored_unit, task_label
+from ..core.labels import task_label
+from ..data.run_header import RunHeader
 from ..results.result import TuningResult
 from ..data.trials import Status, Trial
 
-__all__ = ["ReportData", "load_report_data", "PROVENANCE_META_KEY"]
+__all__ = ["ReportData", "load_report_data"]
 
 log = logging.getLogger(__name__)
-
-#: the history meta key a provenance record is read from (written by the provenance work of issue 24)
-PROVENANCE_META_KEY = "provenance"
 
 
 @dataclass
@@ -119,14 +117,14 @@ def load_report_data(path: str | Path) -> ReportData:
         sig = h.signature
         tasks = h.tasks()
         trials = h.trials()
-        settings = h.get_meta("settings") or {}
+        header = RunHeader.read(h)
         result = None
         if tasks and sig.get("task_space") and sig.get("param_space"):
             result = result_from_history(h)
         data = ReportData(path=p, name=str(sig.get("name", "problem")), signature=sig, tasks=tasks, trials=trials,
-                          confirmations=h.confirmations(), result=result, unit=stored_unit(h),
-                          budget=settings.get("budget"), n_initial=settings.get("n_initial"),
+                          confirmations=h.confirmations(), result=result, unit=header.unit,
+                          budget=header.budget, n_initial=header.n_initial,
                           closed=h.closed_tasks(), n_models=len(h.models()),
-                          provenance=_provenance(h.get_meta(PROVENANCE_META_KEY), h.machines(), trials))
+                          provenance=_provenance(header.provenance, h.machines(), trials))
     data.missing = _missing(data)
     return data

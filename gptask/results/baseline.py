@@ -6,11 +6,11 @@ model cards report the gain of the best (or recommended) configuration over it::
 
     gain = (default value - value) / default value      (0.25: 25 % less time than the default)
 
-Histories record each task's default under the meta key :data:`META_KEY` (a list with one params
-dict, or None, per task index), so tools that have no :class:`~gptask.problem.definition.Problem` (``gptask
+Histories record each task's default in the run's header (:mod:`gptask.data.run_header`, a list with
+one params dict, or None, per task index), so tools that have no :class:`~gptask.problem.definition.Problem` (``gptask
 show``, ``gptask plot``) can find the trial that measured it.
 
-This module imports nothing from gptask but the trial records.
+This module imports nothing from gptask but the trial records and the run's header.
 """
 
 from __future__ import annotations
@@ -19,16 +19,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..data.run_header import RunHeader, write_defaults
 from ..data.trials import Status, Trial, params_key
 
-__all__ = ["META_KEY", "gain", "default_trial", "defaults_of", "record_defaults", "stored_defaults",
+__all__ = ["gain", "default_trial", "defaults_of", "record_defaults", "stored_defaults",
            "default_values"]
 
 log = logging.getLogger(__name__)
-
-#: the history meta key holding each task's default configuration
-META_KEY = "defaults"
-
 
 def gain(default_value: float | None, value: float | None) -> float | None:
     """``(default_value - value) / default_value``, or None when either is missing or the
@@ -56,20 +53,16 @@ def defaults_of(problem: Any, tasks: Sequence[Mapping[str, Any]]) -> list[dict[s
 
 
 def record_defaults(storage: Any, problem: Any) -> None:
-    """Store the default of every task of ``storage`` under :data:`META_KEY` (nothing when the
-    problem has no default)."""
+    """Store the default of every task of ``storage`` in its header (nothing when the problem has
+    no default)."""
     if problem.default is None:
         return
-    storage.set_meta(META_KEY, defaults_of(problem, storage.tasks()))
+    write_defaults(storage, defaults_of(problem, storage.tasks()))
 
 
 def stored_defaults(storage: Any) -> list[dict[str, Any] | None]:
     """The per-task defaults a history recorded (one entry per task; None where unknown)."""
-    n = len(storage.tasks())
-    raw = storage.get_meta(META_KEY)
-    if not isinstance(raw, list):
-        return [None] * n
-    return [dict(d) if isinstance(d, Mapping) else None for d in raw[:n]] + [None] * max(0, n - len(raw))
+    return RunHeader.read(storage).task_defaults(len(storage.tasks()))
 
 
 def default_values(trials: Sequence[Trial], defaults: Sequence[Mapping[str, Any] | None]) -> list[float | None]:

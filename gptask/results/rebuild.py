@@ -17,7 +17,7 @@ def result_from_history(history: Any) -> Any:
     run (confirmation runs would fail) and its constraints are not known."""
     from .baseline import stored_defaults
     from ..evaluation.evaluate import EvaluationFailed
-    from ..core.labels import stored_unit
+    from ..data.run_header import RunHeader, stored_unit
     from ..data.trials import point_key
     from ..model.numerics import LCM
     from ..problem.definition import Problem
@@ -44,11 +44,12 @@ def result_from_history(history: Any) -> Any:
                       constants=sig.get("constants") or {}, name=name, default=default, unit=stored_unit(history),
                       **declared)
     finished = [t for t in history.trials() if t.status.finished]
-    kernel = (history.get_meta("settings") or {}).get("kernel", "rbf")
     spec = problem.outputs
-    fits = {None: (history.last_model(), history.get_meta("use_log"))} if spec is None else {
-        name: (history.last_model(), history.get_meta("use_log")) if k == 0 else
-        (history.get_meta(f"model:{name}"), history.get_meta(f"use_log:{name}"))
+    header = RunHeader.read(history, () if spec is None else spec.modelled[1:])
+    kernel = header.kernel or "rbf"
+    fits = {None: (history.last_model(), header.use_log)} if spec is None else {
+        name: (history.last_model(), header.use_log) if k == 0 else
+        (header.output_models[name], header.output_use_log[name])
         for k, name in enumerate(spec.modelled)}
     # a history of a gptask that did not record a transform forced by the settings: the one the tuner
     # takes by default ("none" with several objectives, gptask.model.surrogate.group.transform_for)

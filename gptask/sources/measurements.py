@@ -216,7 +216,7 @@ def _read(src: Source, where: str) -> _Content:
 def _stored(storage: Any) -> _Stored:
     """What an open history holds for a source: signature, unit (None when not recorded), trials and
     machine records."""
-    from ..core.labels import stored_unit
+    from ..data.run_header import stored_unit
 
     return _Stored(storage.signature, stored_unit(storage) or None, storage.trials(), storage.machines())
 

@@ -66,6 +66,7 @@ from typing import Any
 from ..results.consensus import consensus_order
 from .measurements import Source, SourceError, read_measurements, shown_name
 from ..problem.definition import Problem
+from ..data.run_header import RunHeader, write_source_selection
 from ..data.provenance import ProvenanceError, check_record, flatten, resolve_record, same_machine, this_machine
 from ..results.result import TuningResult
 from .selection import SourceSelection, select_sources as select_by_cv
@@ -396,10 +397,6 @@ def _by_index(designs: dict[tuple, list[dict]], tasks: list[dict]) -> dict[int, 
     return {i: designs[point_key(t)] for i, t in enumerate(tasks) if point_key(t) in designs}
 
 
-#: the history's meta entry that holds a source selection (:mod:`gptask.sources.selection`)
-SELECTION_META = "source_selection"
-
-
 def _fingerprint(plan: _Plan) -> list[list]:
     """Per source item: its index and how many measurements of which machines it brought."""
     counts: dict[int, dict[str, int]] = {}
@@ -417,7 +414,7 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
     from ..tuning.loop import run
     from ..tuning.sourced import ConsensusProposer, DesignTuner
 
-    stored = storage.get_meta(SELECTION_META)
+    stored = RunHeader.read(storage).source_selection
     if stored is not None:
         if stored.get("fingerprint") != _fingerprint(plan):
             raise SourceError(f"history {getattr(storage, 'path', '')} selected among other sources than these "
@@ -436,7 +433,7 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
              sum(t.ok for t in target), n * (n + 1) // 2 + 1)
     selection = _judged(plan, target, by_source, labels, output_transform=settings.output_transform,
                         kernel=settings.kernel, n_latent=settings.n_latent, restarts=settings.restarts, seed=seed)
-    storage.set_meta(SELECTION_META, {"fingerprint": _fingerprint(plan), "selection": selection.to_json()})
+    write_source_selection(storage, _fingerprint(plan), selection.to_json())
     return selection
 
 

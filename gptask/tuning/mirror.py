@@ -16,6 +16,7 @@ from typing import Any
 
 from ..evaluation.evaluate import Outcome
 from ..core.parallel import bcast_json, collective, rank_size
+from ..data.run_header import write_use_log
 from ..data.storage import Owner, Storage
 from ..data.trials import Proposal, Status, Trial
 
@@ -192,4 +193,4 @@ class HistoryModels:
 
     def set_use_log(self, use_log: bool) -> None:
         if self.records_run:
-            self.mirror.set_meta("use_log", use_log)
+            write_use_log(self.mirror, use_log)

@@ -53,7 +53,6 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..results.baseline import defaults_of, record_defaults
-from ..core.labels import record_unit
 from ..core.checks import check_int, check_seconds
 from ..evaluation.evaluate import Outcome
 from ..evaluation.failed_runs import FailureWatch
@@ -65,6 +64,7 @@ from ..model.surrogate.updates import RefitPolicy
 from ..core.parallel import rank_size
 from ..problem.definition import Problem
 from ..data.provenance import check_history, resolve_record
+from ..data.run_header import RunHeader, run_settings, write_seed, write_settings, write_unit
 from ..results.result import TuningResult
 from ..space.sampling import lhs_points
 from ..data.storage import HistoryMismatch, Owner, Storage, open_storage
@@ -290,7 +290,8 @@ class Tuner:
             self.mirror.storage = storage
             return {"tasks": storage.tasks(), "target": checked, "use_log": None, "iteration": 0}
         try:
-            stored_seed = storage.get_meta("seed")
+            header = RunHeader.read(storage)
+            stored_seed = header.seed
             if stored_seed is not None and stored_seed != self.seed:
                 raise HistoryMismatch(
                     f"history {path} was written with seed={stored_seed}, this run has seed={self.seed}; "
@@ -301,19 +302,18 @@ class Tuner:
                     raise HistoryMismatch(f"history {path} holds {len(stored_tasks)} tasks, this run asks for {tasks}")
             else:
                 storage.set_tasks(resolve_tasks(self.problem, tasks, self.seed))
-            storage.set_meta("seed", self.seed)
+            write_seed(storage, self.seed)
             record_defaults(storage, self.problem)
-            record_unit(storage, self.problem)
+            write_unit(storage, getattr(self.problem, "unit", ""))
             checked = _check_target(target, len(storage.tasks()))
-            settings = {"budget": self.budget, "n_initial": self.n_initial, "kernel": self.kernel,
-                        "failure_model": self.failure_model, "target": checked}
-            warn_if_changed(path, storage.get_meta("settings") or {}, settings)
-            storage.set_meta("settings", settings)
+            settings = run_settings(self.budget, self.n_initial, self.kernel, self.failure_model, checked)
+            warn_if_changed(path, header.settings, settings)
+            write_settings(storage, settings)
         except BaseException:
             storage.close()
             raise
         self.mirror.storage = storage
-        return {"tasks": storage.tasks(), "target": checked, "use_log": storage.get_meta("use_log"),
+        return {"tasks": storage.tasks(), "target": checked, "use_log": header.use_log,
                 "iteration": len(storage.models())}
 
     def refresh(self) -> None:

@@ -59,6 +59,7 @@ from ...problem.objectives import Limit, Outputs
 from ..pareto import nondominated_boxes
 from ...space.dimensions import Space
 from ..transforms import OutputTransform
+from ...data.run_header import read_output_model, read_use_log, write_output_model, write_use_log
 from ...data.trials import Status, Trial
 from .core import ModelSettings, SearchView, Surrogate
 from .data import usable
@@ -87,11 +88,17 @@ def transform_for(problem: Any, requested: str) -> str:
 @dataclass(frozen=True)
 class HistoryMeta:
     """Reading and writing JSON values of the run's history (``Storage.get_meta``/``set_meta``),
-    as the tuner does it (on rank 0, broadcast); ``set`` does nothing for a tuner that does not
-    record its run."""
+    as the tuner does it (on rank 0, broadcast); ``set`` is None for a tuner that does not
+    record its run. Read and written through :mod:`gptask.data.run_header` (``get_meta``/``set_meta``)."""
 
     get: Callable[[str], Any]
     set: Callable[[str, Any], None]
+
+    def get_meta(self, key: str) -> Any:
+        return self.get(key)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.set(key, value)
 
 
 class _MetaModelStore:
@@ -103,14 +110,13 @@ class _MetaModelStore:
         self.meta, self.name = meta, name
 
     def last_model(self) -> dict | None:
-        return self.meta.get(f"model:{self.name}")
+        return read_output_model(self.meta, self.name)
 
     def add_model(self, iteration: int, params: dict, log_likelihood: float, data_key: str) -> None:
-        self.meta.set(f"model:{self.name}", {"iteration": int(iteration), "params": params,
-                                             "log_likelihood": float(log_likelihood), "data_key": data_key})
+        write_output_model(self.meta, self.name, iteration, params, log_likelihood, data_key)
 
     def set_use_log(self, use_log: bool) -> None:
-        self.meta.set(f"use_log:{self.name}", bool(use_log))
+        write_use_log(self.meta, use_log, self.name)
 
 
 def project(trials: Sequence[Trial], name: str | None, sign: float = 1.0) -> list[Trial]:
@@ -162,9 +168,9 @@ class OutputModels:
         self.names: tuple[str, ...] = self.spec.modelled if self.spec is not None else ()
         self.others: dict[str, Surrogate] = {}
         for name in self.names[1:]:
-            stored = meta.get(f"model:{name}")
+            stored = read_output_model(meta, name)
             self.others[name] = Surrogate(self.space, len(self.tasks), settings, _MetaModelStore(meta, name), policy,
-                                          use_log=meta.get(f"use_log:{name}"),
+                                          use_log=read_use_log(meta, name),
                                           iteration=0 if stored is None else int(stored.get("iteration", 0)),
                                           comm=comm)
         at_least = success_threshold(failure_model)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...results.baseline import record_defaults
-from ...core.labels import record_unit
+from ...data.run_header import write_unit
 from ...problem.definition import Problem
 from ...data.storage import Storage, open_storage
 from ...data.trials import Status, Trial, point_key
@@ -110,7 +110,7 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
                         created=now, finished=now, values=r.values or {}) for r in runs]
         written = storage.import_trials(trials, machines)
         record_defaults(storage, problem)
-        record_unit(storage, problem)
+        write_unit(storage, getattr(problem, "unit", ""))
         report = ImportReport(rows=len(rows), runs=len(runs), trials=[t for t in written if t is not None],
                               existing=sum(t is None for t in written), tasks=storage.tasks(), new_tasks=len(new))
     finally:
