@@ -69,4 +69,8 @@ def __getattr__(name: str):
         from .transfer import model_io
 
         return model_io.load_model
+    if f"gptask.{name}" in _moved.MOVED:  # an old module reached as an attribute (gt.importing): warns, one release
+        import importlib
+
+        return importlib.import_module(f"gptask.{name}")
     raise AttributeError(f"module 'gptask' has no attribute {name!r}")

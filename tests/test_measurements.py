@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import gptask as gt
+from gptask.sources.importing.rows import DataError
 from gptask.insight.model_result import result_from_model
 from gptask.sources.measurements import model_data, read_measurements
 from gptask.core.output_files import is_history
@@ -80,7 +81,7 @@ def test_the_parsers_of_content_read_as_the_path_readers(tmp_path):
     for data in (bad, FileContent(str(bad), bad.read_bytes())):
         try:
             read_rows(problem, data)
-        except gt.importing.rows.DataError as exc:
+        except DataError as exc:
             errors.append(str(exc))
     assert len(errors) == 2 and errors[0] == errors[1] and "line 3" in errors[0]
     rec = tmp_path / "cache.json.gz"

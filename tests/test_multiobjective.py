@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
+from gptask.sources.importing.rows import DataError
 from gptask.results.fronts import PickRule
 from gptask.model.pareto import hypervolume, non_dominated
 from gptask.data.storage import SQLiteStorage
@@ -214,7 +215,7 @@ def test_export_import_and_model_files_keep_every_output(zdt_history, tmp_path):
     assert got == want
     bad = tmp_path / "bad.csv"
     bad.write_text("t,x1,x2,f1\n0.2,0.5,0.5,0.5\n")
-    with pytest.raises(gt.importing.DataError, match=r"a column per output \['f1', 'f2'\]"):
+    with pytest.raises(DataError, match=r"a column per output \['f1', 'f2'\]"):
         gt.import_runs(zdt_problem(), bad, None)
     fitted = gt.fit(zdt_problem(), csv_path, progress=False)
     assert set(fitted.outputs) == {"f1", "f2"} and fitted.pareto(0) == res.pareto(0)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
+from gptask.sources.importing.rows import DataError
 import gptask.sources.replay as replay
 from gptask.sources.replay import read_recording, recording_rows, replay_problem
 
@@ -208,7 +209,7 @@ def test_gt_fit_and_import_runs_take_recorded_campaign_files(conv, tmp_path):
     labels = {m["label"] for m in gt.storage.SQLiteStorage(tmp_path / "h.sqlite").machines().values()}
     assert labels == {conv[0].label, conv[1].label}
     other = gt.Problem(gt.Space([gt.Integer("m", 1, 9)]), problem.param_space, lambda t, p: 1.0)
-    with pytest.raises(gt.importing.rows.DataError, match="one machine's recorded campaign"):
+    with pytest.raises(DataError, match="one machine's recorded campaign"):
         gt.fit(other, CONV / "A100.json.gz")
 
 

@@ -316,7 +316,7 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     try:
         storage = open_storage(history, plan.problem.signature())
     except HistoryMismatch as exc:
-        raise SourceError(_resume_mismatch(history, plan, exc)) from None
+        raise SourceError(_resume_mismatch(exc, plan)) from None
     evaluator = Evaluator(plan.problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout)
     tuner_args = dict(provenance=target, mix_machines=True, **options)
     selection = None
@@ -344,23 +344,20 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
             storage.close()
 
 
-def _resume_mismatch(history: Any, plan: _Plan, exc: Exception) -> str:
+def _resume_mismatch(exc: Exception, plan: _Plan) -> str:
     """The error of a history of an earlier ``gt.tune(..., sources=...)`` that this call cannot
-    resume, in words: which machines (the sources' and this one) it was tuned with and which this
-    call brings, removed, added or in another order; the storage's own message when the machines
-    agree (another problem)."""
-    from ..data.storage import Storage, read_signature
-
-    try:
-        stored = history.signature if isinstance(history, Storage) else read_signature(history)
-    except Exception:  # unreadable: the storage's message says why
+    resume (``exc``, the storage's mismatch with the signature the history holds), in words: which
+    machines (the sources' and this one) it was tuned with and which this call brings, removed,
+    added or in another order; the storage's own message when the machines agree (another problem)."""
+    stored = getattr(exc, "stored", None)
+    if stored is None:
         return str(exc)
     before = next((d.get("choices") for d in stored.get("task_space") or []
                    if isinstance(d, dict) and d.get("name") == MACHINE_DIM), None)
     now = next(list(d.choices) for d in plan.problem.task_space.dimensions if d.name == MACHINE_DIM)
     if before is None or list(before) == now:
         return str(exc)
-    where = shown_name(history) if not isinstance(history, Storage) else repr(history)
+    where = getattr(exc, "where", "") or "given"
     removed = [m for m in before if m not in now]
     added = [m for m in now if m not in before]
     what = "; ".join(filter(None, [

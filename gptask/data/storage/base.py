@@ -61,7 +61,13 @@ class HistoryBusy(HistoryWriteFailed):
 
 
 class HistoryMismatch(HistoryError):
-    """The history belongs to a different problem, task set or seed."""
+    """The history belongs to a different problem, task set or seed. ``where``: the history as
+    messages name it (a URL without its password); ``stored``: the problem signature it holds, when
+    the mismatch is one of signatures (None otherwise)."""
+
+    def __init__(self, message: str, where: str = "", stored: dict | None = None) -> None:
+        super().__init__(message)
+        self.where, self.stored = where, stored
 
 
 class SchemaTooNew(HistoryError):

@@ -371,7 +371,8 @@ class PostgresStorage(Storage):
                     raise HistoryMismatch(
                         f"history {self.url} (schema {self.schema!r}) was written for a different problem; its "
                         f"signature is {stored['signature'][:300]} but this problem's is {json_text(sig)[:300]}. "
-                        "Use another schema (?schema=NAME) for this problem.")
+                        "Use another schema (?schema=NAME) for this problem.", where=self.url,
+                        stored=json.loads(stored["signature"]))
 
     # ---- plumbing -----------------------------------------------------------------------------
     def close(self) -> None:

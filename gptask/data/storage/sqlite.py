@@ -342,7 +342,8 @@ def _check_signature(db: _Checked, where: str, signature: Mapping[str, Any]) -> 
     sig = normalised(dict(signature))
     if json.loads(stored) != sig:
         raise HistoryMismatch(f"history {where} was written for a different problem; its signature is "
-                              f"{stored[:300]} but this problem's is {json_text(sig)[:300]}. Use another history file.")
+                              f"{stored[:300]} but this problem's is {json_text(sig)[:300]}. Use another history file.",
+                              where=str(where), stored=json.loads(stored))
 
 
 def _check_writable_path(path: Path, create: bool) -> None:
