@@ -286,7 +286,7 @@ def test_tune_on_the_torch_backend_proposes_what_numpy_proposes(monkeypatch, tmp
     run proposes, to rounding; the history and the model-based prediction work on it too."""
     pytest.importorskip("torch")
     import gptask as gt
-    import gptask.tuning.tuner as tuner_mod
+    import gptask.tuning.config as tuner_mod
 
     resolve = lcm_mod._resolve_backend
     monkeypatch.setattr(lcm_mod, "_resolve_backend",

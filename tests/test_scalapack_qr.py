@@ -528,7 +528,7 @@ def test_gptask_show_recommends_what_the_tune_command_printed(capsys, tmp_path):
     """One rule (issue 27): the app's table, its JSON and `gptask show` on its history name the same
     configuration per task, with the same gain over the hand default (re-launched with the
     candidates), in the same format (percent, seconds)."""
-    import gptask.cli.main as gcli
+    import gptask.cli as gcli
     from apps.scalapack_qr import cli
     from gptask.core.labels import format_gain
     from gptask.data.storage import SQLiteStorage
