@@ -50,7 +50,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -123,22 +123,28 @@ class Recording:
 def _read_bytes(path: Path) -> bytes:
     """The file's content, gunzipped when it is gzip; at most MAX_RECORDING_BYTES."""
     with open(path, "rb") as fh:
-        head = fh.read(2)
-    if head != b"\x1f\x8b":
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_RECORDING_BYTES + 1)
-    else:
-        try:
-            with gzip.open(path, "rb") as fh:
-                data = fh.read(MAX_RECORDING_BYTES + 1)
-        except EOFError:
-            raise ValueError(f"{path}: damaged gzip file (truncated: the compressed data ends before its end "
-                             "marker); copy or download it again") from None
-        except (gzip.BadGzipFile, zlib.error) as exc:
-            raise ValueError(f"{path}: damaged gzip file ({exc}); copy or download it again") from None
-    if len(data) > MAX_RECORDING_BYTES:
-        raise ValueError(f"{path}: more than {MAX_RECORDING_BYTES // 2**20} MiB of data; split the recording")
-    return data
+        return _content(fh, path)
+
+
+def _content(fh: BinaryIO, p: Path) -> bytes:
+    """What the binary file ``fh`` holds, gunzipped as it is read when it is gzip (ValueError naming
+    ``p`` for a damaged one); at most MAX_RECORDING_BYTES of data."""
+    gzipped = fh.read(2) == b"\x1f\x8b"
+    fh.seek(0)
+    try:
+        if gzipped:
+            with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                raw = gz.read(MAX_RECORDING_BYTES + 1)
+        else:
+            raw = fh.read(MAX_RECORDING_BYTES + 1)
+    except EOFError:
+        raise ValueError(f"{p}: damaged gzip file (truncated: the compressed data ends before its end "
+                         "marker); copy or download it again") from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise ValueError(f"{p}: damaged gzip file ({exc}); copy or download it again") from None
+    if len(raw) > MAX_RECORDING_BYTES:
+        raise ValueError(f"{p}: more than {MAX_RECORDING_BYTES // 2**20} MiB of data; split the recording")
+    return raw
 
 
 class _Unfit(ValueError):
@@ -374,18 +380,7 @@ def recording_from_bytes(raw: bytes, name: str | Path, objective: str | None = N
     """:func:`read_recording` of a file already read: ``raw`` its bytes (gzip or not), ``name`` the
     file, for messages (and the default label)."""
     p = Path(name)
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(raw), mode="rb") as fh:
-                raw = fh.read(MAX_RECORDING_BYTES + 1)
-        except EOFError:
-            raise ValueError(f"{p}: damaged gzip file (truncated: the compressed data ends before its end "
-                             "marker); copy or download it again") from None
-        except (gzip.BadGzipFile, zlib.error) as exc:
-            raise ValueError(f"{p}: damaged gzip file ({exc}); copy or download it again") from None
-    if len(raw) > MAX_RECORDING_BYTES:
-        raise ValueError(f"{p}: more than {MAX_RECORDING_BYTES // 2**20} MiB of data; split the recording")
-    return _recording(raw, p, objective, label)
+    return _recording(_content(io.BytesIO(raw), p), p, objective, label)
 
 
 def _recording(data: bytes, p: Path, objective: str | None, label: str | None) -> Recording:

@@ -57,7 +57,7 @@ from ..trials import Proposal, Status, Trial, check_value, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
                    SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
 from .owner import Owner, holder_alive, running_holder
-from .records import (check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
+from .records import (check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
                       trial_from_row)
 
 __all__ = ["PostgresStorage", "Location", "URL_SCHEMES", "is_url", "redact", "split_url", "HistoryUnreachable", "DEFAULT_SCHEMA",
@@ -613,17 +613,7 @@ class PostgresStorage(Storage):
 
     def import_trials(self, trials: Sequence[Trial],
                       machines: Sequence[Mapping[str, Any] | None] | None = None) -> list[Trial | None]:
-        if machines is not None and len(machines) != len(trials):
-            raise ValueError(f"import_trials: {len(machines)} machine records for {len(trials)} trials")
-        for t in trials:
-            if not isinstance(t, Trial):
-                raise TypeError(f"import_trials takes Trials, got {t!r}")
-            if not t.status.finished:
-                raise ValueError(f"an imported trial must be finished (complete, failed or censored), got "
-                                 f"{t.status.value!r} for task {t.task_index} {dict(t.params)}")
-            if t.status is not Status.FAILED and check_value(t.value)[0] is None:
-                raise ValueError(f"an imported {t.status.value} trial needs a finite value: {check_value(t.value)[1]} "
-                                 f"(task {t.task_index} {dict(t.params)})")
+        check_imported(trials, machines)
 
         def body(cur: Any) -> list[Trial | None]:
             now = time.time()

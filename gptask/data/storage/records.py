@@ -12,7 +12,7 @@ from ..trials import CONFIRM_SOURCE, Status, Trial, check_value
 from .base import json_text
 from .owner import Owner
 
-__all__ = ["trial_from_row", "confirmation_from_row", "checked_tell", "objectives_text", "check_lease",
+__all__ = ["trial_from_row", "confirmation_from_row", "checked_tell", "check_imported", "objectives_text", "check_lease",
            "given_up_reason"]
 
 
@@ -57,6 +57,22 @@ def checked_tell(trial_id: Any, status: Any, value: Any, duration: Any,
     if duration is not None and not (isinstance(duration, (int, float)) and duration >= 0):
         raise ValueError(f"duration must be a number of seconds >= 0 or None, got {duration!r}")
     return status, value, objectives
+
+
+def check_imported(trials: Sequence[Trial], machines: Sequence[Mapping[str, Any] | None] | None) -> None:
+    """ValueError or TypeError naming what is wrong with trials to import: one machine record per
+    trial when records are given, Trials, finished, with a finite value unless failed."""
+    if machines is not None and len(machines) != len(trials):
+        raise ValueError(f"import_trials: {len(machines)} machine records for {len(trials)} trials")
+    for t in trials:
+        if not isinstance(t, Trial):
+            raise TypeError(f"import_trials takes Trials, got {t!r}")
+        if not t.status.finished:
+            raise ValueError(f"an imported trial must be finished (complete, failed or censored), got "
+                             f"{t.status.value!r} for task {t.task_index} {dict(t.params)}")
+        if t.status is not Status.FAILED and check_value(t.value)[0] is None:
+            raise ValueError(f"an imported {t.status.value} trial needs a finite value: {check_value(t.value)[1]} "
+                             f"(task {t.task_index} {dict(t.params)})")
 
 
 def objectives_text(values: Mapping[str, float] | None) -> str | None:
