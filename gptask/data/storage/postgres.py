@@ -57,7 +57,7 @@ from ..trials import Proposal, Status, Trial, check_value, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
                    SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
 from .owner import Owner, holder_alive, running_holder
-from .records import (check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
+from .records import (check_claim, check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
                       trial_from_row)
 
 __all__ = ["PostgresStorage", "Location", "URL_SCHEMES", "is_url", "redact", "split_url", "HistoryUnreachable", "DEFAULT_SCHEMA",
@@ -564,23 +564,13 @@ class PostgresStorage(Storage):
 
     def add_trials(self, proposals: Sequence[Proposal], owner: Owner, budget: int | None = None,
                    lease: float | None = None) -> list[Trial | None]:
-        for p in proposals:
-            if not isinstance(p, Proposal):
-                raise TypeError(f"add_trials takes Proposals, got {p!r}")
-        check_lease(lease)
+        check_claim(proposals, lease)
         mine = owner.to_text()
 
         def body(cur: Any) -> list[Trial | None]:
             retrying = self._retrying
             now = time.time()
-            n_tasks = int(self._x(cur, "SELECT count(*) FROM {s}.tasks").fetchone()[0])
-            wanted = sorted({int(p.task_index) for p in proposals})
-            for i in wanted:
-                if not 0 <= i < n_tasks:
-                    raise ValueError(f"task index {i} is outside 0..{n_tasks - 1} of history {self.url}")
-            # the row lock of each task: claims on one task are serialised (budget, one configuration)
-            self._x(cur, "SELECT task_index FROM {s}.tasks WHERE task_index = ANY(%s) ORDER BY task_index FOR UPDATE",
-                    (wanted,))
+            wanted = self._lock_tasks(cur, [p.task_index for p in proposals])
             counts = dict(self._x(cur, "SELECT task_index, count(*) FROM {s}.trials WHERE task_index = ANY(%s) "
                                        "GROUP BY task_index", (wanted,)).fetchall())
             alive = self._liveness(cur)
@@ -611,19 +601,25 @@ class PostgresStorage(Storage):
             return out
         return self._write(body)
 
+    def _lock_tasks(self, cur: Any, indices: Sequence[int]) -> list[int]:
+        """The distinct task indices, sorted, after checking each is a task of this history and taking
+        the row lock of each (claims and imports on one task are serialised: budget, one configuration)."""
+        n_tasks = int(self._x(cur, "SELECT count(*) FROM {s}.tasks").fetchone()[0])
+        wanted = sorted({int(i) for i in indices})
+        for i in wanted:
+            if not 0 <= i < n_tasks:
+                raise ValueError(f"task index {i} is outside 0..{n_tasks - 1} of history {self.url}")
+        self._x(cur, "SELECT task_index FROM {s}.tasks WHERE task_index = ANY(%s) ORDER BY task_index FOR UPDATE",
+                (wanted,))
+        return wanted
+
     def import_trials(self, trials: Sequence[Trial],
                       machines: Sequence[Mapping[str, Any] | None] | None = None) -> list[Trial | None]:
         check_imported(trials, machines)
 
         def body(cur: Any) -> list[Trial | None]:
             now = time.time()
-            n_tasks = int(self._x(cur, "SELECT count(*) FROM {s}.tasks").fetchone()[0])
-            wanted = sorted({int(t.task_index) for t in trials})
-            for i in wanted:
-                if not 0 <= i < n_tasks:
-                    raise ValueError(f"task index {i} is outside 0..{n_tasks - 1} of history {self.url}")
-            self._x(cur, "SELECT task_index FROM {s}.tasks WHERE task_index = ANY(%s) ORDER BY task_index FOR UPDATE",
-                    (wanted,))
+            self._lock_tasks(cur, [t.task_index for t in trials])
             out: list[Trial | None] = []
             for k, t in enumerate(trials):
                 i, key = int(t.task_index), params_key(t.params)

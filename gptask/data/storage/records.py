@@ -8,11 +8,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..trials import CONFIRM_SOURCE, Status, Trial, check_value
+from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value
 from .base import json_text
 from .owner import Owner
 
-__all__ = ["trial_from_row", "confirmation_from_row", "checked_tell", "check_imported", "objectives_text", "check_lease",
+__all__ = ["trial_from_row", "confirmation_from_row", "checked_tell", "check_imported", "check_claim", "objectives_text", "check_lease",
            "given_up_reason"]
 
 
@@ -57,6 +57,14 @@ def checked_tell(trial_id: Any, status: Any, value: Any, duration: Any,
     if duration is not None and not (isinstance(duration, (int, float)) and duration >= 0):
         raise ValueError(f"duration must be a number of seconds >= 0 or None, got {duration!r}")
     return status, value, objectives
+
+
+def check_claim(proposals: Sequence[Any], lease: float | None) -> None:
+    """TypeError or ValueError naming what is wrong with a claim: Proposals only, a positive lease or None."""
+    for p in proposals:
+        if not isinstance(p, Proposal):
+            raise TypeError(f"add_trials takes Proposals, got {p!r}")
+    check_lease(lease)
 
 
 def check_imported(trials: Sequence[Trial], machines: Sequence[Mapping[str, Any] | None] | None) -> None:

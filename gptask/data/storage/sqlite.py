@@ -71,7 +71,7 @@ from ..trials import Proposal, Status, Trial, check_value, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory,
                    SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
 from .owner import Owner, holder_alive, running_holder
-from .records import (check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
+from .records import (check_claim, check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
                       trial_from_row)
 
 __all__ = ["SQLiteStorage", "SCHEMA_VERSION", "APPLICATION_ID", "FORMAT", "read_signature"]
@@ -609,10 +609,7 @@ class SQLiteStorage(Storage):
 
     def add_trials(self, proposals: Sequence[Proposal], owner: Owner, budget: int | None = None,
                    lease: float | None = None) -> list[Trial | None]:
-        for p in proposals:
-            if not isinstance(p, Proposal):
-                raise TypeError(f"add_trials takes Proposals, got {p!r}")
-        check_lease(lease)
+        check_claim(proposals, lease)
         out: list[Trial | None] = []
         with self._write() as db:
             now = time.time()
