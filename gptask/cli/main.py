@@ -112,8 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --executor srun, at a USR1 (sbatch --signal=B:USR1@S): cancel the running steps "
                         "(default; their trials stay pending) or let them finish")
     t.add_argument("--requeue", action="store_true",
-                   help="with --executor srun: when USR1 or SIGTERM stops the campaign, requeue this Slurm job "
-                        "(scontrol requeue) after closing the history; the requeued job resumes")
+                   help="with --executor srun: when USR1 or the time limit's SIGTERM stops the campaign, requeue "
+                        "this Slurm job (scontrol requeue) after closing the history; the requeued job resumes "
+                        "(not when the job is cancelled with scancel)")
     t.set_defaults(func=cmd_tune)
 
     ss = sub.add_parser("slurm-script", help="write an sbatch script running a tuning campaign in an allocation")

@@ -92,9 +92,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def _tune_in_allocation(args: argparse.Namespace, tune: Any, problem: Any, kwargs: dict) -> Any:
     """``tune(problem, executor=SlurmSteps(...))`` inside this Slurm allocation (ClusterError, a
-    ValueError, without one); with ``--requeue``, a stop by USR1 or SIGTERM requeues the job once
-    the history is closed."""
-    from ..tuning.cluster import SlurmSteps, requeue
+    ValueError, without one); with ``--requeue``, a stop by USR1, or by the SIGTERM of the job's time
+    limit, requeues the job once the history is closed (the SIGTERM of ``scancel`` does not: the
+    job was cancelled)."""
+    from ..tuning.cluster import SlurmSteps, ending_at_time_limit, requeue
 
     executor = SlurmSteps(on_stop=args.on_stop or "cancel")
     try:
@@ -102,7 +103,11 @@ def _tune_in_allocation(args: argparse.Namespace, tune: Any, problem: Any, kwarg
             result = tune(problem, executor=executor, **kwargs)
     except SystemExit as exc:  # SIGTERM (the loop's handler): the history is closed by now
         if args.requeue and exc.code == 128 + signal.SIGTERM:
-            requeue()
+            if ending_at_time_limit():
+                requeue()
+            else:
+                print("gptask: the job was cancelled (not at its time limit): not requeued; submit the same "
+                      "script again to resume", file=sys.stderr)
         raise
     if executor.stopped_by:
         print(f"gptask: {executor.stopped_by}: {len(result.pending)} trial(s) left pending", file=sys.stderr)

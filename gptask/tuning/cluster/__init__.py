@@ -11,7 +11,7 @@
 """
 
 from .slurm import (Allocation, ClusterError, Resources, SlurmSteps, Step, StepFailed, current_step,
-                    requeue)
+                    ending_at_time_limit, requeue)
 
 __all__ = ["Allocation", "ClusterError", "Resources", "SlurmSteps", "Step", "StepFailed", "current_step",
-           "requeue"]
+           "ending_at_time_limit", "requeue"]

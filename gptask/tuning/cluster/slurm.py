@@ -21,6 +21,13 @@ Stopping (walltime): ``with SlurmSteps(...) as ex:`` installs a SIGUSR1 handler 
 (``on_stop="cancel"``, their trials stay PENDING) or run to their end (``"finish"``), the history is
 closed, and :func:`requeue` (``scontrol requeue``) puts the job back in the queue, where the same
 command resumes. SIGTERM stops the loop at once (:mod:`gptask.tuning.loop`); Slurm kills the steps.
+A SIGTERM requeues only a job ended for its time limit (:func:`ending_at_time_limit`), never one
+ended by ``scancel``, whose cancel it would undo.
+
+slurmctld restarting (or failing over): a step that srun could not create because the controller
+did not answer, or did not know its nodes yet, is tried again with backoff for CONTROLLER_WAIT_S
+(it never ran, so nothing runs twice); nodes that are unknown or not responding take no new step
+but count as up, so no trial fails for them; queries are retried the same way.
 
 Over 500 lines on purpose: the allocation, the packing of steps onto free nodes, one step's life
 (launch, time limit, lost node, cancel) and the walltime stop with its requeue are the parts of one
@@ -47,7 +54,7 @@ from ...evaluation.evaluate import JobResult, Outcome
 from ...data.trials import Status
 
 __all__ = ["Allocation", "ClusterError", "Resources", "SlurmSteps", "Step", "StepFailed", "current_step",
-           "requeue", "ON_STOP"]
+           "ending_at_time_limit", "requeue", "ON_STOP"]
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +69,25 @@ TIME_LIMIT_GRACE_S = 45.0
 NODE_CHECK_S = 5.0
 #: how long a call of a Slurm command may take (slurmctld restarting answers late)
 COMMAND_TIMEOUT_S = 60.0
-#: Slurm's node states in which a node takes no new step
-UNUSABLE_STATES = ("down", "drain", "drng", "fail", "maint", "futr", "unk", "npc", "boot", "powered_down")
+#: how long a step that could not be created, or a query, is retried while slurmctld does not answer
+#: (a restart, a fail-over) before the trial fails; the waits between tries double from RETRY_FIRST_S
+#: up to RETRY_MAX_S
+CONTROLLER_WAIT_S = 300.0
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 15.0
+#: Slurm's node states in which a node is gone for the campaign: it takes no new step, and a run
+#: needing more nodes than are left fails at once
+UNUSABLE_STATES = ("down", "drain", "drng", "fail", "maint", "futr", "npc", "powered_down")
+#: node states in which a node takes no new step yet but is expected back: after a slurmctld restart
+#: the nodes are "unk" (or not responding, a trailing "*") until their slurmd registers again
+WAITING_STATES = ("unk", "boot")
+#: what srun or a query says when slurmctld does not answer, or has just restarted and does not
+#: know the nodes' memory yet (gptask's steps ask for no memory, so this is never the run's fault):
+#: the step was never created, so trying again runs nothing twice
+TRANSIENT_ERRORS = ("UNABLE TO CONTACT SLURM CONTROLLER", "SOCKET TIMED OUT", "ZERO BYTES WERE TRANSMITTED",
+                    "CONNECTION REFUSED", "COMMUNICATION CONNECTION FAILURE", "MEMORY REQUIRED BY TASK IS NOT AVAILABLE",
+                    "SLURM CONTROLLER IS NOT RESPONDING", "TRANSPORT ENDPOINT IS NOT CONNECTED",
+                    "RESOURCE TEMPORARILY UNAVAILABLE", "JOB STEP CREATION TEMPORARILY DISABLED")
 
 HOW_TO_ALLOCATE = ("run inside an allocation: `salloc -N 4 gptask tune ...`, or an sbatch script (`gptask "
                    "slurm-script` writes one)")
@@ -125,17 +149,53 @@ def _slurm_time(seconds: float) -> str:
     return f"{s // 60}:{s % 60:02d}"
 
 
-def _command(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S) -> str:
-    """stdout of a Slurm command; ClusterError naming it when it fails."""
-    try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise ClusterError(f"{argv[0]} is not on PATH: is Slurm installed here?") from None
-    except subprocess.TimeoutExpired:
-        raise ClusterError(f"`{' '.join(argv)}` did not answer within {timeout:g} s") from None
-    if done.returncode != 0:
-        raise ClusterError(f"`{' '.join(argv)}` failed (exit {done.returncode}): {done.stderr.strip()}")
-    return done.stdout
+def _transient(stderr: str) -> bool:
+    """Whether a Slurm command's ``stderr`` says slurmctld did not answer (or has just restarted)."""
+    upper = stderr.upper()
+    return any(e in upper for e in TRANSIENT_ERRORS)
+
+
+def _not_started(stderr: str) -> bool:
+    """Whether srun's ``stderr`` says its step was never created for a reason that passes (slurmctld
+    restarting): trying again runs nothing twice."""
+    return "UNABLE TO CREATE STEP" in stderr.upper() and _transient(stderr)
+
+
+def _backoff(wait_for: float, stop: threading.Event | None = None):
+    """The pauses (seconds) between tries of something failing while slurmctld does not answer:
+    doubling from RETRY_FIRST_S to RETRY_MAX_S, for ``wait_for`` seconds in all; each pause is
+    slept before it is yielded, and the tries end early when ``stop`` is set."""
+    end = time.monotonic() + wait_for
+    delay = RETRY_FIRST_S
+    while time.monotonic() + delay <= end:
+        if stop is not None:
+            if stop.wait(delay):
+                return
+        else:
+            time.sleep(delay)
+        yield delay
+        delay = min(2 * delay, RETRY_MAX_S)
+
+
+def _command(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S, retry_for: float = 0.0) -> str:
+    """stdout of a Slurm command; ClusterError naming it when it fails. ``retry_for``: seconds during
+    which a failure because slurmctld does not answer is tried again (with backoff)."""
+    tries = _backoff(retry_for)
+    while True:
+        try:
+            done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+        except FileNotFoundError:
+            raise ClusterError(f"{argv[0]} is not on PATH: is Slurm installed here?") from None
+        except subprocess.TimeoutExpired:
+            error, again = f"`{' '.join(argv)}` did not answer within {timeout:g} s", True
+        else:
+            if done.returncode == 0:
+                return done.stdout
+            error = f"`{' '.join(argv)}` failed (exit {done.returncode}): {done.stderr.strip()}"
+            again = _transient(done.stderr)
+        if not again or next(tries, None) is None:
+            raise ClusterError(error)
+        log.info("%s; trying again (slurmctld not answering)", error)
 
 
 @dataclass(frozen=True)
@@ -179,6 +239,7 @@ class Step:
     name: str
     cancelled: bool = False
     _procs: list = dataclasses.field(default_factory=list, repr=False)
+    _stopped: threading.Event = dataclasses.field(default_factory=threading.Event, repr=False)
 
     @property
     def prefix(self) -> list[str]:
@@ -197,17 +258,24 @@ class Step:
         kwargs.setdefault("text", True)
         kwargs["stderr"] = subprocess.PIPE
         limit = self.resources.time_limit
-        proc = subprocess.Popen(self.prefix + list(command), **kwargs)
-        self._procs.append(proc)
-        try:
-            out, err = proc.communicate(timeout=None if limit is None else limit + TIME_LIMIT_GRACE_S)
-        except subprocess.TimeoutExpired:
-            self._scancel()
-            proc.kill()
-            out, err = proc.communicate()
-            raise StepFailed(f"step {self.name} ran past its time limit of {limit:g} s and was cancelled") from None
-        finally:
-            self._procs.remove(proc)
+        tries = _backoff(CONTROLLER_WAIT_S, self._stopped)
+        while True:
+            proc = subprocess.Popen(self.prefix + list(command), **kwargs)
+            self._procs.append(proc)
+            try:
+                out, err = proc.communicate(timeout=None if limit is None else limit + TIME_LIMIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self._scancel()
+                proc.kill()
+                out, err = proc.communicate()
+                raise StepFailed(f"step {self.name} ran past its time limit of {limit:g} s and was cancelled") from None
+            finally:
+                self._procs.remove(proc)
+            text = err if isinstance(err, str) else (err or b"").decode(errors="replace")
+            # never created (slurmctld restarting): nothing ran, so it is tried again, not a failed run
+            if proc.returncode == 0 or self.cancelled or not _not_started(text) or next(tries, None) is None:
+                break
+            log.info("step %s not created (%s): trying again", self.name, _last_line(text))
         done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         if proc.returncode != 0 or _lost_node(err or ""):  # srun may exit 0 when its node failed
             raise StepFailed(self.reason(proc.returncode, err or ""))
@@ -231,18 +299,39 @@ class Step:
     def cancel(self) -> None:
         """Cancel this step because the campaign stops (its trial stays pending)."""
         self.cancelled = True
+        self._stopped.set()
         self._scancel()
 
     def _scancel(self) -> None:
         """``scancel`` of the steps named like this one."""
         try:
-            listing = _command(["squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j"], timeout=20)
+            listing = _command(["squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j"], timeout=20,
+                               retry_for=CONTROLLER_WAIT_S)
         except ClusterError as exc:
             log.warning("could not list the steps of job %s to cancel %s: %s", self.job_id, self.name, exc)
             return
         ids = [line.split()[0] for line in listing.splitlines() if line.split()[1:] == [self.name]]
         if ids:
             subprocess.run(["scancel", *ids], capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False)
+
+
+def _node_states(sinfo: str) -> tuple[set[str], set[str]]:
+    """(gone, waited for) of the nodes in ``sinfo -N -o '%N %t'``'s output: gone, a node down,
+    drained or failed (UNUSABLE_STATES, also when it does not respond: "down*"); waited for, one in
+    WAITING_STATES or not responding ("idle*", "mix*": slurmctld has not heard from its slurmd yet,
+    or will mark it down after SlurmdTimeout)."""
+    down, waiting = set(), set()
+    for line in sinfo.splitlines():
+        words = line.split()
+        if len(words) < 2:
+            continue
+        node, state = words[:2]
+        base = state.rstrip("*~#!%$@^-").lower()
+        if base in UNUSABLE_STATES:
+            down.add(node)
+        elif base in WAITING_STATES or state.endswith("*"):
+            waiting.add(node)
+    return down, waiting
 
 
 def _lost_node(stderr: str | bytes) -> bool:
@@ -279,7 +368,24 @@ def requeue(job_id: str | None = None) -> None:
     if not job:
         raise ClusterError("requeue: no Slurm job to requeue (SLURM_JOB_ID is not set)")
     log.warning("requeueing Slurm job %s: the same command resumes the campaign", job)
-    _command(["scontrol", "requeue", str(job)])
+    _command(["scontrol", "requeue", str(job)], retry_for=CONTROLLER_WAIT_S)
+
+
+def ending_at_time_limit(job_id: str | None = None) -> bool:
+    """Whether Slurm job ``job_id`` (default: this one) is being ended for its time limit (the reason
+    squeue gives while it completes is ``TimeLimit``), as opposed to cancelled (``scancel``, whatever
+    its signal: the reason is None) or anything else. A SIGTERM at the walltime requeues a campaign
+    with ``--requeue``; a SIGTERM of ``scancel`` must not undo the cancel. False when it cannot be told
+    (slurmctld not answering): the job is not requeued, and resubmitting it resumes the campaign."""
+    job = job_id or os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return False
+    try:
+        reason = _command(["squeue", "-h", "-j", str(job), "-o", "%r"], timeout=20, retry_for=RETRY_MAX_S).strip()
+    except ClusterError as exc:
+        log.warning("could not read why Slurm job %s ends (%s): not requeueing it", job, exc)
+        return False
+    return reason.lower() == "timelimit"
 
 
 @dataclass
@@ -329,6 +435,7 @@ class SlurmSteps(cf.Executor):
         self._queue: list[_Waiting] = []
         self._free = list(self.allocation.nodes)
         self._down: set[str] = set()
+        self._waiting: set[str] = set()
         self._running: dict[cf.Future, Step] = {}
         self._threads: list[threading.Thread] = []
         self._shutdown = False
@@ -417,19 +524,22 @@ class SlurmSteps(cf.Executor):
 
     # placement
     def _usable(self) -> list[str]:
-        """The free nodes that are up (node states read at most every NODE_CHECK_S)."""
+        """The free nodes that take a step now (node states read at most every NODE_CHECK_S): not
+        gone (down, drained, left the job) and not waited for (unknown or not responding, as after
+        a slurmctld restart until their slurmd registers again)."""
         now = time.monotonic()
         if now - self._checked >= NODE_CHECK_S:
             self._checked = now
             try:
                 text = _command(["sinfo", "-h", "-N", "-n", ",".join(self.allocation.nodes), "-o", "%N %t"], timeout=20)
-                self._down = {n for n, st in (ln.split()[:2] for ln in text.splitlines() if len(ln.split()) >= 2)
-                              if st.rstrip("*~#!%$@^-").lower() in UNUSABLE_STATES or st.endswith("*")}
+                down, waiting = _node_states(text)
                 # a node lost by a --no-kill job leaves the job (and may be up again for others)
-                self._down |= set(self.allocation.nodes) - set(self._job_nodes())
-            except ClusterError as exc:  # slurmctld restarting: keep the last states
-                log.info("node states not read (%s): keeping the last ones", exc)
-        return [n for n in self._free if n not in self._down]
+                self._down = down | (set(self.allocation.nodes) - set(self._job_nodes()))
+                self._waiting = waiting - self._down
+            except ClusterError as exc:  # slurmctld restarting: no new step until the states are read
+                log.info("node states not read (%s): no new step until they are", exc)
+                self._waiting = set(self.allocation.nodes) - self._down
+        return [n for n in self._free if n not in self._down and n not in self._waiting]
 
     def _job_nodes(self) -> list[str]:
         """The nodes the allocation holds now (``squeue``); all of them when the job is not listed."""
