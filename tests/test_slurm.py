@@ -150,7 +150,8 @@ def test_campaign_job_requeued_at_its_walltime_signal_resumes_exactly(slurm, tmp
 
 def test_one_job_per_trial_through_submitit(slurm, tmp_path, monkeypatch):
     """SlurmJobs: every trial its own Slurm job (sacct-independent: submitit reads the job's own
-    result); a shutdown with a job still queued cancels it (scancel), its state CANCELLED."""
+    result), the trials handed over together as one job array; a shutdown with a job still queued
+    cancels it (scancel), its state CANCELLED."""
     from gptask.tuning.cluster.jobs import SlurmJobs
     from tests.slurm_scripts.campaign import plain_objective as _one_job_objective
 
@@ -158,13 +159,20 @@ def test_one_job_per_trial_through_submitit(slurm, tmp_path, monkeypatch):
 
     problem = gt.Problem(name="jobs", task_space=gt.Space([gt.Integer("size", 1, 9)]),
                          param_space=gt.Space([gt.Integer("x", 0, 9)]), objective=_one_job_objective)
-    with SlurmJobs(tmp_path / "jobs", max_jobs=2, nodes=1, timeout_min=5) as ex:
-        result = gt.tune(problem, tasks=[{"size": 1}], budget=4, n_initial=3, executor=ex, **SMALL)
-    assert [t.status for t in result.history] == [Status.COMPLETE] * 4
+    with SlurmJobs(tmp_path / "jobs", max_jobs=3, nodes=1, timeout_min=5) as ex:
+        result = gt.tune(problem, tasks=[{"size": 1}], budget=5, n_initial=3, executor=ex, **SMALL)
+    assert [t.status for t in result.history] == [Status.COMPLETE] * 5
     assert all(t.value == (t.params["x"] - 3) ** 2 for t in result.history)
+    # the initial design, handed over at once, went as one job array of 3 tasks (Slurm's own record)
+    assert len(ex.job_ids) == 5
+    array = ex.job_ids[0].split("_")[0]
+    assert sorted(ex.job_ids[:3]) == [f"{array}_{i}" for i in range(3)], ex.job_ids
+    shown = subprocess.run(["scontrol", "show", "job", array, "-o"], capture_output=True, text=True).stdout
+    assert sorted(ln.split("ArrayTaskId=")[1].split()[0] for ln in shown.splitlines()) == ["0", "1", "2"], shown
+    assert all(f"ArrayJobId={array} " in ln for ln in shown.splitlines())
     ex = SlurmJobs(tmp_path / "jobs2", max_jobs=1, nodes=1, timeout_min=5, slurm_additional_parameters={"begin": "now+600"})
     f = ex.submit(run_job, Evaluator(_one_job_objective).job({"size": 1}, {"x": 1}))
-    job = next(iter(ex._jobs.values())).job_id
+    job = wait_for("the job submitted", lambda: ex.job_ids[:1], deadline=60)[0]
     ex.shutdown(wait=True, cancel_futures=True)
     assert f.result().outcome.status is Status.FAILED
     wait_for("the job cancelled", lambda: job_state(job) == "CANCELLED", deadline=60)

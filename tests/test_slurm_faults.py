@@ -127,3 +127,18 @@ def test_a_sigterm_requeues_only_a_job_at_its_time_limit(fake_slurm, reason, req
 def test_why_a_job_ends_unknown_while_slurmctld_is_down_is_no_requeue(fake_slurm):
     (fake_slurm / "squeue_fails").write_text("")
     assert ending_at_time_limit("7") is False
+
+
+def test_a_trial_whose_job_slurm_refuses_fails_with_sbatchs_reason(fake_slurm, tmp_path):
+    """SlurmJobs submits from its own thread (to gather trials into one array): an sbatch refusal
+    reaches the trial as a FAILED outcome naming Slurm's reason, not an exception lost in a thread."""
+    pytest.importorskip("submitit")
+    from gptask.tuning.cluster.jobs import SlurmJobs
+
+    _script(tmp_path / "bin" / "sbatch", "echo 'sbatch: error: Batch job submission failed: Invalid account' >&2; exit 1\n")
+    with SlurmJobs(tmp_path / "jobs", max_jobs=2, nodes=1, timeout_min=5) as ex:
+        futures = [ex.submit(run_job, Evaluator(_on_step).job({}, {"x": x})) for x in (1, 2)]
+        outs = [f.result(timeout=60).outcome for f in futures]
+    assert [o.status for o in outs] == [Status.FAILED] * 2
+    assert all("Slurm refused" in o.reason and "Invalid account" in o.reason for o in outs), [o.reason for o in outs]
+    assert ex.job_ids == []
