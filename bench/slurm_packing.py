@@ -181,7 +181,10 @@ def run_jobs(runs, log: Path, folder: Path, nodes: int) -> float:
     from gptask.tuning.cluster.jobs import SlurmJobs
 
     ev = Evaluator(job_sleep)
-    exs = {k: SlurmJobs(folder / f"n{k}", max_jobs=nodes, nodes=k, tasks_per_node=1, timeout_min=10) for k in NEEDS}
+    # array=False: plain jobs, as measured in bench/results/cluster.md (arrays spare the scheduler
+    # submissions; a lone trial would wait ARRAY_GATHER_S for company)
+    exs = {k: SlurmJobs(folder / f"n{k}", max_jobs=nodes, nodes=k, tasks_per_node=1, timeout_min=10, array=False)
+           for k in NEEDS}
     slots = threading.Semaphore(nodes)
     futures = []
     t0 = time.time()
@@ -216,7 +219,7 @@ def overheads(alloc: Allocation, folder: Path, n: int) -> dict:
     time.sleep(2)
     from bench_slurm_trivial import trivial  # noqa: F401 - importable by the jobs (see main)
     jobs = []
-    with SlurmJobs(folder / "overhead", max_jobs=1, nodes=1, timeout_min=5) as ex:
+    with SlurmJobs(folder / "overhead", max_jobs=1, nodes=1, timeout_min=5, array=False) as ex:
         evj = Evaluator(trivial)
         for i in range(n):
             t0 = time.time()
