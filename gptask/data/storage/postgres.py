@@ -41,7 +41,6 @@ see it.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -55,7 +54,8 @@ from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urls
 
 from ..trials import Proposal, Status, Trial, check_value, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
-                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
+                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
+                   stored_json)
 from .owner import Owner, holder_alive, running_holder
 from .records import (check_claim, check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
                       trial_from_row)
@@ -274,8 +274,8 @@ class PostgresStorage(Storage):
         if state == "42501":
             return PermissionError(f"history {self.url}: {text} (the database user may not do this)")
         if isinstance(exc, psycopg.errors.UndefinedTable) or isinstance(exc, psycopg.errors.UndefinedColumn):
-            return HistoryDamaged(f"history {self.url} lacks a table or column it needs ({text}): it was changed by "
-                                  "hand or by another program")
+            return HistoryDamaged(f"history {self.url} is damaged: it lacks a table or column it needs ({text}); it was "
+                                  "changed by hand or by another program: restore it from a copy")
         return exc
 
     def _run(self, op: Callable[[], T], write: bool = False) -> T:
@@ -367,12 +367,12 @@ class PostgresStorage(Storage):
             stored = dict(self._x(cur, "SELECT key, value FROM {s}.meta WHERE key = 'signature'").fetchall())
             if signature is not None:
                 sig = normalised(dict(signature))
-                if json.loads(stored["signature"]) != sig:
+                if stored_json(stored["signature"], "the signature (meta)", self.url) != sig:
                     raise HistoryMismatch(
                         f"history {self.url} (schema {self.schema!r}) was written for a different problem; its "
                         f"signature is {stored['signature'][:300]} but this problem's is {json_text(sig)[:300]}. "
                         "Use another schema (?schema=NAME) for this problem.", where=self.url,
-                        stored=json.loads(stored["signature"]))
+                        stored=stored_json(stored["signature"], "the signature (meta)", self.url))
 
     # ---- plumbing -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -457,11 +457,11 @@ class PostgresStorage(Storage):
     @property
     def signature(self) -> dict[str, Any]:
         rows = self._q("SELECT value FROM {s}.meta WHERE key = 'signature'")
-        return json.loads(rows[0][0]) if rows else {}
+        return stored_json(rows[0][0], "the signature (meta)", self.url) if rows else {}
 
     def get_meta(self, key: str) -> Any:
         rows = self._q("SELECT value FROM {s}.meta WHERE key = %s", ("user:" + key,))
-        return json.loads(rows[0][0]) if rows else None
+        return stored_json(rows[0][0], f"the run's state {key!r} (meta)", self.url) if rows else None
 
     def set_meta(self, key: str, value: Any) -> None:
         text = json_text(value)
@@ -478,15 +478,19 @@ class PostgresStorage(Storage):
         return int(rows[0][0]) if rows else 0
 
     # ---- tasks --------------------------------------------------------------------------------
+    def _tasks(self, rows: Any) -> list[dict[str, Any]]:
+        """The task dicts of rows of ``SELECT task FROM tasks ORDER BY task_index``."""
+        return [stored_json(r[0], f"task {i}", self.url) for i, r in enumerate(rows)]
+
     def tasks(self) -> list[dict[str, Any]]:
-        return [json.loads(r[0]) for r in self._q("SELECT task FROM {s}.tasks ORDER BY task_index")]
+        return self._tasks(self._q("SELECT task FROM {s}.tasks ORDER BY task_index"))
 
     def set_tasks(self, tasks: Sequence[Mapping[str, Any]]) -> None:
         new = [normalised(dict(t)) for t in tasks]
 
         def body(cur: Any) -> None:
             self._x(cur, "SELECT 1 FROM {s}.meta WHERE key = 'signature' FOR UPDATE")  # one writer of the task list
-            stored = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
+            stored = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
             if stored[: len(new)] != new[: len(stored)] or len(new) < len(stored):
                 raise HistoryMismatch(f"history {self.url} holds tasks {stored} but this run asks for {new}")
             for i, t in enumerate(new[len(stored):], start=len(stored)):
@@ -520,9 +524,9 @@ class PostgresStorage(Storage):
 
         def read() -> list[Trial]:
             with self._conn.transaction(), self._conn.cursor() as cur:  # tasks and trials of one state
-                tasks = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
+                tasks = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
                 sql = self._SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY t.id"
-                return [trial_from_row(r, tasks) for r in self._x(cur, sql, args).fetchall()]
+                return [trial_from_row(r, tasks, self.url) for r in self._x(cur, sql, args).fetchall()]
         return self._run(read)
 
     def trials_after(self, last_id: int, ids: Sequence[int] = ()) -> list[Trial]:
@@ -530,15 +534,15 @@ class PostgresStorage(Storage):
 
         def read() -> list[Trial]:
             with self._conn.transaction(), self._conn.cursor() as cur:
-                tasks = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
+                tasks = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
                 rows = self._x(cur, self._SELECT + " WHERE t.id > %s OR t.id = ANY(%s) ORDER BY t.id",
                                (int(last_id), wanted)).fetchall()
-                return [trial_from_row(r, tasks) for r in rows]
+                return [trial_from_row(r, tasks, self.url) for r in rows]
         return self._run(read)
 
     def _fetch(self, cur: Any, trial_id: int) -> Trial:
-        tasks = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
-        return trial_from_row(self._x(cur, self._SELECT + " WHERE t.id = %s", (trial_id,)).fetchone(), tasks)
+        tasks = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
+        return trial_from_row(self._x(cur, self._SELECT + " WHERE t.id = %s", (trial_id,)).fetchone(), tasks, self.url)
 
     # ---- machines -----------------------------------------------------------------------------
     def _machine_id(self, cur: Any, record: Mapping[str, Any]) -> int:
@@ -554,7 +558,8 @@ class PostgresStorage(Storage):
         return self._write(lambda cur: self._machine_id(cur, record))
 
     def machines(self) -> dict[int, dict[str, Any]]:
-        return {int(i): json.loads(r) for i, r in self._q("SELECT id, record FROM {s}.machines ORDER BY id")}
+        return {int(i): stored_json(r, f"machine record {i}", self.url)
+                for i, r in self._q("SELECT id, record FROM {s}.machines ORDER BY id")}
 
     # ---- claims -------------------------------------------------------------------------------
     def _hand_over(self, cur: Any, trial_id: int, owner: Owner, lease: float | None) -> Trial:
@@ -795,7 +800,7 @@ class PostgresStorage(Storage):
                             str(reason), time.time(), None if duration is None else float(duration),
                             objectives)).fetchone()
         row = self._write(body)
-        return confirmation_from_row(row, self.tasks())
+        return confirmation_from_row(row, self.tasks(), self.url)
 
     def confirmations(self, task_index: int | None = None) -> list[Trial]:
         sql = f"SELECT {_CONFIRMATION_COLUMNS} FROM {{s}}.confirmations"
@@ -804,7 +809,7 @@ class PostgresStorage(Storage):
             sql += " WHERE task_index = %s"
             args.append(int(task_index))
         tasks = self.tasks()
-        return [confirmation_from_row(r, tasks) for r in self._q(sql + " ORDER BY id", args)]
+        return [confirmation_from_row(r, tasks, self.url) for r in self._q(sql + " ORDER BY id", args)]
 
 
     # ---- models -------------------------------------------------------------------------------
@@ -819,7 +824,7 @@ class PostgresStorage(Storage):
         if not rows:
             return None
         r = rows[0]
-        return {"iteration": r[0], "log_likelihood": r[1], "params": json.loads(r[2]), "data_key": r[3]}
+        return {"iteration": r[0], "log_likelihood": r[1], "params": stored_json(r[2], "the last model's parameters", self.url), "data_key": r[3]}
 
     def models(self) -> list[dict[str, Any]]:
         rows = self._q("SELECT iteration, created, log_likelihood, data_key FROM {s}.models ORDER BY id")
