@@ -248,3 +248,129 @@ def test_a_tell_whose_commit_was_cut_off_is_recorded_once(pg_server, monkeypatch
     with pytest.raises(HistoryError, match="already told"):
         s.finish(t.id, Status.COMPLETE, 2.5)
     s.close()
+
+
+# ---- schema versions ------------------------------------------------------------------------------
+# Schema 2, written here with raw SQL: the layout before the objectives columns (without told_by and
+# holders, which the upgrade adds as well).
+V2_LAYOUT = """
+CREATE SCHEMA {s};
+CREATE TABLE {s}.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE {s}.tasks (task_index INTEGER PRIMARY KEY, task TEXT NOT NULL, closed TEXT);
+CREATE TABLE {s}.trials (
+    id BIGSERIAL PRIMARY KEY, task_index INTEGER NOT NULL, params TEXT NOT NULL, params_key TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'complete', 'failed', 'censored')),
+    value DOUBLE PRECISION, samples TEXT NOT NULL DEFAULT '[]', reason TEXT NOT NULL DEFAULT '',
+    extra TEXT NOT NULL DEFAULT '{{}}', source TEXT NOT NULL DEFAULT '', created DOUBLE PRECISION NOT NULL,
+    finished DOUBLE PRECISION, duration DOUBLE PRECISION, attempts INTEGER NOT NULL DEFAULT 1, owner TEXT,
+    lease_expires DOUBLE PRECISION, UNIQUE (task_index, params_key));
+CREATE TABLE {s}.models (id BIGSERIAL PRIMARY KEY, iteration INTEGER NOT NULL, created DOUBLE PRECISION NOT NULL,
+    log_likelihood DOUBLE PRECISION, params TEXT NOT NULL, data_key TEXT);
+CREATE TABLE {s}.confirmations (id BIGSERIAL PRIMARY KEY, task_index INTEGER NOT NULL, params TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('complete', 'failed')), value DOUBLE PRECISION,
+    samples TEXT NOT NULL DEFAULT '[]', reason TEXT NOT NULL DEFAULT '', created DOUBLE PRECISION NOT NULL,
+    duration DOUBLE PRECISION);
+CREATE TABLE {s}.machines (id BIGSERIAL PRIMARY KEY, key TEXT NOT NULL UNIQUE, record TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL);
+CREATE TABLE {s}.trial_machines (trial_id BIGINT PRIMARY KEY, machine_id BIGINT NOT NULL);
+INSERT INTO {s}.meta VALUES ('format', 'gptask.history'), ('schema_version', '{version}'), ('created', '1.0'),
+    ('signature', '{signature}'), ('user:seed', '7');
+INSERT INTO {s}.tasks VALUES (0, '{{"t": 0.1}}', NULL), (1, '{{"t": 0.9}}', 'budget spent');
+INSERT INTO {s}.trials (task_index, params, params_key, status, value, samples, reason, created, finished, owner)
+    VALUES (0, '{{"x": 0.1}}', '{key1}', 'complete', 1.5, '[1.4, 1.6]', '', 10.0, 11.0, NULL),
+           (1, '{{"x": 0.3}}', '{key3}', 'failed', NULL, '[]', 'crashed', 12.0, 13.0, NULL),
+           (0, '{{"x": 0.2}}', '{key2}', 'pending', NULL, '[]', '', 14.0, NULL, NULL);
+INSERT INTO {s}.confirmations (task_index, params, status, value, created) VALUES (0, '{{"x": 0.1}}', 'complete',
+    1.45, 15.0);
+"""
+
+
+def old_history(server, version: int = 2) -> str:
+    """A history of schema ``version`` in the old layout, written with raw SQL; its URL."""
+    from gptask.data.storage.base import json_text
+    from gptask.data.trials import params_key
+
+    url = server.new_url("old")
+    schema = url.rsplit("=", 1)[1]
+    sql = V2_LAYOUT.format(s=schema, version=version, signature=json_text(SIG).replace("'", "''"),
+                           key1=params_key({"x": 0.1}), key2=params_key({"x": 0.2}), key3=params_key({"x": 0.3}))
+    with psycopg.connect(server.url, autocommit=True) as conn, conn.transaction():
+        for statement in sql.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    return url
+
+
+def columns(server, url: str) -> dict[str, set[str]]:
+    schema = url.rsplit("=", 1)[1]
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        rows = conn.execute("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s",
+                            (schema,)).fetchall()
+    out: dict[str, set[str]] = {}
+    for table, column in rows:
+        out.setdefault(table, set()).add(column)
+    return out
+
+
+def test_a_schema_2_history_is_upgraded_once_keeping_every_row(pg_server):
+    url = old_history(pg_server)
+    before = columns(pg_server, url)
+    assert "objectives" not in before["trials"] and "holders" not in before
+    with pytest.raises(pg.SchemaTooOld, match=f"schema 2, older than this gptask's {pg.SCHEMA_VERSION}.*read-only"):
+        open_storage(url, read_only=True)
+    assert columns(pg_server, url) == before  # read-only: nothing written
+    with open_storage(url, SIG) as s:
+        assert s.schema_version == pg.SCHEMA_VERSION == 3
+        assert s.raw_meta()["upgraded_from"] == "2" and s.get_meta("seed") == 7
+        trials = s.trials()
+        assert [(t.task_index, t.params, t.status, t.value, t.samples, t.reason, t.values) for t in trials] == [
+            (0, {"x": 0.1}, Status.COMPLETE, 1.5, (1.4, 1.6), "", {}),
+            (1, {"x": 0.3}, Status.FAILED, None, (), "crashed", {}),
+            (0, {"x": 0.2}, Status.PENDING, None, (), "", {})]
+        assert s.closed_tasks() == {1: "budget spent"}
+        assert [(c.value, c.values) for c in s.confirmations()] == [(1.45, {})]
+        # what schema 3 added works on the upgraded history: outputs by name, the tell's token, holders
+        got, = s.reclaim(Owner.this_process("tune"))
+        assert got.id == trials[2].id
+        told = s.finish(got.id, Status.COMPLETE, 2.0, values={"time": 2.0, "memory": 5.0})
+        assert told.values == {"time": 2.0, "memory": 5.0}
+        new, = s.add_trials([prop(1, 0.7)], Owner.this_process("tune"))
+        assert new.id == trials[2].id + 1
+    assert columns(pg_server, url)["trials"] >= {"objectives", "told_by"} and "holders" in columns(pg_server, url)
+    with open_storage(url, read_only=True) as s:  # once upgraded, read-only opens work and nothing is redone
+        assert s.raw_meta()["upgraded_from"] == "2" and len(s.trials()) == 4
+
+
+def test_an_upgrade_that_fails_midway_leaves_the_history_as_it_was(pg_server, monkeypatch):
+    url = old_history(pg_server)
+    before = columns(pg_server, url)
+    monkeypatch.setitem(pg._UPGRADES, 2, pg._UPGRADES[2] + ("SELECT 1 / 0",))  # a step that fails, last
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        open_storage(url, SIG)
+    assert columns(pg_server, url) == before
+    monkeypatch.undo()
+    with open_storage(url, SIG) as s:
+        assert s.schema_version == 3 and len(s.trials()) == 3
+
+
+def test_an_older_history_of_another_problem_is_refused_before_any_upgrade(pg_server):
+    url = old_history(pg_server)
+    before = columns(pg_server, url)
+    with pytest.raises(HistoryMismatch, match="different problem"):
+        open_storage(url, {**SIG, "name": "q"})
+    assert columns(pg_server, url) == before
+
+
+def test_schema_1_and_newer_schemas_are_refused_naming_both_versions(pg_server, capsys):
+    from gptask.cli.main import main
+
+    url = old_history(pg_server, version=1)
+    with pytest.raises(pg.SchemaTooOld, match="has history schema 1; this gptask upgrades schema 2 and newer to 3"):
+        open_storage(url, SIG)
+    newer = old_history(pg_server, version=4)
+    with pytest.raises(SchemaTooNew, match="has history schema 4; this gptask reads schema 3 and older"):
+        open_storage(newer, SIG)
+    for where, text in ((url, "schema 1"), (newer, "schema 4")):
+        assert main(["show", where]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and text in err and "Traceback" not in err, err

@@ -19,7 +19,7 @@ from typing import Any
 from ..trials import Proposal, Status, Trial
 from .owner import Owner
 
-__all__ = ["Storage", "json_text", "normalised", "stored_json", "HistoryError", "NotAHistory", "HistoryMismatch", "SchemaTooNew", "UnknownTrial",
+__all__ = ["Storage", "json_text", "normalised", "stored_json", "HistoryError", "NotAHistory", "HistoryMismatch", "SchemaTooNew", "SchemaTooOld", "UnknownTrial",
            "TrialNotPending", "HistoryDamaged", "HistoryWriteFailed"]
 
 
@@ -84,6 +84,11 @@ class HistoryMismatch(HistoryError):
 
 class SchemaTooNew(HistoryError):
     """The history was written by a newer gptask with a schema this version cannot read."""
+
+
+class SchemaTooOld(HistoryError):
+    """The history has an older schema that this gptask cannot upgrade here (a layout it has no
+    upgrade for, or a history opened read-only that an upgrade would have to write)."""
 
 
 class UnknownTrial(HistoryError):

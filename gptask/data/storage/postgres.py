@@ -18,6 +18,15 @@ Schema 3 (the version of the SQLite schema it mirrors), in schema NAME::
     models, confirmations, machines, trial_machines   as in the SQLite schema
     holders(token, host, pid, seen)                   heartbeats of live tuner processes
 
+Versions. ``meta.schema_version`` records the layout. Opening a history of an older schema for
+writing upgrades it in one transaction, under the same advisory lock as its creation (a failed step
+leaves it as it was; two processes opening it at once upgrade it once), and records
+``upgraded_from``; the steps are :data:`_UPGRADES`. Schema 2 is the layout before the ``objectives``
+columns (as in SQLite; with ``told_by`` and ``holders``, added by the upgrade when absent). A
+history opened read-only is never written: an older one is refused, naming both versions and how to
+upgrade it. Schema 1 (SQLite's ``evaluations`` rows) never existed on PostgreSQL and is refused; a
+newer schema than :data:`SCHEMA_VERSION` is refused, naming both versions.
+
 Concurrency is by transactions and row locks: a claim locks the rows of its tasks (``SELECT ... FOR
 UPDATE``), so two clients never claim one configuration or overrun a task's budget; a tell or a
 reclaim locks the trial rows it changes. ``told_by`` holds a token of the tell that finished a
@@ -54,7 +63,7 @@ from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urls
 
 from ..trials import Proposal, Status, Trial, check_value, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
-                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
+                   SchemaTooNew, SchemaTooOld, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
                    stored_json)
 from .owner import Owner, holder_alive, running_holder
 from .records import (check_claim, check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
@@ -186,6 +195,18 @@ CREATE TABLE {s}.machines (id BIGSERIAL PRIMARY KEY, key TEXT NOT NULL UNIQUE, r
 CREATE TABLE {s}.trial_machines (trial_id BIGINT PRIMARY KEY, machine_id BIGINT NOT NULL);
 CREATE TABLE {s}.holders (token TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER, seen DOUBLE PRECISION NOT NULL)
 """
+
+#: {version: the statements that take a history of that schema to the next one}, run in order in
+#: one transaction by :meth:`PostgresStorage._open` (``{s}``: the history's schema)
+_UPGRADES: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE {s}.trials ADD COLUMN IF NOT EXISTS objectives TEXT",
+        "ALTER TABLE {s}.confirmations ADD COLUMN IF NOT EXISTS objectives TEXT",
+        "ALTER TABLE {s}.trials ADD COLUMN IF NOT EXISTS told_by TEXT",
+        "CREATE TABLE IF NOT EXISTS {s}.holders (token TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER, "
+        "seen DOUBLE PRECISION NOT NULL)"),
+}
+#: the oldest schema :data:`_UPGRADES` takes to :data:`SCHEMA_VERSION`
+OLDEST_UPGRADABLE = min(_UPGRADES)
 
 _TRIAL_COLUMNS = ("t.id, t.task_index, t.params, t.status, t.value, t.samples, t.reason, t.extra, t.source, t.created,"
                   " t.finished, t.duration, t.attempts, t.owner, t.objectives, m.machine_id")
@@ -354,6 +375,19 @@ class PostgresStorage(Storage):
             if version > SCHEMA_VERSION:
                 raise SchemaTooNew(f"{self.url} (schema {self.schema!r}) has history schema {version}; this gptask "
                                    f"reads schema {SCHEMA_VERSION} and older: upgrade gptask to use it")
+            if 0 < version < OLDEST_UPGRADABLE:
+                raise SchemaTooOld(f"{self.url} (schema {self.schema!r}) has history schema {version}; this gptask "
+                                   f"upgrades schema {OLDEST_UPGRADABLE} and newer to {SCHEMA_VERSION} (schema "
+                                   f"{version} was only ever a SQLite file: copy such a file with gptask copy)")
+            if 0 < version < SCHEMA_VERSION:
+                if signature is not None:
+                    self._check_signature(cur, signature)  # never touch another problem's history
+                if self.read_only:
+                    raise SchemaTooOld(f"{self.url} (schema {self.schema!r}) has history schema {version}, older than "
+                                       f"this gptask's {SCHEMA_VERSION}, and was opened read-only: open it once for "
+                                       "writing to upgrade it (gptask tune or ask with its problem, or open_storage(URL)"
+                                       " in Python), then read it")
+                self._upgrade(cur, version)
             if version == 0:
                 if signature is None or not create or self.read_only:
                     raise FileNotFoundError(f"no history in schema {self.schema!r} of {self.url}")
@@ -364,15 +398,29 @@ class PostgresStorage(Storage):
                 for key, value in (("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)),
                                    ("created", repr(time.time())), ("signature", json_text(dict(signature)))):
                     self._x(cur, "INSERT INTO {s}.meta (key, value) VALUES (%s, %s)", (key, value))
-            stored = dict(self._x(cur, "SELECT key, value FROM {s}.meta WHERE key = 'signature'").fetchall())
             if signature is not None:
-                sig = normalised(dict(signature))
-                if stored_json(stored["signature"], "the signature (meta)", self.url) != sig:
-                    raise HistoryMismatch(
-                        f"history {self.url} (schema {self.schema!r}) was written for a different problem; its "
-                        f"signature is {stored['signature'][:300]} but this problem's is {json_text(sig)[:300]}. "
-                        "Use another schema (?schema=NAME) for this problem.", where=self.url,
-                        stored=stored_json(stored["signature"], "the signature (meta)", self.url))
+                self._check_signature(cur, signature)
+
+    def _check_signature(self, cur: Any, signature: Mapping[str, Any]) -> None:
+        """HistoryMismatch unless the history was written for the problem of ``signature``."""
+        stored = dict(self._x(cur, "SELECT key, value FROM {s}.meta WHERE key = 'signature'").fetchall())
+        sig = normalised(dict(signature))
+        if stored_json(stored["signature"], "the signature (meta)", self.url) != sig:
+            raise HistoryMismatch(
+                f"history {self.url} (schema {self.schema!r}) was written for a different problem; its "
+                f"signature is {stored['signature'][:300]} but this problem's is {json_text(sig)[:300]}. "
+                "Use another schema (?schema=NAME) for this problem.", where=self.url,
+                stored=stored_json(stored["signature"], "the signature (meta)", self.url))
+
+    def _upgrade(self, cur: Any, version: int) -> None:
+        """Schema ``version`` -> SCHEMA_VERSION inside the caller's transaction (:data:`_UPGRADES`)."""
+        for step in range(version, SCHEMA_VERSION):
+            for statement in _UPGRADES[step]:
+                self._x(cur, statement)
+        self._x(cur, "UPDATE {s}.meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        self._x(cur, "INSERT INTO {s}.meta (key, value) VALUES ('upgraded_from', %s) ON CONFLICT (key) DO NOTHING",
+                (str(version),))
+        log.info("history %s upgraded from schema %d to %d", self.url, version, SCHEMA_VERSION)
 
     # ---- plumbing -----------------------------------------------------------------------------
     def close(self) -> None:
