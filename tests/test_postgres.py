@@ -374,3 +374,128 @@ def test_schema_1_and_newer_schemas_are_refused_naming_both_versions(pg_server, 
         assert main(["show", where]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and text in err and "Traceback" not in err, err
+
+
+# ---- faults during a campaign ---------------------------------------------------------------------
+TUNE = [sys.executable, "-m", "gptask", "tune", "--problem", "problems_for_tests:counting_problem", "--tasks", "2",
+        "--budget", "8", "--n-initial", "4", "--seed", "{seed}", "--quiet", "--problem-options", "log={log},sleep=0.3",
+        "--history", "{url}"]
+
+
+def finished(url: str) -> int:
+    """How many trials of the history ``url`` are finished (0 while it does not exist yet)."""
+    try:
+        with open_storage(url, read_only=True) as s:
+            return sum(t.status.finished for t in s.trials())
+    except FileNotFoundError:
+        return 0
+
+
+def wait_until(predicate, procs, seconds: float = 240.0) -> None:
+    end = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > end or any(p.poll() is not None for p in procs):
+            raise AssertionError("timed out or a tuner ended early: " + " | ".join(
+                p.stderr.read()[-1500:] for p in procs if p.poll() is not None))
+        time.sleep(0.3)
+
+
+def test_a_dropped_tuner_connection_and_a_server_restart_mid_campaign_lose_nothing_and_run_nothing_twice(
+        own_server, tmp_path):
+    """Two `gptask tune` on one history: the connections of one are ended by pg_terminate_backend (found by
+    its application_name, PGAPPNAME), then the server restarts; both finish the budget, every configuration
+    run once (the objective's own log of calls is the independent count)."""
+    url, log = own_server.new_url("campaign"), tmp_path / "calls.log"
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    procs = [subprocess.Popen([c.format(seed=5, log=log, url=url) for c in TUNE], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**env, "PGAPPNAME": f"tuner-{k}"})
+             for k in (1, 2)]
+    try:
+        wait_until(lambda: finished(url) >= 3, procs)
+        dropped, end = 0, time.monotonic() + 60
+        with psycopg.connect(own_server.url, autocommit=True) as conn:
+            while not dropped and time.monotonic() < end:
+                dropped = conn.execute("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM "
+                                       "pg_stat_activity WHERE application_name = 'tuner-1'").fetchone()[0]
+                time.sleep(0.05)
+        assert dropped >= 1  # a connection of the running tuner was ended, not none
+        at_restart = finished(url)
+        wait_until(lambda: finished(url) >= at_restart + 2, procs)
+        before = {t.id: t for t in open_storage(url, read_only=True).trials() if t.status.finished}
+        own_server.pg_ctl("restart")
+        outs = [p.communicate(timeout=400) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0 and "Traceback" not in err, err[-2000:]
+    with open_storage(url, read_only=True) as s:
+        trials = s.trials()
+    assert len(trials) == 16 and all(t.status is Status.COMPLETE for t in trials)
+    assert all(t == before[t.id] for t in trials if t.id in before)  # kept as they were
+    calls = log.read_text().splitlines()
+    with open_storage(url, read_only=True) as s:
+        tasks = s.tasks()
+    configs = sorted(f"{tasks[t.task_index]['t']!r} {t.params['x']!r} {t.params['k']!r}" for t in trials)
+    assert sorted(calls) == configs  # each configuration run exactly once, none lost
+
+
+def _mount_tmpfs(where: Path, size_kib: int, owner: str) -> bool:
+    import pwd
+    import shutil
+
+    where.mkdir()
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        return False
+    uid = pwd.getpwnam(owner).pw_uid if owner != "root" else 0
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k,uid={uid},mode=0700", "tmpfs", str(where)],
+                       capture_output=True)
+    return r.returncode == 0
+
+
+def test_a_full_disk_is_a_clear_error_and_a_failed_import_writes_nothing(pg_server, capsys):
+    """The history's tables on a 1 MiB file system of their own (a tablespace on a tmpfs; the server's
+    log stays on its disk), filled to the last byte: a write is HistoryWriteFailed naming the history
+    and the full disk, an import of many trials that fails part way leaves none of them; with space
+    again the same import succeeds."""
+    import uuid
+
+    if not isinstance(pg_server, TempServer):
+        pytest.skip("needs the test server")
+    disk = pg_server.root / f"disk_{uuid.uuid4().hex[:8]}"
+    if not _mount_tmpfs(disk, 1024, pg_server.user if pg_server.as_root else "root"):
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    name = disk.name
+    try:
+        with psycopg.connect(pg_server.url, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLESPACE {name} LOCATION '{disk}'")
+            conn.execute(f"CREATE DATABASE {name}")
+            conn.execute(f"ALTER DATABASE {name} SET default_tablespace = {name}")
+        url = pg_server.url.rsplit("/", 1)[0] + f"/{name}?schema=h"
+        with open_storage(url, SIG) as s:
+            s.set_tasks(TASKS)
+            t, = s.add_trials([prop(0, 0.1)], Owner.detached("ask"))
+            s.finish(t.id, Status.COMPLETE, 1.0)
+            filler = disk / "filler"
+            fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+            for size in (1 << 16, 4096, 1):  # to the last byte
+                try:
+                    while True:
+                        os.write(fd, b"\0" * size)
+                except OSError:
+                    pass
+            os.close(fd)
+            many = [Trial(id=0, task_index=i % 2, task=TASKS[i % 2], params={"x": i / 1000, "pad": "p" * 300},
+                          status=Status.COMPLETE, value=float(i)) for i in range(400)]
+            with pytest.raises(HistoryWriteFailed, match=r"cannot write history .*disk full"):
+                s.import_trials(many)
+            assert [x.id for x in s.trials()] == [t.id]  # none of the 400 half-written
+            filler.unlink()
+            assert sum(x is not None for x in s.import_trials(many)) == 400
+            assert len(s.trials()) == 401
+    finally:
+        with psycopg.connect(pg_server.url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"DROP TABLESPACE IF EXISTS {name}")
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -4,8 +4,9 @@ in a database server that several hosts can share (``pip install gptask[postgres
 A history is named by a URL, ``postgresql://user@host:port/dbname?schema=NAME``: its tables live in
 the PostgreSQL schema NAME (default :data:`DEFAULT_SCHEMA`), so one database holds many histories.
 Every other URL parameter and the libpq environment (``PGPASSWORD``, ``~/.pgpass``, ``PGSERVICE``,
-``sslmode``, ``sslrootcert``, ...) pass through to libpq unchanged. A password is never shown: every
-message, ``repr`` and stored text uses :func:`redact`.
+``sslmode``, ``sslrootcert``, ``application_name``, ...) pass through to libpq unchanged (a
+connection is named :data:`APPLICATION_NAME` in ``pg_stat_activity`` unless the URL or ``PGAPPNAME``
+names it). A password is never shown: every message, ``repr`` and stored text uses :func:`redact`.
 
 Schema 3 (the version of the SQLite schema it mirrors), in schema NAME::
 
@@ -70,7 +71,7 @@ from .records import (check_claim, check_imported, check_lease, checked_tell, co
                       trial_from_row)
 
 __all__ = ["PostgresStorage", "Location", "URL_SCHEMES", "is_url", "redact", "split_url", "HistoryUnreachable", "DEFAULT_SCHEMA",
-           "SCHEMA_VERSION", "HEARTBEAT_S", "HOLDER_TIMEOUT_S"]
+           "SCHEMA_VERSION", "HEARTBEAT_S", "HOLDER_TIMEOUT_S", "APPLICATION_NAME"]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ HEARTBEAT_S = 2.0
 HOLDER_TIMEOUT_S = float(os.environ.get("GPTASK_PG_HOLDER_TIMEOUT_S", "20"))
 #: seconds a client keeps trying to reconnect after losing its connection (a server restart)
 RECONNECT_S = float(os.environ.get("GPTASK_PG_RECONNECT_S", "60"))
+#: the application_name of a connection (pg_stat_activity) unless the URL or PGAPPNAME names one
+APPLICATION_NAME = "gptask"
 #: seconds libpq waits for a connection
 CONNECT_TIMEOUT_S = 10
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -230,6 +233,9 @@ class PostgresStorage(Storage):
                  read_only: bool = False) -> None:
         self.path = None
         self._conninfo, self.schema, self.url = split_url(url)  # self.url: without the password
+        # the name pg_stat_activity shows: the URL's application_name or PGAPPNAME when given, else "gptask"
+        self._named = bool(os.environ.get("PGAPPNAME")) or any(
+            k == "application_name" for k, _ in parse_qsl(urlsplit(self._conninfo).query))
         self.read_only = bool(read_only)
         self._s = f'"{self.schema}"'
         self._conn: Any = None
@@ -250,8 +256,8 @@ class PostgresStorage(Storage):
         psycopg = _psycopg()
         host, port = _where(self._conninfo)
         try:
-            return psycopg.connect(self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                                   application_name="gptask")
+            named = {} if self._named else {"application_name": APPLICATION_NAME}
+            return psycopg.connect(self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **named)
         except psycopg.OperationalError as exc:
             text = _clean(str(exc), self._conninfo)
             if "password authentication failed" in text or "no password supplied" in text \
