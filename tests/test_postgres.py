@@ -499,3 +499,37 @@ def test_a_full_disk_is_a_clear_error_and_a_failed_import_writes_nothing(pg_serv
             conn.execute(f"DROP DATABASE IF EXISTS {name}")
             conn.execute(f"DROP TABLESPACE IF EXISTS {name}")
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_server_that_turns_read_only_mid_run_stops_the_tuner_clearly_and_the_resume_ends_exactly(own_server,
+                                                                                                    tmp_path):
+    """default_transaction_read_only switched on for the whole server (ALTER SYSTEM, reload) while a
+    `gptask tune` runs: it stops with one line naming the history and the read-only server (exit
+    status 2), what was told is kept as it was, and the same command ends the budget exactly once
+    the server takes writes again."""
+    url, log = own_server.new_url("ro"), tmp_path / "calls.log"
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    cmd = [c.format(seed=5, log=log, url=url) for c in TUNE]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_until(lambda: finished(url) >= 3, [proc])
+        with psycopg.connect(own_server.url, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+            conn.execute("SELECT pg_reload_conf()")
+        _, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 2 and "Traceback" not in err, err[-2000:]
+    assert len(err.strip().splitlines()) == 1 and "read-only" in err and redact(url) in err, err
+    kept = {t.id: t for t in open_storage(url, read_only=True).trials() if t.status.finished}
+    assert len(kept) >= 3
+    with psycopg.connect(own_server.url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM RESET default_transaction_read_only")
+        conn.execute("SELECT pg_reload_conf()")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with open_storage(url, read_only=True) as s:
+        after = s.trials()
+    assert len(after) == 16 and all(t.status is Status.COMPLETE for t in after)
+    assert all(t == kept[t.id] for t in after if t.id in kept)
