@@ -341,6 +341,32 @@ def test_a_schema_2_history_is_upgraded_once_keeping_every_row(pg_server):
         assert s.raw_meta()["upgraded_from"] == "2" and len(s.trials()) == 4
 
 
+def test_tuners_opening_an_older_history_at_once_upgrade_it_once(pg_server, caplog):
+    import logging
+    import threading
+
+    url = old_history(pg_server)
+    errors, barrier = [], threading.Barrier(4)
+
+    def open_it():
+        try:
+            barrier.wait()
+            with open_storage(url, SIG) as s:
+                assert s.schema_version == 3 and len(s.trials()) == 3
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    with caplog.at_level(logging.INFO, logger=pg.__name__):
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert [r.getMessage() for r in caplog.records].count(
+        f"history {redact(url)} upgraded from schema 2 to 3") == 1
+
+
 def test_an_upgrade_that_fails_midway_leaves_the_history_as_it_was(pg_server, monkeypatch):
     url = old_history(pg_server)
     before = columns(pg_server, url)
