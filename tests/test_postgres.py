@@ -1,6 +1,8 @@
 """What is specific to PostgreSQL histories (the shared contract runs in test_storage.py on both
 backends): copying between backends, credentials never shown, bad servers and bad databases, a
-server restart and dropped connections, and holders on other hosts judged by their heartbeats."""
+server restart and dropped connections, holders on other hosts judged by their heartbeats, schema
+versions (older layouts written with raw SQL, upgraded or refused), and faults during a campaign of
+`gptask tune` processes (a tuner's connections ended, a restart, a server turned read-only, a full disk)."""
 
 import os
 import signal
