@@ -1,14 +1,15 @@
 """Exactly-once on one PostgreSQL history under faults: N ask/tell client processes claim and tell
 trials of a discrete space (their configurations collide), while this script kill -9s random
-clients (and starts new ones), restarts the server (pg_ctl restart) and drops a client's connection
-(pg_terminate_backend). Every client logs "told ID VALUE" after each tell returns; at the end one
+clients (and starts new ones), restarts the server (pg_ctl restart) and drops the connections of
+running clients (pg_terminate_backend of the backends whose application_name is the client's
+PGAPPNAME, retried until it ends one: --drops times). Every client logs "told ID VALUE" after each tell returns; at the end one
 last client hands over the dead holders' trials and finishes them.
 
 Checked: every told result is in the history as told (0 lost), no configuration has two trials and
 no trial was told twice (0 run twice), every trial ends finished, and only trials in flight when a
 client was killed were handed out again.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/postgres_faults.py [--clients 6 --kills 20]
+    PYTHONPATH=$PWD .venv/bin/python bench/postgres_faults.py [--clients 6 --kills 20 --drops 3 --seed 1]
 """
 
 import argparse
@@ -66,6 +67,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=6)
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--budget", type=int, default=150, help="trials per task")
+    ap.add_argument("--seed", type=int, default=1, help="of the moments and victims of the faults")
+    ap.add_argument("--drops", type=int, default=3, help="moments at which a running client's connections are ended")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with TempServer() as srv:
@@ -73,17 +76,38 @@ def main() -> None:
         with open_storage(url, SIG) as s:
             s.set_tasks(TASKS)
         log = Path(srv.root) / "told.log"
-        rng = random.Random(1)
+        rng = random.Random(args.seed)
         seed = [0]
+
+        names: dict[int, str] = {}  # pid -> the client's application_name
 
         def spawn() -> subprocess.Popen:
             seed[0] += 1
-            return subprocess.Popen([sys.executable, "-c", CLIENT, url, str(log), str(seed[0]), str(args.budget)],
-                                    env=env, stderr=subprocess.PIPE, text=True)
+            name = f"client-{seed[0]}"
+            p = subprocess.Popen([sys.executable, "-c", CLIENT, url, str(log), str(seed[0]), str(args.budget)],
+                                 env={**env, "PGAPPNAME": name}, stderr=subprocess.PIPE, text=True)
+            names[p.pid] = name
+            return p
+
+        def drop(victims: list) -> int:
+            """End the connections of one of ``victims`` (by its application_name); how many were ended."""
+            end = time.time() + 10
+            with psycopg.connect(srv.url, autocommit=True) as conn:
+                while time.time() < end:
+                    victim = rng.choice([p for p in victims if p.poll() is None] or victims)
+                    n = conn.execute("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                     "WHERE application_name = %s", (names[victim.pid],)).fetchone()[0]
+                    if n:
+                        return int(n)
+
+                    time.sleep(0.02)
+            return 0
 
         procs = [spawn() for _ in range(args.clients)]
         born = {p.pid: time.time() for p in procs}
-        kills, restarts, drops = 0, 0, 0
+        kills, restarts, drops, dropped = 0, 0, 0, 0
+        drop_at = {(k + 1) * args.kills // (args.drops + 1) for k in range(args.drops)}
+        dropped_at: dict[int, int] = {}
         t0 = time.time()
         while kills < args.kills:
             time.sleep(rng.uniform(0.1, 0.6))
@@ -95,6 +119,11 @@ def main() -> None:
             running = [p for p in running if p.pid in ready]  # connected and working (past its start-up)
             if not running:
                 continue
+            if kills + 1 in drop_at and not dropped_at.get(kills + 1):  # one of the running clients, before a kill
+                n = drop(running)
+                dropped_at[kills + 1] = n
+                drops += n > 0
+                dropped += n
             victim = rng.choice(running)
             victim.send_signal(signal.SIGKILL)
             victim.wait()
@@ -104,10 +133,6 @@ def main() -> None:
             if kills == args.kills // 3:
                 srv.pg_ctl("restart")
                 restarts += 1
-            if kills == 2 * args.kills // 3:
-                with psycopg.connect(srv.url, autocommit=True) as conn:
-                    drops = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
-                                         "application_name = 'gptask' AND pid <> pg_backend_pid()").fetchone()[0]
         for p in procs:
             if p.poll() is None:
                 p.wait(timeout=600)
@@ -127,7 +152,8 @@ def main() -> None:
         twice = [i for i, vs in told.items() if len(vs) > 1]
         configs = [(t.task_index, t.params["x"]) for t in trials]
         rehanded = [t.id for t in trials if t.attempts > 1]
-        print(f"{args.clients} clients, {kills} kill -9, {restarts} server restart, {drops} connections dropped, "
+        print(f"{args.clients} clients, {kills} kill -9, {restarts} server restart, {drops} of {args.drops} drops hit "
+              f"a running client ({dropped} connections ended), "
               f"{time.time() - t0:.0f} s")
         print(f"trials {len(trials)} (budget {args.budget * len(TASKS)}), told {len(told)}, "
               f"unfinished {sum(not t.status.finished for t in trials)}")

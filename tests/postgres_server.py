@@ -88,9 +88,15 @@ class TempServer:
             cur.execute(sql)
             return str(cur.statusmessage)
 
-    def new_url(self, prefix: str = "t") -> str:
-        """The URL of a fresh history schema (nothing created yet)."""
-        return f"{self.url}?schema={prefix}_{uuid.uuid4().hex[:12]}"
+    @property
+    def socket_url(self) -> str:
+        """The superuser URL of the server through its Unix socket (in :attr:`sock`), not TCP."""
+        return f"postgresql://{self.user}@/postgres?host={self.sock}&port={self.port}"
+
+    def new_url(self, prefix: str = "t", unix_socket: bool = False) -> str:
+        """The URL of a fresh history schema (nothing created yet), over TCP or the Unix socket."""
+        base = self.socket_url + "&" if unix_socket else self.url + "?"
+        return f"{base}schema={prefix}_{uuid.uuid4().hex[:12]}"
 
     def stop(self) -> None:
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-w", "stop", "-m", "immediate", check=False)

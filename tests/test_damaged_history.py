@@ -154,3 +154,105 @@ def test_a_disk_that_fills_up_while_tuning_stops_the_run_clearly_and_the_resume_
     assert all(after_t == kept[after_t.id] for after_t in after if after_t.id in kept)  # kept as they were
     for i in range(2):
         assert len({tuple(sorted(t.params.items())) for t in after if t.task_index == i}) == 8
+
+
+# ---- damaged rows, on both backends --------------------------------------------------------------
+# A history whose file (or server) is sound but whose rows were changed by hand or by another program:
+# a column that should hold JSON does not, a table is gone. Every command names the history and says
+# it is damaged (one line, exit status 2); nothing is written.
+
+@pytest.fixture(scope="module")
+def good_rows() -> dict:
+    """The tuned history of each backend (tuned once, on first use), to copy and damage: {backend: location}."""
+    return {}
+
+
+def _good(backend: str, cache: dict, tmp_path_factory, pg_server_getter) -> str:
+    if backend not in cache:
+        where = (str(tmp_path_factory.mktemp("rows") / "h.sqlite") if backend == "sqlite"
+                 else pg_server_getter().new_url("good"))
+        gt.tune(counting_problem(), tasks=2, budget=5, n_initial=3, seed=0, history=where, progress=False, **FAST)
+        cache[backend] = where
+    return cache[backend]
+
+
+DAMAGES = {
+    "params not JSON": "UPDATE trials SET params = '{{not json' WHERE id = (SELECT min(id) FROM trials)",
+    "samples not JSON": "UPDATE trials SET samples = 'nan,' WHERE id = (SELECT max(id) FROM trials)",
+    "task not JSON": "UPDATE tasks SET task = '[[' WHERE task_index = 1",
+    "signature not JSON": "UPDATE meta SET value = 'sig' WHERE key = 'signature'",
+    "state not JSON": "UPDATE meta SET value = '{{' WHERE key = 'user:settings'",
+    "trials table gone": "DROP TABLE trials",
+}
+
+
+def _damage(location: str, sql: str) -> None:
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        from gptask.data.storage.postgres import split_url
+
+        conninfo, schema, _ = split_url(location)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f"SET search_path TO {schema}")
+            conn.execute(sql.format())
+    else:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(location)) as db, db:
+            db.execute(sql.format())
+
+
+def _copy(backend: str, good: str, tmp_path: Path, pg_server_getter) -> str:
+    if backend == "sqlite":
+        where = tmp_path / "h.sqlite"
+        with contextlib.closing(__import__("sqlite3").connect(good)) as src, \
+                contextlib.closing(__import__("sqlite3").connect(where)) as dst:
+            src.backup(dst)
+        return str(where)
+    from gptask.data.storage.copy import copy_history
+
+    where = pg_server_getter().new_url("damaged")
+    copy_history(good, where)
+    return where
+
+
+def _rows(location: str) -> list:
+    """Every row of the history's tables, raw (to check nothing was written)."""
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        from gptask.data.storage.postgres import split_url
+
+        conninfo, schema, _ = split_url(location)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            tables = [r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables WHERE "
+                                                 "table_schema = %s ORDER BY table_name", (schema,))]
+            return [(t, sorted(map(repr, conn.execute(f"SELECT * FROM {schema}.{t}").fetchall()))) for t in tables]
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(location)) as db:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return [(t, sorted(map(repr, db.execute(f"SELECT * FROM {t}").fetchall()))) for t in tables]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("how", sorted(DAMAGES))
+def test_damaged_rows_are_a_clear_error_naming_the_history(good_rows, tmp_path_factory, tmp_path, request, capsys,
+                                                           backend, how):
+    def server():
+        return request.getfixturevalue("pg_server")
+
+    good = _good(backend, good_rows, tmp_path_factory, server)
+    where = _copy(backend, good, tmp_path, server)
+    _damage(where, DAMAGES[how])
+    before = _rows(where)
+    shown = where if backend == "sqlite" else where.split("?")[0]
+    # (export reads no run state; tell reads only the trial told, a sound one here)
+    for command in ("show", "ask", "tune") + (("export",) if how != "state not JSON" else ()):
+        code = main([c.format(h=where) for c in COMMANDS[command]])
+        err = capsys.readouterr().err
+        assert code == 2, (command, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (command, err)
+        assert shown in err and "damaged" in err, (command, err)
+    assert _rows(where) == before  # nothing written

@@ -2,7 +2,11 @@
 behind: not the executor's pool workers, not the objectives running in them, not what the objectives
 started (a ``sleep``, ``mpiexec`` with its proxy and ranks), and nothing keeps the caller's stdout pipe
 open. Checked on real processes: every descendant of the tuner is listed from /proc before the
-signal and must be gone afterwards (polled with generous deadlines: the machine may be loaded)."""
+signal and must be gone afterwards (polled with generous deadlines: the machine may be loaded).
+
+The trials a killed or stopped tuner held are left as the resume needs them, on both backends
+(a SQLite file, a PostgreSQL history: the ``backend`` cases); on PostgreSQL the killed tuner's
+heartbeat, which other hosts judge it by, stops."""
 
 import json
 import os
@@ -15,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gptask.data.storage import SQLiteStorage
+from gptask.data.storage import Owner, open_storage
 from gptask.data.trials import Status
 from processes import like_a_terminal
 
@@ -114,14 +118,37 @@ with cf.ProcessPoolExecutor(2) as ex:
 """
 
 
-def cli_run(record: Path, hist: Path) -> list[str]:
+def cli_run(record: Path, hist: "Path | str") -> list[str]:
     return [sys.executable, "-m", "gptask", "tune", "--problem", "problems_for_tests:spawning_pool_problem",
             "--problem-options", f"record={record}", "--tasks", "2", "--budget", "4", "--n-initial", "2",
             "--workers", "2", "--history", str(hist), "-q"]
 
 
-def _run_then_kill(tmp_path, cmd: list[str]) -> None:
-    record, hist = tmp_path / "runs", tmp_path / "h.sqlite"
+def location(backend: str, tmp_path: Path, request) -> str:
+    """Where a fresh history of ``backend`` lives: a file, or a new schema of the tests' PostgreSQL server."""
+    if backend == "sqlite":
+        return str(tmp_path / "h.sqlite")
+    return request.getfixturevalue("pg_server").new_url("orphans")
+
+
+def heartbeats(url: str) -> dict[int, float]:
+    """{pid: last heartbeat (server time, s)} of the holders of the PostgreSQL history ``url``."""
+    import psycopg
+
+    from gptask.data.storage.postgres import split_url
+
+    conninfo, schema, _ = split_url(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        try:
+            return {int(p): float(s) for p, s in conn.execute(f"SELECT pid, seen FROM {schema}.holders")}
+        except psycopg.errors.UndefinedTable:
+            return {}
+
+
+def _run_then_kill(tmp_path, cmd: list[str], hist: str) -> None:
+    from gptask.data.storage.postgres import HEARTBEAT_S, is_url
+
+    record = tmp_path / "runs"
     record.mkdir()
     proc = start([c.format(record=record, hist=hist) for c in cmd])
     below: set[int] = set()
@@ -130,30 +157,43 @@ def _run_then_kill(tmp_path, cmd: list[str]) -> None:
         below = descendants(proc.pid)
         ours = {r["pid"] for r in got} | {r["child"] for r in got}
         assert ours <= below and all(alive(p) for p in ours)
+        if is_url(hist):  # the tuner's heartbeat goes on while it runs ...
+            first = heartbeats(hist)[proc.pid]
+            wait_for(lambda: heartbeats(hist)[proc.pid] > first, seconds=10 * HEARTBEAT_S, proc=proc)
         proc.send_signal(signal.SIGKILL)  # the tuner alone, as a node's OOM killer or `kill -9 PID` does
         proc.wait()
+        if is_url(hist):  # ... and stops with it: other hosts see it dead once the beat is stale
+            last = heartbeats(hist)[proc.pid]
+            time.sleep(2.5 * HEARTBEAT_S)
+            assert heartbeats(hist)[proc.pid] == last
         assert wait_gone(below) == [], "processes of the killed tuner's runs are still running"
         assert pipe_closes(proc.stdout.fileno()), "something still holds the tuner's stdout pipe"
     finally:
         kill_all(proc, below)
-    left = SQLiteStorage(hist, read_only=True).trials()
+    with open_storage(hist, read_only=True) as s:
+        left = s.trials()
     assert len(left) >= 2 and all(t.status is Status.PENDING for t in left)  # the resume takes them over
+    assert {Owner.read(t.owner).pid for t in left} == {proc.pid}  # still the dead tuner's
 
 
-@pytest.mark.parametrize("timeout", [None, 600])
-def test_kill_9_of_a_tuner_with_a_process_pool_leaves_nothing_running(tmp_path, timeout):
-    code = API_RUN.format(record="{record}", hist="{hist}", timeout=timeout)
-    _run_then_kill(tmp_path, [sys.executable, "-c", code])
+@pytest.mark.parametrize("timeout, backend", [(None, "sqlite"), (600, "sqlite"), (600, "postgres")])
+def test_kill_9_of_a_tuner_with_a_process_pool_leaves_nothing_running(tmp_path, request, timeout, backend):
+    hist = location(backend, tmp_path, request)
+    code = API_RUN.format(record="{record}", hist=hist, timeout=timeout)
+    _run_then_kill(tmp_path, [sys.executable, "-c", code], hist)
 
 
-def test_kill_9_of_gptask_tune_workers_leaves_nothing_running(tmp_path):
-    _run_then_kill(tmp_path, cli_run(Path("{record}"), Path("{hist}")))
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_kill_9_of_gptask_tune_workers_leaves_nothing_running(tmp_path, request, backend):
+    hist = location(backend, tmp_path, request)
+    _run_then_kill(tmp_path, cli_run(Path("{record}"), hist), hist)
 
 
-@pytest.mark.parametrize("sig, code, workers", [(signal.SIGTERM, 143, True), (signal.SIGINT, 130, True),
-                                                (signal.SIGINT, 130, False)])
-def test_a_signal_stops_gptask_tune_at_once_and_releases_its_trials(tmp_path, sig, code, workers):
-    record, hist = tmp_path / "runs", tmp_path / "h.sqlite"
+@pytest.mark.parametrize("sig, code, workers, backend", [
+    (signal.SIGTERM, 143, True, "sqlite"), (signal.SIGINT, 130, True, "sqlite"), (signal.SIGINT, 130, False, "sqlite"),
+    (signal.SIGTERM, 143, True, "postgres")])
+def test_a_signal_stops_gptask_tune_at_once_and_releases_its_trials(tmp_path, request, sig, code, workers, backend):
+    record, hist = tmp_path / "runs", location(backend, tmp_path, request)
     record.mkdir()
     cmd = cli_run(record, hist)
     if not workers:
@@ -174,7 +214,8 @@ def test_a_signal_stops_gptask_tune_at_once_and_releases_its_trials(tmp_path, si
         assert wait_gone(below) == []
     finally:
         kill_all(proc, below)
-    left = SQLiteStorage(hist, read_only=True).trials()
+    with open_storage(hist, read_only=True) as s:
+        left = s.trials()
     assert left and all(t.status is Status.PENDING and t.owner is None for t in left)
     assert f"gptask: {'stopped by SIGTERM' if sig == signal.SIGTERM else 'interrupted (Ctrl-C)'}" in err.decode()
 
@@ -225,18 +266,21 @@ gt.tune(problem, tasks=[{{"t": 0.3}}], budget=4, n_initial=2, seed=0, history={h
 """
 
 
-def test_an_evaluation_that_kills_its_tuner_is_failed_after_max_attempts_not_rerun_on_every_resume(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_an_evaluation_that_kills_its_tuner_is_failed_after_max_attempts_not_rerun_on_every_resume(tmp_path, request,
+                                                                                                   backend):
     """Without timeout= an evaluation runs in the tuner's process: one that kills it was re-run by every
     resume with no cap (issue 27 audit). The resume after MAX_ATTEMPTS deaths records it as failed and
     finishes the budget."""
     from gptask.data.storage.base import MAX_ATTEMPTS
 
-    hist, marker = tmp_path / "h.sqlite", tmp_path / "first.json"
-    code = CRASH_RUN.format(marker=str(marker), hist=str(hist))
+    hist, marker = location(backend, tmp_path, request), tmp_path / "first.json"
+    code = CRASH_RUN.format(marker=str(marker), hist=hist)
     codes = [subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=300)
              for _ in range(MAX_ATTEMPTS + 1)]
     assert [c.returncode for c in codes] == [-signal.SIGKILL] * MAX_ATTEMPTS + [0], codes[-1].stderr
-    trials = SQLiteStorage(hist, read_only=True).trials()
+    with open_storage(hist, read_only=True) as s:
+        trials = s.trials()
     crashed = trials[0]
     assert crashed.status is Status.FAILED and crashed.attempts == MAX_ATTEMPTS
     assert dict(crashed.params) == json.loads(marker.read_text())

@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import (HistoryBusy, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory, SchemaTooNew,
-                   Storage, TrialHeld, TrialNotPending, UnknownTrial, normalised)
+                   SchemaTooOld, Storage, TrialHeld, TrialNotPending, UnknownTrial, normalised)
 from .owner import Owner
 from .postgres import URL_SCHEMES, is_url, redact
 from .sqlite import SCHEMA_VERSION, SQLiteStorage
 from .sqlite import read_signature as _read_sqlite_signature
 
 __all__ = ["Storage", "SQLiteStorage", "open_storage", "read_signature", "Owner", "SCHEMA_VERSION",
-           "HistoryError", "HistoryMismatch", "NotAHistory", "SchemaTooNew", "UnknownTrial", "TrialNotPending", "TrialHeld",
+           "HistoryError", "HistoryMismatch", "NotAHistory", "SchemaTooNew", "SchemaTooOld", "UnknownTrial", "TrialNotPending", "TrialHeld",
            "HistoryDamaged", "HistoryWriteFailed", "HistoryBusy", "is_url", "redact", "open_history"]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from ..trials import Proposal, Status, Trial
 from .owner import Owner
 
-__all__ = ["Storage", "json_text", "normalised", "HistoryError", "NotAHistory", "HistoryMismatch", "SchemaTooNew", "UnknownTrial",
+__all__ = ["Storage", "json_text", "normalised", "stored_json", "HistoryError", "NotAHistory", "HistoryMismatch", "SchemaTooNew", "SchemaTooOld", "UnknownTrial",
            "TrialNotPending", "HistoryDamaged", "HistoryWriteFailed"]
 
 
@@ -48,7 +48,19 @@ class NotAHistory(HistoryError):
 
 
 class HistoryDamaged(HistoryError):
-    """The history file is damaged (malformed pages, truncated): it cannot be read as it is."""
+    """The history is damaged (malformed pages, truncated, a row or table changed by hand or by another
+    program): it cannot be read as it is."""
+
+
+def stored_json(text: Any, what: str, where: str) -> Any:
+    """``json.loads`` of a text read from the history ``where``; HistoryDamaged naming the history and
+    ``what`` the text is (a row's column) when it is not JSON (a row changed by hand or by another program)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
+        raise HistoryDamaged(f"history {where} is damaged: {what} is not JSON ({shown}); it was changed by hand or by "
+                             "another program: restore it from a copy") from None
 
 
 class HistoryWriteFailed(HistoryError):
@@ -72,6 +84,11 @@ class HistoryMismatch(HistoryError):
 
 class SchemaTooNew(HistoryError):
     """The history was written by a newer gptask with a schema this version cannot read."""
+
+
+class SchemaTooOld(HistoryError):
+    """The history has an older schema that this gptask cannot upgrade here (a layout it has no
+    upgrade for, or a history opened read-only that an upgrade would have to write)."""
 
 
 class UnknownTrial(HistoryError):

@@ -4,8 +4,9 @@ in a database server that several hosts can share (``pip install gptask[postgres
 A history is named by a URL, ``postgresql://user@host:port/dbname?schema=NAME``: its tables live in
 the PostgreSQL schema NAME (default :data:`DEFAULT_SCHEMA`), so one database holds many histories.
 Every other URL parameter and the libpq environment (``PGPASSWORD``, ``~/.pgpass``, ``PGSERVICE``,
-``sslmode``, ``sslrootcert``, ...) pass through to libpq unchanged. A password is never shown: every
-message, ``repr`` and stored text uses :func:`redact`.
+``sslmode``, ``sslrootcert``, ``application_name``, ...) pass through to libpq unchanged (a
+connection is named :data:`APPLICATION_NAME` in ``pg_stat_activity`` unless the URL or ``PGAPPNAME``
+names it). A password is never shown: every message, ``repr`` and stored text uses :func:`redact`.
 
 Schema 3 (the version of the SQLite schema it mirrors), in schema NAME::
 
@@ -17,6 +18,15 @@ Schema 3 (the version of the SQLite schema it mirrors), in schema NAME::
                                 UNIQUE (task_index, params_key): one trial per configuration
     models, confirmations, machines, trial_machines   as in the SQLite schema
     holders(token, host, pid, seen)                   heartbeats of live tuner processes
+
+Versions. ``meta.schema_version`` records the layout. Opening a history of an older schema for
+writing upgrades it in one transaction, under the same advisory lock as its creation (a failed step
+leaves it as it was; two processes opening it at once upgrade it once), and records
+``upgraded_from``; the steps are :data:`_UPGRADES`. Schema 2 is the layout before the ``objectives``
+columns (as in SQLite; with ``told_by`` and ``holders``, added by the upgrade when absent). A
+history opened read-only is never written: an older one is refused, naming both versions and how to
+upgrade it. Schema 1 (SQLite's ``evaluations`` rows) never existed on PostgreSQL and is refused; a
+newer schema than :data:`SCHEMA_VERSION` is refused, naming both versions.
 
 Concurrency is by transactions and row locks: a claim locks the rows of its tasks (``SELECT ... FOR
 UPDATE``), so two clients never claim one configuration or overrun a task's budget; a tell or a
@@ -41,7 +51,6 @@ see it.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -55,13 +64,14 @@ from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urls
 
 from ..trials import Proposal, Status, Trial, check_value, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
-                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
+                   SchemaTooNew, SchemaTooOld, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
+                   stored_json)
 from .owner import Owner, holder_alive, running_holder
 from .records import (check_claim, check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
                       trial_from_row)
 
 __all__ = ["PostgresStorage", "Location", "URL_SCHEMES", "is_url", "redact", "split_url", "HistoryUnreachable", "DEFAULT_SCHEMA",
-           "SCHEMA_VERSION", "HEARTBEAT_S", "HOLDER_TIMEOUT_S"]
+           "SCHEMA_VERSION", "HEARTBEAT_S", "HOLDER_TIMEOUT_S", "APPLICATION_NAME"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +84,8 @@ HEARTBEAT_S = 2.0
 HOLDER_TIMEOUT_S = float(os.environ.get("GPTASK_PG_HOLDER_TIMEOUT_S", "20"))
 #: seconds a client keeps trying to reconnect after losing its connection (a server restart)
 RECONNECT_S = float(os.environ.get("GPTASK_PG_RECONNECT_S", "60"))
+#: the application_name of a connection (pg_stat_activity) unless the URL or PGAPPNAME names one
+APPLICATION_NAME = "gptask"
 #: seconds libpq waits for a connection
 CONNECT_TIMEOUT_S = 10
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -187,6 +199,18 @@ CREATE TABLE {s}.trial_machines (trial_id BIGINT PRIMARY KEY, machine_id BIGINT 
 CREATE TABLE {s}.holders (token TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER, seen DOUBLE PRECISION NOT NULL)
 """
 
+#: {version: the statements that take a history of that schema to the next one}, run in order in
+#: one transaction by :meth:`PostgresStorage._open` (``{s}``: the history's schema)
+_UPGRADES: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE {s}.trials ADD COLUMN IF NOT EXISTS objectives TEXT",
+        "ALTER TABLE {s}.confirmations ADD COLUMN IF NOT EXISTS objectives TEXT",
+        "ALTER TABLE {s}.trials ADD COLUMN IF NOT EXISTS told_by TEXT",
+        "CREATE TABLE IF NOT EXISTS {s}.holders (token TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER, "
+        "seen DOUBLE PRECISION NOT NULL)"),
+}
+#: the oldest schema :data:`_UPGRADES` takes to :data:`SCHEMA_VERSION`
+OLDEST_UPGRADABLE = min(_UPGRADES)
+
 _TRIAL_COLUMNS = ("t.id, t.task_index, t.params, t.status, t.value, t.samples, t.reason, t.extra, t.source, t.created,"
                   " t.finished, t.duration, t.attempts, t.owner, t.objectives, m.machine_id")
 _CONFIRMATION_COLUMNS = "id, task_index, params, status, value, samples, reason, created, duration, objectives"
@@ -209,6 +233,9 @@ class PostgresStorage(Storage):
                  read_only: bool = False) -> None:
         self.path = None
         self._conninfo, self.schema, self.url = split_url(url)  # self.url: without the password
+        # the name pg_stat_activity shows: the URL's application_name or PGAPPNAME when given, else "gptask"
+        self._named = bool(os.environ.get("PGAPPNAME")) or any(
+            k == "application_name" for k, _ in parse_qsl(urlsplit(self._conninfo).query))
         self.read_only = bool(read_only)
         self._s = f'"{self.schema}"'
         self._conn: Any = None
@@ -229,8 +256,8 @@ class PostgresStorage(Storage):
         psycopg = _psycopg()
         host, port = _where(self._conninfo)
         try:
-            return psycopg.connect(self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                                   application_name="gptask")
+            named = {} if self._named else {"application_name": APPLICATION_NAME}
+            return psycopg.connect(self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **named)
         except psycopg.OperationalError as exc:
             text = _clean(str(exc), self._conninfo)
             if "password authentication failed" in text or "no password supplied" in text \
@@ -274,8 +301,8 @@ class PostgresStorage(Storage):
         if state == "42501":
             return PermissionError(f"history {self.url}: {text} (the database user may not do this)")
         if isinstance(exc, psycopg.errors.UndefinedTable) or isinstance(exc, psycopg.errors.UndefinedColumn):
-            return HistoryDamaged(f"history {self.url} lacks a table or column it needs ({text}): it was changed by "
-                                  "hand or by another program")
+            return HistoryDamaged(f"history {self.url} is damaged: it lacks a table or column it needs ({text}); it was "
+                                  "changed by hand or by another program: restore it from a copy")
         return exc
 
     def _run(self, op: Callable[[], T], write: bool = False) -> T:
@@ -354,6 +381,19 @@ class PostgresStorage(Storage):
             if version > SCHEMA_VERSION:
                 raise SchemaTooNew(f"{self.url} (schema {self.schema!r}) has history schema {version}; this gptask "
                                    f"reads schema {SCHEMA_VERSION} and older: upgrade gptask to use it")
+            if 0 < version < OLDEST_UPGRADABLE:
+                raise SchemaTooOld(f"{self.url} (schema {self.schema!r}) has history schema {version}; this gptask "
+                                   f"upgrades schema {OLDEST_UPGRADABLE} and newer to {SCHEMA_VERSION} (schema "
+                                   f"{version} was only ever a SQLite file: copy such a file with gptask copy)")
+            if 0 < version < SCHEMA_VERSION:
+                if signature is not None:
+                    self._check_signature(cur, signature)  # never touch another problem's history
+                if self.read_only:
+                    raise SchemaTooOld(f"{self.url} (schema {self.schema!r}) has history schema {version}, older than "
+                                       f"this gptask's {SCHEMA_VERSION}, and was opened read-only: open it once for "
+                                       "writing to upgrade it (gptask tune or ask with its problem, or open_storage(URL)"
+                                       " in Python), then read it")
+                self._upgrade(cur, version)
             if version == 0:
                 if signature is None or not create or self.read_only:
                     raise FileNotFoundError(f"no history in schema {self.schema!r} of {self.url}")
@@ -364,15 +404,29 @@ class PostgresStorage(Storage):
                 for key, value in (("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)),
                                    ("created", repr(time.time())), ("signature", json_text(dict(signature)))):
                     self._x(cur, "INSERT INTO {s}.meta (key, value) VALUES (%s, %s)", (key, value))
-            stored = dict(self._x(cur, "SELECT key, value FROM {s}.meta WHERE key = 'signature'").fetchall())
             if signature is not None:
-                sig = normalised(dict(signature))
-                if json.loads(stored["signature"]) != sig:
-                    raise HistoryMismatch(
-                        f"history {self.url} (schema {self.schema!r}) was written for a different problem; its "
-                        f"signature is {stored['signature'][:300]} but this problem's is {json_text(sig)[:300]}. "
-                        "Use another schema (?schema=NAME) for this problem.", where=self.url,
-                        stored=json.loads(stored["signature"]))
+                self._check_signature(cur, signature)
+
+    def _check_signature(self, cur: Any, signature: Mapping[str, Any]) -> None:
+        """HistoryMismatch unless the history was written for the problem of ``signature``."""
+        stored = dict(self._x(cur, "SELECT key, value FROM {s}.meta WHERE key = 'signature'").fetchall())
+        sig = normalised(dict(signature))
+        if stored_json(stored["signature"], "the signature (meta)", self.url) != sig:
+            raise HistoryMismatch(
+                f"history {self.url} (schema {self.schema!r}) was written for a different problem; its "
+                f"signature is {stored['signature'][:300]} but this problem's is {json_text(sig)[:300]}. "
+                "Use another schema (?schema=NAME) for this problem.", where=self.url,
+                stored=stored_json(stored["signature"], "the signature (meta)", self.url))
+
+    def _upgrade(self, cur: Any, version: int) -> None:
+        """Schema ``version`` -> SCHEMA_VERSION inside the caller's transaction (:data:`_UPGRADES`)."""
+        for step in range(version, SCHEMA_VERSION):
+            for statement in _UPGRADES[step]:
+                self._x(cur, statement)
+        self._x(cur, "UPDATE {s}.meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        self._x(cur, "INSERT INTO {s}.meta (key, value) VALUES ('upgraded_from', %s) ON CONFLICT (key) DO NOTHING",
+                (str(version),))
+        log.info("history %s upgraded from schema %d to %d", self.url, version, SCHEMA_VERSION)
 
     # ---- plumbing -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -457,11 +511,11 @@ class PostgresStorage(Storage):
     @property
     def signature(self) -> dict[str, Any]:
         rows = self._q("SELECT value FROM {s}.meta WHERE key = 'signature'")
-        return json.loads(rows[0][0]) if rows else {}
+        return stored_json(rows[0][0], "the signature (meta)", self.url) if rows else {}
 
     def get_meta(self, key: str) -> Any:
         rows = self._q("SELECT value FROM {s}.meta WHERE key = %s", ("user:" + key,))
-        return json.loads(rows[0][0]) if rows else None
+        return stored_json(rows[0][0], f"the run's state {key!r} (meta)", self.url) if rows else None
 
     def set_meta(self, key: str, value: Any) -> None:
         text = json_text(value)
@@ -478,15 +532,19 @@ class PostgresStorage(Storage):
         return int(rows[0][0]) if rows else 0
 
     # ---- tasks --------------------------------------------------------------------------------
+    def _tasks(self, rows: Any) -> list[dict[str, Any]]:
+        """The task dicts of rows of ``SELECT task FROM tasks ORDER BY task_index``."""
+        return [stored_json(r[0], f"task {i}", self.url) for i, r in enumerate(rows)]
+
     def tasks(self) -> list[dict[str, Any]]:
-        return [json.loads(r[0]) for r in self._q("SELECT task FROM {s}.tasks ORDER BY task_index")]
+        return self._tasks(self._q("SELECT task FROM {s}.tasks ORDER BY task_index"))
 
     def set_tasks(self, tasks: Sequence[Mapping[str, Any]]) -> None:
         new = [normalised(dict(t)) for t in tasks]
 
         def body(cur: Any) -> None:
             self._x(cur, "SELECT 1 FROM {s}.meta WHERE key = 'signature' FOR UPDATE")  # one writer of the task list
-            stored = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
+            stored = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
             if stored[: len(new)] != new[: len(stored)] or len(new) < len(stored):
                 raise HistoryMismatch(f"history {self.url} holds tasks {stored} but this run asks for {new}")
             for i, t in enumerate(new[len(stored):], start=len(stored)):
@@ -520,9 +578,9 @@ class PostgresStorage(Storage):
 
         def read() -> list[Trial]:
             with self._conn.transaction(), self._conn.cursor() as cur:  # tasks and trials of one state
-                tasks = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
+                tasks = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
                 sql = self._SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY t.id"
-                return [trial_from_row(r, tasks) for r in self._x(cur, sql, args).fetchall()]
+                return [trial_from_row(r, tasks, self.url) for r in self._x(cur, sql, args).fetchall()]
         return self._run(read)
 
     def trials_after(self, last_id: int, ids: Sequence[int] = ()) -> list[Trial]:
@@ -530,15 +588,15 @@ class PostgresStorage(Storage):
 
         def read() -> list[Trial]:
             with self._conn.transaction(), self._conn.cursor() as cur:
-                tasks = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
+                tasks = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
                 rows = self._x(cur, self._SELECT + " WHERE t.id > %s OR t.id = ANY(%s) ORDER BY t.id",
                                (int(last_id), wanted)).fetchall()
-                return [trial_from_row(r, tasks) for r in rows]
+                return [trial_from_row(r, tasks, self.url) for r in rows]
         return self._run(read)
 
     def _fetch(self, cur: Any, trial_id: int) -> Trial:
-        tasks = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
-        return trial_from_row(self._x(cur, self._SELECT + " WHERE t.id = %s", (trial_id,)).fetchone(), tasks)
+        tasks = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
+        return trial_from_row(self._x(cur, self._SELECT + " WHERE t.id = %s", (trial_id,)).fetchone(), tasks, self.url)
 
     # ---- machines -----------------------------------------------------------------------------
     def _machine_id(self, cur: Any, record: Mapping[str, Any]) -> int:
@@ -554,7 +612,8 @@ class PostgresStorage(Storage):
         return self._write(lambda cur: self._machine_id(cur, record))
 
     def machines(self) -> dict[int, dict[str, Any]]:
-        return {int(i): json.loads(r) for i, r in self._q("SELECT id, record FROM {s}.machines ORDER BY id")}
+        return {int(i): stored_json(r, f"machine record {i}", self.url)
+                for i, r in self._q("SELECT id, record FROM {s}.machines ORDER BY id")}
 
     # ---- claims -------------------------------------------------------------------------------
     def _hand_over(self, cur: Any, trial_id: int, owner: Owner, lease: float | None) -> Trial:
@@ -795,7 +854,7 @@ class PostgresStorage(Storage):
                             str(reason), time.time(), None if duration is None else float(duration),
                             objectives)).fetchone()
         row = self._write(body)
-        return confirmation_from_row(row, self.tasks())
+        return confirmation_from_row(row, self.tasks(), self.url)
 
     def confirmations(self, task_index: int | None = None) -> list[Trial]:
         sql = f"SELECT {_CONFIRMATION_COLUMNS} FROM {{s}}.confirmations"
@@ -804,7 +863,7 @@ class PostgresStorage(Storage):
             sql += " WHERE task_index = %s"
             args.append(int(task_index))
         tasks = self.tasks()
-        return [confirmation_from_row(r, tasks) for r in self._q(sql + " ORDER BY id", args)]
+        return [confirmation_from_row(r, tasks, self.url) for r in self._q(sql + " ORDER BY id", args)]
 
 
     # ---- models -------------------------------------------------------------------------------
@@ -819,7 +878,7 @@ class PostgresStorage(Storage):
         if not rows:
             return None
         r = rows[0]
-        return {"iteration": r[0], "log_likelihood": r[1], "params": json.loads(r[2]), "data_key": r[3]}
+        return {"iteration": r[0], "log_likelihood": r[1], "params": stored_json(r[2], "the last model's parameters", self.url), "data_key": r[3]}
 
     def models(self) -> list[dict[str, Any]]:
         rows = self._q("SELECT iteration, created, log_likelihood, data_key FROM {s}.models ORDER BY id")

@@ -4,37 +4,54 @@ a lease, and the reason a trial is given up. One definition, so the two backends
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value
-from .base import json_text
+from .base import HistoryDamaged, json_text, stored_json
 from .owner import Owner
 
 __all__ = ["trial_from_row", "confirmation_from_row", "checked_tell", "check_imported", "check_claim", "objectives_text", "check_lease",
            "given_up_reason"]
 
 
-def trial_from_row(row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
-    """A trial from its row (the trial columns, then its machine id or None) and the history's tasks."""
+def trial_from_row(row: Sequence[Any], tasks: list[dict[str, Any]], where: str) -> Trial:
+    """A trial from its row (the trial columns, then its machine id or None) and the tasks of the history
+    ``where``; HistoryDamaged naming the history and the trial when a column cannot be read."""
     (id_, ti, params, status, value, samples, reason, extra, source, created, finished, duration,
      attempts, owner, objectives, machine) = row
+
+    def column(name: str, text: Any) -> Any:
+        return stored_json(text, f"column {name} of trial {id_}", where)
+
     return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
-                 params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
-                 reason=reason, extra=json.loads(extra), source=source, created=created, finished=finished,
-                 duration=duration, attempts=int(attempts), owner=owner,
-                 values=json.loads(objectives) if objectives else {},
+                 params=column("params", params), status=_status(status, f"trial {id_}", where), value=value,
+                 samples=column("samples", samples), reason=reason, extra=column("extra", extra), source=source,
+                 created=created, finished=finished, duration=duration, attempts=int(attempts), owner=owner,
+                 values=column("objectives", objectives) if objectives else {},
                  machine=None if machine is None else int(machine))
 
 
-def confirmation_from_row(row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
-    """A confirmation run from its row and the history's tasks (source ``CONFIRM_SOURCE``)."""
+def confirmation_from_row(row: Sequence[Any], tasks: list[dict[str, Any]], where: str) -> Trial:
+    """A confirmation run from its row and the tasks of the history ``where`` (source ``CONFIRM_SOURCE``)."""
     id_, ti, params, status, value, samples, reason, created, duration, objectives = row
+
+    def column(name: str, text: Any) -> Any:
+        return stored_json(text, f"column {name} of confirmation run {id_}", where)
+
     return Trial(id=int(id_), task_index=int(ti), task=tasks[ti] if 0 <= ti < len(tasks) else {},
-                 params=json.loads(params), status=Status(status), value=value, samples=json.loads(samples),
-                 reason=reason, source=CONFIRM_SOURCE, created=created, finished=created, duration=duration,
-                 values=json.loads(objectives) if objectives else {})
+                 params=column("params", params), status=_status(status, f"confirmation run {id_}", where),
+                 value=value, samples=column("samples", samples), reason=reason, source=CONFIRM_SOURCE,
+                 created=created, finished=created, duration=duration,
+                 values=column("objectives", objectives) if objectives else {})
+
+
+def _status(text: Any, what: str, where: str) -> Status:
+    try:
+        return Status(text)
+    except ValueError:
+        raise HistoryDamaged(f"history {where} is damaged: the status of {what} is {text!r}, not one of "
+                             f"{[s.value for s in Status]}; it was changed by hand or by another program") from None
 
 
 def checked_tell(trial_id: Any, status: Any, value: Any, duration: Any,

@@ -58,7 +58,6 @@ claims, tells exactly once, holders), one class as the contract's tests see it.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sqlite3
@@ -69,7 +68,8 @@ from typing import Any
 
 from ..trials import Proposal, Status, Trial, check_value, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory,
-                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised)
+                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
+                   stored_json)
 from .owner import Owner, holder_alive, running_holder
 from .records import (check_claim, check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
                       trial_from_row)
@@ -156,6 +156,9 @@ def _history_error(exc: sqlite3.DatabaseError, where: str) -> Exception:
     if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in text or "I/O error" in text:
         return HistoryWriteFailed(f"cannot write history {where}: {text} (is its disk full?); every result told "
                                   "before this one is kept: free space and run the same command again to resume")
+    if text.startswith(("no such table", "no such column")):
+        return HistoryDamaged(f"history {where} is damaged: {text}; it was changed by hand or by another program: "
+                              "restore it from a copy")
     if name.startswith("SQLITE_BUSY") or "database is locked" in text:
         return HistoryBusy(f"history {where} stayed locked by another process for more than "
                            f"{BUSY_TIMEOUT_S:g} s ({text}); try again when it is done")
@@ -319,7 +322,7 @@ def _upgrade_v1(db: _Checked) -> None:
         db.execute(
             "INSERT INTO trials (id, task_index, params, params_key, status, value, samples, reason, source,"
             " created, finished, duration) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (id_, ti, params, params_key(json.loads(params)), status, value, samples, reason, source, created,
+            (id_, ti, params, params_key(stored_json(params, f"column params of evaluation {id_}", db.where)), status, value, samples, reason, source, created,
              created, duration),
         )
     db.execute("DROP TABLE evaluations")
@@ -340,10 +343,10 @@ def _create(db: _Checked) -> None:
 def _check_signature(db: _Checked, where: str, signature: Mapping[str, Any]) -> None:
     stored = _meta(db, "signature") or "{}"
     sig = normalised(dict(signature))
-    if json.loads(stored) != sig:
+    if stored_json(stored, "the signature (meta)", str(where)) != sig:
         raise HistoryMismatch(f"history {where} was written for a different problem; its signature is "
                               f"{stored[:300]} but this problem's is {json_text(sig)[:300]}. Use another history file.",
-                              where=str(where), stored=json.loads(stored))
+                              where=str(where), stored=stored_json(stored, "the signature (meta)", str(where)))
 
 
 def _check_writable_path(path: Path, create: bool) -> None:
@@ -504,11 +507,11 @@ class SQLiteStorage(Storage):
     # ---- the run -----------------------------------------------------------------------------
     @property
     def signature(self) -> dict[str, Any]:
-        return json.loads(_meta(self.db, "signature") or "{}")
+        return stored_json(_meta(self.db, "signature") or "{}", "the signature (meta)", self.db.where)
 
     def get_meta(self, key: str) -> Any:
         raw = _meta(self.db, "user:" + key)
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else stored_json(raw, f"the run's state {key!r} (meta)", self.db.where)
 
     def set_meta(self, key: str, value: Any) -> None:
         with self._write() as db:
@@ -521,12 +524,13 @@ class SQLiteStorage(Storage):
     # ---- tasks -------------------------------------------------------------------------------
     def tasks(self) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT task FROM tasks ORDER BY task_index").fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [stored_json(r[0], f"task {i}", self.db.where) for i, r in enumerate(rows)]
 
     def set_tasks(self, tasks: Sequence[Mapping[str, Any]]) -> None:
         new = [normalised(dict(t)) for t in tasks]
         with self._write() as db:
-            stored = [json.loads(r[0]) for r in db.execute("SELECT task FROM tasks ORDER BY task_index")]
+            stored = [stored_json(r[0], f"task {i}", db.where)
+                      for i, r in enumerate(db.execute("SELECT task FROM tasks ORDER BY task_index"))]
             if stored[: len(new)] != new[: len(stored)] or len(new) < len(stored):
                 raise HistoryMismatch(f"history {self.path} holds tasks {stored} but this run asks for {new}")
             for i, t in enumerate(new[len(stored):], start=len(stored)):
@@ -563,7 +567,7 @@ class SQLiteStorage(Storage):
             args.append(Status.parse(status).value)
         sql = self._select(self.db) + (" WHERE " + " AND ".join("t." + w for w in where) if where else "")
         tasks = self.tasks()
-        return [trial_from_row(r, tasks) for r in self.db.execute(sql + " ORDER BY t.id", args).fetchall()]
+        return [trial_from_row(r, tasks, self.db.where) for r in self.db.execute(sql + " ORDER BY t.id", args).fetchall()]
 
     def trials_after(self, last_id: int, ids: Sequence[int] = ()) -> list[Trial]:
         ids = sorted({int(i) for i in ids if i <= last_id})
@@ -572,10 +576,11 @@ class SQLiteStorage(Storage):
         where = "t.id > ?" + (f" OR t.id IN ({', '.join('?' * len(ids))})" if ids else "")
         tasks = self.tasks()
         rows = self.db.execute(self._select(self.db) + f" WHERE {where} ORDER BY t.id", [int(last_id), *ids])
-        return [trial_from_row(r, tasks) for r in rows.fetchall()]
+        return [trial_from_row(r, tasks, self.db.where) for r in rows.fetchall()]
 
     def _fetch(self, db: _Checked, trial_id: int) -> Trial:
-        return trial_from_row(db.execute(self._select(db) + " WHERE t.id = ?", (trial_id,)).fetchone(), self.tasks())
+        return trial_from_row(db.execute(self._select(db) + " WHERE t.id = ?", (trial_id,)).fetchone(), self.tasks(),
+                              db.where)
 
     # ---- machines ----------------------------------------------------------------------------
     def _machine_id(self, db: _Checked, record: Mapping[str, Any]) -> int:
@@ -600,7 +605,8 @@ class SQLiteStorage(Storage):
     def machines(self) -> dict[int, dict[str, Any]]:
         if "machines" not in _tables(self.db):
             return {}
-        return {int(i): json.loads(r) for i, r in self.db.execute("SELECT id, record FROM machines ORDER BY id")}
+        return {int(i): stored_json(r, f"machine record {i}", self.db.where)
+                for i, r in self.db.execute("SELECT id, record FROM machines ORDER BY id")}
 
     def _hand_over(self, db: _Checked, trial_id: int, owner: Owner, lease: float | None) -> Trial:
         db.execute("UPDATE trials SET owner = ?, lease_expires = ?, attempts = attempts + 1 WHERE id = ?",
@@ -803,7 +809,7 @@ class SQLiteStorage(Storage):
                  None if duration is None else float(duration), objectives))
             row = db.execute(f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations WHERE id = ?",
                              (cur.lastrowid,)).fetchone()
-        return confirmation_from_row(row, self.tasks())
+        return confirmation_from_row(row, self.tasks(), self.db.where)
 
     def confirmations(self, task_index: int | None = None) -> list[Trial]:
         if "confirmations" not in _tables(self.db):
@@ -814,7 +820,7 @@ class SQLiteStorage(Storage):
             sql += " WHERE task_index = ?"
             args.append(int(task_index))
         tasks = self.tasks()
-        return [confirmation_from_row(r, tasks) for r in self.db.execute(sql + " ORDER BY id", args).fetchall()]
+        return [confirmation_from_row(r, tasks, self.db.where) for r in self.db.execute(sql + " ORDER BY id", args).fetchall()]
 
 
     # ---- models ------------------------------------------------------------------------------
@@ -829,7 +835,7 @@ class SQLiteStorage(Storage):
                               ).fetchone()
         if row is None:
             return None
-        return {"iteration": row[0], "log_likelihood": row[1], "params": json.loads(row[2]), "data_key": row[3]}
+        return {"iteration": row[0], "log_likelihood": row[1], "params": stored_json(row[2], "the last model's parameters", self.db.where), "data_key": row[3]}
 
     def models(self) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT iteration, created, log_likelihood, data_key FROM models ORDER BY id").fetchall()
