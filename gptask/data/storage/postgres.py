@@ -59,7 +59,7 @@ from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, Hist
 from .owner import Owner, holder_alive, running_holder
 from .records import (check_claim, check_imported, check_lease, check_release, checked_tell, confirmation_from_row,
                       confirmation_values, given_up_reason, log_reclaimed, objectives_text,
-                      trial_from_row)
+                      trial_from_row, trials_where)
 
 __all__ = ["PostgresStorage", "Location", "URL_SCHEMES", "is_url", "redact", "split_url", "HistoryUnreachable", "DEFAULT_SCHEMA",
            "SCHEMA_VERSION", "HEARTBEAT_S", "HOLDER_TIMEOUT_S"]
@@ -511,18 +511,12 @@ class PostgresStorage(Storage):
     _SELECT = f"SELECT {_TRIAL_COLUMNS} FROM {{s}}.trials t LEFT JOIN {{s}}.trial_machines m ON m.trial_id = t.id"
 
     def trials(self, task_index: int | None = None, status: Status | None = None) -> list[Trial]:
-        where, args = [], []
-        if task_index is not None:
-            where.append("t.task_index = %s")
-            args.append(int(task_index))
-        if status is not None:
-            where.append("t.status = %s")
-            args.append(Status.parse(status).value)
+        where, args = trials_where(task_index, status, "%s")
 
         def read() -> list[Trial]:
             with self._conn.transaction(), self._conn.cursor() as cur:  # tasks and trials of one state
                 tasks = [json.loads(r[0]) for r in self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index")]
-                sql = self._SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY t.id"
+                sql = self._SELECT + where + " ORDER BY t.id"
                 return [trial_from_row(r, tasks) for r in self._x(cur, sql, args).fetchall()]
         return self._run(read)
 

@@ -15,7 +15,7 @@ from .base import TrialHeld, TrialNotPending, UnknownTrial, json_text
 from .owner import Owner
 
 __all__ = ["trial_from_row", "confirmation_from_row", "checked_tell", "check_imported", "check_claim", "objectives_text", "check_lease",
-           "given_up_reason", "confirmation_values", "check_release", "log_reclaimed"]
+           "given_up_reason", "confirmation_values", "check_release", "log_reclaimed", "trials_where"]
 
 
 def trial_from_row(row: Sequence[Any], tasks: list[dict[str, Any]]) -> Trial:
@@ -150,3 +150,16 @@ def log_reclaimed(log: logging.Logger, given_up: Sequence[str], out: Sequence[Tr
         log.warning("%s", text)
     if out:
         log.info("re-proposing %d trial(s) whose holder died or released them: ids %s", len(out), [t.id for t in out])
+
+
+def trials_where(task_index: int | None, status: Status | str | None, placeholder: str) -> tuple[str, list[Any]]:
+    """The WHERE clause (with a leading space, "" for none) of the trials of one task and/or status
+    (the trials table as ``t``), and its arguments; ``placeholder``: the backend's (``?``, ``%s``)."""
+    where, args = [], []
+    if task_index is not None:
+        where.append(f"t.task_index = {placeholder}")
+        args.append(int(task_index))
+    if status is not None:
+        where.append(f"t.status = {placeholder}")
+        args.append(Status.parse(status).value)
+    return (" WHERE " + " AND ".join(where) if where else ""), args

@@ -73,7 +73,7 @@ from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, Histo
 from .owner import Owner, holder_alive, running_holder
 from .records import (check_claim, check_imported, check_lease, check_release, checked_tell, confirmation_from_row,
                       confirmation_values, given_up_reason, log_reclaimed, objectives_text,
-                      trial_from_row)
+                      trial_from_row, trials_where)
 
 __all__ = ["SQLiteStorage", "SCHEMA_VERSION", "APPLICATION_ID", "FORMAT", "read_signature"]
 
@@ -555,14 +555,8 @@ class SQLiteStorage(Storage):
         return f"SELECT {cols}, NULL FROM trials t"
 
     def trials(self, task_index: int | None = None, status: Status | None = None) -> list[Trial]:
-        where, args = [], []
-        if task_index is not None:
-            where.append("task_index = ?")
-            args.append(int(task_index))
-        if status is not None:
-            where.append("status = ?")
-            args.append(Status.parse(status).value)
-        sql = self._select(self.db) + (" WHERE " + " AND ".join("t." + w for w in where) if where else "")
+        where, args = trials_where(task_index, status, "?")
+        sql = self._select(self.db) + where
         tasks = self.tasks()
         return [trial_from_row(r, tasks) for r in self.db.execute(sql + " ORDER BY t.id", args).fetchall()]
 
