@@ -38,7 +38,7 @@ MOVED: dict[str, str] = {
     "gptask.functions": "gptask.problem.functions",
     "gptask.importing": "gptask.sources.importing",
     "gptask.importing.fit": "gptask.sources.importing.fit",
-    "gptask.importing.rows": "gptask.sources.importing.rows",
+    "gptask.importing.rows": "gptask.sources.rows",
     "gptask.importing.store": "gptask.sources.importing.store",
     "gptask.insight.commands": "gptask.cli.insight",
     "gptask.insight.sources": "gptask.insight.model_result",

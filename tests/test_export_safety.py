@@ -212,7 +212,7 @@ def _formula_cells(text: str) -> list[str]:
 
 
 def test_gptask_export_guards_every_text_cell_and_fit_reads_it_back(tmp_path):
-    from gptask.sources.importing.rows import read_rows
+    from gptask.sources.rows import read_rows
     from gptask.data.storage import SQLiteStorage
     from gptask.data.storage.export import to_csv
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.sources.importing import DataError, rows as rows_module
+from gptask.sources import rows as rows_module
+from gptask.sources.importing import DataError
 from gptask.model.numerics import LCM, defaults
 
 TESTS = Path(__file__).parent

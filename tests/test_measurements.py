@@ -5,8 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import gptask as gt
-from gptask.sources.importing.rows import DataError
+from gptask.sources.importing import DataError, read_rows
 from gptask.insight.model_result import result_from_model
 from gptask.sources.measurements import model_data, read_measurements
 from gptask.core.output_files import is_history
@@ -43,12 +45,84 @@ def test_a_model_file_reads_as_the_result_it_was_fitted_on(tmp_path):
         sorted((tuple(sorted(m.params.items())), m.value) for m in got)
 
 
-def _follow(arg):
-    out = subprocess.run([sys.executable, str(ROOT / "scripts/dev/follow_argument.py"), arg, "--json"],
-                         capture_output=True, text=True, check=True, cwd=ROOT)
+def _follow(arg, start=None):
+    out = subprocess.run([sys.executable, str(ROOT / "scripts/dev/follow_argument.py"), arg, "--json"]
+                         + (["--start", start] if start else []), capture_output=True, text=True, check=True, cwd=ROOT)
     import json
 
     return json.loads(out.stdout)
+
+
+def _entered(got):
+    return [f"{module}:{name}" for module, name, _ in got["chain"]]
+
+
+def test_import_and_replay_read_their_files_through_the_one_reader():
+    """gt.import_runs (and gt.fit, through it) reads its data with read_measurements; gptask replay
+    and read_rows of a path read a file with read_input, the one read of an input file."""
+    imported = _entered(_follow("data", "gptask.sources.importing.store:import_runs"))
+    assert imported[1] == "gptask.sources.measurements:read_measurements", imported
+    assert "gptask.core.input_files:read_input" in imported
+    assert not any(f.startswith("gptask.sources.rows:read") for f in imported)  # no reading of its own
+    fitted = _entered(_follow("data", "gptask.sources.importing.fit:fit"))
+    assert "gptask.sources.measurements:read_measurements" in fitted
+    replayed = _entered(_follow("args", "gptask.cli.replay:_cmd_replay"))
+    at = replayed.index("gptask.sources.replay:read_recording")
+    assert replayed[at + 1] == "gptask.core.input_files:read_input", replayed
+    rows = _entered(_follow("data", "gptask.sources.rows:read_rows"))
+    assert "gptask.core.input_files:read_input" in rows and "gptask.sources.replay:read_recording" not in rows
+    sources = _entered(_follow("sources"))
+    assert "gptask.core.input_files:read_input" in sources
+
+
+def test_a_history_or_model_file_given_as_rows_or_a_recording_is_named_as_such(tmp_path):
+    """Read through the one reader, a history is recognised by its first bytes: import_runs and
+    replay said "not UTF-8 text" of one (and import_runs "unknown JSON recording format" of a model file)."""
+    from gptask.sources.replay import read_recording
+
+    problem = counting_problem()
+    history = next(iter(sorted(DATA.glob("*.sqlite"))))
+    with pytest.raises(DataError, match=rf"{history} is a gptask history, not rows to import"):
+        gt.import_runs(problem, history, None)
+    with pytest.raises(ValueError, match=rf"{history}: a gptask history \(an SQLite database\), not a recording"):
+        read_recording(history)
+    r = gt.tune(problem, tasks=[{"t": 0.2}], budget=4, n_initial=3, seed=0, progress=False, provenance="laptop")
+    model = tmp_path / "m.json"
+    r.save_model(model)
+    with pytest.raises(DataError, match=rf"{model} is a gptask model file, not rows to import"):
+        gt.fit(problem, model, progress=False)
+    with pytest.raises(DataError, match="is a gptask model file"):
+        read_rows(problem, model)
+
+
+def test_import_runs_reads_rows_recordings_and_errors_as_before(tmp_path):
+    """Through read_measurements, import_runs keeps its formats (CSV, dicts, recording) and errors."""
+    import gzip
+    import json
+
+    problem = counting_problem()
+    csv = tmp_path / "runs.csv"
+    csv.write_text("t,x,k,value,machine.label\n0.1,0.2,2,1.0,a\n0.1,0.2,2,3.0,a\n0.1,0.3,3,2.5,a\n")
+    report = gt.import_runs(problem, csv, None)
+    assert (report.rows, report.runs) == (3, 2) and report.trials[0].samples == (1.0, 3.0)
+    assert report.trials[0].extra == {"imported_from": str(csv), "lines": [2, 3]}
+    report = gt.import_runs(problem, [{"t": 0.1, "x": 0.2, "k": 2, "value": 1.0}], None, machine="laptop")
+    assert report.rows == 1 and report.trials[0].value == 1.0
+    with pytest.raises(FileNotFoundError, match="no data file at"):
+        gt.import_runs(problem, tmp_path / "none.csv", None)
+    with pytest.raises(TypeError, match="CSV file path or a list of dicts, got int"):
+        gt.import_runs(problem, 42, None)
+    with pytest.raises(DataError, match="bad row"):
+        gt.import_runs(problem, [{"t": 0.1, "x": "no", "k": 2, "value": 1.0}], None)
+    replayed = gt.Problem(gt.Space([gt.Categorical("machine", ["A100"])]), gt.Space([gt.Ordinal("b", [16, 32])]),
+                          lambda task, params: 1.0)
+    rec = tmp_path / "cache.json.gz"
+    doc = {"tune_params_keys": ["b"], "tune_params": {"b": [16, 32]}, "objective": "time", "device_name": "A100",
+           "cache": {"16": {"b": 16, "time": 1.5}, "32": {"b": 32, "time": "RuntimeFailedConfig"}}}
+    rec.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    report = gt.import_runs(replayed, rec, None)
+    assert sorted((t.params["b"], t.status.value, t.value) for t in report.trials) == [
+        (16, "complete", 1.5), (32, "failed", None)]
 
 
 def test_history_passes_through_few_functions_and_files():
@@ -67,7 +141,7 @@ def test_the_parsers_of_content_read_as_the_path_readers(tmp_path):
     import gzip
     import json
 
-    from gptask.sources.importing.rows import FileContent, read_rows
+    from gptask.sources.rows import FileContent, read_rows
     from gptask.transfer.model_io import model_document, model_from_document
     from gptask.sources.replay import read_recording, recording_from_bytes
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.sources.importing.rows import DataError
+from gptask.sources.rows import DataError
 from gptask.results.fronts import PickRule
 from gptask.model.pareto import hypervolume, non_dominated
 from gptask.data.storage import SQLiteStorage

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.sources.importing.rows import DataError
+from gptask.sources.rows import DataError
 import gptask.sources.replay as replay
 from gptask.sources.replay import read_recording, recording_rows, replay_problem
 

@@ -126,6 +126,7 @@ def tune(
     - select_sources: judge the sources by this machine's initial designs and leave out those that
       hurt (``result.source_selection``).
     """
+    from ..evaluation.evaluate import Evaluator
     from ..sources import multisource as sourced
     from ..tuning.loop import tune as tune_here
 
@@ -147,8 +148,12 @@ def tune(
                                       "takes; it needs sources=")
         if select_sources:
             raise sourced.SourceError(sourced.NEEDS_SOURCES)
-        return tune_here(problem, tasks, budget, n_initial, seed, history, repeats, aggregate, n_latent, progress,
-                         timeout, target=target, max_failures=max_failures, **loop_options, **tuner_options)
+        evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout, noise=noise,
+                              pruner=pruner, outputs=problem.outputs)
+        return tune_here(problem, tasks, budget, n_initial, seed, history, evaluator=evaluator, progress=progress,
+                         max_time=max_time, parallel_evaluations=parallel_evaluations, executor=executor,
+                         max_in_flight=max_in_flight, n_latent=n_latent, comm=comm, target=target,
+                         max_failures=max_failures, **tuner_options)
     used = [k for k in sourced.UNSUPPORTED if loop_options[k] not in (None, False)]
     if used:
         raise sourced.SourceError(f"gt.tune(..., sources=...) does not take {used} yet")

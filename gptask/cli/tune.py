@@ -37,7 +37,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from ..evaluation.noise import accepts_deadline
     from ..results.plots import plot_convergence
-    from ..tuning import tune
+    from ..api.campaign import tune
 
     options = parse_assignments(args.problem_options)
     problem = load_problem(args.problem, options)

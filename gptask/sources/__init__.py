@@ -1,5 +1,6 @@
 """Measurements made elsewhere: other machines (:mod:`.multisource`), their selection, CSV files
-(:mod:`.importing`) and recorded campaigns (:mod:`.replay`).
+imported into a history (:mod:`.importing`) and recorded campaigns (:mod:`.replay`), all read by one
+reader (:mod:`.measurements`), rows by the rules of :mod:`.rows`.
 
 ``gptask.sources`` was one module until issue 41; its names are re-exported here from
 :mod:`.multisource`, so ``from gptask.sources import ...`` keeps working."""

@@ -9,11 +9,12 @@ training data back into configurations and values (:func:`model_data`, also behi
 :func:`gptask.insight.model_result.result_from_model`) and the one test of "is this file a history"
 (:func:`gptask.core.output_files.is_history`, which the output checks and the insight commands use too).
 
-Each item is read once: a file's first bytes tell its kind (:func:`is_model_head`,
-:func:`gptask.core.output_files.is_history_head`), a history is opened once, any other file read whole, and
+Each item is read once: a file by :func:`gptask.core.input_files.read_input` (the one read of an input
+file, also behind ``gt.import_runs``, ``gptask replay`` and ``read_rows`` of a path), whose first bytes tell its
+kind; a history is opened once, any other file read whole, and
 the parser of its kind gets the content, never the path: :func:`gptask.transfer.model_io.model_document` /
-:func:`~gptask.transfer.model_io.model_from_document` for a model file, :func:`gptask.sources.importing.rows.read_rows`
-of a :class:`~gptask.sources.importing.rows.FileContent` for rows (a recording by its name,
+:func:`~gptask.transfer.model_io.model_from_document` for a model file, :func:`gptask.sources.rows.read_rows`
+of a :class:`~gptask.sources.rows.FileContent` for rows (a recording by its name,
 :func:`gptask.sources.replay.recording_from_bytes`).
 
 * **Histories** (an SQLite file or an open storage): the finished trials, each with the machine
@@ -22,8 +23,11 @@ of a :class:`~gptask.sources.importing.rows.FileContent` for rows (a recording b
 * **Model files** (``save_model``): the data the model was fitted on (module docstring of
   :mod:`gptask.sources.multisource`), each task's machine from the file's provenance.
 * **Rows** (a CSV file, a list of dicts, a recording of a replay problem): the rules of
-  :mod:`gptask.sources.importing.rows` (``machine.*`` columns read), repeated runs grouped into one
+  :mod:`gptask.sources.rows` (``machine.*`` columns read), repeated runs grouped into one
   measurement; another machine's rows are checked against the problem's constraints only.
+
+``gt.import_runs`` and ``gt.fit`` read their data here too (``read_measurements(..., imported=True)``: rows
+only, the problem's own candidates, their own errors).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.output_files import is_history_head
+from ..core.input_files import HISTORY, MODEL, is_model_head, read_input
 from ..data.provenance import ProvenanceError, check_record
 from ..data.storage.postgres import URL_SCHEMES, redact
 from ..data.trials import Status, Trial
@@ -46,15 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ["shown_name", "Measurement", "Source", "SourceError", "read_measurements", "model_data",
            "is_model_head"]
-
-#: what the first bytes of a model file (``save_model``) hold
-MODEL_FILE_MARK, MODEL_FILE_HEAD = b'"gptask.model"', 512
-
-
-def is_model_head(head: bytes) -> bool:
-    """Whether ``head``, a file's first :data:`MODEL_FILE_HEAD` bytes, are a model file's."""
-    return MODEL_FILE_MARK in head[:MODEL_FILE_HEAD]
-
 
 def model_data(tm: TransferModel, space: Space | None = None) -> list[list[tuple[dict, float]]]:
     """The data a loaded model was fitted on, per task of ``tm.tasks``: (configuration, value) pairs,
@@ -80,7 +75,7 @@ class SourceError(ValueError):
 class Source:
     """One source with what the user says about it. data: a history file (SQLite), a
     :class:`~gptask.TuningResult` (of ``gt.tune`` or ``gt.fit``), a CSV file or a list of dicts
-    (rules of :mod:`gptask.sources.importing.rows`, ``machine.*`` columns read); machine: the record or label
+    (rules of :mod:`gptask.sources.rows`, ``machine.*`` columns read); machine: the record or label
     of the machine its measurements without a record were made on; value, status: the columns of a
     CSV file or list of dicts."""
 
@@ -93,7 +88,8 @@ class Source:
 @dataclass(frozen=True)
 class Measurement:
     """A finished trial of a source: its task (of the problem), params, status, value, samples and
-    machine record."""
+    machine record ({} when it has none); of rows also the lines (a file's) or indices (a list's) of
+    the rows it groups, and the value of each output of a problem of several (None otherwise)."""
 
     task: dict
     params: dict
@@ -101,6 +97,8 @@ class Measurement:
     value: float | None
     samples: tuple
     machine: dict
+    lines: tuple = ()
+    values: dict | None = None
 
 
 # ---- reading sources -------------------------------------------------------------------------------------
@@ -141,21 +139,30 @@ class _Content:
     status: str | None = None
 
 
-def read_measurements(problem: Problem, item: Any, where: str = "") -> list[Measurement]:
+def read_measurements(problem: Problem, item: Any, where: str = "", *, imported: bool = False,
+                      aggregate: str = "min", skip_invalid: bool = False) -> list[Measurement]:
     """The finished measurements of ``problem`` in one item (module docstring), each with its
     machine record; SourceError naming the item (``where``, else its path or type) when it cannot
     join ``problem``'s model. The item is read once (:func:`_read`), its content parsed by the
-    parser of its kind, and the machine it names given to the measurements without a record."""
+    parser of its kind, and the machine it names given to the measurements without a record.
+
+    imported: read as :func:`gptask.import_runs` and :func:`gptask.fit` read their data, rows
+    only (a CSV file, a list of dicts, a recording; another kind is a TypeError or a
+    :class:`~gptask.sources.rows.DataError`), checked against the problem's own
+    candidates, a run without a machine record kept without one ({}), and the rows' errors
+    (DataError, TypeError, FileNotFoundError) raised as they are. aggregate, skip_invalid: how rows
+    become runs (:func:`gptask.sources.rows.read_rows`, :func:`~gptask.sources.rows.group_runs`).
+    """
     src = item if isinstance(item, Source) else Source(item)
     where = where or shown_name(item) or type(src.data).__name__
-    content = _read(src, where)
-    given = src.machine is not None
+    content = _read(src, where, imported)
+    given = src.machine is not None or imported
     if content.stored is not None:
         found = _from_stored(problem, content.stored, given, where)
     elif content.document is not None:
         found = _from_model_document(problem, content.document, given, where)
     else:
-        found = _from_rows(problem, content, given, where)
+        found = _from_rows(problem, content, given, where, imported, aggregate, skip_invalid)
     return _with_machines(found, src.machine, where)
 
 
@@ -168,18 +175,24 @@ def shown_name(item: Any) -> str:
     return str(data) if isinstance(data, (str, os.PathLike)) else ""
 
 
-def _read(src: Source, where: str) -> _Content:
+def _read(src: Source, where: str, imported: bool = False) -> _Content:
     """The content of ``src.data``, read once: a result's or storage's trials, a file recognised by
-    its first bytes (a history, a model file, else rows), a list of dicts as rows."""
+    its first bytes (:func:`gptask.core.input_files.read_input`: a history, a model file, else rows),
+    a list of dicts as rows. imported: rows only, with the errors of
+    :func:`gptask.sources.rows.read_rows` (:func:`read_measurements`)."""
     from ..results.result import TuningResult
     from ..data.storage import Storage
+    from .rows import FileContent, not_rows
 
     data = src.data
+    refused = f"data must be a CSV file path or a list of dicts, got {type(data).__name__}"
+    if isinstance(data, (TuningResult, Storage)) and imported:
+        raise TypeError(refused)
     if isinstance(data, TuningResult):
         return _Content(stored=_Stored(data.problem.signature(), data.problem.unit or "", data.history, data.machines))
     if isinstance(data, Storage):
         return _Content(stored=_stored(data))
-    if isinstance(data, str) and data.startswith(URL_SCHEMES):
+    if isinstance(data, str) and data.startswith(URL_SCHEMES) and not imported:
         from ..data.storage.postgres import PostgresStorage
 
         with PostgresStorage(data, read_only=True) as h:
@@ -187,28 +200,29 @@ def _read(src: Source, where: str) -> _Content:
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         if not path.is_file():
+            if imported:
+                raise FileNotFoundError(f"no data file at {path}")
             raise SourceError(f"source {where}: no such file")
-        with open(path, "rb") as fh:  # the one read: a history's first bytes only, any other file whole
-            head = fh.read(MODEL_FILE_HEAD)
-            history = is_history_head(head) and not is_model_head(head)
-            raw = b"" if history else head + fh.read()
-        if is_model_head(head):
+        file = read_input(path)  # the one read: a history's first bytes only, any other file whole
+        if imported and file.kind in (HISTORY, MODEL):
+            raise not_rows(file)
+        if file.kind == MODEL:
             from ..transfer.model_io import ModelFileError, model_document
 
             try:
-                return _Content(document=model_document(raw, str(path)))
+                return _Content(document=model_document(file.raw, file.name))
             except ModelFileError as exc:
                 raise SourceError(f"source {where}: {exc}") from None
-        if history:
+        if file.kind == HISTORY:
             from ..data.storage import SQLiteStorage
 
-            with SQLiteStorage(path, read_only=True) as h:
+            with SQLiteStorage(file.name, read_only=True) as h:
                 return _Content(stored=_stored(h))
-        from .importing.rows import FileContent
-
-        return _Content(rows=FileContent(str(path), raw), value=src.value, status=src.status)
-    if isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
+        return _Content(rows=FileContent(file.name, file.raw), value=src.value, status=src.status)
+    if isinstance(data, (Sequence, FileContent)) and not isinstance(data, (str, bytes)):
         return _Content(rows=data, value=src.value, status=src.status)
+    if imported:
+        raise TypeError(refused)
     raise SourceError(f"source {where}: give a history file, a TuningResult, a CSV file or a list of dicts "
                       f"(or gt.Source(...) of one), got {type(data).__name__}")
 
@@ -247,7 +261,7 @@ def _with_machines(found: list[tuple[Measurement, bool]], machine: Any, where: s
         default = None if machine is None else check_record(machine, f"source {where}: machine")
     except ProvenanceError as exc:
         raise SourceError(str(exc)) from None
-    return [m if known else replace(m, machine=dict(default)) for m, known in found]
+    return [m if known or default is None else replace(m, machine=dict(default)) for m, known in found]
 
 
 def _from_model_document(problem: Problem, doc: dict, given: bool, where: str) -> list[tuple[Measurement, bool]]:
@@ -290,15 +304,20 @@ def _from_model_document(problem: Problem, doc: dict, given: bool, where: str) -
     return out
 
 
-def _from_rows(problem: Problem, content: _Content, given: bool, where: str) -> list[tuple[Measurement, bool]]:
-    """Rows (a file's bytes or a list of dicts, :mod:`gptask.sources.importing.rows`) grouped into runs."""
-    from .importing.rows import DataError, group_runs, read_rows
+def _from_rows(problem: Problem, content: _Content, given: bool, where: str, imported: bool = False,
+               aggregate: str = "min", skip_invalid: bool = False) -> list[tuple[Measurement, bool]]:
+    """Rows (a file's bytes or a list of dicts, :mod:`gptask.sources.rows`) grouped into runs;
+    ``imported``: :func:`read_measurements`."""
+    from .rows import DataError, group_runs, read_rows
 
+    # another machine ran its own list of candidates: only the constraints apply to its rows
+    mine = problem if imported else problem.without_candidates()
     try:
-        # another machine ran its own list of candidates: only the constraints apply to its rows
-        runs = group_runs(read_rows(problem.without_candidates(), content.rows, value=content.value,
-                                    status=content.status))
+        runs = group_runs(read_rows(mine, content.rows, value=content.value, status=content.status,
+                                    skip_invalid=skip_invalid), aggregate)
     except (DataError, ProvenanceError) as exc:
+        if imported:
+            raise
         raise SourceError(f"source {where}: {exc}") from None
     if not runs:
         raise SourceError(f"source {where} holds no measurement")
@@ -306,5 +325,5 @@ def _from_rows(problem: Problem, content: _Content, given: bool, where: str) -> 
     if missing and not given:
         raise SourceError(f"source {where}: {missing} of its {len(runs)} runs have no machine.* columns: give "
                           "gt.Source(data, machine='label' or a record) to say which machine measured them")
-    return [(Measurement(dict(r.task), dict(r.params), r.status, r.value, tuple(r.samples), dict(r.machine or {})),
-             r.machine is not None) for r in runs]
+    return [(Measurement(dict(r.task), dict(r.params), r.status, r.value, tuple(r.samples), dict(r.machine or {}),
+                         tuple(r.lines), r.values), r.machine is not None) for r in runs]

@@ -54,6 +54,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from ..core.input_files import HISTORY, read_input
 from ..evaluation.evaluate import EvaluationFailed
 from ..problem.definition import Problem
 from ..space.dimensions import Categorical, Dimension, Ordinal, Space
@@ -120,12 +121,6 @@ class Recording:
 
 
 # ---- reading ---------------------------------------------------------------------------------------
-def _read_bytes(path: Path) -> bytes:
-    """The file's content, gunzipped when it is gzip; at most MAX_RECORDING_BYTES."""
-    with open(path, "rb") as fh:
-        return _content(fh, path)
-
-
 def _content(fh: BinaryIO, p: Path) -> bytes:
     """What the binary file ``fh`` holds, gunzipped as it is read when it is gzip (ValueError naming
     ``p`` for a damaged one); at most MAX_RECORDING_BYTES of data."""
@@ -372,7 +367,10 @@ def read_recording(path: str | Path, objective: str | None = None, label: str | 
     included; FileNotFoundError for a missing file.
     """
     p = Path(path)
-    return _recording(_read_bytes(p), p, objective, label)
+    file = read_input(p)  # the one read of an input file (gptask.sources.measurements reads with it too)
+    if file.kind == HISTORY:
+        raise ValueError(f"{p}: a gptask history (an SQLite database), not a recording; expected {_FORMATS}")
+    return recording_from_bytes(file.raw, p, objective, label)
 
 
 def recording_from_bytes(raw: bytes, name: str | Path, objective: str | None = None,

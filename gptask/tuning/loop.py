@@ -77,82 +77,37 @@ def _blas_limits(comm: Any) -> Iterator[None]:
         limits.unregister()
 
 
-def tune(
-    problem: Problem,
-    tasks: int | Sequence[Mapping[str, Any]] = 4,
-    budget: int = 20,
-    n_initial: int | None = None,
-    seed: int = 0,
-    history: str | Path | Storage | None = None,
-    repeats: int = 1,
-    aggregate: str = "min",
-    n_latent: int | None = None,
-    progress: bool = True,
-    timeout: float | None = None,
-    comm: Any = None,
-    parallel_evaluations: bool = False,
-    noise: Any = None,
-    pruner: Any = None,
-    max_time: float | None = None,
-    target: Any = None,
-    executor: Any = None,
-    max_in_flight: int | None = None,
-    max_failures: int | str | None = "auto",
-    **tuner_options: Any,
-) -> TuningResult:
-    """Tune ``problem`` for a set of tasks with MLA; returns a :class:`TuningResult`.
+def tune(problem: Problem, tasks: int | Sequence[Mapping[str, Any]] = 4, budget: int = 20, n_initial: int | None = None,
+         seed: int = 0, history: str | Path | Storage | None = None, *, evaluator: Evaluator | None = None,
+         progress: bool = True, max_time: float | None = None, parallel_evaluations: bool = False,
+         executor: Any = None, max_in_flight: int | None = None, **tuner_options: Any) -> TuningResult:
+    """The plain loop of :func:`gptask.tune` (without sources); returns a :class:`TuningResult`.
+    Every option is described once, in :func:`gptask.api.campaign.tune`'s docstring.
 
-    tasks: a number of tasks (Latin hypercube over the task space) or a list of task dicts.
-    budget: evaluations per task in total (initial design included); n_initial: initial design size
-    per task (default: half the budget). history: SQLite file; the same call with the same file
-    resumes a killed run, and several processes may run the same call on one file at once (each
-    configuration is run once, the budget holds across them). repeats/aggregate: runs per
-    evaluation and how they are combined. timeout: seconds per run (None: no limit); such runs go to
-    a child process group that dies with the tuner.
-    max_time: seconds for the whole call: no evaluation starts after it and a run under ``timeout``
-    is stopped at it; unfinished trials stay PENDING for the next call. target: a task stops once
-    its best value is <= target (a number, or one number or None per task).
-    progress: a bar on a terminal, else one log line per iteration (see
-    :mod:`gptask.core.progress`); False for none.
-    comm: an mpi4py communicator; call ``tune`` on every rank. Model restarts and per-task searches
-    are spread over the ranks; evaluations run on rank 0 only, or, with
-    ``parallel_evaluations=True`` (the objective is rank-local), round robin over the ranks.
-    Rank 0 alone writes the history, and records each of its own results as soon as it has it.
-    Every rank returns the same result. (Under MPI, max_time is checked between iterations only.)
-    noise, pruner: a :mod:`gptask.evaluation.noise` policy (instead of ``repeats``) and pruning rule; see
-    :class:`gptask.evaluation.evaluate.Evaluator`.
-    executor, max_in_flight: a :class:`concurrent.futures.Executor` (``ProcessPoolExecutor``,
-    ``mpi4py.futures.MPIPoolExecutor``, a dask client's ``get_executor()``) and how many trials to
-    keep running on it: the asynchronous loop of :mod:`gptask.tuning.asynchronous` (a freed slot
-    gets a new proposal at once; model updates by block appends, a full refit every
-    ``max(open tasks, max_in_flight)`` results or on drift unless ``refit_every`` says otherwise).
-    The objective (with noise and pruner) is sent to the workers: define it at module level.
-    No executor: the serial loop above.
-    max_failures: every failed evaluation is logged with its task and reason; when the first
-    evaluations of this call all failed for the same reason, the run stops with
-    :class:`~gptask.evaluation.failed_runs.TuningAborted` naming it ("auto": after ``n + min(n, 5)`` such
-    failures for ``n`` tasks, at least 3; a number; None or 0: never stop). The finished trials stay
-    in the history and the same call resumes.
-    tuner_options: kernel, restarts, refit_restarts, pso_particles, pso_iters, refit_every,
-    refit_on_drift, output_transform ("auto": log of positive outputs or not, decided once by
-    likelihood; "log"; "none"), provenance (the machine record stored with every trial: "auto", this
-    process's; a record or label; None: none) and mix_machines (accept this machine's trials in a
-    history holding another machine's; refused otherwise, :mod:`gptask.data.provenance`), failure_model
-    and device (where the LCM computes: None, numpy on the CPU; "cuda", the torch backend on a GPU,
-    for models of tens of thousands of points) (see :class:`Tuner`).
+    evaluator: how a configuration is evaluated (an :class:`~gptask.evaluation.evaluate.Evaluator`
+    of ``problem.objective`` with its repeats, aggregate, timeout, noise policy and pruner; None: one
+    run of the objective, no time limit). progress, max_time, parallel_evaluations, executor,
+    max_in_flight: the loop's options. tuner_options: the :class:`Tuner`'s keywords (``n_latent``,
+    ``comm``, ``target``, ``max_failures``, the :class:`~gptask.tuning.config.TunerSettings` fields).
+
+    Without an executor the serial loop of the module docstring runs (on every rank of ``comm``:
+    evaluations on rank 0 only, or round robin with ``parallel_evaluations``; rank 0 alone writes the
+    history; every rank returns the same result; max_time is checked between iterations only). With
+    one, the asynchronous loop of :mod:`gptask.tuning.asynchronous` (a full refit every
+    ``max(open tasks, max_in_flight)`` results unless ``refit_every`` says otherwise); the objective
+    (with noise and pruner) is sent to the workers: define it at module level.
     """
     tasks, budget, n_initial = smoke_limits(tasks, budget, n_initial)  # GPTASK_MAX_TASKS / _BUDGET, if set
     max_time = check_seconds("max_time", max_time)
     if isinstance(budget, int) and isinstance(tasks, (int, Sequence)) and not isinstance(tasks, (bool, str)):
         n_tasks = tasks if isinstance(tasks, int) else len(tasks)
         check_fit_size(n_tasks * budget, f"a run of {n_tasks} tasks x budget {budget} = {n_tasks * budget:,} points")
-    max_in_flight = check_executor(executor, max_in_flight, comm, parallel_evaluations,
-                                   (problem.objective, noise, pruner))
-    evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout,
-                          noise=noise, pruner=pruner, outputs=problem.outputs)
+    if evaluator is None:
+        evaluator = Evaluator(problem.objective, outputs=problem.outputs)
+    max_in_flight = check_executor(executor, max_in_flight, tuner_options.get("comm"), parallel_evaluations,
+                                   (evaluator.objective, evaluator.noise, evaluator.pruner))
     start = time.monotonic()
-    with Tuner(problem, tasks, budget, n_initial, seed, history, n_latent=n_latent, comm=comm, target=target,
-               max_failures=max_failures, **tuner_options) as tuner:
+    with Tuner(problem, tasks, budget, n_initial, seed, history, **tuner_options) as tuner:
         if max_in_flight is not None and "refit_every" not in tuner_options:
             tuner.policy = RefitPolicy(max(len(tuner.open_tasks()), max_in_flight),
                                        bool(tuner_options.get("refit_on_drift", True)))

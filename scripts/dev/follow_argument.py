@@ -3,17 +3,20 @@ functions and files it passes through, and how often the walk comes back to a fi
 
     python scripts/dev/follow_argument.py sources        # the chain, then the counts
     python scripts/dev/follow_argument.py history --json # the counts as one JSON line
+    python scripts/dev/follow_argument.py data --start gptask.sources.importing.store:import_runs
 
 The rule, applied to the source text alone (the ``ast`` of every module of ``gptask/``; nothing is
 imported or run):
 
-* The walk starts at ``gptask.api.campaign.tune`` with the followed name (the parameter ``ARG``).
+* The walk starts at ``gptask.api.campaign.tune`` (or the function ``--start MODULE:FUNCTION``) with
+  the followed name (the parameter ``ARG``).
 * Inside a function, a name *holds the value* when it is the followed parameter, or is bound from a
   value it holds by plain assignment (``y = x``, ``y = x.attr``, ``y = x[k]``, ``y = x or z``),
   by iteration (``for y in x``, ``for k, y in enumerate(x)`` / ``zip(..)`` / ``list(..)`` /
   ``sorted(..)`` / ``reversed(..)``, comprehensions alike), by a conversion (``Path(x)``,
   ``str(x)``, ``list(x)``, ``tuple(x)``, ``dict(x)``, ``os.fspath(x)``) or by ``with x as y``.
-  Any other call's result never holds the value (``s = open_storage(history)`` stops the walk at ``s``), nor does an
+  A record of the package built from it holds it too (``s = Source(x, value=v)``, a ``@dataclass``
+  class; also as an argument: ``f(Source(x))`` passes the value). Any other call's result never holds the value (``s = open_storage(history)`` stops the walk at ``s``), nor does an
   attribute stored on ``self``.
 * A call passes the value when an argument (positional, keyword, ``*a`` or ``**kw``) is such a name
   or an attribute / item of one. The callee is followed when it resolves to a function of the
@@ -171,7 +174,7 @@ class Walker:
             changed = False
             for n in ast.walk(fn):
                 for target, value in _bindings(n):
-                    if _holds(value, held):
+                    if _holds(value, held) or self.wraps(module, value, held, local_imports):
                         for name in _names(target):
                             if name not in held:
                                 held.add(name)
@@ -185,7 +188,9 @@ class Walker:
         calls = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
         for call in calls:
             passed = [(k, a) for k, a in enumerate(call.args) if _holds(a, held)]
-            kw = [k for k in call.keywords if _holds(k.value, held)]
+            passed += [(k, a) for k, a in enumerate(call.args) if (k, a) not in passed
+                       and self.wraps(module, a, held, local_imports)]
+            kw = [k for k in call.keywords if _holds(k.value, held) or self.wraps(module, k.value, held, local_imports)]
             if not passed and not kw:
                 continue
             callee = self.resolve_callee(module, call.func, local_imports, local_types, cls)
@@ -223,6 +228,15 @@ class Walker:
                     new_held.add(node.args.kwarg.arg)
             if new_held:
                 self.enter(cmod, cname, node, new_held, followed, ccls)
+
+    def wraps(self, module: str, e: ast.AST, held: set[str], local_imports: dict) -> bool:
+        """Whether ``e`` constructs a record of the package (a ``@dataclass`` class) from a held value:
+        ``Source(data, value=...)`` holds what ``data`` holds."""
+        if not isinstance(e, ast.Call) or not any(_holds(a, held) for a in [*e.args, *(k.value for k in e.keywords)]):
+            return False
+        c = self.resolve_callee(module, e.func, local_imports, {}, None)
+        return bool(c) and isinstance(c[2], ast.ClassDef) and any(
+            "dataclass" in ast.unparse(d) for d in c[2].decorator_list)
 
     def resolve_callee(self, module: str, func: ast.AST, local_imports: dict, local_types: dict,
                        cls: str | None) -> tuple[str, str, ast.AST] | None:
@@ -306,15 +320,17 @@ def _holds(e: ast.AST, held: set[str]) -> bool:
     return False
 
 
-def follow(arg: str, root: Path = ROOT) -> dict:
-    """The walk for ``arg`` (module docstring): {"chain": [(module, function, file)], "functions",
-    "files", "returns"}."""
+def follow(arg: str, root: Path = ROOT, start: tuple[str, str] = START) -> dict:
+    """The walk for ``arg`` from the function ``start`` (module, name; module docstring):
+    {"chain": [(module, function, file)], "functions", "files", "returns"}."""
     modules = load_package(root)
     w = Walker(modules)
-    mod, name = START
+    mod, name = start
+    if mod not in modules or name not in modules[mod].functions:
+        raise SystemExit(f"follow_argument: no function {name!r} in module {mod!r}")
     fn = modules[mod].functions[name]
     if arg not in _params(fn) + [a.arg for a in fn.args.kwonlyargs]:
-        raise SystemExit(f"follow_argument: gt.tune has no parameter {arg!r}")
+        raise SystemExit(f"follow_argument: {mod}.{name} has no parameter {arg!r}")
     w.enter(mod, name, fn, {arg}, arg, None)
     files = [f for _, _, f in w.order]
     returns, entered = 0, set()
@@ -328,11 +344,16 @@ def follow(arg: str, root: Path = ROOT) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("arg", help="a parameter of gt.tune, e.g. sources or history")
-    parser.add_argument("--json", action="store_true", help="print the counts as one JSON line")
+    parser.add_argument("--start", default=":".join(START), metavar="MODULE:FUNCTION",
+                        help=f"the function the walk starts at (default {':'.join(START)})")
+    parser.add_argument("--json", action="store_true", help="print the counts (and the chain) as one JSON line")
     args = parser.parse_args(argv)
-    out = follow(args.arg)
+    module, _, function = args.start.partition(":")
+    if not function:
+        parser.error(f"--start must be MODULE:FUNCTION, got {args.start!r}")
+    out = follow(args.arg, start=(module, function))
     if args.json:
-        print(json.dumps({k: out[k] for k in ("functions", "files", "returns")}))
+        print(json.dumps({k: out[k] for k in ("functions", "files", "returns", "chain")}))
         return 0
     last = None
     for k, (module, name, path) in enumerate(out["chain"]):

@@ -62,13 +62,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
-from ..trials import Proposal, Status, Trial, check_value, params_key
+from ..trials import Proposal, Status, Trial, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
-                   SchemaTooNew, SchemaTooOld, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
+                   SchemaTooNew, SchemaTooOld, Storage, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
                    stored_json)
 from .owner import Owner, holder_alive, running_holder
-from .records import (check_claim, check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
-                      trial_from_row)
+from .records import (check_claim, check_imported, check_lease, check_release, checked_tell, confirmation_from_row,
+                      confirmation_values, given_up_reason, log_reclaimed, objectives_text,
+                      trial_from_row, trials_where)
 
 __all__ = ["PostgresStorage", "Location", "URL_SCHEMES", "is_url", "redact", "split_url", "HistoryUnreachable", "DEFAULT_SCHEMA",
            "SCHEMA_VERSION", "HEARTBEAT_S", "HOLDER_TIMEOUT_S", "APPLICATION_NAME"]
@@ -568,18 +569,12 @@ class PostgresStorage(Storage):
     _SELECT = f"SELECT {_TRIAL_COLUMNS} FROM {{s}}.trials t LEFT JOIN {{s}}.trial_machines m ON m.trial_id = t.id"
 
     def trials(self, task_index: int | None = None, status: Status | None = None) -> list[Trial]:
-        where, args = [], []
-        if task_index is not None:
-            where.append("t.task_index = %s")
-            args.append(int(task_index))
-        if status is not None:
-            where.append("t.status = %s")
-            args.append(Status.parse(status).value)
+        where, args = trials_where(task_index, status, "%s")
 
         def read() -> list[Trial]:
             with self._conn.transaction(), self._conn.cursor() as cur:  # tasks and trials of one state
                 tasks = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
-                sql = self._SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY t.id"
+                sql = self._SELECT + where + " ORDER BY t.id"
                 return [trial_from_row(r, tasks, self.url) for r in self._x(cur, sql, args).fetchall()]
         return self._run(read)
 
@@ -731,10 +726,7 @@ class PostgresStorage(Storage):
                     out.append(self._hand_over(cur, int(id_), owner, lease))
             return out
         out = self._write(body)
-        for text in given_up:
-            log.warning("%s", text)
-        if out:
-            log.info("re-proposing %d trial(s) whose holder died or released them: ids %s", len(out), [t.id for t in out])
+        log_reclaimed(log, given_up, out)
         return out
 
     def finish(self, trial_id: int, status: Status, value: float | None = None, samples: Sequence[float] = (),
@@ -788,15 +780,8 @@ class PostgresStorage(Storage):
             for i in ids or ():
                 row = self._x(cur, "SELECT status, owner, lease_expires FROM {s}.trials WHERE id = %s FOR UPDATE",
                               (int(i),)).fetchone()
-                if row is None:
-                    raise UnknownTrial(f"trial {i} is not in history {self.url}")
-                if row[0] != Status.PENDING.value:
-                    raise TrialNotPending(f"trial {i} is {row[0]}, not pending: there is nothing to release")
-                running = running_holder(row[1], row[2], now) if alive(row[1], row[2], now) else None
-                if running is not None and not force:
-                    raise TrialHeld(f"trial {i} is being run by {running}: releasing it would run its configuration "
-                                    "twice; stop that process first (it releases its trials when it stops), or force "
-                                    "it (release(..., force=True), gptask release --force)")
+                running = None if row is None or not alive(row[1], row[2], now) else running_holder(row[1], row[2], now)
+                check_release(i, row, running, force, self.url)
                 found.append(int(i))
             for i in found:
                 self._x(cur, "UPDATE {s}.trials SET owner = NULL, lease_expires = NULL WHERE id = %s", (i,))
@@ -836,23 +821,14 @@ class PostgresStorage(Storage):
     def add_confirmation(self, task_index: int, params: Mapping[str, Any], status: Status,
                          value: float | None = None, samples: Sequence[float] = (), reason: str = "",
                          duration: float | None = None, values: Mapping[str, float] | None = None) -> Trial:
-        status = Status.parse(status)
-        objectives = objectives_text(None if status is Status.FAILED else values)
-        if status not in (Status.COMPLETE, Status.FAILED):
-            raise ValueError(f"a confirmation run is complete or failed, got status {status.value!r}")
-        if status is Status.COMPLETE and check_value(value)[0] is None:
-            raise ValueError(f"a complete confirmation run needs a finite value, got {value!r}")
+        row_values = confirmation_values(task_index, params, status, value, samples, reason, duration, values)
 
         def body(cur: Any) -> Any:
             if not 0 <= int(task_index) < int(self._x(cur, "SELECT count(*) FROM {s}.tasks").fetchone()[0]):
                 raise ValueError(f"task index {task_index} is not in history {self.url}")
             return self._x(cur, "INSERT INTO {s}.confirmations (task_index, params, status, value, samples, reason, "
                                 f"created, duration, objectives) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING "
-                                f"{_CONFIRMATION_COLUMNS}",
-                           (int(task_index), json_text(dict(params)), status.value,
-                            None if value is None else float(value), json_text([float(v) for v in samples]),
-                            str(reason), time.time(), None if duration is None else float(duration),
-                            objectives)).fetchone()
+                                f"{_CONFIRMATION_COLUMNS}", row_values).fetchone()
         row = self._write(body)
         return confirmation_from_row(row, self.tasks(), self.url)
 

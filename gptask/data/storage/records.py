@@ -1,18 +1,20 @@
 """What both history backends (SQLite, PostgreSQL) read and write alike: a trial's and a confirmation
 run's row as a :class:`~gptask.data.trials.Trial`, the checks of a tell, the ``objectives`` column,
-a lease, and the reason a trial is given up. One definition, so the two backends cannot drift."""
+a lease, the reason a trial is given up, a confirmation run's row to add, the checks of a release. One definition, so the two backends cannot drift."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..trials import CONFIRM_SOURCE, Proposal, Status, Trial, check_value
-from .base import HistoryDamaged, json_text, stored_json
+from .base import HistoryDamaged, TrialHeld, TrialNotPending, UnknownTrial, json_text, stored_json
 from .owner import Owner
 
 __all__ = ["trial_from_row", "confirmation_from_row", "checked_tell", "check_imported", "check_claim", "objectives_text", "check_lease",
-           "given_up_reason"]
+           "given_up_reason", "confirmation_values", "check_release", "log_reclaimed", "trials_where"]
 
 
 def trial_from_row(row: Sequence[Any], tasks: list[dict[str, Any]], where: str) -> Trial:
@@ -126,3 +128,55 @@ def given_up_reason(holder: str, attempts: int) -> str:
     return (f"handed out {attempts} times and every holder died or let its lease expire before telling a result "
             f"(the last: {who}): the evaluation may crash or kill the process running it (a segfault, the "
             "out-of-memory killer); not run again")
+
+
+def confirmation_values(task_index: int, params: Mapping[str, Any], status: Any, value: float | None,
+                        samples: Sequence[float], reason: str, duration: float | None,
+                        values: Mapping[str, float] | None) -> tuple[Any, ...]:
+    """The row of a confirmation run to add (task_index, params, status, value, samples, reason,
+    created, duration, objectives: the ``confirmations`` table's columns in order); ValueError unless
+    it is complete with a finite value, or failed."""
+    status = Status.parse(status)
+    objectives = objectives_text(None if status is Status.FAILED else values)
+    if status not in (Status.COMPLETE, Status.FAILED):
+        raise ValueError(f"a confirmation run is complete or failed, got status {status.value!r}")
+    if status is Status.COMPLETE and check_value(value)[0] is None:
+        raise ValueError(f"a complete confirmation run needs a finite value, got {value!r}")
+    return (int(task_index), json_text(dict(params)), status.value, None if value is None else float(value),
+            json_text([float(v) for v in samples]), str(reason), time.time(),
+            None if duration is None else float(duration), objectives)
+
+
+def check_release(trial_id: int, row: Sequence[Any] | None, running: str | None, force: bool, where: str) -> None:
+    """Raise what releasing trial ``trial_id`` meets: UnknownTrial (``row``, its status, owner and
+    lease, is None: not in the history ``where``), TrialNotPending, or TrialHeld when ``running``
+    (the description of a live holder, None for none) runs it and the release is not forced."""
+    if row is None:
+        raise UnknownTrial(f"trial {trial_id} is not in history {where}")
+    if row[0] != Status.PENDING.value:
+        raise TrialNotPending(f"trial {trial_id} is {row[0]}, not pending: there is nothing to release")
+    if running is not None and not force:
+        raise TrialHeld(f"trial {trial_id} is being run by {running}: releasing it would run its configuration "
+                        "twice; stop that process first (it releases its trials when it stops), or force "
+                        "it (release(..., force=True), gptask release --force)")
+
+
+def log_reclaimed(log: logging.Logger, given_up: Sequence[str], out: Sequence[Trial]) -> None:
+    """Log a reclaim on the backend's ``log``: a warning per trial given up, a line for those re-proposed."""
+    for text in given_up:
+        log.warning("%s", text)
+    if out:
+        log.info("re-proposing %d trial(s) whose holder died or released them: ids %s", len(out), [t.id for t in out])
+
+
+def trials_where(task_index: int | None, status: Status | str | None, placeholder: str) -> tuple[str, list[Any]]:
+    """The WHERE clause (with a leading space, "" for none) of the trials of one task and/or status
+    (the trials table as ``t``), and its arguments; ``placeholder``: the backend's (``?``, ``%s``)."""
+    where, args = [], []
+    if task_index is not None:
+        where.append(f"t.task_index = {placeholder}")
+        args.append(int(task_index))
+    if status is not None:
+        where.append(f"t.status = {placeholder}")
+        args.append(Status.parse(status).value)
+    return (" WHERE " + " AND ".join(where) if where else ""), args

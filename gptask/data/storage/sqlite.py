@@ -66,13 +66,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..trials import Proposal, Status, Trial, check_value, params_key
+from ..trials import Proposal, Status, Trial, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory,
-                   SchemaTooNew, Storage, TrialHeld, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
+                   SchemaTooNew, Storage, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
                    stored_json)
 from .owner import Owner, holder_alive, running_holder
-from .records import (check_claim, check_imported, check_lease, checked_tell, confirmation_from_row, given_up_reason, objectives_text,
-                      trial_from_row)
+from .records import (check_claim, check_imported, check_lease, check_release, checked_tell, confirmation_from_row,
+                      confirmation_values, given_up_reason, log_reclaimed, objectives_text,
+                      trial_from_row, trials_where)
 
 __all__ = ["SQLiteStorage", "SCHEMA_VERSION", "APPLICATION_ID", "FORMAT", "read_signature"]
 
@@ -558,14 +559,8 @@ class SQLiteStorage(Storage):
         return f"SELECT {cols}, NULL FROM trials t"
 
     def trials(self, task_index: int | None = None, status: Status | None = None) -> list[Trial]:
-        where, args = [], []
-        if task_index is not None:
-            where.append("task_index = ?")
-            args.append(int(task_index))
-        if status is not None:
-            where.append("status = ?")
-            args.append(Status.parse(status).value)
-        sql = self._select(self.db) + (" WHERE " + " AND ".join("t." + w for w in where) if where else "")
+        where, args = trials_where(task_index, status, "?")
+        sql = self._select(self.db) + where
         tasks = self.tasks()
         return [trial_from_row(r, tasks, self.db.where) for r in self.db.execute(sql + " ORDER BY t.id", args).fetchall()]
 
@@ -699,11 +694,7 @@ class SQLiteStorage(Storage):
                         given_up.append(f"trial {id_}: {reason}")
                         continue
                     out.append(self._hand_over(db, int(id_), owner, lease))
-        for text in given_up:
-            log.warning("%s", text)
-        if out:
-            log.info("re-proposing %d trial(s) whose holder died or released them: ids %s",
-                     len(out), [t.id for t in out])
+        log_reclaimed(log, given_up, out)
         return out
 
     def finish(self, trial_id: int, status: Status, value: float | None = None, samples: Sequence[float] = (),
@@ -749,15 +740,7 @@ class SQLiteStorage(Storage):
             now = time.time()
             for i in ids or ():
                 row = db.execute("SELECT status, owner, lease_expires FROM trials WHERE id = ?", (int(i),)).fetchone()
-                if row is None:
-                    raise UnknownTrial(f"trial {i} is not in history {self.path}")
-                if row[0] != Status.PENDING.value:
-                    raise TrialNotPending(f"trial {i} is {row[0]}, not pending: there is nothing to release")
-                running = running_holder(row[1], row[2], now)
-                if running is not None and not force:
-                    raise TrialHeld(f"trial {i} is being run by {running}: releasing it would run its configuration "
-                                    "twice; stop that process first (it releases its trials when it stops), or force "
-                                    "it (release(..., force=True), gptask release --force)")
+                check_release(i, row, None if row is None else running_holder(row[1], row[2], now), force, str(self.path))
                 found.append(int(i))
             for i in found:
                 db.execute("UPDATE trials SET owner = NULL, lease_expires = NULL WHERE id = ?", (i,))
@@ -791,22 +774,14 @@ class SQLiteStorage(Storage):
     def add_confirmation(self, task_index: int, params: Mapping[str, Any], status: Status,
                          value: float | None = None, samples: Sequence[float] = (), reason: str = "",
                          duration: float | None = None, values: Mapping[str, float] | None = None) -> Trial:
-        status = Status.parse(status)
-        objectives = objectives_text(None if status is Status.FAILED else values)
-        if status not in (Status.COMPLETE, Status.FAILED):
-            raise ValueError(f"a confirmation run is complete or failed, got status {status.value!r}")
-        if status is Status.COMPLETE and check_value(value)[0] is None:
-            raise ValueError(f"a complete confirmation run needs a finite value, got {value!r}")
+        row_values = confirmation_values(task_index, params, status, value, samples, reason, duration, values)
         with self._write() as db:
             if not 0 <= int(task_index) < int(db.execute("SELECT count(*) FROM tasks").fetchone()[0]):
                 raise ValueError(f"task index {task_index} is not in history {self.path}")
             db.execute(_CONFIRMATIONS_TABLE)
             cur = db.execute(
                 "INSERT INTO confirmations (task_index, params, status, value, samples, reason, created, duration,"
-                " objectives) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (int(task_index), json_text(dict(params)), status.value, None if value is None else float(value),
-                 json_text([float(v) for v in samples]), str(reason), time.time(),
-                 None if duration is None else float(duration), objectives))
+                " objectives) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row_values)
             row = db.execute(f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations WHERE id = ?",
                              (cur.lastrowid,)).fetchone()
         return confirmation_from_row(row, self.tasks(), self.db.where)

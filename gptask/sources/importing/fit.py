@@ -24,7 +24,7 @@ from ...results.result import TuningResult
 from ...data.storage import open_storage
 from ...data.trials import Status
 from ...tuning import Tuner
-from .rows import check_problem
+from ..rows import check_problem
 from .store import import_runs
 
 __all__ = ["fit", "from_model"]
@@ -39,8 +39,8 @@ def fit(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]],
     """Fit the tuner's model to existing measurements; returns a :class:`TuningResult`.
 
     data: a CSV file path or a list of dicts, one row per measurement, with a column per task and
-    parameter name and the ``value`` column (rules: :mod:`gptask.sources.importing.rows`; bad rows raise a
-    :class:`~gptask.sources.importing.rows.DataError` naming each line). status: a column holding
+    parameter name and the ``value`` column (rules: :mod:`gptask.sources.rows`; bad rows raise a
+    :class:`~gptask.sources.rows.DataError` naming each line). status: a column holding
     complete/failed/censored (None: all complete). aggregate: the value of repeated rows of one
     configuration ("min", as ``gt.tune`` does with repeats; "median"; "mean"); every row stays in
     the trial's ``samples``. n_latent, kernel, output_transform, restarts, seed: the model, as in

@@ -1,6 +1,6 @@
 """Imported runs into a history: finished trials with the source ``"imported"``.
 
-:func:`import_runs` writes the runs of :mod:`gptask.sources.importing.rows` into a history (a file, a
+:func:`import_runs` writes the runs of :mod:`gptask.sources.rows` into a history (a file, a
 :class:`~gptask.data.storage.Storage`, or None for one in memory) through
 :meth:`Storage.import_trials`, in one transaction: tasks the history does not hold yet are appended
 to its task list in order of first appearance; each run becomes one finished trial (COMPLETE,
@@ -32,7 +32,7 @@ from ...problem.definition import Problem
 from ...data.storage import Storage, open_storage
 from ...data.trials import Status, Trial, point_key
 from ...tuning.settings import SOURCE_IMPORTED
-from .rows import check_point_count, group_runs, read_rows
+from ..rows import check_point_count, check_problem
 
 __all__ = ["ImportReport", "import_runs"]
 
@@ -64,7 +64,8 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
                 mix_machines: bool = False) -> ImportReport:
     """Import measurements into ``history`` as finished trials (module docstring).
 
-    data, value, status, skip_invalid: see :func:`gptask.sources.importing.rows.read_rows`; aggregate:
+    data, value, status, skip_invalid: see :func:`gptask.sources.rows.read_rows` (the data read by
+    :func:`gptask.sources.measurements.read_measurements`, the one reader of measurements); aggregate:
     how repeated rows of one configuration become its value ("min", "median" or "mean").
     history: a history file (created when missing; one of another problem is refused), an open
     :class:`~gptask.data.storage.Storage` (left open), or None (in memory, for a look at the report).
@@ -73,11 +74,13 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
     of a machine the history has not seen next to another machine's trials (refused otherwise).
     """
     from ...data.provenance import check_history, check_record, same_machine
+    from ..measurements import Source, read_measurements
 
-    rows = read_rows(problem, data, value=value, status=status, skip_invalid=skip_invalid)
-    runs = group_runs(rows, aggregate)
+    check_problem(problem)
+    runs = read_measurements(problem, Source(data, value=value, status=status), imported=True, aggregate=aggregate,
+                             skip_invalid=skip_invalid)
     default_machine = None if machine is None else check_record(machine, "import_runs: machine")
-    machines = [r.machine if r.machine is not None else default_machine for r in runs]
+    machines = [r.machine or default_machine for r in runs]
     origin = str(data) if isinstance(data, (str, os.PathLike)) else "data"
     check_point_count(len(runs), origin)
     own = not isinstance(history, Storage)
@@ -111,7 +114,7 @@ def import_runs(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str
         written = storage.import_trials(trials, machines)
         record_defaults(storage, problem)
         write_unit(storage, getattr(problem, "unit", ""))
-        report = ImportReport(rows=len(rows), runs=len(runs), trials=[t for t in written if t is not None],
+        report = ImportReport(rows=sum(len(r.lines) for r in runs), runs=len(runs), trials=[t for t in written if t is not None],
                               existing=sum(t is None for t in written), tasks=storage.tasks(), new_tasks=len(new))
     finally:
         if own:
