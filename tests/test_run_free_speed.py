@@ -114,3 +114,37 @@ def test_a_consensus_pick_predicts_only_what_the_sources_did_not_measure(monkeyp
     missing = 33 - len(set(range(33)) & {j for j in range(33) if j % 4 and j % 5})  # some machine lacks these
     assert calls == [missing] * 3
     np.testing.assert_array_equal(pred.encoded, seen_tables[0])
+
+
+def test_a_second_pick_with_the_same_sources_reads_and_fits_nothing_and_a_changed_row_is_read_again(
+        monkeypatch, tmp_path):
+    import gptask.sources.importing as importing
+    import gptask.sources.multisource as multisource
+
+    reads, fits = [], []
+    real_read, real_fit = multisource.read_measurements, importing.fit
+    monkeypatch.setattr(multisource, "read_measurements", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    monkeypatch.setattr(importing, "fit", lambda *a, **k: fits.append(1) or real_fit(*a, **k))
+    problem = _grid_problem()
+    sources = [_measured("a"), _measured("b", drop=5), _measured("c")]
+    ask = dict(sources=sources, machine="new", problem=problem, restarts=1)
+    plain = gt.predict_optimum(None, {"kernel": "conv"}, **ask)
+    assert (len(reads), len(fits)) == (3, 1)
+    first = gt.predict_optimum(None, {"kernel": "conv"}, cache=tmp_path / "cache", **ask)
+    assert (len(reads), len(fits)) == (6, 2)
+    second = gt.predict_optimum(None, {"kernel": "conv"}, cache=tmp_path / "cache", **ask)
+    assert (len(reads), len(fits)) == (6, 2)  # everything from the cache
+    for p in (first, second):  # the same answer as without a cache
+        assert p.params == plain.params and p.route == plain.route
+        assert p.value == pytest.approx(plain.value, rel=1e-9) and p.value_std == pytest.approx(plain.value_std, rel=1e-9)
+    assert sorted(f.name.split("-")[0] for f in (tmp_path / "cache").iterdir()) == ["measurements"] * 3 + ["model"]
+    # one changed row: that source is read again, and the model fitted again
+    changed = [dict(r) for r in sources[2]]
+    changed[0]["value"] *= 1.5
+    gt.predict_optimum(None, {"kernel": "conv"}, cache=tmp_path / "cache", **{**ask, "sources": sources[:2] + [changed]})
+    assert (len(reads), len(fits)) == (7, 3)
+    # a cached file that does not read back is read again, not trusted
+    for f in (tmp_path / "cache").glob("measurements-*.json"):
+        f.write_text("{")
+    gt.predict_optimum(None, {"kernel": "conv"}, cache=tmp_path / "cache", **ask)
+    assert len(reads) == 10

@@ -64,7 +64,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..results.consensus import consensus_order
-from .measurements import Source, SourceError, read_measurements, shown_name
+from .cache import SourceCache
+from .measurements import Measurement, Source, SourceError, read_measurements, shown_name
 from ..problem.definition import Problem
 from ..data.run_header import RunHeader, write_source_selection
 from ..data.provenance import ProvenanceError, check_record, flatten, resolve_record, same_machine, this_machine
@@ -226,13 +227,18 @@ def _summarised(trials: list[Trial], records: list[dict], others: set[int],
 
 
 def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
-          extra_labels: Sequence[str] = (), source_points: Any = AUTO) -> _Plan:
+          extra_labels: Sequence[str] = (), source_points: Any = AUTO, cache: SourceCache | None = None) -> _Plan:
     if isinstance(sources, (str, os.PathLike, Source, TuningResult)) or not isinstance(sources, Sequence):
         raise SourceError(f"sources must be a list of histories, results or data, got {type(sources).__name__}")
     if not sources:
         raise SourceError("sources must not be empty (leave sources out to tune without them)")
     names = {k: f" ({name})" if (name := shown_name(item)) else "" for k, item in enumerate(sources)}
-    measured = [(k, m) for k, item in enumerate(sources) for m in read_measurements(problem, item, f"#{k}" + names[k])]
+    def read(k: int, item: Any) -> list[Measurement]:
+        if cache is None:
+            return read_measurements(problem, item, f"#{k}" + names[k])
+        return cache.measurements(problem, item, lambda: read_measurements(problem, item, f"#{k}" + names[k]))
+
+    measured = [(k, m) for k, item in enumerate(sources) for m in read(k, item)]
     records = [m.machine for _, m in measured]
     labels = machine_labels([*records, dict(target)])
     target_label = labels[-1]
@@ -467,15 +473,17 @@ def _kept(plan: _Plan, selection: SourceSelection) -> tuple[list[Trial], list[di
 
 def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[Any] | None = None,
                     machine: Any = None, source_points: Any = AUTO, select_sources: bool = False,
-                    consensus: bool = True, **fit_options: Any) -> Any:
+                    consensus: bool = True, cache: str | os.PathLike | None = None, **fit_options: Any) -> Any:
     """``gt.predict_optimum``: :func:`gptask.transfer.tla1.predict_optimum` itself without
     ``sources``. With them: ``source`` (a TuningResult, or None for no run on the machine to
     predict for) and ``sources`` are fitted as one model (``gt.fit`` on the combined problem,
     ``fit_options`` passed on), and the prediction is for ``task`` on ``machine`` (a record or
     label; default this process's); source_points: as for ``gt.tune``; consensus: for a machine (or
     any category) no measurement has, the configuration best on average over the known ones (False:
-    TLA1's blend of their optima; :func:`gptask.transfer.tla1.predict_optimum`). Returns the
-    :class:`~gptask.transfer.Prediction`, whose task holds the ``machine`` label."""
+    TLA1's blend of their optima; :func:`gptask.transfer.tla1.predict_optimum`). cache: a folder
+    where the sources' measurements and the fitted model are kept by content
+    (:mod:`gptask.sources.cache`): a second call with the same sources reads and fits nothing.
+    Returns the :class:`~gptask.transfer.Prediction`, whose task holds the ``machine`` label."""
     from ..transfer.tla1 import predict_optimum as predict_here
 
     if sources is None:
@@ -495,7 +503,8 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
         target = this_machine() if machine is None else check_record(machine, "machine")
     except ProvenanceError as exc:
         raise SourceError(str(exc)) from None
-    plan = _plan(problem, items, target, source_points=source_points)
+    store = None if cache is None else SourceCache(cache)
+    plan = _plan(problem, items, target, source_points=source_points, cache=store)
     trials, records, measured = plan.trials, plan.records, plan.measured
     if select_sources:
         target_runs, by_source, labels = _split(plan)
@@ -506,10 +515,28 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
         measured = [t for t in measured if _kept_trial(plan, selection, t)]
     rows = [{**t.task, **t.params, "value": t.value, "status": t.status.value,
              **flatten(records[k])} for k, t in enumerate(trials)]
-    from .importing import fit
-
-    result = fit(plan.problem, rows, status="status", mix_machines=True, progress=fit_options.pop("progress", False),
-                 **fit_options)
+    progress = fit_options.pop("progress", False)
     want = plan.problem.task_space.validate({**problem.task_space.validate(dict(task)),
                                              MACHINE_DIM: plan.target_label})
-    return predict_here(result, want, consensus=consensus, measured=measured)
+    return predict_here(_fitted(plan.problem, rows, store, progress, fit_options), want, consensus=consensus,
+                        measured=measured)
+
+
+def _fitted(problem: Problem, rows: list[dict], store: SourceCache | None, progress: bool,
+            fit_options: dict[str, Any]) -> Any:
+    """The model of ``gt.fit`` on ``rows`` of the combined ``problem``: loaded from ``store`` when
+    these rows were fitted with these options before, else fitted (and kept there)."""
+    from ..transfer.model_io import ModelFileError, load_model, save_model
+    from .importing import fit
+
+    path = None if store is None else store.model_path(problem, rows, fit_options)
+    if path is not None and path.is_file():
+        try:
+            return load_model(path, problem=problem)
+        except ModelFileError as exc:
+            log.warning("cache: %s; fitting again", exc)
+    result = fit(problem, rows, status="status", mix_machines=True, progress=progress, **fit_options)
+    if store is not None and path is not None:
+        store.fits += 1
+        save_model(result, path, accuracy=False)
+    return result
