@@ -33,6 +33,11 @@ those that hurt are left out (:mod:`gptask.sources.selection`).
   task, the default ``n_initial`` is TLA2's, 30 % of the budget; ``predict_optimum`` for a machine
   with no run values each candidate by the sources' measurements where they have one, those the
   summary left out of the model included.
+* **Work kept.** ``predict_optimum(..., cache=DIR)`` keeps each source's measurements (read and
+  checked) and the fitted model in the folder ``DIR`` by content (:mod:`gptask.sources.cache`): a
+  second call with the same sources reads and fits nothing, a changed row is read and fitted again.
+  A resumed ``gt.tune`` finds the sources' trials in its history (imported once) and reuses the
+  stored hyperparameters when its data are those they were fitted on; it reads the sources again.
 * **Bad sources** are refused with :class:`SourceError` naming the source: another problem
   (the signatures differ: parameters, tasks, constants, constraints; each difference named), another
   unit of the objective, trials without a machine record (unless ``Source(data, machine=...)`` names
