@@ -392,7 +392,9 @@ def _consensus_designs(plan: _Plan, mine: list[dict]) -> dict[tuple, list[dict]]
         alike = [t for t in plan.source_tasks if t[MACHINE_DIM] != plan.target_label
                  and {k: v for k, v in t.items() if k != MACHINE_DIM} == values]
         theirs = [t for a in alike for t in by_task.get(point_key(a), [])]
-        order = [p for p in consensus_order(theirs, alike) if plan.problem.is_feasible(task, p)]
+        listed = consensus_order(theirs, alike)
+        refused = plan.problem.infeasible_rows([task] * len(listed), listed) if listed else []
+        order = [p for p, out in zip(listed, refused) if not out]  # those this machine may run
         if order:
             log.info("sources: task %s starts with the configurations best on average over %d other machine(s) "
                      "(%d measured by all, none failed)", task, len(alike), len(order))
