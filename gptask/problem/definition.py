@@ -288,6 +288,31 @@ class Problem:
             bad.append(len(self.constraints))  # named "not among the candidates" by constraint_names
         return bad
 
+    def infeasible_rows(self, tasks: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """Which of the n points ``(tasks[k], params[k])`` :meth:`violated` would flag, judged per task
+        on whole columns (:meth:`feasible_mask`; a callable constraint is still called per point):
+        an (n,) bool array, True where some constraint is violated (or the point is not a candidate).
+        The same verdicts as :meth:`violated` point by point, at the cost of one evaluation of each
+        text restriction per task instead of one per point (21,810 source rows: 4 evaluations, not
+        87,240)."""
+        if len(tasks) != len(params):
+            raise ValueError(f"tasks and params must be as many, got {len(tasks)} and {len(params)}")
+        bad = np.zeros(len(params), dtype=bool)
+        groups: dict[str, list[int]] = {}
+        for k, task in enumerate(tasks):
+            groups.setdefault(json.dumps(sorted((n, repr(v)) for n, v in task.items())), []).append(k)
+        names = self.param_space.names
+        for ks in groups.values():
+            task = dict(tasks[ks[0]])
+            columns = {n: np.asarray([params[k][n] for k in ks]) for n in names}
+            ok = self.feasible_mask(task, columns, len(ks))
+            if self.candidates is not None:
+                domain = self.domain(task)
+                assert domain is not None  # a problem with candidates always has a domain
+                ok &= domain.positions(self.param_space.encode([params[k] for k in ks])) >= 0
+            bad[ks] = ~ok
+        return bad
+
     def _listed(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
         """Whether ``params`` is one of the task's candidates (the problem has ``candidates``)."""
         domain = self.domain(task)

@@ -33,6 +33,11 @@ those that hurt are left out (:mod:`gptask.sources.selection`).
   task, the default ``n_initial`` is TLA2's, 30 % of the budget; ``predict_optimum`` for a machine
   with no run values each candidate by the sources' measurements where they have one, those the
   summary left out of the model included.
+* **Work kept.** ``predict_optimum(..., cache=DIR)`` keeps each source's measurements (read and
+  checked) and the fitted model in the folder ``DIR`` by content (:mod:`gptask.sources.cache`): a
+  second call with the same sources reads and fits nothing, a changed row is read and fitted again.
+  A resumed ``gt.tune`` finds the sources' trials in its history (imported once) and reuses the
+  stored hyperparameters when its data are those they were fitted on; it reads the sources again.
 * **Bad sources** are refused with :class:`SourceError` naming the source: another problem
   (the signatures differ: parameters, tasks, constants, constraints; each difference named), another
   unit of the objective, trials without a machine record (unless ``Source(data, machine=...)`` names
@@ -64,7 +69,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..results.consensus import consensus_order
-from .measurements import Source, SourceError, read_measurements, shown_name
+from .cache import SourceCache
+from .measurements import Measurement, Source, SourceError, read_measurements, shown_name
 from ..problem.definition import Problem
 from ..data.run_header import RunHeader, write_source_selection
 from ..data.provenance import ProvenanceError, check_record, flatten, resolve_record, same_machine, this_machine
@@ -226,13 +232,18 @@ def _summarised(trials: list[Trial], records: list[dict], others: set[int],
 
 
 def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
-          extra_labels: Sequence[str] = (), source_points: Any = AUTO) -> _Plan:
+          extra_labels: Sequence[str] = (), source_points: Any = AUTO, cache: SourceCache | None = None) -> _Plan:
     if isinstance(sources, (str, os.PathLike, Source, TuningResult)) or not isinstance(sources, Sequence):
         raise SourceError(f"sources must be a list of histories, results or data, got {type(sources).__name__}")
     if not sources:
         raise SourceError("sources must not be empty (leave sources out to tune without them)")
     names = {k: f" ({name})" if (name := shown_name(item)) else "" for k, item in enumerate(sources)}
-    measured = [(k, m) for k, item in enumerate(sources) for m in read_measurements(problem, item, f"#{k}" + names[k])]
+    def read(k: int, item: Any) -> list[Measurement]:
+        if cache is None:
+            return read_measurements(problem, item, f"#{k}" + names[k])
+        return cache.measurements(problem, item, lambda: read_measurements(problem, item, f"#{k}" + names[k]))
+
+    measured = [(k, m) for k, item in enumerate(sources) for m in read(k, item)]
     records = [m.machine for _, m in measured]
     labels = machine_labels([*records, dict(target)])
     target_label = labels[-1]
@@ -381,7 +392,9 @@ def _consensus_designs(plan: _Plan, mine: list[dict]) -> dict[tuple, list[dict]]
         alike = [t for t in plan.source_tasks if t[MACHINE_DIM] != plan.target_label
                  and {k: v for k, v in t.items() if k != MACHINE_DIM} == values]
         theirs = [t for a in alike for t in by_task.get(point_key(a), [])]
-        order = [p for p in consensus_order(theirs, alike) if plan.problem.is_feasible(task, p)]
+        listed = consensus_order(theirs, alike)
+        refused = plan.problem.infeasible_rows([task] * len(listed), listed) if listed else []
+        order = [p for p, out in zip(listed, refused) if not out]  # those this machine may run
         if order:
             log.info("sources: task %s starts with the configurations best on average over %d other machine(s) "
                      "(%d measured by all, none failed)", task, len(alike), len(order))
@@ -467,15 +480,17 @@ def _kept(plan: _Plan, selection: SourceSelection) -> tuple[list[Trial], list[di
 
 def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[Any] | None = None,
                     machine: Any = None, source_points: Any = AUTO, select_sources: bool = False,
-                    consensus: bool = True, **fit_options: Any) -> Any:
+                    consensus: bool = True, cache: str | os.PathLike | None = None, **fit_options: Any) -> Any:
     """``gt.predict_optimum``: :func:`gptask.transfer.tla1.predict_optimum` itself without
     ``sources``. With them: ``source`` (a TuningResult, or None for no run on the machine to
     predict for) and ``sources`` are fitted as one model (``gt.fit`` on the combined problem,
     ``fit_options`` passed on), and the prediction is for ``task`` on ``machine`` (a record or
     label; default this process's); source_points: as for ``gt.tune``; consensus: for a machine (or
     any category) no measurement has, the configuration best on average over the known ones (False:
-    TLA1's blend of their optima; :func:`gptask.transfer.tla1.predict_optimum`). Returns the
-    :class:`~gptask.transfer.Prediction`, whose task holds the ``machine`` label."""
+    TLA1's blend of their optima; :func:`gptask.transfer.tla1.predict_optimum`). cache: a folder
+    where the sources' measurements and the fitted model are kept by content
+    (:mod:`gptask.sources.cache`): a second call with the same sources reads and fits nothing.
+    Returns the :class:`~gptask.transfer.Prediction`, whose task holds the ``machine`` label."""
     from ..transfer.tla1 import predict_optimum as predict_here
 
     if sources is None:
@@ -495,7 +510,8 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
         target = this_machine() if machine is None else check_record(machine, "machine")
     except ProvenanceError as exc:
         raise SourceError(str(exc)) from None
-    plan = _plan(problem, items, target, source_points=source_points)
+    store = None if cache is None else SourceCache(cache)
+    plan = _plan(problem, items, target, source_points=source_points, cache=store)
     trials, records, measured = plan.trials, plan.records, plan.measured
     if select_sources:
         target_runs, by_source, labels = _split(plan)
@@ -506,10 +522,28 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
         measured = [t for t in measured if _kept_trial(plan, selection, t)]
     rows = [{**t.task, **t.params, "value": t.value, "status": t.status.value,
              **flatten(records[k])} for k, t in enumerate(trials)]
-    from .importing import fit
-
-    result = fit(plan.problem, rows, status="status", mix_machines=True, progress=fit_options.pop("progress", False),
-                 **fit_options)
+    progress = fit_options.pop("progress", False)
     want = plan.problem.task_space.validate({**problem.task_space.validate(dict(task)),
                                              MACHINE_DIM: plan.target_label})
-    return predict_here(result, want, consensus=consensus, measured=measured)
+    return predict_here(_fitted(plan.problem, rows, store, progress, fit_options), want, consensus=consensus,
+                        measured=measured)
+
+
+def _fitted(problem: Problem, rows: list[dict], store: SourceCache | None, progress: bool,
+            fit_options: dict[str, Any]) -> Any:
+    """The model of ``gt.fit`` on ``rows`` of the combined ``problem``: loaded from ``store`` when
+    these rows were fitted with these options before, else fitted (and kept there)."""
+    from ..transfer.model_io import ModelFileError, load_model, save_model
+    from .importing import fit
+
+    path = None if store is None else store.model_path(problem, rows, fit_options)
+    if path is not None and path.is_file():
+        try:
+            return load_model(path, problem=problem)
+        except ModelFileError as exc:
+            log.warning("cache: %s; fitting again", exc)
+    result = fit(problem, rows, status="status", mix_machines=True, progress=progress, **fit_options)
+    if store is not None and path is not None:
+        store.fits += 1
+        save_model(result, path, accuracy=False)
+    return result

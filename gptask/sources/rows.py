@@ -301,8 +301,18 @@ def _check_columns(problem: Problem, columns: Sequence[str], value: str, status:
         log.info("%s: columns %s are not used", where, extra)
 
 
-def _row(problem: Problem, cells: Mapping[str, Any], value: str, status: str | None) -> _Parsed:
-    """(task, params, value, status, values) of one row; ValueError saying what is wrong."""
+def _check_constraints(problem: Problem, task: dict, params: dict) -> None:
+    """ValueError naming the constraints that ``(task, params)`` violates, if any."""
+    bad = problem.violated(task, params)
+    if bad:
+        raise ValueError(f"{task} {params} violates {', '.join(problem.constraint_names(bad))}")
+
+
+def _row(problem: Problem, cells: Mapping[str, Any], value: str, status: str | None,
+         check_constraints: bool = True) -> _Parsed:
+    """(task, params, value, status, values) of one row; ValueError saying what is wrong.
+    check_constraints=False leaves the constraints to the caller (:func:`read_rows` judges every
+    row's at once)."""
     missing = [c for c in [*problem.task_space.names, *problem.param_space.names, *_value_columns(problem, value)]
                if c not in cells]
     if missing:
@@ -331,9 +341,8 @@ def _row(problem: Problem, cells: Mapping[str, Any], value: str, status: str | N
             problems.append(f"value column {column!r} is empty (mark failed runs in a status column)")
     if problems:
         raise ValueError("; ".join(problems))
-    bad = problem.violated(task, params)
-    if bad:
-        raise ValueError(f"{task} {params} violates {', '.join(problem.constraint_names(bad))}")
+    if check_constraints:
+        _check_constraints(problem, task, params)
     if st is Status.FAILED:
         return task, params, None, st, None
     if problem.outputs is None:
@@ -449,18 +458,31 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
         source = [(f"data[{k}]", k, item) for k, item in enumerate(data)]
     else:
         raise TypeError(f"data must be a CSV file path or a list of dicts, got {type(data).__name__}")
-    rows: list[Row] = []
-    bad: list[str] = []
-    for where, line, cells in source:
+    parsed: list[tuple[int, Row]] = []
+    found: list[tuple[int, str]] = []  # (place in the source, message)
+    for k, (where, line, cells) in enumerate(source):
         try:
             if isinstance(cells, str):
                 raise ValueError(cells)
-            task, params, v, st, values = _row(problem, cells, value, status)
+            task, params, v, st, values = _row(problem, cells, value, status, check_constraints=False)
             machine = unflatten(cells, where)
         except ValueError as exc:
-            bad.append(f"{where}: {exc}")
+            found.append((k, f"{where}: {exc}"))
             continue
-        rows.append(Row(where, line, task, params, v, st, machine=machine, values=values))
+        parsed.append((k, Row(where, line, task, params, v, st, machine=machine, values=values)))
+    # the constraints of every parsed row judged at once (Problem.infeasible_rows), the messages of
+    # the rows they refuse made one by one
+    refused = problem.infeasible_rows([r.task for _, r in parsed], [r.params for _, r in parsed]) if parsed else []
+    rows: list[Row] = []
+    for (k, r), out in zip(parsed, refused):
+        if out:
+            try:
+                _check_constraints(problem, r.task, r.params)
+            except ValueError as exc:
+                found.append((k, f"{r.where}: {exc}"))
+                continue
+        rows.append(r)
+    bad = [message for _, message in sorted(found)]
     if bad:
         shown = "\n  ".join(bad[:MAX_REPORTED])
         more = f"\n  ... and {len(bad) - MAX_REPORTED} more" if len(bad) > MAX_REPORTED else ""

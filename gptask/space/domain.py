@@ -99,6 +99,13 @@ class Domain:
         return np.column_stack([d.value_index(enc[:, sl]) for d, sl in
                                 zip(self.space.dimensions, self.space.column_slices())]).astype(np.int64)
 
+    def positions(self, encoded: np.ndarray) -> np.ndarray:
+        """Row numbers (m,) of the encoded configurations (m, n_columns), -1 where one is not in the
+        domain (in the order given, unlike :meth:`rows_of`)."""
+        if not len(encoded):
+            return np.empty(0, dtype=np.int64)
+        return self._lookup(self.indices_of(encoded))
+
     def rows_of(self, encoded: np.ndarray | None) -> np.ndarray:
         """Row numbers of the configurations ``encoded`` (k, D) that belong to the domain (others,
         e.g. imported runs outside it, are left out)."""

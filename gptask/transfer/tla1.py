@@ -234,10 +234,14 @@ def _consensus_pick(tm: TransferModel, task: dict, unseen: dict[str, list], is_f
     combos = [dict(zip(unseen, values)) for values in itertools.product(*unseen.values())][:CONSENSUS_MAX_TASKS]
     C = _consensus_candidates(tm, task, is_feasible, tla1)
     seen = [{**task, **combo} for combo in combos]
-    P = np.array([predict_encoded(tm, t, C)[0] for t in seen])  # (V, n) user units
-    if measured:
-        M = measured_values(measured, seen, tm.param_space.decode(C))
-        P = np.where(np.isnan(M), P, M)
+    # (V, n) user units: the measurement where there is one, else the model's prediction (made only for
+    # the candidates some seen task did not measure: a prediction of one candidate does not depend on
+    # the others, so the table is the same as predicting all of them)
+    P = measured_values(measured, seen, tm.param_space.decode(C)) if measured else np.full((len(seen), len(C)), np.nan)
+    need = np.isnan(P).any(axis=0)
+    if need.any():
+        for v, t in enumerate(seen):
+            P[v, need] = np.where(np.isnan(P[v, need]), predict_encoded(tm, t, C[need])[0], P[v, need])
     return C[int(np.argmin(consensus_scores(P)))]
 
 

@@ -1,0 +1,150 @@
+"""Issue 46: run-free answers from large sources (batched row checks, cached reading and fit)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gptask as gt
+from gptask.sources.importing.rows import DataError, read_rows
+
+
+def _problem(candidates: bool = False) -> gt.Problem:
+    tasks = gt.Space([gt.Integer("m", 1, 100), gt.Categorical("alg", ["a", "b"])])
+    params = gt.Space([gt.Integer("mb", 1, 16), gt.Integer("p", 1, 4), gt.Categorical("kind", ["x", "y", "z"])])
+    listed = None
+    if candidates:
+        listed = [{"mb": mb, "p": p, "kind": k} for mb in range(1, 17, 3) for p in (1, 2, 4) for k in ("x", "z")]
+    return gt.Problem(tasks, params, lambda t, c: 1.0, candidates=listed,
+                      constraints=["mb * p <= m", "kind != 'y' or p > 1", lambda c: c["mb"] != 7],
+                      constants={"cores": 4})
+
+
+@pytest.mark.parametrize("candidates", [False, True])
+def test_infeasible_rows_agrees_with_violated_point_by_point(candidates):
+    problem = _problem(candidates)
+    rng = np.random.default_rng(3)
+    tasks = [{"m": int(rng.integers(1, 40)), "alg": str(rng.choice(["a", "b"]))} for _ in range(400)]
+    params = [{"mb": int(rng.integers(1, 17)), "p": int(rng.integers(1, 5)), "kind": str(rng.choice(["x", "y", "z"]))}
+              for _ in range(400)]
+    batch = problem.infeasible_rows(tasks, params)
+    brute = np.array([bool(problem.violated(t, p)) for t, p in zip(tasks, params)])
+    assert batch.any() and not batch.all()
+    np.testing.assert_array_equal(batch, brute)
+
+
+def test_read_rows_names_every_bad_row_in_order_as_before():
+    problem = _problem()
+    data = [{"m": 10, "alg": "a", "mb": 5, "p": 2, "kind": "x", "value": 1.0},   # fine
+            {"m": 10, "alg": "a", "mb": 6, "p": 2, "kind": "x", "value": 1.0},   # mb * p > m
+            {"m": 10, "alg": "a", "mb": 99, "p": 2, "kind": "x", "value": 1.0},  # outside the space
+            {"m": 10, "alg": "b", "mb": 7, "p": 1, "kind": "x", "value": 1.0}]   # the callable refuses
+    with pytest.raises(DataError) as info:
+        read_rows(problem, data)
+    lines = str(info.value).splitlines()[1:]
+    assert [line.split(":")[0].strip() for line in lines] == ["data[1]", "data[2]", "data[3]"]
+    assert "violates constraint #0 (mb * p <= m)" in lines[0] and "outside" in lines[1]
+    assert "violates constraint #2" in lines[2]
+    kept = read_rows(problem, data, skip_invalid=True)
+    assert [r.line for r in kept] == [0]
+
+
+def _grid_problem() -> gt.Problem:
+    tasks = gt.Space([gt.Categorical("kernel", ["conv"])])
+    params = gt.Space([gt.Integer("x", 0, 10), gt.Categorical("k", [2, 4, 6])])
+    return gt.Problem(tasks, params, lambda t, c: 1.0)
+
+
+MACHINE_OPTIMA = {"a": 2, "b": 3, "c": 8}
+
+
+def _measured(machine: str, drop: int = 0) -> list[dict]:
+    """Every configuration of the grid problem measured on ``machine`` (its optimum x at
+    MACHINE_OPTIMA, k = 4), less every ``drop``-th one."""
+    rows = [{"kernel": "conv", "x": x, "k": k, "machine.label": machine,
+             "value": 1.0 + 0.3 * (x - MACHINE_OPTIMA[machine]) ** 2 + 0.2 * (k - 4) ** 2}
+            for x in range(11) for k in (2, 4, 6)]
+    return [r for j, r in enumerate(rows) if not drop or j % drop]
+
+
+def test_a_consensus_pick_from_complete_sources_needs_no_prediction_of_the_seen_machines(monkeypatch):
+    import gptask.transfer.tla1 as tla1
+
+    calls = []
+    real = tla1.predict_encoded
+    monkeypatch.setattr(tla1, "predict_encoded", lambda tm, task, X: calls.append(len(X)) or real(tm, task, X))
+    sources = [_measured(m) for m in MACHINE_OPTIMA]
+    pred = gt.predict_optimum(None, {"kernel": "conv"}, sources=sources, machine="new", problem=_grid_problem(),
+                              restarts=1)
+    assert pred.route == "consensus" and calls == []
+    # brute force: the configuration of least mean log value over the three machines' measurements
+    by = {(r["x"], r["k"]): 0.0 for r in sources[0]}
+    for rows in sources:
+        for r in rows:
+            by[(r["x"], r["k"])] += np.log(r["value"])
+    x, k = min(by, key=by.get)
+    assert (pred.params["x"], pred.params["k"]) == (x, k)
+
+
+def test_a_consensus_pick_predicts_only_what_the_sources_did_not_measure(monkeypatch):
+    import gptask.transfer.tla1 as tla1
+    from gptask.results.consensus import consensus_scores, measured_values
+
+    calls = []
+    real = tla1.predict_encoded
+    monkeypatch.setattr(tla1, "predict_encoded", lambda tm, task, X: calls.append(len(X)) or real(tm, task, X))
+    problem = _grid_problem()
+    sources = [_measured("a", drop=4), _measured("b", drop=5), _measured("c")]
+    seen_tables = []
+    real_pick = tla1._consensus_pick
+
+    def spy(tm, task, unseen, feas, enc, measured=()):
+        # the reference: every candidate predicted on every seen machine, then measurements put in
+        C = tla1._consensus_candidates(tm, task, feas, enc)
+        seen = [{**task, **dict(zip(unseen, v))} for v in zip(*unseen.values())]
+        P = np.array([real(tm, t, C)[0] for t in seen])
+        M = measured_values(measured, seen, tm.param_space.decode(C))
+        seen_tables.append(C[int(np.argmin(consensus_scores(np.where(np.isnan(M), P, M))))])
+        calls.clear()
+        return real_pick(tm, task, unseen, feas, enc, measured)
+
+    monkeypatch.setattr(tla1, "_consensus_pick", spy)
+    pred = gt.predict_optimum(None, {"kernel": "conv"}, sources=sources, machine="new", problem=problem, restarts=1)
+    assert pred.route == "consensus"
+    missing = 33 - len(set(range(33)) & {j for j in range(33) if j % 4 and j % 5})  # some machine lacks these
+    assert calls == [missing] * 3
+    np.testing.assert_array_equal(pred.encoded, seen_tables[0])
+
+
+def test_a_second_pick_with_the_same_sources_reads_and_fits_nothing_and_a_changed_row_is_read_again(
+        monkeypatch, tmp_path):
+    import gptask.sources.importing as importing
+    import gptask.sources.multisource as multisource
+
+    reads, fits = [], []
+    real_read, real_fit = multisource.read_measurements, importing.fit
+    monkeypatch.setattr(multisource, "read_measurements", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    monkeypatch.setattr(importing, "fit", lambda *a, **k: fits.append(1) or real_fit(*a, **k))
+    problem = _grid_problem()
+    sources = [_measured("a"), _measured("b", drop=5), _measured("c")]
+    ask = dict(sources=sources, machine="new", problem=problem, restarts=1)
+    plain = gt.predict_optimum(None, {"kernel": "conv"}, **ask)
+    assert (len(reads), len(fits)) == (3, 1)
+    first = gt.predict_optimum(None, {"kernel": "conv"}, cache=tmp_path / "cache", **ask)
+    assert (len(reads), len(fits)) == (6, 2)
+    second = gt.predict_optimum(None, {"kernel": "conv"}, cache=tmp_path / "cache", **ask)
+    assert (len(reads), len(fits)) == (6, 2)  # everything from the cache
+    for p in (first, second):  # the same answer as without a cache
+        assert p.params == plain.params and p.route == plain.route
+        assert p.value == pytest.approx(plain.value, rel=1e-9) and p.value_std == pytest.approx(plain.value_std, rel=1e-9)
+    assert sorted(f.name.split("-")[0] for f in (tmp_path / "cache").iterdir()) == ["measurements"] * 3 + ["model"]
+    # one changed row: that source is read again, and the model fitted again
+    changed = [dict(r) for r in sources[2]]
+    changed[0]["value"] *= 1.5
+    gt.predict_optimum(None, {"kernel": "conv"}, cache=tmp_path / "cache", **{**ask, "sources": sources[:2] + [changed]})
+    assert (len(reads), len(fits)) == (7, 3)
+    # a cached file that does not read back is read again, not trusted
+    for f in (tmp_path / "cache").glob("measurements-*.json"):
+        f.write_text("{")
+    gt.predict_optimum(None, {"kernel": "conv"}, cache=tmp_path / "cache", **ask)
+    assert len(reads) == 10
