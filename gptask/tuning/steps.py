@@ -51,6 +51,9 @@ def report(tuner: Tuner, reporter: Progress, ask_s: float) -> None:
                        len(failed), sum(tuner.proposes_for(t.task_index) for t in tuner.pending),
                        [tuner.best_value(i) for i in mine], ask_s, labels=[task_label(tuner.tasks[i]) for i in mine],
                        unit=tuner.problem.unit, reasons=reasons)
+    if tuner.tracks_cost:
+        budget = "" if tuner.cost_budget is None else f" of a cost budget of {tuner.cost_budget:.4g} s"
+        reporter.message("cost spent: %.4g s%s", tuner.cost_spent(), budget)
 
 
 class Waiting:
