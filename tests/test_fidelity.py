@@ -213,3 +213,31 @@ def test_the_proposer_lays_out_tasks_level_by_level():
     assert [p.base_of(i) for i in range(9)] == [(b, lv) for lv in range(3) for b in range(3)]
     assert [p.role(i) for i in range(6)] == ["target", "target", "auxiliary", "low fidelity", "low fidelity",
                                               "auxiliary"]
+
+
+def crashes_cheap_where_the_optimum_is(task, p):
+    """Runs below the target crash for x > 0.5; the target's optimum is at x = 0.8 and never crashes."""
+    if p["iterations"] < 1000 and p["x"] > 0.5:
+        raise RuntimeError("diverged at few iterations")
+    return (p["x"] - 0.8) ** 2 + (p["y"] - 0.7) ** 2
+
+
+def test_low_fidelity_crashes_do_not_mark_the_target_bad():
+    prob = problem(crashes_cheap_where_the_optimum_is)
+    r = gt.tune(prob, [{"n": 1}], cost_budget=14.0, n_initial=8, seed=5, max_failures=None, **FAST)
+    failed = [t for t in r.history if t.status is Status.FAILED]
+    assert failed and all(t.task["iterations"] < 1000 for t in failed)
+    params, value = r.best(0)
+    # every configuration with x <= 0.5 is at least 0.09 from the optimum (brute force: (0.5 - 0.8) ** 2)
+    assert params["x"] > 0.5 and value < 0.09 / 2
+
+
+def test_an_executor_runs_levels_of_different_cost_in_flight_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        r = gt.tune(problem(), [{"n": 1}], cost_budget=8.0, n_initial=6, seed=6, executor=pool, max_in_flight=2,
+                    **FAST)
+    assert sum(t.extra["cost"] for t in r.history) >= 8.0
+    assert {t.task["iterations"] for t in r.history} == {1000, 333, 111, 37}
+    assert r.best(0)[1] == min(t.value for t in r.history if t.task_index == 0 and t.status is Status.COMPLETE)
