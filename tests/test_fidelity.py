@@ -241,3 +241,78 @@ def test_an_executor_runs_levels_of_different_cost_in_flight_at_once():
     assert sum(t.extra["cost"] for t in r.history) >= 8.0
     assert {t.task["iterations"] for t in r.history} == {1000, 333, 111, 37}
     assert r.best(0)[1] == min(t.value for t in r.history if t.task_index == 0 and t.status is Status.COMPLETE)
+
+
+# ---- what the command line and the report show -------------------------------------------------
+def test_show_and_report_mark_low_fidelity_runs_and_cost(tmp_path, capsys):
+    from gptask.cli import main
+    from gptask.insight.report_data import load_report_data
+    from gptask.insight.sections import _cost_rows, _flat_cost, runs
+
+    path = tmp_path / "h.sqlite"
+    gt.tune(problem(), [{"n": 2}], cost_budget=4.0, n_initial=4, seed=0, history=path, **FAST)
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "low fidelity" in out and "cost_s" in out
+    assert out.count("a cheaper fidelity level or an auxiliary task") == 3  # nothing recommended there
+    data = load_report_data(path)
+    assert data.result.fidelity["n_tuned"] == 1 and data.result.is_low_fidelity(3)
+    rows = {r["item"]: r["value"] for r in _cost_rows(data)}
+    assert float(rows["cost spent (s)"]) == pytest.approx(sum(t.extra["cost"] for t in data.finished), rel=1e-3)
+    assert rows["runs by role"].startswith(f"{sum(t.task_index == 0 for t in data.finished)} target")
+    assert "low fidelity" in runs(data, None) and _flat_cost(data) == ""
+
+
+def test_report_says_when_the_cost_is_flat(tmp_path):
+    from gptask.insight.report_data import load_report_data
+    from gptask.insight.sections import _flat_cost
+
+    path = tmp_path / "h.sqlite"
+    gt.tune(problem(run_cost=lambda point: 1.0), [{"n": 2}], cost_budget=6.0, n_initial=4, seed=0, history=path,
+            **FAST)
+    assert "the cost is flat, the objective may ignore its fidelity" in _flat_cost(load_report_data(path))
+
+
+def test_cli_cost_budget(tmp_path, capsys):
+    import sys
+    from pathlib import Path
+
+    from gptask.cli.main import main
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    assert main(["tune", "--problem", "problems_for_tests:counting_problem", "--cost-budget", "nan"]) == 2
+    assert "--cost-budget must be a finite number, got nan" in capsys.readouterr().err
+    assert main(["tune", "--problem", "problems_for_tests:counting_problem", "--cost-budget", "-1"]) == 2
+    assert "cost_budget must be a positive number of seconds or None, got -1.0" in capsys.readouterr().err
+    path = tmp_path / "h.sqlite"
+    assert main(["tune", "--problem", "problems_for_tests:counting_problem", "--problem-options", "sleep=0.05",
+                 "--tasks", "1", "--n-initial", "3", "--cost-budget", "0.3", "--history", str(path), "--quiet"]) == 0
+    from gptask.data.storage import SQLiteStorage
+
+    trials = SQLiteStorage(path).trials()
+    costs = [t.extra["cost"] for t in trials]  # each run's wall time, at least its 0.05 s sleep
+    assert all(c >= 0.05 for c in costs) and sum(costs) >= 0.3 > sum(costs[:-1])
+    assert "cost spent: " in capsys.readouterr().out
+
+
+def test_ask_and_tell_through_the_fidelity_tuner():
+    from gptask.tuning import Tuner
+    from gptask.tuning.fidelity import fidelity_tuner
+
+    with pytest.raises(ValueError, match="tune it with gt.tune or ask and tell with gptask.tuning.fidelity.fidelity_tuner"):
+        Tuner(problem(), [{"n": 1}])
+    seen = []
+
+    def objective(task, p):
+        seen.append(p["iterations"])
+        return informative(task, p)
+
+    with fidelity_tuner(problem(objective), [{"n": 1}], n_initial=4, cost_budget=3.0, restarts=1,
+                        pso_particles=12, pso_iters=8) as tuner:
+        while not tuner.done:
+            for trial in tuner.ask():
+                tuner.tell(trial, tuner.problem.objective(trial.task, trial.params))
+        result = tuner.result()
+    assert sorted(set(seen)) == [37, 111, 333, 1000]
+    assert result.cost_spent >= 3.0 and result.best(0)[1] == min(
+        t.value for t in result.history if t.task_index == 0)

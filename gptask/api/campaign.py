@@ -144,18 +144,9 @@ def tune(
         if proposer is not None:
             raise ValueError("a problem with fidelity or aux_tasks chooses its runs with the fidelity proposer "
                              f"(gptask.tuning.fidelity); proposer={proposer!r} cannot be given with it")
-        from ..tuning.fidelity import FidelityProposer, expand_tasks
-        from ..tuning.tuner import resolve_tasks
+        from ..tuning.fidelity import prepare
 
-        base = resolve_tasks(problem, tasks, seed)
-        aux = [] if not aux_tasks else resolve_tasks(problem, list(aux_tasks), seed)
-        clash = [t for t in aux if t in base]
-        if clash:
-            raise ValueError(f"aux_tasks must differ from the tuned tasks, got {clash[0]} in both")
-        n_levels = len(problem.fidelity_levels())
-        proposer = FidelityProposer(len(base), len(aux), n_levels)
-        tasks = expand_tasks(problem, base, aux)
-        problem = problem.expanded()
+        problem, tasks, proposer = prepare(problem, tasks, aux_tasks, seed)
     budget, n_initial = _budget(budget, n_initial, cost_budget, tasks)
 
     tuner_options: dict[str, Any] = dict(

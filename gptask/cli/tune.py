@@ -71,6 +71,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         with ProcessPoolExecutor(args.workers, initializer=pool_worker_start, initargs=(args.problem, options)) as pool:
             result = tune(sent, executor=pool, max_in_flight=args.workers, **kwargs)
     print(result.table())
+    if result.cost_spent is not None:
+        print(f"cost spent: {result.cost_spent:.4g} s" + ("" if result.cost_budget is None else
+                                                          f" of a cost budget of {result.cost_budget:.4g} s"))
     for i, reason in sorted(result.closed.items()):
         print(f"task {i} stopped early: {reason}")
     if result.pending:

@@ -42,6 +42,7 @@ from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
 __all__ = ["TARGET_EVERY", "RHO_MIN", "MIN_COMMON", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+           "prepare", "fidelity_tuner",
            "level_correlations", "spearman"]
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,36 @@ def expand_tasks(problem: Problem, tasks: Sequence[Mapping[str, Any]],
     by level, target first (``[{**task, **level}, ...]``; the base tasks themselves without fidelity)."""
     base = [dict(t) for t in tasks] + [dict(t) for t in aux]
     return [{**t, **level} for level in problem.fidelity_levels() for t in base]
+
+
+def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]] | None,
+            seed: int) -> tuple[Problem, list[dict], FidelityProposer]:
+    """What a tuner of a problem with fidelity levels or auxiliary tasks runs: the expanded problem
+    (:meth:`Problem.expanded`), the task rows (:func:`expand_tasks`) and the proposer. tasks: a
+    number of tasks or a list of task dicts, as ``gt.tune`` takes them; aux_tasks: task dicts, each
+    different from the tuned tasks (ValueError naming one that is not)."""
+    from .tuner import resolve_tasks
+
+    base = resolve_tasks(problem, tasks, seed)
+    aux = [] if not aux_tasks else resolve_tasks(problem, list(aux_tasks), seed)
+    clash = [t for t in aux if t in base]
+    if clash:
+        raise ValueError(f"aux_tasks must differ from the tuned tasks, got {clash[0]} in both")
+    proposer = FidelityProposer(len(base), len(aux), len(problem.fidelity_levels()))
+    return problem.expanded(), expand_tasks(problem, base, aux), proposer
+
+
+def fidelity_tuner(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]] | None = None,
+                   budget: int = 20, n_initial: int | None = None, seed: int = 0, history: Any = None,
+                   **options: Any) -> Any:
+    """An ask/tell :class:`~gptask.tuning.tuner.Tuner` of a problem with fidelity levels or
+    auxiliary tasks (what ``gt.tune`` drives): its trials' ``task`` rows hold the fidelity values;
+    evaluate them with ``tuner.problem.objective(trial.task, trial.params)``, which hands the user's
+    objective the fidelity in its params. options: the Tuner's (``cost_budget``, settings)."""
+    from .tuner import Tuner
+
+    expanded, rows, proposer = prepare(problem, tasks, aux_tasks, seed)
+    return Tuner(expanded, rows, budget, n_initial, seed, history, proposer=proposer, **options)
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:

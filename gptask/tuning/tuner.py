@@ -211,6 +211,10 @@ class Tuner:
     ) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a gptask.Problem, got {type(problem).__name__}")
+        if problem.fidelity is not None and not set(problem.fidelity.names) <= set(problem.task_space.names):
+            raise ValueError(f"problem {problem.name!r} has fidelity {problem.fidelity.names}: tune it with gt.tune or "
+                             "ask and tell with gptask.tuning.fidelity.fidelity_tuner(problem, tasks, ...), which run "
+                             "its fidelity levels (docs/fidelity.md)")
         if settings is not None and not isinstance(settings, TunerSettings):
             raise TypeError(f"settings must be a gptask.tuning.TunerSettings, got {type(settings).__name__}")
         unknown = sorted(set(options) - set(TunerSettings.field_names()))
