@@ -21,8 +21,9 @@ coregionalisation learns how the levels relate.
   log-EI maximiser (with the levels correlated, the target's);
 * the guard: a level (or an auxiliary task) whose correlation with the target is below
   :data:`RHO_MIN`, by the model or by the rank correlation of the configurations it shares with the
-  target (at least :data:`MIN_COMMON` of them), is not bought again (logged, and listed in
-  ``result.fidelity["dropped"]``);
+  target (at least :data:`MIN_COMMON` of them), on :data:`GUARD_CONFIRM` model updates in a row once
+  the target has :data:`JUDGE_AFTER` complete runs, is not bought while that lasts (logged, and
+  listed in ``result.fidelity["dropped"]``);
 * auxiliary tasks run their initial designs only: data that teaches the tuned tasks.
 """
 
@@ -41,18 +42,25 @@ from ..problem.fidelity import role_of
 from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "RHO_MIN", "MIN_COMMON", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "fidelity_tuner",
            "level_correlations", "spearman"]
 
 log = logging.getLogger(__name__)
 
-#: at least every TARGET_EVERY-th searched run of a tuned task is at the target fidelity
-TARGET_EVERY = 3
+#: at least every TARGET_EVERY-th searched run of a tuned task is at the target fidelity; with
+#: TARGET_COST_SHARE a number, also as soon as the cheaper runs since the last target run cost that
+#: share of a target run (a cost-balanced schedule; None: off)
+TARGET_EVERY, TARGET_COST_SHARE = 3, None
 #: a level or auxiliary task whose correlation with the target is below this is not bought again
 RHO_MIN = 0.3
 #: the rank correlation on configurations run at both a level and the target counts from this many
 MIN_COMMON = 5
+#: the guard judges a level once its target has this many complete runs, and drops it after this
+#: many low judgements in a row (one per model update): the first fits on a few runs are rough (on a
+#: fidelity that ranks like the target, the first fit after the initial designs gave 0.15, the
+#: later ones 0.93-0.97: bench/fidelity_choices.py)
+JUDGE_AFTER, GUARD_CONFIRM = 6, 2
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
@@ -148,6 +156,7 @@ class FidelityProposer(Proposer):
         self._choice_key: Any = None
         self._choice: dict[int, int] = {}
         self._judged_model: Any = None
+        self._low: dict[int, int] = {}  # task index -> judgements in a row below RHO_MIN
 
     # ---- layout ------------------------------------------------------------------------------
     def base_of(self, i: int) -> tuple[int, int]:
@@ -222,14 +231,16 @@ class FidelityProposer(Proposer):
         # the share of target runs: every TARGET_EVERY-th searched run of this task
         searched = sorted((t for lv in range(self.n_levels) for t in tu.trials_of(lv * self.n_base + b)
                            if t.source == SOURCE_SEARCH), key=lambda t: t.id)
-        since = 0
+        since, since_cost = 0, 0.0
         for t in reversed(searched):
             if t.task_index == target:
                 break
             since += 1
-        if since >= TARGET_EVERY - 1:
-            return 0
+            since_cost += (self.tuner.cost_of(t) or 0.0) if t.status.finished else 0.0
         cost0 = self.mean_cost(target)
+        if since >= TARGET_EVERY - 1 or (TARGET_COST_SHARE is not None and cost0 is not None
+                                         and since_cost >= TARGET_COST_SHARE * cost0):
+            return 0
         score = {0: 1.0 / max(cost0, 1e-12) if cost0 is not None else 0.0}
         for lv in levels:
             if lv == 0:
@@ -255,31 +266,39 @@ class FidelityProposer(Proposer):
     # ---- the guard ---------------------------------------------------------------------------
     def _judge(self) -> None:
         """Measure each cheaper level's and auxiliary task's correlation with its target (by the
-        fitted model, and by ranks on shared configurations) and drop those below RHO_MIN."""
+        fitted model, and by ranks on shared configurations) at every new model, once the target
+        has JUDGE_AFTER complete runs; a task low on GUARD_CONFIRM judgements in a row is dropped,
+        and bought again when a later judgement is not low (the first fits on a few runs are rough)."""
         tu = self.tuner
         model = tu.model
         if model is None or model is self._judged_model:
             return
         self._judged_model = model
         for i in range(tu.n_tasks):
-            if self.is_target(i) or i in self.dropped or self._in_initial(i):
+            if self.is_target(i) or self._in_initial(i):
                 continue
             target = self.target_of(i) if self.base_of(i)[0] < self.n_tuned else 0
-            if self._in_initial(target):
+            done = [t for t in tu.trials_of(target) if t.status is Status.COMPLETE]
+            if self._in_initial(target) or len(done) < JUDGE_AFTER:
                 continue
             rho = {"model": level_correlations(model, target, [i])[i]}
             mine = {params_key(t.params): t.value for t in tu.trials_of(i) if t.status is Status.COMPLETE}
-            both = [(mine[k], t.value) for t in tu.trials_of(target) if t.status is Status.COMPLETE
-                    and (k := params_key(t.params)) in mine]
+            both = [(mine[k], t.value) for t in done if (k := params_key(t.params)) in mine]
             if len(both) >= MIN_COMMON:
                 a, c = np.array(both).T
                 rho["rank"] = spearman(a, c)
             self.correlation[i] = rho
-            low = {k: v for k, v in rho.items() if v < RHO_MIN}
-            if low:
+            if not any(v < RHO_MIN for v in rho.values()):
+                self._low[i] = 0
+                if self.dropped.pop(i, None) is not None:
+                    log.warning("task %d (%s) is bought again: its correlation with the target is %s", i,
+                                tu.tasks[i], ", ".join(f"{v:.2f} by {k}" for k, v in rho.items()))
+                continue
+            self._low[i] = self._low.get(i, 0) + 1
+            if self._low[i] >= GUARD_CONFIRM and i not in self.dropped:
                 why = (f"its correlation with the target ({tu.tasks[target]}) is "
                        + ", ".join(f"{v:.2f} by {'the model' if k == 'model' else f'rank on {len(both)} shared runs'}"
-                                   for k, v in rho.items()) + f", below {RHO_MIN}")
+                                   for k, v in rho.items()) + f", below {RHO_MIN}, on {self._low[i]} fits in a row")
                 self.dropped[i] = why
                 log.warning("task %d (%s) is not bought again: %s", i, tu.tasks[i], why)
 
