@@ -144,8 +144,11 @@ def test_cost_budget_resumes_from_the_history_and_counts_old_wall_times(tmp_path
                                          sum(t.extra["cost"] for t in r.history[4:]))
 
 
-def test_resume_after_a_stop_replays_the_fidelity_runs(tmp_path):
-    path = tmp_path / "h.sqlite"
+def test_resume_after_a_stop_replays_the_fidelity_runs(history_location):
+    """Both backends (SQLite, PostgreSQL): the levels in the task rows, cost and role in each record."""
+    from gptask.data.storage import open_history
+
+    path = history_location
     first = gt.tune(problem(), [{"n": 3}], cost_budget=6.0, n_initial=6, seed=2, history=path, **FAST)
     again = gt.tune(problem(), [{"n": 3}], cost_budget=9.0, n_initial=6, seed=2, history=path, **FAST)
     ids = [t.id for t in first.history]
@@ -153,6 +156,11 @@ def test_resume_after_a_stop_replays_the_fidelity_runs(tmp_path):
     assert sum(t.extra["cost"] for t in again.history) >= 9.0 > sum(t.extra["cost"] for t in again.history[:-1])
     keys = [(t.task_index, tuple(sorted(t.params.items()))) for t in again.history]
     assert len(keys) == len(set(keys))  # nothing ran twice
+    with open_history(path, read_only=True) as h:
+        assert [t["iterations"] for t in h.tasks()] == [1000, 333, 111, 37]
+        stored = h.trials()
+    assert [t.extra for t in stored] == [t.extra for t in again.history]
+    assert {t.extra["fidelity"] for t in stored} == {"target", "low fidelity"}
 
 
 def test_a_cost_output_that_is_negative_makes_a_failed_run_saying_so():
