@@ -46,6 +46,9 @@ def random_below(x, y, s):
 
 
 FAMILIES = {"branin": branin, "quadratic": quadratic, "random_below": random_below}
+#: name -> (with fidelity, (TARGET_EVERY, TARGET_COST_SHARE)): the default schedule, a cost-balanced one
+#: (a target run once the cheaper runs since the last one cost as much as it), and no fidelity
+VARIANTS = {"fidelity": (True, (3, None)), "fidelity_cost": (True, (30, 1.0)), "single": (False, (3, None))}
 
 
 def problem(fn, fidelity: bool) -> gt.Problem:
@@ -76,17 +79,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--budget", type=float, default=20.0)
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--out", default="bench/results/fidelity_choices.json")
     args = ap.parse_args()
     rows = []
-    for name, fn in FAMILIES.items():
+    for name in args.families.split(","):
+        fn = FAMILIES[name]
         X, Y = np.meshgrid(GRID, GRID)
         optimum = float(np.min(np.vectorize(lambda x, y: fn(x, y, 1.0))(X, Y) if name == "random_below"
                                else fn(X, Y, 1.0)))
         for seed in range(args.seeds):
             row = {"family": name, "seed": seed}
-            for variant, fid, schedule in (("fidelity", True, (3, None)), ("fidelity_cost", True, (30, 1.0)),
-                                           ("single", False, (3, None))):
+            for variant in args.variants.split(","):
+                fid, schedule = VARIANTS[variant]
                 fidelity_module.TARGET_EVERY, fidelity_module.TARGET_COST_SHARE = schedule
                 t0 = time.process_time()
                 r = gt.tune(problem(fn, fid), [{"n": 1}], cost_budget=args.budget, n_initial=8, seed=seed, **FAST)
@@ -98,7 +104,8 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     Path(args.out).write_text(json.dumps({"machine": platform.node(), "date": time.strftime("%Y-%m-%d"),
-                                          "budget": args.budget, "seeds": args.seeds, "rows": rows}, indent=1))
+                                          "budget": args.budget, "seeds": args.seeds, "families": args.families,
+                                          "variants": args.variants, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -187,6 +187,8 @@ def test_aux_tasks_run_their_initial_design_only_and_have_no_best():
     r = gt.tune(plain, [{"n": 4}], aux_tasks=[{"n": 1}], budget=8, n_initial=4, seed=0, **FAST)
     assert r.tasks == [{"n": 4}, {"n": 1}]
     assert len(r.records(0, status=None)) == 8 and len(r.records(1, status=None)) == 4
+    assert [t.extra["fidelity"] for t in r.history if t.task_index == 1] == ["auxiliary"] * 4
+    assert r.cost_spent is None  # no cost tracked: no fidelity, run_cost or cost budget
     with pytest.raises(ValueError, match="auxiliary task"):
         r.best(1)
     with pytest.raises(ValueError, match="aux_tasks must differ from the tuned tasks"):

@@ -441,14 +441,16 @@ class Tuner:
         return self.cost_budget is not None and self.cost_spent() >= self.cost_budget
 
     def _with_cost(self, trial_id: int, expected: Trial | None, outcome: Outcome) -> Outcome:
-        """``outcome`` with its cost in ``extra["cost"]`` when this run tracks cost; a ``"cost"``
+        """``outcome`` with its cost in ``extra["cost"]`` when this run tracks cost, and its role
+        (``extra["fidelity"]``: "target", "low fidelity", "auxiliary") in a fidelity run; a ``"cost"``
         output that is not a finite number >= 0 makes it a failed run saying so. A ``run_cost``
         that returns such a value raises ValueError (the trial stays pending)."""
-        if not self.tracks_cost:
-            return outcome
+        role = getattr(self.proposer, "role", None)
         trial = expected or next((t for t in self.trials if t.id == trial_id), None)
-        if trial is None:
+        if trial is None or not (self.tracks_cost or role is not None):
             return outcome
+        if not self.tracks_cost:  # auxiliary tasks without a cost: their runs are marked all the same
+            return dataclasses.replace(outcome, extra={**outcome.extra, "fidelity": role(trial.task_index)})
         if self.problem.run_cost is not None:
             cost = check_cost(self.problem.run_cost(self.problem.merged(trial.task, trial.params)),
                               f"problem {self.problem.name!r}: run_cost of trial {trial_id}")
@@ -465,8 +467,8 @@ class Tuner:
         else:
             cost = outcome.duration
         extra = {**outcome.extra, "cost": float(cost)}
-        if hasattr(self.proposer, "role"):
-            extra["fidelity"] = self.proposer.role(trial.task_index)  # marked in the history and exports
+        if role is not None:
+            extra["fidelity"] = role(trial.task_index)  # marked in the history and exports
         return dataclasses.replace(outcome, extra=extra)
 
     # ---- ask ---------------------------------------------------------------------------------
