@@ -326,3 +326,23 @@ def test_ask_and_tell_through_the_fidelity_tuner():
     assert sorted(set(seen)) == [37, 111, 333, 1000]
     assert result.cost_spent >= 3.0 and result.best(0)[1] == min(
         t.value for t in result.history if t.task_index == 0)
+
+
+def test_the_docs_example_runs_and_finds_the_brute_force_optimum():
+    """docs/fidelity.md's example (<!-- fidelity -->), run as written: its best target run against
+    the optimum of its objective at the target fidelity by brute force (0 at x = 0.3, y = 0.7)."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "fidelity.md").read_text()
+    code = re.search(r"<!-- example: fidelity [^>]*-->\n```python\n(.*?)```", page, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, "docs/fidelity.md", "exec"), scope)  # noqa: S102 - the repository's own example
+    result = scope["result"]
+    g = np.linspace(0, 1, 401)
+    X, Y = np.meshgrid(g, g)
+    optimum = float(np.min(scope["solve"]({"n": 2}, {"x": X, "y": Y, "iterations": 1000})))
+    assert optimum == pytest.approx(0.0, abs=1e-9)
+    params, value = result.best(0)
+    assert value == pytest.approx(scope["solve"]({"n": 2}, {**params, "iterations": 1000}))
+    assert value - optimum < 0.05 and result.cost_spent >= 12.0
