@@ -52,7 +52,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     kwargs = dict(tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed, history=args.history,
                   repeats=args.repeats, aggregate=args.aggregate, timeout=args.timeout, n_latent=args.n_latent,
                   progress=not quiet, max_time=args.max_time, target=args.target, max_failures=args.max_failures,
-                  mix_machines=args.mix_machines, failure_model=failure_model_arg(args.failure_model))
+                  mix_machines=args.mix_machines, failure_model=failure_model_arg(args.failure_model),
+                  cost_budget=args.cost_budget)
     if args.executor == "srun":
         if args.workers is not None:
             raise ValueError("--workers is for runs on this machine; with --executor srun every evaluation is a "
@@ -70,6 +71,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         with ProcessPoolExecutor(args.workers, initializer=pool_worker_start, initargs=(args.problem, options)) as pool:
             result = tune(sent, executor=pool, max_in_flight=args.workers, **kwargs)
     print(result.table())
+    if result.cost_spent is not None:
+        print(f"cost spent: {result.cost_spent:.4g} s" + ("" if result.cost_budget is None else
+                                                          f" of a cost budget of {result.cost_budget:.4g} s"))
     for i, reason in sorted(result.closed.items()):
         print(f"task {i} stopped early: {reason}")
     if result.pending:

@@ -38,6 +38,11 @@ def best_table(history) -> list[dict[str, Any]]:
             row["gain"] = gain(dvalues[i], row["best"])
         row["evals"] = len(mine)
         row["failed"] = sum(r["status"] == Status.FAILED for r in mine)
+        roles = {r["extra"].get("fidelity") for r in mine} - {None}
+        if roles:  # a run with fidelity levels or auxiliary tasks (docs/fidelity.md): which runs count
+            row["role"] = ", ".join(sorted(roles))
+        if any("cost" in r["extra"] for r in mine):
+            row["cost_s"] = sum(float(r["extra"].get("cost") or 0.0) for r in mine)
         rows.append(row)
     return rows
 

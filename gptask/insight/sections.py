@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 #: rows of the measured-runs table beyond which only failed runs and the first rows are listed
 MAX_RUN_ROWS = 2000
+#: runs below the target fidelity whose mean cost is at least this share of a target run's: "the cost is flat"
+FLAT_COST_SHARE = 0.8
 #: points per task dimension of the default map of the task space
 MAP_POINTS = 7
 #: held-out points per task scored by the leave-one-task-out check (each task refits the new-task model)
@@ -84,7 +86,11 @@ def summary(data: ReportData, opts: ReportOptions) -> str:
                         + (f" (a trial's value: {spec.primary})" if len(spec.objectives) > 1 else "")})
         if spec.limits:
             rows.insert(5, {"item": "limits", "value": ", ".join(map(str, spec.limits))})
+    rows += _cost_rows(data)
     out = table_html(rows)
+    flat = _flat_cost(data)
+    if flat:
+        out += note_html(flat, "missing")
     if data.missing:
         out += note_html("What this history does not hold yet (the page shows what it can):", "missing")
         out += list_html(data.missing)
@@ -181,6 +187,38 @@ def convergence(data: ReportData, opts: ReportOptions) -> str:
     return figure_html(figures.convergence_grid(series, data.unit), caption, "convergence per task")
 
 
+def _cost_rows(data: ReportData) -> list[dict[str, Any]]:
+    """The summary's rows of a run that recorded costs or fidelity roles (docs/fidelity.md)."""
+    costed = [t for t in data.finished if "cost" in t.extra]
+    rows: list[dict[str, Any]] = []
+    if costed:
+        rows.append({"item": "cost spent (s)", "value": f"{sum(float(t.extra['cost']) for t in costed):.4g}"})
+    roles = [t.extra.get("fidelity") for t in data.finished if t.extra.get("fidelity")]
+    if roles:
+        counts = {r: roles.count(r) for r in ("target", "low fidelity", "auxiliary") if r in roles}
+        rows.append({"item": "runs by role", "value": ", ".join(f"{n} {r}" for r, n in counts.items())
+                     + " (results speak of the target runs only)"})
+    return rows
+
+
+def _flat_cost(data: ReportData) -> str:
+    """A warning when the runs below the target fidelity cost about as much as those at it (the
+    objective may ignore its fidelity), "" otherwise."""
+    by_role: dict[str, list[float]] = {}
+    for t in data.finished:
+        role = t.extra.get("fidelity")
+        if role in ("target", "low fidelity") and t.extra.get("cost") is not None:
+            by_role.setdefault(role, []).append(float(t.extra["cost"]))
+    if len(by_role) < 2:
+        return ""
+    target, low = float(np.mean(by_role["target"])), float(np.mean(by_role["low fidelity"]))
+    if target > 0 and low >= FLAT_COST_SHARE * target:
+        return (f"The runs below the target fidelity cost {low:.3g} s on average, {low / target:.0%} of a target "
+                f"run's {target:.3g} s: the cost is flat, the objective may ignore its fidelity (then the cheaper "
+                "runs buy nothing).")
+    return ""
+
+
 def runs(data: ReportData, opts: ReportOptions) -> str:
     from ..evaluation.failed_runs import reasons_by_task
 
@@ -201,7 +239,9 @@ def runs(data: ReportData, opts: ReportOptions) -> str:
         out += note_html(f"{len(data.trials)} runs: every failed, censored or pending one and the first complete "
                          f"ones are listed ({len(trials)} rows); `gptask export` writes them all.")
     rows = [{"id": t.id, "task": t.task_index, **t.params, "status": t.status.value, "value": t.value,
-             "duration (s)": t.duration, "source": t.source, "reason": t.reason or ""} for t in trials]
+             "duration (s)": t.duration, "source": t.source, "reason": t.reason or "",
+             **({"fidelity": t.extra["fidelity"]} if "fidelity" in t.extra else {}),
+             **({"cost (s)": t.extra["cost"]} if "cost" in t.extra else {})} for t in trials]
     out += "<h3>Every run</h3><div class=\"scroll\">" + table_html(
         rows, data.unit, ("value",), row_class=lambda r: "failed" if r["status"] == "failed" else "") + "</div>"
     if data.confirmations:

@@ -68,5 +68,22 @@ def result_from_history(history: Any) -> Any:
                        data.transform)
     model, transform = next(iter(models.values()))
     return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations(),
-                        machines=history.machines(),
+                        machines=history.machines(), fidelity=_fidelity_layout(sig, tasks, finished),
                         outputs={k: v for k, v in models.items() if k is not None and v[0] is not None})
+
+
+def _fidelity_layout(sig: dict, tasks: list[dict], trials: list) -> dict | None:
+    """The ``TuningResult.fidelity`` of a history tuned with fidelity levels or auxiliary tasks
+    (docs/fidelity.md), from its signature's levels and the roles its runs are marked with; None
+    for another history. What the guard dropped is not stored: ``dropped`` is empty."""
+    from ..problem.fidelity import fidelity_levels
+    from ..space.dimensions import Space
+
+    roles = {t.task_index: t.extra.get("fidelity") for t in trials if t.extra.get("fidelity")}
+    if not roles:
+        return None
+    fid = sig.get("fidelity")
+    levels = fidelity_levels(Space.from_json(fid["space"]), fid["target"]) if fid else [{}]
+    n_base = len(tasks) // max(1, len(levels))
+    n_tuned = sum(1 for i in range(n_base) if roles.get(i) == "target")
+    return {"n_tuned": n_tuned, "n_aux": n_base - n_tuned, "levels": levels, "dropped": {}, "correlation": {}}

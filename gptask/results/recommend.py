@@ -286,7 +286,11 @@ class Recommendation:
 
 def nothing_to_recommend(result: ResultView, i: int) -> str | None:
     """Why task ``i`` of ``result`` has no recommendation ("no complete evaluation", or none of its
-    configurations meets every limit of a problem with named outputs), or None when it has one."""
+    configurations meets every limit of a problem with named outputs, or it is a cheaper fidelity
+    level or an auxiliary task: docs/fidelity.md), or None when it has one."""
+    low = getattr(result, "is_low_fidelity", None)
+    if low is not None and low(i):
+        return "a cheaper fidelity level or an auxiliary task (results speak of the target fidelity)"
     ok = result.records(i)
     if not ok:
         return "no complete evaluation"
