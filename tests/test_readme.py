@@ -45,7 +45,7 @@ DOCS = ROOT / "docs"
 #: the docs pages in reading order (a session's blocks run in this order, after the README's); every
 #: docs/*.md page must be listed
 DOC_PAGES = ["install", "spaces", "evaluation", "histories", "transfer", "sources", "objectives", "insight",
-             "executors", "cluster", "command-line", "applications", "layout"]
+             "executors", "cluster", "fidelity", "command-line", "applications", "layout"]
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)
 NOTE = re.compile(r"<!-- example: (?P<id>[\w-]+)(?P<opts>(?: [\w-]+=\S+)*) -->")
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -28,7 +28,7 @@ AUTO = "auto"
 def tune(
     problem: Problem,
     tasks: int | Sequence[Mapping[str, Any]] = 4,
-    budget: int = 20,
+    budget: int | None = None,
     n_initial: int | None = None,
     seed: int = 0,
     history: str | Path | Storage | None = None,
@@ -63,6 +63,8 @@ def tune(
     sources: Sequence[Any] | None = None,
     source_points: int | str | None = AUTO,
     select_sources: bool = False,
+    cost_budget: float | None = None,
+    aux_tasks: Sequence[Mapping[str, Any]] | None = None,
 ) -> TuningResult:
     """Tune ``problem`` for a set of tasks with MLA (one multitask model over all tasks); returns a
     :class:`~gptask.results.result.TuningResult`.
@@ -70,7 +72,14 @@ def tune(
     The run:
 
     - tasks: a number of tasks (Latin hypercube over the task space) or a list of task dicts.
-    - budget: evaluations per task in total, initial design included.
+    - budget: evaluations per task in total, initial design included (None: 20; with
+      ``cost_budget``, as many as the cost budget allows, at most 200 per task and fidelity level).
+    - cost_budget: seconds of summed run cost after which no run starts (runs in flight finish);
+      with ``budget`` both are limits, whichever is reached first. A run's cost is
+      ``problem.run_cost`` of it, its ``"cost"`` output, or its measured wall time
+      (docs/fidelity.md).
+    - aux_tasks: task dicts tuned only for what they teach the tuned ones (their initial designs
+      run, no recommendation; cheap tasks such as small matrices).
     - n_initial: initial design size per task (None: half the budget; with sources, where every
       tuned task is one the sources measured, 30 % of it).
     - seed: the seed of designs, fits and searches; a history remembers it.
@@ -129,6 +138,26 @@ def tune(
     from ..sources import multisource as sourced
     from ..tuning.loop import tune as tune_here
 
+    if problem.fidelity is not None or aux_tasks:
+        if sources is not None:
+            raise sourced.SourceError("gt.tune(..., sources=...) does not take a problem with fidelity or aux_tasks yet")
+        if proposer is not None:
+            raise ValueError("a problem with fidelity or aux_tasks chooses its runs with the fidelity proposer "
+                             f"(gptask.tuning.fidelity); proposer={proposer!r} cannot be given with it")
+        from ..tuning.fidelity import FidelityProposer, expand_tasks
+        from ..tuning.tuner import resolve_tasks
+
+        base = resolve_tasks(problem, tasks, seed)
+        aux = [] if not aux_tasks else resolve_tasks(problem, list(aux_tasks), seed)
+        clash = [t for t in aux if t in base]
+        if clash:
+            raise ValueError(f"aux_tasks must differ from the tuned tasks, got {clash[0]} in both")
+        n_levels = len(problem.fidelity_levels())
+        proposer = FidelityProposer(len(base), len(aux), n_levels)
+        tasks = expand_tasks(problem, base, aux)
+        problem = problem.expanded()
+    budget, n_initial = _budget(budget, n_initial, cost_budget, tasks)
+
     tuner_options: dict[str, Any] = dict(
         kernel=kernel, restarts=restarts, refit_restarts=refit_restarts, pso_particles=pso_particles,
         pso_iters=pso_iters, output_transform=output_transform, provenance=provenance,
@@ -148,7 +177,10 @@ def tune(
         if select_sources:
             raise sourced.SourceError(sourced.NEEDS_SOURCES)
         return tune_here(problem, tasks, budget, n_initial, seed, history, repeats, aggregate, n_latent, progress,
-                         timeout, target=target, max_failures=max_failures, **loop_options, **tuner_options)
+                         timeout, target=target, max_failures=max_failures, cost_budget=cost_budget,
+                         **loop_options, **tuner_options)
+    if cost_budget is not None:
+        raise sourced.SourceError("gt.tune(..., sources=...) does not take cost_budget yet")
     used = [k for k in sourced.UNSUPPORTED if loop_options[k] not in (None, False)]
     if used:
         raise sourced.SourceError(f"gt.tune(..., sources=...) does not take {used} yet")
@@ -156,3 +188,20 @@ def tune(
         problem, tasks, budget, n_initial, seed, history, repeats, aggregate, timeout, progress, sources,
         source_points=source_points, select_sources=select_sources, proposer=proposer, n_latent=n_latent, target=target,
         max_failures=max_failures, **tuner_options)
+
+
+def _budget(budget: int | None, n_initial: int | None, cost_budget: float | None,
+            tasks: Any) -> tuple[int, int | None]:
+    """The per-task ``budget`` and ``n_initial`` of a call: 20 and the tuner's default without a
+    cost budget; with one and no budget, COST_BUDGET_RUNS per task (fewer where the exact model
+    could not hold them all) and an initial design of 10."""
+    from ..model.numerics import defaults
+    from ..tuning.fidelity import COST_BUDGET_RUNS
+
+    if budget is not None:
+        return budget, n_initial
+    if cost_budget is None:
+        return 20, n_initial
+    n_tasks = tasks if isinstance(tasks, int) and not isinstance(tasks, bool) else len(tasks)
+    budget = max(2, min(COST_BUDGET_RUNS, defaults.EXACT_FIT_MAX_POINTS // max(1, n_tasks)))
+    return budget, min(budget, 10) if n_initial is None else n_initial

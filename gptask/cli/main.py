@@ -71,8 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--problem-options", default="", help="k=v,... passed to the problem function")
     t.add_argument("--tasks", type=int, default=5, help="number of LHS tasks (ignored with --task)")
     t.add_argument("--task", action="append", help="an explicit task k=v,... (repeatable)")
-    t.add_argument("--budget", type=int, default=20,
-                   help="evaluations per task, initial design and the problem's default included (default 20)")
+    t.add_argument("--budget", type=int, default=None,
+                   help="evaluations per task, initial design and the problem's default included (default 20; "
+                        "with --cost-budget, as many as it allows)")
+    t.add_argument("--cost-budget", type=float, default=None,
+                   help="seconds of summed run cost (wall time, the problem's run_cost or its 'cost' output) after "
+                        "which no run starts; with --budget, whichever is reached first (docs/fidelity.md)")
     t.add_argument("--n-initial", type=int, default=None,
                    help="evaluations of each task's initial Latin hypercube design before the model proposes "
                         "(default: half the budget)")
@@ -256,7 +260,7 @@ _INT_ARGS = {"id": ("trial id", 1, MAX_ID), "ids": ("trial id", 1, MAX_ID), "see
              "n_latent": ("--n-latent", None, MAX_COUNT), "n": ("-n", None, MAX_COUNT),
              "restarts": ("--restarts", None, MAX_COUNT), "workers": ("--workers", None, MAX_WORKERS)}
 #: float arguments that must be finite numbers (NaN and infinity mean nothing there)
-_FLOAT_ARGS = {"timeout": "--timeout", "max_time": "--max-time", "target": "--target", "lease": "--lease",
+_FLOAT_ARGS = {"cost_budget": "--cost-budget", "timeout": "--timeout", "max_time": "--max-time", "target": "--target", "lease": "--lease",
                "duration": "--duration"}
 
 

@@ -37,7 +37,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from ..evaluation.noise import accepts_deadline
     from ..results.plots import plot_convergence
-    from ..tuning import tune
+    from ..api import tune
 
     options = parse_assignments(args.problem_options)
     problem = load_problem(args.problem, options)
@@ -52,7 +52,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     kwargs = dict(tasks=tasks, budget=args.budget, n_initial=args.n_initial, seed=args.seed, history=args.history,
                   repeats=args.repeats, aggregate=args.aggregate, timeout=args.timeout, n_latent=args.n_latent,
                   progress=not quiet, max_time=args.max_time, target=args.target, max_failures=args.max_failures,
-                  mix_machines=args.mix_machines, failure_model=failure_model_arg(args.failure_model))
+                  mix_machines=args.mix_machines, failure_model=failure_model_arg(args.failure_model),
+                  cost_budget=args.cost_budget)
     if args.executor == "srun":
         if args.workers is not None:
             raise ValueError("--workers is for runs on this machine; with --executor srun every evaluation is a "

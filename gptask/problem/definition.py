@@ -14,11 +14,12 @@ import numpy as np
 
 from ..space.expressions import Restriction, parse_restriction
 from ..core.labels import check_unit
+from .fidelity import FidelityObjective, check_fidelity, fidelity_levels
 from .objectives import Outputs, outputs_spec
 from ..space.dimensions import Boolean, Categorical, Integer, Ordinal, Real, Space
 from ..space.domain import Domain, build_domain
 
-__all__ = ["Problem", "Features", "CostModel"]
+__all__ = ["Problem", "Features", "CostModel", "RunCost"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ Default = Mapping[str, Any] | Callable[[dict], Mapping[str, Any]]
 Features = Callable[[dict], Mapping[str, float]]
 #: a rough estimate of the objective: the dict the constraints see -> a positive float
 CostModel = Callable[[dict], float]
+#: the cost of one run in seconds: the dict the constraints see (fidelity included) -> a number >= 0
+RunCost = Callable[[dict], float]
 #: the only configurations to propose: a list of parameter dicts, or a function of the task returning one
 Candidates = Sequence[Mapping[str, Any]] | Callable[[dict], Sequence[Mapping[str, Any]]]
 
@@ -110,6 +113,16 @@ class Problem:
         does not name is refused here). The objective then returns a mapping of exactly those
         outputs; :attr:`outputs` holds them (None for the classic single number). They are part of
         the :meth:`signature`.
+    fidelity, target_fidelity: fidelity dimensions (:mod:`gptask.problem.fidelity`, docs/fidelity.md):
+        a :class:`Space` of knobs that make a run cheaper and less exact (iterations, a problem-size
+        fraction, repetitions), and the dict of their values the results are wanted at. The
+        objective then receives the fidelity values in its ``params`` dict, beside the parameters;
+        the tuner runs cheaper levels where they rank configurations like the target. Part of the
+        :meth:`signature`.
+    run_cost: the cost of one run in seconds, a function of the dict the constraints see (fidelity
+        included) returning a number >= 0; without it a run's cost is its ``"cost"`` output (a
+        problem with named outputs) or its measured wall time. Not the ``cost_model`` above (an
+        estimate of the objective). Not part of the :meth:`signature`.
     """
 
     def __init__(
@@ -129,6 +142,9 @@ class Problem:
         objectives: Any = None,
         outputs: Sequence[str] | None = None,
         constraints_out: Mapping[str, Any] | None = None,
+        fidelity: Space | None = None,
+        target_fidelity: Mapping[str, Any] | None = None,
+        run_cost: RunCost | None = None,
     ) -> None:
         for label, space in (("task_space", task_space), ("param_space", param_space)):
             if not isinstance(space, Space):
@@ -145,7 +161,13 @@ class Problem:
         clash = sorted(set(constants) & (set(task_space.names) | set(param_space.names)))
         if clash:
             raise ValueError(f"Problem: constants shadow dimension names: {clash}")
-        known = [*constants, *task_space.names, *param_space.names]
+        taken = {**{n: "a constant" for n in constants}, **{n: "a task dimension" for n in task_space.names},
+                 **{n: "a parameter" for n in param_space.names}}
+        fidelity, target_fidelity = check_fidelity(fidelity, target_fidelity, taken)
+        if fidelity is not None and callable(candidates):
+            raise ValueError("Problem: candidates given as a function of the task do not go with fidelity= yet; "
+                             "give a list")
+        known = [*constants, *task_space.names, *param_space.names, *(fidelity.names if fidelity else [])]
         kinds = _name_kinds(task_space, param_space, constants)
         for k, c in enumerate(constraints):
             if isinstance(c, str):
@@ -172,10 +194,15 @@ class Problem:
                                 f"got {default!r}")
             default = param_space.validate(default, what="Problem: default")
         self.default = default
-        for label, fn in (("features", features), ("cost_model", cost_model)):
+        for label, fn in (("features", features), ("cost_model", cost_model), ("run_cost", run_cost)):
             if fn is not None and not callable(fn):
                 raise TypeError(f"Problem: {label} must be a function of the dict the constraints see, got {fn!r}")
         self.features, self.cost_model = features, cost_model
+        #: fidelity dimensions (a Space) and the target's values (a dict), or None and None
+        self.fidelity: Space | None = fidelity
+        self.target_fidelity: dict[str, Any] | None = target_fidelity
+        #: the cost of a run in seconds from the dict the constraints see, or None (measured)
+        self.run_cost = run_cost
         self.candidates = candidates
         self.unit = check_unit(unit)
         if provenance is not None and not callable(provenance):
@@ -382,6 +409,32 @@ class Problem:
             out["restrictions"] = texts
         if self.outputs is not None:
             out["outputs"] = self.outputs.to_json()
+        if self.fidelity is not None:
+            out["fidelity"] = {"space": self.fidelity.to_json(), "target": self.target_fidelity}
+        return out
+
+    def fidelity_levels(self) -> list[dict[str, Any]]:
+        """The fidelity levels a tuner runs, target first (:func:`gptask.problem.fidelity.fidelity_levels`);
+        ``[{}]`` for a problem without fidelity."""
+        if self.fidelity is None:
+            return [{}]
+        assert self.target_fidelity is not None
+        return fidelity_levels(self.fidelity, self.target_fidelity)
+
+    def expanded(self) -> "Problem":
+        """The problem a tuner runs for a problem with fidelity (``self`` without): the fidelity
+        dimensions appended to the task space, so that each (task, fidelity level) is one task of
+        the model and each run's fidelity is stored in its task row; the objective is called with
+        the fidelity values in its params dict (:class:`~gptask.problem.fidelity.FidelityObjective`)."""
+        if self.fidelity is None:
+            return self
+        out = copy.copy(self)
+        out.task_space = Space([*self.task_space, *self.fidelity])
+        out.objective = FidelityObjective(self.objective, self.fidelity.names)
+        if callable(self.default):
+            names, user = self.fidelity.names, self.default
+            out.default = lambda task: user({k: v for k, v in task.items() if k not in names})
+        out._domains, out._raised = {}, {}
         return out
 
     def signature_hash(self) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from .baseline import default_trial, gain
 from ..problem.definition import Problem
+from ..problem.fidelity import role_of
 from .fronts import FrontPoint, task_front
 from .recommend import Recommendation, recommend
 from .table import Table
@@ -32,7 +33,11 @@ class TuningResult:
     ``(model, transform)``, the primary objective's being ``model`` and ``transform``; the models
     see ``sign * value``, -1 for a maximised objective), source_selection (a run with
     ``sources=..., select_sources=True``: which sources were kept and why,
-    :class:`gptask.sources.selection.SourceSelection`; None otherwise)."""
+    :class:`gptask.sources.selection.SourceSelection`; None otherwise), fidelity (a run with fidelity
+    levels or auxiliary tasks, docs/fidelity.md: ``{"n_tuned", "n_aux", "levels", "dropped",
+    "correlation"}``; tasks ``0 .. n_tuned - 1`` are the tuned tasks at the target fidelity, the only
+    ones :meth:`best` speaks of; None otherwise), cost_spent, cost_budget (seconds: the summed cost
+    of the runs, and the run's limit on it; None when the run did not track cost)."""
 
     problem: Problem
     tasks: list[dict]
@@ -46,6 +51,13 @@ class TuningResult:
     machines: dict = field(default_factory=dict)
     outputs: dict = field(default_factory=dict)
     source_selection: Any = None
+    fidelity: dict | None = None
+    cost_spent: float | None = None
+    cost_budget: float | None = None
+
+    def is_low_fidelity(self, i: int) -> bool:
+        """Whether task ``i`` is a cheaper fidelity level or an auxiliary task (not a result)."""
+        return self.fidelity is not None and i >= self.fidelity["n_tuned"]
 
     def records(self, i: int, status: Status | str | None = Status.COMPLETE) -> list:
         """Task ``i``'s finished trials (only complete ones by default; ``status=None``: all)."""
@@ -59,7 +71,12 @@ class TuningResult:
     def best(self, i: int) -> tuple[dict, float]:
         """(params, value) of the best complete evaluation of task ``i``. With named outputs
         (:mod:`gptask.problem.objectives`): the best primary objective (in its direction) among the
-        evaluations that meet every limit."""
+        evaluations that meet every limit. In a run with fidelity levels or auxiliary tasks, only a
+        tuned task at the target fidelity (``i < fidelity["n_tuned"]``) has a best."""
+        if self.fidelity is not None and isinstance(i, int) and 0 <= i < len(self.tasks) \
+                and i >= self.fidelity["n_tuned"]:
+            raise ValueError(f"task {i} ({self.tasks[i]}) is a cheaper fidelity level or an auxiliary task: results "
+                             f"speak of the tuned tasks at the target fidelity, tasks 0..{self.fidelity['n_tuned'] - 1}")
         ok = self.records(i)
         spec = self.problem.outputs
         if spec is not None:
@@ -161,6 +178,8 @@ class TuningResult:
         for i, t in enumerate(self.tasks):
             all_r = self.records(i, status=None)
             row: dict[str, Any] = {"task_index": i, **t}
+            if self.fidelity is not None:
+                row["role"] = role_of(i, self.fidelity["n_tuned"], self.fidelity["n_aux"])
             try:
                 p, v = self.best(i)
                 row.update(p)
@@ -173,6 +192,8 @@ class TuningResult:
                 row["gain"] = self.gain(i)
             row["evaluations"] = len(all_r)
             row["failed"] = sum(r["status"] == Status.FAILED for r in all_r)
+            if self.cost_spent is not None:
+                row["cost_s"] = sum(float(r["extra"].get("cost") or 0.0) for r in all_r)
             if self.problem.outputs is not None and len(self.problem.outputs.objectives) > 1:
                 row["front"] = len(self.pareto(i))
             rows.append(row)

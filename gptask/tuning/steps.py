@@ -43,14 +43,20 @@ def report(tuner: Tuner, reporter: Progress, ask_s: float) -> None:
     """One progress line: tasks done, evaluations, failures (by reason), pending, best value per
     task (labelled), ask time."""
     records = tuner.records
-    mine = [i for i in range(tuner.n_tasks) if tuner.proposes_for(i)]
+    # a fidelity run (gptask.tuning.fidelity): the tuned tasks at the target are shown, every run counted
+    shown = getattr(tuner.proposer, "is_target", None)
+    counted = (lambda i: True) if shown is not None else tuner.proposes_for
+    mine = [i for i in range(tuner.n_tasks) if (shown(i) if shown is not None else tuner.proposes_for(i))]
     n_done = sum(tuner.closed_reason(i) is not None for i in mine)
-    failed = [t for t in records if t.status is Status.FAILED and tuner.proposes_for(t.task_index)]
+    failed = [t for t in records if t.status is Status.FAILED and counted(t.task_index)]
     reasons = Counter(c for counts in reasons_by_task(failed).values() for c in counts.elements())
-    reporter.iteration(n_done, len(mine), len([r for r in records if tuner.proposes_for(r.task_index)]),
-                       len(failed), sum(tuner.proposes_for(t.task_index) for t in tuner.pending),
+    reporter.iteration(n_done, len(mine), len([r for r in records if counted(r.task_index)]),
+                       len(failed), sum(counted(t.task_index) for t in tuner.pending),
                        [tuner.best_value(i) for i in mine], ask_s, labels=[task_label(tuner.tasks[i]) for i in mine],
                        unit=tuner.problem.unit, reasons=reasons)
+    if tuner.tracks_cost:
+        budget = "" if tuner.cost_budget is None else f" of a cost budget of {tuner.cost_budget:.4g} s"
+        reporter.message("cost spent: %.4g s%s", tuner.cost_spent(), budget)
 
 
 class Waiting:

@@ -43,6 +43,7 @@ claims, tells exactly once) is one class; what to run next is its proposer's (:m
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import numbers
 from collections.abc import Mapping, Sequence
@@ -63,6 +64,7 @@ from ..model.surrogate.group import HistoryMeta, OutputModels, OutputsView, tran
 from ..model.surrogate.updates import RefitPolicy
 from ..core.parallel import rank_size
 from ..problem.definition import Problem
+from ..problem.fidelity import COST_OUTPUT, check_cost, run_cost_of
 from ..data.provenance import check_history, resolve_record
 from ..data.run_header import RunHeader, run_settings, write_seed, write_settings, write_unit
 from ..results.result import TuningResult
@@ -204,6 +206,7 @@ class Tuner:
         target: Any = None,
         owner: Owner | None = None,
         lease: float | None = None,
+        cost_budget: float | None = None,
         **options: Any,
     ) -> None:
         if not isinstance(problem, Problem):
@@ -244,6 +247,11 @@ class Tuner:
         self.rank, self.size = rank_size(comm)
         self.owner = owner if owner is not None else Owner.this_process("tune")
         self.lease = check_seconds("lease", lease)
+        #: seconds of summed run cost after which no run starts (None: no limit; docs/fidelity.md)
+        self.cost_budget = check_seconds("cost_budget", cost_budget)
+        #: whether each told run's cost is stored (extra["cost"]): a run with a cost budget, fidelity or run_cost
+        self.tracks_cost = (self.cost_budget is not None or problem.fidelity is not None
+                            or problem.run_cost is not None)
         # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
         self.mirror = HistoryMirror(comm, self.owner, self.budget, self.lease)
         policy = RefitPolicy(settings.refit_every, settings.refit_on_drift)
@@ -411,7 +419,51 @@ class Tuner:
         """True when every task this tuner proposes for is finished and none of them has a pending
         trial (re-reads the history)."""
         self.refresh()
+        if self.cost_spent_up() and not self.pending:
+            return True
         return not self.open_tasks() and not any(self.proposes_for(t.task_index) for t in self.pending)
+
+    # ---- cost (docs/fidelity.md) ----------------------------------------------------------------
+    def cost_of(self, trial: Trial) -> float | None:
+        """A finished trial's cost in seconds (:func:`gptask.problem.fidelity.run_cost_of`)."""
+        return run_cost_of(self.problem.run_cost, self.problem.merged(trial.task, trial.params), trial)
+
+    def cost_spent(self) -> float:
+        """The summed cost in seconds of every finished trial of the history."""
+        return float(sum(c for t in self.records if (c := self.cost_of(t)) is not None))
+
+    def cost_spent_up(self) -> bool:
+        """Whether the summed cost has reached ``cost_budget`` (False without one)."""
+        return self.cost_budget is not None and self.cost_spent() >= self.cost_budget
+
+    def _with_cost(self, trial_id: int, expected: Trial | None, outcome: Outcome) -> Outcome:
+        """``outcome`` with its cost in ``extra["cost"]`` when this run tracks cost; a ``"cost"``
+        output that is not a finite number >= 0 makes it a failed run saying so. A ``run_cost``
+        that returns such a value raises ValueError (the trial stays pending)."""
+        if not self.tracks_cost:
+            return outcome
+        trial = expected or next((t for t in self.trials if t.id == trial_id), None)
+        if trial is None:
+            return outcome
+        if self.problem.run_cost is not None:
+            cost = check_cost(self.problem.run_cost(self.problem.merged(trial.task, trial.params)),
+                              f"problem {self.problem.name!r}: run_cost of trial {trial_id}")
+        elif COST_OUTPUT in (self.problem.outputs.names if self.problem.outputs is not None else ()):
+            raw = outcome.values.get(COST_OUTPUT)
+            if outcome.status is Status.FAILED and raw is None:
+                cost = outcome.duration
+            else:
+                try:
+                    cost = check_cost(raw, f"the {COST_OUTPUT!r} output")
+                except ValueError as exc:
+                    return Outcome(None, outcome.samples, Status.FAILED, str(exc), outcome.duration,
+                                   {**outcome.extra, "cost": outcome.duration})
+        else:
+            cost = outcome.duration
+        extra = {**outcome.extra, "cost": float(cost)}
+        if hasattr(self.proposer, "role"):
+            extra["fidelity"] = self.proposer.role(trial.task_index)  # marked in the history and exports
+        return dataclasses.replace(outcome, extra=extra)
 
     # ---- ask ---------------------------------------------------------------------------------
     def describe_constraints(self, i: int) -> str:
@@ -451,6 +503,8 @@ class Tuner:
         if n is not None:
             n = check_int("n", n, 1)
         self.refresh()
+        if self.cost_spent_up():
+            return []  # the cost budget is spent: no run starts
         self._check_outputs_recorded()
         out = self.mirror.reclaim(n)
         out += self._ask_initial(None if n is None else n - len(out))
@@ -655,7 +709,7 @@ class Tuner:
         trial already told, HistoryMismatch for a trial asked from another history.
         """
         trial_id, expected = self._resolve(trial)
-        outcome = Outcome.of(result, reason, self.problem.outputs)
+        outcome = self._with_cost(trial_id, expected, Outcome.of(result, reason, self.problem.outputs))
         self._check_outputs_told(trial_id, outcome)
         done = Trial.from_json(self.mirror.on_root(
             lambda: self.mirror.finish(trial_id, outcome, expected, self.machine).to_json(), "telling"))
@@ -708,7 +762,8 @@ class Tuner:
         see the result at the next read of the history."""
         if self.rank != 0:
             return None
-        done = self.mirror.finish(trial.id, Outcome.of(result, outputs=self.problem.outputs), trial, self.machine)
+        done = self.mirror.finish(trial.id, self._with_cost(trial.id, trial, Outcome.of(result, outputs=self.problem.outputs)),
+                                  trial, self.machine)
         self.mirror.keep_told(done)
         self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
                               getattr(self.mirror.storage, "path", ""))
@@ -741,7 +796,10 @@ class Tuner:
                             confirmations=[Trial.from_json(d) for d in stored["confirmations"]],
                             history_file=None if stored["path"] is None else Path(stored["path"]),
                             machines={int(k): v for k, v in stored["machines"].items()},
-                            outputs={k: v for k, v in outputs.items() if k is not None})
+                            outputs={k: v for k, v in outputs.items() if k is not None},
+                            fidelity=self.proposer.summary() if hasattr(self.proposer, "summary") else None,
+                            cost_spent=self.cost_spent() if self.tracks_cost else None,
+                            cost_budget=self.cost_budget)
 
     def _current_models(self) -> dict[str | None, tuple[LCM, Any]]:
         if not self.model_ready():

@@ -1,0 +1,150 @@
+"""Fidelity dimensions: cheap runs of a problem that teach its expensive ones (issue 44).
+
+A problem may declare ``fidelity=Space([...])`` (iterations, a problem-size fraction, repetitions)
+and ``target_fidelity={name: value}``, the fidelity its results are wanted at. The tuner runs a
+few discrete *levels* of the fidelity (:func:`fidelity_levels`: the target first, then a geometric
+ladder down by :data:`ETA`, as Hyperband's brackets), and models each (task, level) as one task of
+the LCM: the coregionalisation learns how much each level says about the target.
+
+Inside the tuner a fidelity problem is its :func:`expanded` problem: the task space followed by the
+fidelity dimensions, so the history's task rows hold each run's fidelity values; the user's
+objective is called through :class:`FidelityObjective`, which hands it the fidelity values *in the
+params dict*, beside the parameters (``f(task, {**params, **fidelity})``).
+
+Cost: a run's cost in seconds (:func:`run_cost_of`) is ``Problem(run_cost=...)`` of the dict the
+constraints see (fidelity included) when given, else the ``"cost"`` output of a problem with named
+outputs, else the run's measured wall time. (``Problem(cost_model=...)`` is something else: a rough
+estimate of the objective for run-free prediction.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..data.trials import Trial
+from ..space.dimensions import Boolean, Categorical, Integer, Ordinal, Real, Space
+
+__all__ = ["ETA", "MAX_LEVELS", "COST_OUTPUT", "check_fidelity", "fidelity_levels", "FidelityObjective",
+           "split_fidelity", "run_cost_of", "check_cost", "role_of"]
+
+#: each fidelity level is the previous one divided by ETA (Hyperband's eta)
+ETA = 3.0
+#: at most this many levels, the target included
+MAX_LEVELS = 4
+#: the output of a problem with named outputs that, when present, is a run's cost in seconds
+COST_OUTPUT = "cost"
+
+
+def check_fidelity(fidelity: Any, target: Any, taken: Mapping[str, str]) -> tuple[Space | None, dict | None]:
+    """The checked ``(fidelity, target_fidelity)`` of a :class:`~gptask.problem.definition.Problem`:
+    both None, or a Space and a validated dict of a value of each of its dimensions. taken: the
+    names already used, ``{name: "a parameter" | "a task dimension" | "a constant"}``. Raises
+    TypeError or ValueError naming the offending value."""
+    if fidelity is None:
+        if target is not None:
+            raise ValueError(f"Problem: target_fidelity={target!r} needs fidelity= (the fidelity dimensions)")
+        return None, None
+    if not isinstance(fidelity, Space):
+        raise TypeError(f"Problem: fidelity must be a gptask.Space of fidelity dimensions, got {type(fidelity).__name__}")
+    for name in fidelity.names:
+        if name in taken:
+            raise ValueError(f"Problem: fidelity dimension {name!r} has the name of {taken[name]}; "
+                             "give it another name")
+    if target is None:
+        raise ValueError(f"Problem: fidelity={fidelity.names} needs target_fidelity={{name: value}}, the fidelity "
+                         "the results are wanted at")
+    if not isinstance(target, Mapping):
+        raise TypeError(f"Problem: target_fidelity must be a dict {{name: value}}, got {target!r}")
+    return fidelity, fidelity.validate(target, what="Problem: target_fidelity")
+
+
+def _ladder(d: Any, target: Any) -> list[Any]:
+    """The values of fidelity dimension ``d`` from ``target`` down: the target first."""
+    if isinstance(d, (Integer, Real)):
+        lo, hi = d.lo, d.hi
+        end = lo if target > lo else hi  # a target at the lower bound: the cheap runs lie above it
+        out = [target]
+        for k in range(1, MAX_LEVELS):
+            if target > 0 and end > 0:  # geometric: divided (or multiplied) by ETA per level
+                v = target * ETA ** (-k if end < target else k)
+            else:
+                v = target + (end - target) * k / (MAX_LEVELS - 1)
+            v = int(round(v)) if isinstance(d, Integer) else float(v)
+            v = min(max(v, lo), hi)
+            if v not in out:
+                out.append(v)
+            if v == end:
+                break
+        return out
+    if isinstance(d, Boolean):
+        return [target, not target]
+    values = list(d.values() or []) if isinstance(d, (Ordinal, Categorical)) else [target]
+    return [target] + [v for v in values if v != target][: MAX_LEVELS - 1]
+
+
+def fidelity_levels(fidelity: Space, target: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The fidelity levels the tuner runs, target first: level k takes each dimension's k-th value
+    from the target down (a geometric ladder of ratio :data:`ETA` for numbers, the other listed
+    values for choices; a dimension whose ladder is shorter stays at its last value), at most
+    :data:`MAX_LEVELS` distinct levels."""
+    ladders = {d.name: _ladder(d, target[d.name]) for d in fidelity}
+    out: list[dict[str, Any]] = []
+    for k in range(max(len(v) for v in ladders.values())):
+        level = {n: v[min(k, len(v) - 1)] for n, v in ladders.items()}
+        if level not in out:
+            out.append(level)
+    return out[:MAX_LEVELS]
+
+
+def split_fidelity(task: Mapping[str, Any], names: list[str]) -> tuple[dict, dict]:
+    """A task row of the expanded problem as ``(task, fidelity)``."""
+    return ({k: v for k, v in task.items() if k not in names}, {k: task[k] for k in names if k in task})
+
+
+class FidelityObjective:
+    """The objective of the expanded problem: ``objective(task, {**params, **fidelity})`` for a task
+    row holding the fidelity values (picklable when the user's objective is, for executors)."""
+
+    def __init__(self, objective: Callable[[dict, dict], Any], names: list[str]) -> None:
+        self.objective, self.names = objective, list(names)
+
+    def __call__(self, task: dict, params: dict) -> Any:
+        plain, fid = split_fidelity(task, self.names)
+        return self.objective(plain, {**params, **fid})
+
+
+def check_cost(value: Any, what: str) -> float:
+    """A run's cost: a finite number of seconds >= 0, else ValueError naming ``what`` and the value."""
+    try:
+        c = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number of seconds >= 0, got {value!r}") from None
+    if not (np.isfinite(c) and c >= 0.0):
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
+    return c
+
+
+def run_cost_of(run_cost: Callable[[dict], float] | None, point: Mapping[str, Any], trial: Trial) -> float | None:
+    """A finished trial's cost in seconds: its stored ``extra["cost"]``, else ``run_cost(point)``
+    (``point``: the dict the constraints see, fidelity included), else its ``"cost"`` output, else
+    its wall time (None when it has none)."""
+    stored = trial.extra.get("cost")
+    if stored is not None:
+        return float(stored)
+    if run_cost is not None:
+        return check_cost(run_cost(dict(point)), "run_cost")
+    if COST_OUTPUT in trial.values:
+        return float(trial.values[COST_OUTPUT])
+    return trial.duration
+
+
+def role_of(i: int, n_tuned: int, n_aux: int) -> str:
+    """Task ``i``'s role in a run laid out as :func:`gptask.tuning.fidelity.expand_tasks` does: "target", "low fidelity" or
+    "auxiliary"."""
+    if i % (n_tuned + n_aux) >= n_tuned:
+        return "auxiliary"
+    return "target" if i < n_tuned else "low fidelity"

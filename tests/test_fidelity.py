@@ -1,0 +1,243 @@
+"""Fidelity dimensions and cost-aware tuning (issue 44, gptask/problem/fidelity.py, gptask/tuning/fidelity.py):
+bad input, what the objective receives, what the history stores, the cost budget, the guard."""
+
+import math
+import sqlite3
+
+import numpy as np
+import pytest
+
+import gptask as gt
+from gptask.data.trials import Status
+from gptask.problem.fidelity import fidelity_levels
+from gptask.tuning.fidelity import FidelityProposer, spearman
+
+TASKS = gt.Space([gt.Integer("n", 1, 4)])
+PARAMS = gt.Space([gt.Real("x", 0.0, 1.0), gt.Real("y", 0.0, 1.0)])
+FID = gt.Space([gt.Integer("iterations", 10, 1000, log=True)])
+FAST = dict(restarts=1, refit_restarts=1, pso_particles=12, pso_iters=8, progress=False)
+
+
+def true_value(x, y):
+    """The target's objective: optimum 0 at (0.3, 0.7)."""
+    return (x - 0.3) ** 2 + (y - 0.7) ** 2
+
+
+def informative(task, p):
+    """A cheap fidelity that ranks like the target: a bias shrinking as iterations grow."""
+    it = p["iterations"]
+    return true_value(p["x"], p["y"]) + 0.3 * (1 - it / 1000) * (p["x"] + 0.2)
+
+
+def uninformative(task, p):
+    """Below the target, a value unrelated to the configuration (a deterministic pseudo-random
+    ranking)."""
+    if p["iterations"] >= 1000:
+        return true_value(p["x"], p["y"])
+    return float(np.random.default_rng(int(p["x"] * 1e6) ^ int(p["y"] * 1e6) ^ p["iterations"]).random())
+
+
+def cost_of_iterations(point):
+    return point["iterations"] / 1000.0
+
+
+def problem(objective=informative, **kw):
+    kw.setdefault("fidelity", FID)
+    kw.setdefault("target_fidelity", {"iterations": 1000})
+    kw.setdefault("run_cost", cost_of_iterations)
+    return gt.Problem(TASKS, PARAMS, objective, **kw)
+
+
+def brute_force_optimum():
+    g = np.linspace(0, 1, 401)
+    X, Y = np.meshgrid(g, g)
+    return float(true_value(X, Y).min())
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw,match", [
+    ({"target_fidelity": {"iterations": 5000}}, r"iterations=5000 is outside \[10, 1000\]"),
+    ({"target_fidelity": None}, "needs target_fidelity"),
+    ({"fidelity": None}, r"target_fidelity=\{'iterations': 1000\} needs fidelity="),
+    ({"fidelity": gt.Space([gt.Integer("x", 10, 1000)]), "target_fidelity": {"x": 1000}},
+     "fidelity dimension 'x' has the name of a parameter"),
+    ({"fidelity": gt.Space([gt.Integer("n", 10, 1000)]), "target_fidelity": {"n": 1000}},
+     "fidelity dimension 'n' has the name of a task dimension"),
+    ({"constants": {"iterations": 3}}, "fidelity dimension 'iterations' has the name of a constant"),
+])
+def test_bad_fidelity_is_refused_naming_it(kw, match):
+    with pytest.raises(ValueError, match=match):
+        problem(**kw)
+
+
+def test_fidelity_must_be_a_space_and_run_cost_callable():
+    with pytest.raises(TypeError, match="fidelity must be a gptask.Space"):
+        problem(fidelity={"iterations": 1000})
+    with pytest.raises(TypeError, match="run_cost must be a function"):
+        problem(run_cost=3.0)
+
+
+def test_levels_are_a_geometric_ladder_from_the_target():
+    assert fidelity_levels(FID, {"iterations": 1000}) == [{"iterations": v} for v in (1000, 333, 111, 37)]
+    # a target at the lower bound: the cheaper runs lie above it (e.g. a tolerance)
+    tol = gt.Space([gt.Real("tol", 1e-6, 1e-2, log=True)])
+    assert [lv["tol"] for lv in fidelity_levels(tol, {"tol": 1e-6})] == pytest.approx([1e-6, 3e-6, 9e-6, 2.7e-5])
+    size = gt.Space([gt.Ordinal("size", [500, 1000, 4000])])
+    assert fidelity_levels(size, {"size": 4000}) == [{"size": 4000}, {"size": 500}, {"size": 1000}]
+
+
+def test_spearman_matches_a_brute_force_rank_correlation():
+    rng = np.random.default_rng(0)
+    a, b = rng.random(9), rng.random(9)
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    d = ra - rb
+    assert spearman(a, b) == pytest.approx(1 - 6 * np.sum(d ** 2) / (9 * (81 - 1)))
+    assert spearman(a, a ** 3) == pytest.approx(1.0)
+
+
+# ---- a run -------------------------------------------------------------------------------------
+def test_objective_sees_fidelity_in_params_and_the_history_stores_level_and_cost(tmp_path):
+    seen = []
+
+    def objective(task, p):
+        seen.append((dict(task), dict(p)))
+        return informative(task, p)
+
+    path = tmp_path / "h.sqlite"
+    r = gt.tune(problem(objective), [{"n": 2}], cost_budget=8.0, n_initial=6, seed=1, history=path, **FAST)
+    assert all(set(t) == {"n"} and set(p) == {"x", "y", "iterations"} for t, p in seen)
+    assert {p["iterations"] for _, p in seen} == {1000, 333, 111, 37}
+    # every run: its fidelity in its task row, its cost (run_cost) and role in its record
+    for t in r.history:
+        assert t.extra["cost"] == pytest.approx(t.task["iterations"] / 1000)
+        assert t.extra["fidelity"] == ("target" if t.task["iterations"] == 1000 else "low fidelity")
+        assert (t.task_index == 0) == (t.task["iterations"] == 1000)
+    # the budget: no run started once the summed cost reached it
+    costs = [t.extra["cost"] for t in sorted(r.history, key=lambda t: t.id)]
+    assert sum(costs) >= 8.0 and sum(costs[:-1]) < 8.0
+    assert r.cost_spent == pytest.approx(sum(costs)) and r.cost_budget == 8.0
+    # the result speaks of the target only
+    params, value = r.best(0)
+    target_values = [t.value for t in r.history if t.task_index == 0 and t.status is Status.COMPLETE]
+    assert value == min(target_values)
+    with pytest.raises(ValueError, match="cheaper fidelity level"):
+        r.best(1)
+    rows = r.table()
+    assert [row["role"] for row in rows] == ["target"] + ["low fidelity"] * 3
+    # a schedule that keeps target runs: at least every TARGET_EVERY-th searched run
+    searched = [t for t in sorted(r.history, key=lambda t: t.id) if t.source == "search"]
+    gaps = np.diff([-1] + [k for k, t in enumerate(searched) if t.task_index == 0])
+    assert len(searched) >= 3 and gaps.max() <= 3
+    # the stored rows, read back by another connection: the old schema, nothing else needed
+    with sqlite3.connect(path) as con:
+        names = [c[1] for c in con.execute("PRAGMA table_info(trials)")]
+    assert "cost" not in names  # stored in extra: histories of earlier versions open unchanged
+
+
+def test_cost_budget_resumes_from_the_history_and_counts_old_wall_times(tmp_path):
+    path = tmp_path / "h.sqlite"
+    plain = gt.Problem(TASKS, PARAMS, lambda t, p: true_value(p["x"], p["y"]))
+    gt.tune(plain, [{"n": 1}], budget=4, n_initial=4, history=path, **FAST)  # a history without costs
+    r = gt.tune(plain, [{"n": 1}], budget=6, n_initial=4, history=path, cost_budget=1e6, **FAST)
+    assert len(r.history) == 6
+    assert r.cost_spent == pytest.approx(sum(t.duration for t in r.history[:4]) +
+                                         sum(t.extra["cost"] for t in r.history[4:]))
+
+
+def test_resume_after_a_stop_replays_the_fidelity_runs(tmp_path):
+    path = tmp_path / "h.sqlite"
+    first = gt.tune(problem(), [{"n": 3}], cost_budget=6.0, n_initial=6, seed=2, history=path, **FAST)
+    again = gt.tune(problem(), [{"n": 3}], cost_budget=9.0, n_initial=6, seed=2, history=path, **FAST)
+    ids = [t.id for t in first.history]
+    assert [t.id for t in again.history][: len(ids)] == ids
+    assert sum(t.extra["cost"] for t in again.history) >= 9.0 > sum(t.extra["cost"] for t in again.history[:-1])
+    keys = [(t.task_index, tuple(sorted(t.params.items()))) for t in again.history]
+    assert len(keys) == len(set(keys))  # nothing ran twice
+
+
+def test_a_cost_output_that_is_negative_makes_a_failed_run_saying_so():
+    def objective(task, p):
+        return {"time": informative(task, p), "cost": -1.0 if p["iterations"] == 37 else p["iterations"] / 1e3}
+
+    prob = problem(objective, run_cost=None, objectives=["time"], outputs=["cost"])
+    r = gt.tune(prob, [{"n": 1}], cost_budget=4.0, n_initial=4, seed=0, max_failures=None, **FAST)
+    bad = [t for t in r.history if t.task["iterations"] == 37]
+    assert bad and all(t.status is Status.FAILED and "'cost' output must be a finite number of seconds >= 0, got -1.0"
+                       in t.reason for t in bad)
+    good = [t for t in r.history if t.task["iterations"] != 37]
+    assert all(t.extra["cost"] == pytest.approx(t.task["iterations"] / 1e3) for t in good)
+
+
+def test_a_run_cost_that_is_nan_is_a_clear_error():
+    prob = problem(run_cost=lambda point: math.nan)
+    with pytest.raises(ValueError, match="run_cost of trial 1 must be a finite number of seconds >= 0, got nan"):
+        gt.tune(prob, [{"n": 1}], cost_budget=4.0, n_initial=4, **FAST)
+
+
+def test_aux_tasks_run_their_initial_design_only_and_have_no_best():
+    plain = gt.Problem(TASKS, PARAMS, lambda t, p: true_value(p["x"], p["y"]) * t["n"])
+    r = gt.tune(plain, [{"n": 4}], aux_tasks=[{"n": 1}], budget=8, n_initial=4, seed=0, **FAST)
+    assert r.tasks == [{"n": 4}, {"n": 1}]
+    assert len(r.records(0, status=None)) == 8 and len(r.records(1, status=None)) == 4
+    with pytest.raises(ValueError, match="auxiliary task"):
+        r.best(1)
+    with pytest.raises(ValueError, match="aux_tasks must differ from the tuned tasks"):
+        gt.tune(plain, [{"n": 4}], aux_tasks=[{"n": 4}], budget=8, **FAST)
+
+
+# ---- the guard ---------------------------------------------------------------------------------
+def test_an_uninformative_fidelity_is_dropped_and_costs_little_regret():
+    """Random rankings below the target: the guard stops buying them, and the final regret at
+    the target is within noise of a single-fidelity run at the same cost (brute-force optimum)."""
+    opt = brute_force_optimum()
+    budget = 14.0
+    mf = gt.tune(problem(uninformative), [{"n": 1}], cost_budget=budget, n_initial=8, seed=3, **FAST)
+    assert set(mf.fidelity["dropped"]) == {1, 2, 3}
+    assert all("below 0.3" in why for why in mf.fidelity["dropped"].values())
+    single = gt.Problem(TASKS, PARAMS, lambda t, p: true_value(p["x"], p["y"]), run_cost=lambda point: 1.0)
+    sf = gt.tune(single, [{"n": 1}], cost_budget=budget, n_initial=8, seed=3, **FAST)
+    regret_mf, regret_sf = mf.best(0)[1] - opt, sf.best(0)[1] - opt
+    assert regret_mf <= max(3 * regret_sf, 0.02)
+
+
+def test_an_informative_fidelity_is_kept_and_bought():
+    r = gt.tune(problem(), [{"n": 1}], cost_budget=10.0, n_initial=8, seed=4, **FAST)
+    assert r.fidelity["dropped"] == {}
+    assert all(c["model"] > 0.3 for c in r.fidelity["correlation"].values())
+    low_searched = [t for t in r.history if t.task_index > 0 and t.source == "search"]
+    assert low_searched  # the cheap runs were bought after the initial designs
+
+
+def test_the_proposer_lays_out_tasks_level_by_level():
+    p = FidelityProposer(n_tuned=2, n_aux=1, n_levels=3)
+    assert [p.base_of(i) for i in range(9)] == [(b, lv) for lv in range(3) for b in range(3)]
+    assert [p.role(i) for i in range(6)] == ["target", "target", "auxiliary", "low fidelity", "low fidelity",
+                                              "auxiliary"]
+
+
+def crashes_cheap_where_the_optimum_is(task, p):
+    """Runs below the target crash for x > 0.5; the target's optimum is at x = 0.8 and never crashes."""
+    if p["iterations"] < 1000 and p["x"] > 0.5:
+        raise RuntimeError("diverged at few iterations")
+    return (p["x"] - 0.8) ** 2 + (p["y"] - 0.7) ** 2
+
+
+def test_low_fidelity_crashes_do_not_mark_the_target_bad():
+    prob = problem(crashes_cheap_where_the_optimum_is)
+    r = gt.tune(prob, [{"n": 1}], cost_budget=14.0, n_initial=8, seed=5, max_failures=None, **FAST)
+    failed = [t for t in r.history if t.status is Status.FAILED]
+    assert failed and all(t.task["iterations"] < 1000 for t in failed)
+    params, value = r.best(0)
+    # every configuration with x <= 0.5 is at least 0.09 from the optimum (brute force: (0.5 - 0.8) ** 2)
+    assert params["x"] > 0.5 and value < 0.09 / 2
+
+
+def test_an_executor_runs_levels_of_different_cost_in_flight_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        r = gt.tune(problem(), [{"n": 1}], cost_budget=8.0, n_initial=6, seed=6, executor=pool, max_in_flight=2,
+                    **FAST)
+    assert sum(t.extra["cost"] for t in r.history) >= 8.0
+    assert {t.task["iterations"] for t in r.history} == {1000, 333, 111, 37}
+    assert r.best(0)[1] == min(t.value for t in r.history if t.task_index == 0 and t.status is Status.COMPLETE)
