@@ -143,3 +143,24 @@ def test_peer_budgets() -> None:
     assert two.peer_budgets() == (0.1, 10)
     assert [two.fidelity_for_budget(b) for b in (0.1, 0.5, 1.0)] == [0.1, 0.1, 1.0]
     assert cont.fidelity_for_budget(1 / 3) == pytest.approx(1 / 3)
+
+
+def test_regret_curve_counts_target_runs_within_cost() -> None:
+    """bench/multifidelity.py's score, against the regrets worked out by hand: low-fidelity runs never
+    become the incumbent, a task without a target run scores 1, the clock is shared over the tasks
+    for gptask and per task for a peer."""
+    import multifidelity as bench
+
+    fam = mf.build("currin", n_tasks=2)
+    r0 = lambda y: fam.normalised_regret(0, y)  # noqa: E731
+    r1 = lambda y: fam.normalised_regret(1, y)  # noqa: E731
+    good0, bad0, good1 = fam.f_opt[0] + 0.5, fam.f_opt[0] + 0.8 * (fam.f_ref[0] - fam.f_opt[0]), fam.f_opt[1] + 1.0
+    evals = [[0, 0.1, 0.1, fam.f_opt[0] - 5.0],  # a low-fidelity value below the optimum: ignored
+             [0, 1.0, 1.0, bad0], [1, 1.0, 1.0, good1], [0, 1.0, 1.0, good0]]
+    row = {"method": "gptask_mf", "budget": 2.0, "evals": evals}  # 4 s in all; clock 0.025, 0.275, 0.525, 0.775
+    got = bench.regret_curve(fam, row, (0.25, 0.5, 1.0))
+    assert r0(bad0) == pytest.approx(0.8)
+    assert got == pytest.approx([1.0, (r0(bad0) + 1.0) / 2, (r0(good0) + r1(good1)) / 2])
+    peer = {"method": "dehb", "budget": 2.0, "evals": evals}  # per task: task 0 at 0.05, 0.55, 1.05 (over)
+    got = bench.regret_curve(fam, peer, (0.5, 1.0))
+    assert got == pytest.approx([(1.0 + r1(good1)) / 2, (r0(bad0) + r1(good1)) / 2])
