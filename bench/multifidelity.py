@@ -60,6 +60,9 @@ DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
 METHODS = ("gptask_sf", "gptask_mf", "smac_hb", "dehb", "optuna_hb", "bohb")
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
+#: families with the same target as another: gptask_sf never runs a low fidelity, so its rows on
+#: the other family are its rows here (the same function, tasks and seeds give the same runs)
+SAME_TARGET = {"currin_noinfo": "currin"}
 
 Eval = list  # [task index, fidelity, cost, value]
 
@@ -362,6 +365,10 @@ def summary(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]
 
 def report(rows: list[dict[str, Any]], machine: dict[str, Any], commands: list[str]) -> str:
     s = summary(rows)
+    third: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r["method"] == "gptask_mf":
+            third.setdefault((r["family"], r["method"]), []).append(regret_curve(mff.family(r["family"]), r, (1 / 3,))[0])
     families = list(dict.fromkeys(r["family"] for r in rows))
     methods = [m for m in METHODS if any(k[1] == m for k in s)]
     cps = " | ".join(f"{int(c * 100)} %" for c in CHECKPOINTS)
@@ -380,34 +387,53 @@ def report(rows: list[dict[str, Any]], machine: dict[str, Any], commands: list[s
             c = s[(f, m)]
             cells = " | ".join(f"{mu:.3f} ({w:.3f})" for mu, w in zip(c["mean"], c["worst"]))
             lines.append(f"| {f} | {m} | {c['seeds']} | {cells} |")
-    lines += ["", "## Targets of the issue", ""] + targets(s, families)
+    lines += ["", "## Targets of the issue", ""] + targets(s, families, {k: float(np.mean(v)) for k, v in third.items()})
     return "\n".join(lines) + "\n"
 
 
-def targets(s: dict[tuple[str, str], dict[str, Any]], families: list[str]) -> list[str]:
-    """The issue's targets, each said met or not (or not measurable yet)."""
+def targets(s: dict[tuple[str, str], dict[str, Any]], families: list[str],
+            third: dict[tuple[str, str], float]) -> list[str]:
+    """The issue's targets, each said met or not (or not measurable yet). third: (family, method)
+    -> mean regret at 1/3 of the budget."""
     out = []
     if not any(k[1] == "gptask_mf" for k in s):
         out.append("- gptask with fidelity: not run (the fidelity API is not in this gptask yet); the targets "
                    "comparing it with gptask_sf and the peers are not measured.")
-    peers = [m for m in PEERS if any(k[1] == m for k in s)]
+        return out
+    n_ahead = n_cells = 0
     for f in families:
         sf, mf = s.get((f, "gptask_sf")), s.get((f, "gptask_mf"))
-        best_peer = None
+        peers = [s[(f, p)]["mean"] for p in PEERS if (f, p) in s]
+        if mf is None:
+            continue
         if peers:
-            best_peer = np.min([s[(f, p)]["mean"] for p in peers if (f, p) in s], axis=0)
-        if sf is not None and best_peer is not None:
-            ahead = int(np.sum(sf["mean"] < best_peer))
-            out.append(f"- {f}: gptask_sf ahead of the best peer at {ahead}/{len(CHECKPOINTS)} checkpoints.")
-        if sf is not None and mf is not None:
+            ahead = mf["mean"] < np.min(peers, axis=0)
+            n_ahead, n_cells = n_ahead + int(ahead.sum()), n_cells + len(ahead)
+            out.append(f"- {f}: gptask_mf ahead of the best peer at {int(ahead.sum())}/{len(ahead)} checkpoints.")
+        if sf is None:
+            continue
+        informative = not f.endswith("_noinfo")
+        if informative:
             half = [bool(a <= 0.5 * b) for a, b in zip(mf["mean"], sf["mean"])]
+            ratio = " ".join(f"{a / b:.2f}" if b > 0 else "-" for a, b in zip(mf["mean"], sf["mean"]))
+            out.append(f"- {f} (informative): mf/sf mean regret per checkpoint {ratio}; at most half at "
+                       f"{sum(half)}/{len(half)} checkpoints: {'met' if all(half) else 'NOT met'}.")
+            t = third.get((f, "gptask_mf"))
+            if t is not None:
+                ok = t <= sf["mean"][-1]
+                out.append(f"- {f}: gptask_mf at 1/3 of the budget {t:.3f} against gptask_sf's final "
+                           f"{sf['mean'][-1]:.3f}: {'met' if ok else 'NOT met'}.")
+        else:
             within = [bool(abs(a - b) <= 2 * np.hypot(sa, sb)) for a, b, sa, sb in
                       zip(mf["mean"], sf["mean"], mf["sem"], sf["sem"])]
-            out.append(f"- {f}: gptask_mf <= half gptask_sf's regret at checkpoints {half}; within 2 standard "
-                       f"errors at {within}.")
-            if best_peer is not None:
-                out.append(f"- {f}: gptask_mf ahead of the best peer at {int(np.sum(mf['mean'] < best_peer))}/"
-                           f"{len(CHECKPOINTS)} checkpoints.")
+            worse = [bool(a > b + 2 * np.hypot(sa, sb)) for a, b, sa, sb in
+                     zip(mf["mean"], sf["mean"], mf["sem"], sf["sem"])]
+            out.append(f"- {f} (uninformative): within 2 standard errors of gptask_sf at {sum(within)}/"
+                       f"{len(within)} checkpoints, worse beyond them at {sum(worse)}: "
+                       f"{'met' if not any(worse) else 'NOT met'} (never worse than seed noise).")
+    if n_cells:
+        out.append(f"- all families: gptask_mf ahead of the best peer at {n_ahead}/{n_cells} family-checkpoints "
+                   f"({100 * n_ahead / n_cells:.0f} %; target >= 80 %): {'met' if n_ahead >= 0.8 * n_cells else 'NOT met'}.")
     return out
 
 
@@ -447,6 +473,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         rows += doc["rows"]
         machine = machine or doc["machine"]
         commands += doc.get("commands", [])
+    have = {(r["family"], r["method"], r["seed"]) for r in rows}
+    for r in list(rows):
+        for alias, base in SAME_TARGET.items():
+            if r["family"] == base and r["method"] == "gptask_sf" and (alias, "gptask_sf", r["seed"]) not in have:
+                if any(q["family"] == alias for q in rows):
+                    rows.append({**r, "family": alias})
     text = report(rows, machine, commands or ["(see bench/multifidelity.py)"])
     print(text)
     if args.md:
