@@ -473,6 +473,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         rows += doc["rows"]
         machine = machine or doc["machine"]
         commands += doc.get("commands", [])
+    seen: set[tuple] = set()
+    unique = []
+    for r in rows:  # a row run twice (a process restarted on another file): the first file's
+        key = (r["family"], r["method"], r["seed"], r["budget"])
+        if key not in seen:
+            seen.add(key)
+            unique.append(r)
+    rows = unique
     have = {(r["family"], r["method"], r["seed"]) for r in rows}
     for r in list(rows):
         for alias, base in SAME_TARGET.items():
