@@ -11,6 +11,12 @@
 #
 #   bash bench/peers_setup.sh            # then: .bench-venv/bin/python bench/scalapack_qr.py ...
 #
+# The multi-fidelity peers of bench/multifidelity.py (issue 44) live in a second venv, $MF_VENV
+# (default /work/venvs/i44b): SMAC3 (its MultiFidelityFacade), DEHB and Optuna need ConfigSpace 1.x,
+# which HpBandSter 0.7.4 also runs with (BOHB); OpenTuner's old SQLAlchemy pin stays out of it.
+#
+#   MF_VENV=/work/venvs/i44b bash bench/peers_setup.sh   # then: $MF_VENV/bin/python bench/multifidelity.py run ...
+#
 # Runs scripts/setup.sh first (Debian packages: MPICH, ScaLAPACK, gcc, ...), adds python3-dev
 # when no Python.h is found (netifaces, a HpBandSter dependency, builds from source on Python
 # 3.11), and is safe to run twice (a stamp file skips the pip step when nothing changed).
@@ -62,3 +68,26 @@ assert torch.__version__.startswith('2.13.0') and not torch.cuda.is_available(),
     echo "$want" > "$stamp"
 fi
 echo "peers_setup: ready ($VENV)"
+
+# ---- the multi-fidelity peers (bench/multifidelity.py) ----
+MF_VENV=${MF_VENV:-/work/venvs/i44b}
+MF_PEERS=("smac==2.4.1" "dehb==0.1.2" "optuna==5.0.0" "hpbandster==0.7.4" "ConfigSpace>=1,<2")
+if [ ! -x "$MF_VENV/bin/python" ]; then
+    echo "peers_setup: creating $MF_VENV"
+    $PY -m venv "$MF_VENV"
+fi
+mf_stamp="$MF_VENV/.peers-installed"
+mf_want=$( { cat pyproject.toml; printf '%s\n' "${MF_PEERS[@]}"; } | sha256sum | cut -d' ' -f1)
+if [ ! -f "$mf_stamp" ] || [ "$(cat "$mf_stamp")" != "$mf_want" ]; then
+    echo "peers_setup: installing gptask and the multi-fidelity peers into $MF_VENV"
+    log="$MF_VENV/pip-install.log"
+    if ! { "$MF_VENV/bin/python" -m pip install -q --upgrade pip setuptools wheel \
+           && "$MF_VENV/bin/python" -m pip install -q -e . "${MF_PEERS[@]}"; } >"$log" 2>&1; then
+        tail -30 "$log" >&2
+        echo "peers_setup: pip install failed (full log: $log)" >&2
+        exit 1
+    fi
+    "$MF_VENV/bin/python" -c "import gptask, smac, dehb, optuna, hpbandster, ConfigSpace"
+    echo "$mf_want" > "$mf_stamp"
+fi
+echo "peers_setup: ready ($MF_VENV)"

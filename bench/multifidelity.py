@@ -1,0 +1,531 @@
+"""Multi-fidelity tuning judged by quality per second of machine time (issue 44): every method gets
+the same cost budget on the families of bench/multifidelity_families.py, and is scored by the
+target-fidelity regret of its incumbent at cost checkpoints.
+
+Methods:
+
+* ``gptask_sf``: gptask without fidelity, every run at the target fidelity, ``gt.tune`` over all
+  tasks of a family with ``budget = cost_budget // target_cost`` runs per task;
+* ``gptask_mf``: gptask with its fidelity API (``gt.Problem(..., fidelity=, target_fidelity=)``,
+  ``gt.tune(..., cost_budget=)``), run only when ``inspect.signature(gt.Problem)`` has
+  ``fidelity`` (else skipped with a line saying so);
+* peers, one task at a time with the per-task cost budget (bench venv /work/venvs/i44b, see
+  bench/peers_setup.sh): ``smac_hb`` (SMAC3's MultiFidelityFacade, Hyperband intensifier),
+  ``dehb`` (DEHB), ``optuna_hb`` (Optuna TPE with its HyperbandPruner: a trial runs at the rungs'
+  fidelities in turn, reporting each, until pruned), ``bohb`` (HpBandSter's BOHB, where it installs).
+  Hyperband-style peers run budget fractions as fidelities (the family's ``peer_budgets``: eta 10
+  over the two levels 0.1 and 1 of a two-level family; rungs 1/9, 1/3, 1 for a continuous one).
+
+Every run at fidelity s costs the family's ``cost(s)`` (simulated seconds; a run restarted at a
+higher fidelity pays in full: no method continues a run). A run that would pass the budget is not
+counted. Score at a checkpoint c (10/25/50/100 % of the budget): per task, the normalised regret
+``(f(x) - f_opt) / (f_ref - f_opt)`` of the best run AT THE TARGET FIDELITY within cost c (the
+functions are noise-free, so that run's value is its noise-free target value; 1, the median of the
+space, before the first target run), averaged over the tasks. Over seeds: mean and worst seed.
+
+    python bench/multifidelity.py run --families currin,hartmann3,borehole --methods gptask_sf \\
+        --seeds 0-9 --out bench/results/fidelity.json
+    /work/venvs/i44b/bin/python bench/multifidelity.py run --methods smac_hb,dehb,optuna_hb ...
+    python bench/multifidelity.py report --out bench/results/fidelity.json [more.json ...] \\
+        --md bench/results/fidelity.md --plot bench/results/fidelity
+
+Rows (family, method, seed) are saved to the JSON file as they finish and skipped when present:
+a killed run resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import multifidelity_families as mff  # noqa: E402
+from row_files import load_rows, parse_seeds, save_rows  # noqa: E402
+
+log = logging.getLogger("multifidelity")
+
+CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
+#: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
+DEFAULT_BUDGET = 15
+DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
+METHODS = ("gptask_sf", "gptask_mf", "smac_hb", "dehb", "optuna_hb", "bohb")
+PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
+#: families with the same target as another: gptask_sf never runs a low fidelity, so its rows on
+#: the other family are its rows here (the same function, tasks and seeds give the same runs)
+SAME_TARGET = {"currin_noinfo": "currin"}
+
+Eval = list  # [task index, fidelity, cost, value]
+
+
+def has_fidelity_api() -> bool:
+    import gptask as gt
+
+    return "fidelity" in inspect.signature(gt.Problem).parameters
+
+
+# ---- gptask ----------------------------------------------------------------------------------------------------
+class _Target:
+    """gptask_sf's objective: the family at its target fidelity (picklable)."""
+
+    def __init__(self, objective: mff.MFObjective) -> None:
+        self.objective = objective
+
+    def __call__(self, task: dict, params: dict) -> float:
+        return self.objective.target_value(task, params)
+
+
+def run_gptask_sf(fam: mff.MFFamily, budget: float, seed: int) -> list[Eval]:
+    import gptask as gt
+
+    problem = gt.Problem(fam.task_space(), fam.param_space(), _Target(fam.objective), name=f"{fam.name}_sf")
+    runs = int(budget // fam.cost(mff.TARGET))
+    res = gt.tune(problem, fam.tasks, budget=runs, seed=seed, progress=False)
+    trials = sorted(res.history, key=lambda t: t.id)
+    return [[t.task_index, mff.TARGET, fam.cost(mff.TARGET), float(t.value)] for t in trials
+            if t.status is gt.Status.COMPLETE]
+
+
+class _AtFidelity:
+    """gptask_mf's objective: the family at the fidelity in params (picklable)."""
+
+    def __init__(self, objective: mff.MFObjective) -> None:
+        self.objective = objective
+
+    def __call__(self, task: dict, params: dict) -> float:
+        return float(self.objective(task, params)["y"])
+
+
+class _RunCost:
+    """gptask_mf's run_cost: the family's cost of the point's fidelity (seconds; picklable)."""
+
+    def __init__(self, fam: mff.MFFamily) -> None:
+        self.fn = fam.fn
+
+    def __call__(self, point: dict) -> float:
+        return self.fn.cost(float(point["fidelity"]))
+
+
+def run_gptask_mf(fam: mff.MFFamily, budget: float, seed: int) -> list[Eval]:
+    """gptask with its fidelity API: the cost of a run given by ``run_cost`` (the family's cost
+    model), ``cost_budget`` the per-task budget times the number of tasks. A run's fidelity is in
+    its task row (``trial.task["fidelity"]``), its task the row's ``instance``."""
+    import gptask as gt
+
+    problem = gt.Problem(fam.task_space(), fam.param_space(), _AtFidelity(fam.objective), name=f"{fam.name}_mf",
+                         fidelity=fam.fidelity_space(), target_fidelity={"fidelity": mff.TARGET},
+                         run_cost=_RunCost(fam))
+    res = gt.tune(problem, fam.tasks, cost_budget=budget * len(fam.tasks), seed=seed, progress=False)
+    out = []
+    for t in sorted(res.history, key=lambda t: t.id):
+        if t.status is not gt.Status.COMPLETE:
+            continue
+        s = float(t.task.get("fidelity", mff.TARGET))
+        out.append([int(t.task["instance"]), s, fam.cost(s), float(t.value)])
+    return out
+
+
+# ---- peers (one task at a time) --------------------------------------------------------------------------------
+class _Meter:
+    """The evaluations of one task by a peer, with the cost spent; ``done`` once the budget is spent."""
+
+    def __init__(self, fam: mff.MFFamily, i: int, budget: float) -> None:
+        self.fam, self.i, self.budget = fam, i, budget
+        self.spent, self.evals = 0.0, []
+
+    def __call__(self, u: np.ndarray, s: float) -> float:
+        c = self.fam.cost(s)
+        y = float(self.fam.objective.value(self.i, np.asarray(u, dtype=float)[None], s)[0])
+        self.spent += c
+        if self.spent <= self.budget + 1e-9:
+            self.evals.append([self.i, float(s), c, y])
+        return y
+
+    @property
+    def done(self) -> bool:
+        return self.spent >= self.budget - 1e-9
+
+
+def _configspace(fam: mff.MFFamily, seed: int) -> Any:
+    from ConfigSpace import ConfigurationSpace, Float
+
+    cs = ConfigurationSpace(seed=seed)
+    cs.add([Float(n, (0.0, 1.0)) for n in fam.objective.names])
+    return cs
+
+
+def _vec(fam: mff.MFFamily, config: Any) -> np.ndarray:
+    return np.array([float(config[n]) for n in fam.objective.names])
+
+
+def peer_smac_hb(fam: mff.MFFamily, i: int, budget: float, seed: int) -> list[Eval]:
+    from smac import MultiFidelityFacade, Scenario
+    from smac.runhistory.dataclasses import TrialValue
+
+    meter = _Meter(fam, i, budget)
+    b_min, eta = fam.peer_budgets()
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = Scenario(_configspace(fam, seed), deterministic=True, n_trials=100_000, min_budget=b_min,
+                            max_budget=1.0, seed=seed, output_directory=Path(tmp) / "smac")
+        intensifier = MultiFidelityFacade.get_intensifier(scenario, eta=eta)
+        smac = MultiFidelityFacade(scenario, lambda config, seed=0, budget=1.0: 0.0, intensifier=intensifier,
+                                   overwrite=True, logging_level=40)
+        while not meter.done:
+            info = smac.ask()
+            y = meter(_vec(fam, info.config), fam.fidelity_for_budget(float(info.budget)))
+            smac.tell(info, TrialValue(cost=y))
+    return meter.evals
+
+
+def peer_dehb(fam: mff.MFFamily, i: int, budget: float, seed: int) -> list[Eval]:
+    from dehb import DEHB
+
+    meter = _Meter(fam, i, budget)
+    b_min, eta = fam.peer_budgets()
+    with tempfile.TemporaryDirectory() as tmp:
+        opt = DEHB(cs=_configspace(fam, seed), dimensions=fam.dim, min_fidelity=b_min, max_fidelity=1.0, eta=eta,
+                   n_workers=1, output_path=tmp, seed=seed, log_level="ERROR")
+        while not meter.done:
+            job = opt.ask()
+            config = job["config"]  # a Configuration in DEHB >= 0.1 (a vector in [0, 1]^d before)
+            if isinstance(config, np.ndarray):
+                config = opt.vector_to_configspace(config)
+            y = meter(_vec(fam, config), fam.fidelity_for_budget(float(job["fidelity"])))
+            opt.tell(job, {"fitness": y, "cost": fam.cost(fam.fidelity_for_budget(float(job["fidelity"])))})
+    return meter.evals
+
+
+def peer_optuna_hb(fam: mff.MFFamily, i: int, budget: float, seed: int) -> list[Eval]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    meter = _Meter(fam, i, budget)
+    b_min, eta = fam.peer_budgets()
+    rungs = [b_min * eta**k for k in range(int(round(np.log(1 / b_min) / np.log(eta))) + 1)]
+    steps = [int(round(r / b_min)) for r in rungs]
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed),
+                                pruner=optuna.pruners.HyperbandPruner(min_resource=1, max_resource=steps[-1],
+                                                                      reduction_factor=eta))
+    while not meter.done:
+        trial = study.ask()
+        u = np.array([trial.suggest_float(n, 0.0, 1.0) for n in fam.objective.names])
+        state, y = optuna.trial.TrialState.COMPLETE, None
+        for r, step in zip(rungs, steps):
+            if meter.done:
+                state = optuna.trial.TrialState.FAIL
+                break
+            y = meter(u, fam.fidelity_for_budget(r))
+            trial.report(y, step)
+            if step < steps[-1] and trial.should_prune():
+                state = optuna.trial.TrialState.PRUNED
+                break
+        study.tell(trial, y if state is optuna.trial.TrialState.COMPLETE else None, state=state)
+    return meter.evals
+
+
+def peer_bohb(fam: mff.MFFamily, i: int, budget: float, seed: int) -> list[Eval]:
+    import hpbandster.core.nameserver as hpns
+    from hpbandster.core.worker import Worker
+    from hpbandster.optimizers import BOHB
+
+    meter = _Meter(fam, i, budget)
+    b_min, eta = fam.peer_budgets()
+
+    class _W(Worker):
+        def compute(self, config: dict, budget: float, **kwargs: Any) -> dict:
+            if meter.done:
+                return {"loss": float("inf"), "info": {}}
+            return {"loss": meter(_vec(fam, config), fam.fidelity_for_budget(float(budget))), "info": {}}
+
+    run_id = f"mf{seed}_{i}_{time.time_ns()}"
+    ns = hpns.NameServer(run_id=run_id, host="127.0.0.1", port=None)
+    host, port = ns.start()
+    try:
+        w = _W(nameserver=host, nameserver_port=port, run_id=run_id)
+        w.run(background=True)
+        bohb = BOHB(configspace=_configspace(fam, seed), run_id=run_id, nameserver=host, nameserver_port=port,
+                    min_budget=b_min, max_budget=1.0, eta=eta)
+        while not meter.done:
+            bohb.run(n_iterations=1)
+        bohb.shutdown(shutdown_workers=True)
+    finally:
+        ns.shutdown()
+    return meter.evals
+
+
+def run_method(method: str, fam: mff.MFFamily, budget: float, seed: int) -> list[Eval]:
+    if method == "gptask_sf":
+        return run_gptask_sf(fam, budget, seed)
+    if method == "gptask_mf":
+        return run_gptask_mf(fam, budget, seed)
+    peer = globals()[f"peer_{method}"]
+    evals: list[Eval] = []
+    for i in range(len(fam.tasks)):
+        evals += peer(fam, i, budget, seed * 1000 + i)
+    return evals
+
+
+def available(method: str) -> str | None:
+    """None when ``method`` can run here, else why not."""
+    if method == "gptask_mf" and not has_fidelity_api():
+        return "gptask_mf skipped: gt.Problem has no `fidelity` argument in this gptask (issue 44's API not merged)"
+    module = {"smac_hb": "smac", "dehb": "dehb", "optuna_hb": "optuna", "bohb": "hpbandster"}.get(method)
+    if module:
+        try:
+            __import__(module)
+        except Exception as exc:  # an old peer may fail on import with anything
+            return f"{method} skipped: cannot import {module} ({type(exc).__name__}: {exc}); see bench/peers_setup.sh"
+    return None
+
+
+# ---- scores ----------------------------------------------------------------------------------------------------
+def regret_curve(fam: mff.MFFamily, row: dict[str, Any], checkpoints: tuple[float, ...] = CHECKPOINTS) -> list[float]:
+    """Mean normalised target regret over the tasks at each checkpoint (fractions of the budget):
+    on one clock over all tasks for gptask (its budget is for all tasks together), per task for
+    the peers (each task its own budget)."""
+    budget, n = row["budget"], len(fam.tasks)
+    shared = row["method"].startswith("gptask")
+    spent = np.zeros(n) if not shared else None
+    total = 0.0
+    best = np.full(n, np.inf)
+    marks: list[tuple[float, int, float, float]] = []  # (clock, task, fidelity, value) in order
+    for i, s, c, y in row["evals"]:
+        if shared:
+            total += c
+            marks.append((total / (budget * n), i, s, y))
+        else:
+            spent[i] += c
+            marks.append((spent[i] / budget, i, s, y))
+    out = []
+    for cp in checkpoints:
+        best[:] = np.inf
+        for clock, i, s, y in marks:
+            if clock <= cp + 1e-9 and s >= mff.TARGET - 1e-12:
+                best[i] = min(best[i], y)
+        out.append(float(np.mean([fam.normalised_regret(i, b) if np.isfinite(b) else 1.0 for i, b in enumerate(best)])))
+    return out
+
+
+# ---- command line ----------------------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    doc = load_rows(args.out)
+    done = {(r["family"], r["method"], r["seed"], r["budget"]) for r in doc["rows"]}
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for m in methods:
+        if m not in METHODS:
+            print(f"multifidelity: unknown method {m!r}; known: {', '.join(METHODS)}", file=sys.stderr)
+            return 2
+    runnable = []
+    for m in methods:
+        why = available(m)
+        if why:
+            print(why)
+        else:
+            runnable.append(m)
+    for name in [f.strip() for f in args.families.split(",") if f.strip()]:
+        fam = mff.family(name)
+        for seed in args.seeds:
+            for m in runnable:
+                if (name, m, seed, args.budget) in done:
+                    continue
+                t0, c0 = time.perf_counter(), time.process_time()
+                evals = run_method(m, fam, args.budget, seed)
+                row = {"family": name, "method": m, "seed": seed, "budget": args.budget, "evals": evals,
+                       "wall_seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
+                row["regret"] = regret_curve(fam, row)
+                doc = load_rows(args.out)
+                doc["rows"].append(row)
+                save_rows(args.out, doc)
+                log.info("%s %s seed %d: regret %s (%d runs, %.0f s)", name, m, seed,
+                         " ".join(f"{r:.3g}" for r in row["regret"]), len(evals), row["wall_seconds"])
+    return 0
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(family, method) -> mean and worst-seed regret per checkpoint, seeds."""
+    cells: dict[tuple[str, str], list[list[float]]] = {}
+    for r in rows:
+        cells.setdefault((r["family"], r["method"]), []).append(r["regret"])
+    out = {}
+    for key, curves in cells.items():
+        a = np.array(curves)
+        out[key] = {"mean": a.mean(0), "worst": a.max(0), "sem": a.std(0, ddof=1) / np.sqrt(len(a)) if len(a) > 1
+                    else np.zeros(a.shape[1]), "seeds": len(a), "runs": None}
+    return out
+
+
+def report(rows: list[dict[str, Any]], machine: dict[str, Any], commands: list[str]) -> str:
+    s = summary(rows)
+    third: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r["method"] == "gptask_mf":
+            third.setdefault((r["family"], r["method"]), []).append(regret_curve(mff.family(r["family"]), r, (1 / 3,))[0])
+    families = list(dict.fromkeys(r["family"] for r in rows))
+    methods = [m for m in METHODS if any(k[1] == m for k in s)]
+    cps = " | ".join(f"{int(c * 100)} %" for c in CHECKPOINTS)
+    lines = ["# Multi-fidelity tuning: target regret per cost (issue 44)", "",
+             f"Machine: {machine.get('description', '?')}; date {machine.get('date', '?')}.", "",
+             "Commands:", "", *[f"    {c}" for c in commands], "",
+             "Normalised target-fidelity regret of the incumbent (best run at the target fidelity; 0 at the "
+             "optimum, 1 at the median of the space, also before the first target run), mean over the "
+             "tasks of a family; per cell: mean over seeds, worst seed in brackets. Budget: "
+             f"{rows[0]['budget'] if rows else '?'} target-run costs per task.", "",
+             f"| family | method | seeds | {cps} |", "|" + " --- |" * (4 + len(CHECKPOINTS) - 1)]
+    for f in families:
+        for m in methods:
+            if (f, m) not in s:
+                continue
+            c = s[(f, m)]
+            cells = " | ".join(f"{mu:.3f} ({w:.3f})" for mu, w in zip(c["mean"], c["worst"]))
+            lines.append(f"| {f} | {m} | {c['seeds']} | {cells} |")
+    lines += ["", "## Targets of the issue", ""] + targets(s, families, {k: float(np.mean(v)) for k, v in third.items()})
+    return "\n".join(lines) + "\n"
+
+
+def targets(s: dict[tuple[str, str], dict[str, Any]], families: list[str],
+            third: dict[tuple[str, str], float]) -> list[str]:
+    """The issue's targets, each said met or not (or not measurable yet). third: (family, method)
+    -> mean regret at 1/3 of the budget."""
+    out = []
+    if not any(k[1] == "gptask_mf" for k in s):
+        out.append("- gptask with fidelity: not run (the fidelity API is not in this gptask yet); the targets "
+                   "comparing it with gptask_sf and the peers are not measured.")
+        return out
+    n_ahead = n_cells = 0
+    for f in families:
+        sf, mf = s.get((f, "gptask_sf")), s.get((f, "gptask_mf"))
+        peers = [s[(f, p)]["mean"] for p in PEERS if (f, p) in s]
+        if mf is None:
+            continue
+        if peers:
+            ahead = mf["mean"] < np.min(peers, axis=0)
+            n_ahead, n_cells = n_ahead + int(ahead.sum()), n_cells + len(ahead)
+            out.append(f"- {f}: gptask_mf ahead of the best peer at {int(ahead.sum())}/{len(ahead)} checkpoints.")
+        if sf is None:
+            continue
+        informative = not f.endswith("_noinfo")
+        if informative:
+            half = [bool(a <= 0.5 * b) for a, b in zip(mf["mean"], sf["mean"])]
+            ratio = " ".join(f"{a / b:.2f}" if b > 0 else "-" for a, b in zip(mf["mean"], sf["mean"]))
+            out.append(f"- {f} (informative): mf/sf mean regret per checkpoint {ratio}; at most half at "
+                       f"{sum(half)}/{len(half)} checkpoints: {'met' if all(half) else 'NOT met'}.")
+            t = third.get((f, "gptask_mf"))
+            if t is not None:
+                ok = t <= sf["mean"][-1]
+                out.append(f"- {f}: gptask_mf at 1/3 of the budget {t:.3f} against gptask_sf's final "
+                           f"{sf['mean'][-1]:.3f}: {'met' if ok else 'NOT met'}.")
+        else:
+            within = [bool(abs(a - b) <= 2 * np.hypot(sa, sb)) for a, b, sa, sb in
+                      zip(mf["mean"], sf["mean"], mf["sem"], sf["sem"])]
+            worse = [bool(a > b + 2 * np.hypot(sa, sb)) for a, b, sa, sb in
+                     zip(mf["mean"], sf["mean"], mf["sem"], sf["sem"])]
+            out.append(f"- {f} (uninformative): within 2 standard errors of gptask_sf at {sum(within)}/"
+                       f"{len(within)} checkpoints, worse beyond them at {sum(worse)}: "
+                       f"{'met' if not any(worse) else 'NOT met'} (never worse than seed noise).")
+    if n_cells:
+        out.append(f"- all families: gptask_mf ahead of the best peer at {n_ahead}/{n_cells} family-checkpoints "
+                   f"({100 * n_ahead / n_cells:.0f} %; target >= 80 %): {'met' if n_ahead >= 0.8 * n_cells else 'NOT met'}.")
+    return out
+
+
+def plot(rows: list[dict[str, Any]], prefix: str) -> list[str]:
+    """One figure per family: mean regret (log scale) against the fraction of the cost budget, worst
+    seed dashed; returns the paths written."""
+    import matplotlib.pyplot as plt
+
+    s = summary(rows)
+    paths = []
+    for f in dict.fromkeys(r["family"] for r in rows):
+        fig, ax = plt.subplots(figsize=(5, 3.6))
+        for m in METHODS:
+            if (f, m) not in s:
+                continue
+            c = s[(f, m)]
+            x = [100 * cp for cp in CHECKPOINTS]
+            line, = ax.plot(x, np.maximum(c["mean"], 1e-6), marker="o", label=f"{m} ({c['seeds']} seeds)")
+            ax.plot(x, np.maximum(c["worst"], 1e-6), ls="--", color=line.get_color(), alpha=0.5)
+        ax.set_yscale("log")
+        ax.set_xlabel("cost spent (% of budget)")
+        ax.set_ylabel("normalised target regret")
+        ax.set_title(f"{f}: mean (solid), worst seed (dashed)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = f"{prefix}_{f}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    rows, machine, commands = [], {}, []
+    for path in args.out_files:
+        doc = load_rows(path)
+        rows += doc["rows"]
+        machine = machine or doc["machine"]
+        commands += doc.get("commands", [])
+    seen: set[tuple] = set()
+    unique = []
+    for r in rows:  # a row run twice (a process restarted on another file): the first file's
+        key = (r["family"], r["method"], r["seed"], r["budget"])
+        if key not in seen:
+            seen.add(key)
+            unique.append(r)
+    rows = unique
+    have = {(r["family"], r["method"], r["seed"]) for r in rows}
+    for r in list(rows):
+        for alias, base in SAME_TARGET.items():
+            if r["family"] == base and r["method"] == "gptask_sf" and (alias, "gptask_sf", r["seed"]) not in have:
+                if any(q["family"] == alias for q in rows):
+                    rows.append({**r, "family": alias})
+    text = report(rows, machine, commands or ["(see bench/multifidelity.py)"])
+    print(text)
+    if args.md:
+        Path(args.md).write_text(text)
+    if args.plot:
+        for p in plot(rows, args.plot):
+            print(p)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--families", default=DEFAULT_FAMILIES)
+    r.add_argument("--methods", default=",".join(METHODS))
+    r.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-9"))
+    r.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help="cost budget per task (target-run costs)")
+    r.add_argument("--out", default="bench/results/fidelity.json")
+    p = sub.add_parser("report")
+    p.add_argument("--out", dest="out_files", nargs="+", default=["bench/results/fidelity.json"])
+    p.add_argument("--md")
+    p.add_argument("--plot", help="path prefix of the figures (PREFIX_FAMILY.png)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for name in ("gptask", "smac", "dehb", "hpbandster", "optuna"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if args.command == "run":
+        if args.budget <= 0 or not np.isfinite(args.budget):
+            print(f"multifidelity: --budget must be a positive number of seconds, got {args.budget}", file=sys.stderr)
+            return 2
+        doc = load_rows(args.out)
+        cmd = "python bench/multifidelity.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        if cmd not in doc.setdefault("commands", []):
+            doc["commands"].append(cmd)
+            save_rows(args.out, doc)
+        return cmd_run(args)
+    return cmd_report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
