@@ -34,6 +34,14 @@ Memory (issue 25): the driver reports the bytes its largest process allocates (`
 tunes the time within ``memory <= B`` bytes per process (an output limit: the objective returns
 ``{"time", "memory"}``); ``problem(memory_objective=True)`` tunes time and memory as two objectives
 (a Pareto front per task). Without either the problem is the classic one: the time, one number.
+
+Fidelity (issue 44, docs/fidelity.md): ``problem(size_fractions=[0.25])`` adds the fidelity dimension
+``size_fraction`` (an ``Ordinal`` of the given fractions and 1.0, the target): a run at fraction
+``f`` factors the ``round(f * m) x round(f * n)`` matrix with the configuration's blocks and grid,
+and costs its measured wall time (launch included). The constraints keep speaking of the task's
+``m``, ``n``, so every level runs the same configurations (a block larger than a scaled matrix is
+legal in ScaLAPACK: one process row or column then owns it all). ``gt.tune(problem, tasks,
+cost_budget=SECONDS)`` buys the cheap sizes where they rank configurations like the full one.
 """
 
 from __future__ import annotations
@@ -65,6 +73,8 @@ __all__ = [
     "repair",
     "hand_default",
     "HAND_BLOCK",
+    "SIZE_FIDELITY",
+    "scaled_sizes",
 ]
 
 log = logging.getLogger(__name__)
@@ -79,6 +89,10 @@ BLOCK_MAX = 256
 RESIDUAL_LIMIT = 10.0
 #: the block size of the hand default (ScaLAPACK users' usual choice)
 HAND_BLOCK = 64
+#: the name of the fidelity dimension of ``problem(size_fractions=...)``: the matrix size fraction
+SIZE_FIDELITY = "size_fraction"
+#: the smallest side of a matrix scaled by a size fraction
+MIN_SCALED_SIZE = 8
 
 
 class InfeasibleConfiguration(ValueError):
@@ -167,6 +181,15 @@ def repair(problem: gt.Problem, task: dict, params: dict) -> dict:
     return c
 
 
+def scaled_sizes(task: dict, fraction: float | None) -> tuple[int, int]:
+    """``(m, n)`` of the matrix a run at size fraction ``fraction`` factors (None: the task's own):
+    ``round(fraction * m)``, ``round(fraction * n)``, at least :data:`MIN_SCALED_SIZE`."""
+    if fraction is None:
+        return task["m"], task["n"]
+    return (max(MIN_SCALED_SIZE, int(round(fraction * task["m"]))),
+            max(MIN_SCALED_SIZE, int(round(fraction * task["n"]))))
+
+
 def _describe_violations(c: dict, rules: Sequence) -> str:
     bad = []
     for rule in rules:
@@ -190,7 +213,14 @@ class _Objective:
         self.task_space = task_space
         self.param_space = param_space
 
-    def _check(self, task: dict, params: dict) -> tuple[dict, dict]:
+    def _check(self, task: dict, params: dict) -> tuple[dict, dict, tuple[int, int]]:
+        """The validated ``(task, params, (m, n))``; ``(m, n)``: the sizes to run, the task's scaled
+        by the ``size_fraction`` in ``params`` when there is one (the fidelity of the problem)."""
+        params = dict(params)
+        fraction = params.pop(SIZE_FIDELITY, None)
+        if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
+                                     or not 0 < fraction <= 1):
+            raise ValueError(f"{SIZE_FIDELITY} must be a number in (0, 1], got {fraction!r}")
         task = self.task_space.validate(task, "task")
         params = self.param_space.validate(params, "params")
         merged = {**self.constants, **task, **params}
@@ -200,7 +230,7 @@ class _Objective:
                 f"infeasible configuration task={task} params={params} "
                 f"(nodes={self.constants['nodes']}, cores={self.constants['cores']}): violates {why}"
             )
-        return task, params
+        return task, params, scaled_sizes(task, fraction)
 
 
 class RealObjective(_Objective):
@@ -224,9 +254,9 @@ class RealObjective(_Objective):
 
     def run(self, task: dict, params: dict) -> dict[str, Any]:
         """Launch once and return the driver's full JSON record (time, times, residual, ...)."""
-        task, params = self._check(task, params)
+        task, params, (m, n) = self._check(task, params)
         p, nproc = params["p"], params["nproc"]
-        args = [task["m"], task["n"], params["mb"], params["nb"], p, nproc // p, self.repeats]
+        args = [m, n, params["mb"], params["nb"], p, nproc // p, self.repeats]
         if self.check:
             args.append("--check")
         record = self.launcher.run(build_driver(), args, nproc=nproc, nth=params["nth"],
@@ -263,13 +293,13 @@ class ModelObjective(_Objective):
         self.repeats = repeats
 
     def __call__(self, task: dict, params: dict) -> Any:
-        task, params = self._check(task, params)
+        task, params, (m, n) = self._check(task, params)
         p = params["p"]
-        time = self.model.predict(task["m"], task["n"], params["mb"], params["nb"], p,
+        time = self.model.predict(m, n, params["mb"], params["nb"], p,
                                   params["nproc"] // p, params["nth"])
         if not self.memory:
             return time
-        mem = memory_per_process(task["m"], task["n"], params["mb"], params["nb"], p, params["nproc"] // p,
+        mem = memory_per_process(m, n, params["mb"], params["nb"], p, params["nproc"] // p,
                                  self.repeats)
         return {"time": float(time), "memory": float(mem)}
 
@@ -293,6 +323,7 @@ def problem(
     log_sizes: bool = False,
     memory_limit: float | None = None,
     memory_objective: bool = False,
+    size_fractions: Sequence[float] | None = None,
 ) -> gt.Problem:
     """The PDGEQRF tuning problem.
 
@@ -309,6 +340,8 @@ def problem(
     log_sizes: put the task dimensions ``m``, ``n`` on a log scale (module docstring).
     memory_limit: bytes per process; the time is tuned within ``memory <= memory_limit`` (module
     docstring). memory_objective: tune time and memory per process as two objectives.
+    size_fractions: matrix size fractions in (0, 1) of cheap runs: the problem then has the fidelity
+    dimension ``size_fraction`` (these and 1.0, the target; module docstring); None: no fidelity.
     """
     m_max = _positive_int("m_max", m_max)
     if m_max < MIN_SIZE:
@@ -351,7 +384,26 @@ def problem(
         objective = ModelObjective(constants, rules, task_space, param_space, CostModel.load(), memory=with_memory,
                                    repeats=repeats)
         name = "scalapack_pdgeqrf_MODEL"
+    fidelity = _size_fidelity(size_fractions)
+    if fidelity:
+        name += "_size_fidelity"
     return gt.Problem(task_space, param_space, objective, constraints=rules,
-                      constants=constants, name=name,
+                      constants=constants, name=name, **fidelity,
                       default=lambda task: hand_default(task, nodes, cores),
                       features=point_features, cost_model=flops_per_core, unit="s", **outputs)
+
+
+def _size_fidelity(size_fractions: Sequence[float] | None) -> dict[str, Any]:
+    """The ``fidelity=``, ``target_fidelity=`` arguments of :func:`problem` for ``size_fractions``
+    (``{}`` for None), after checking each fraction is a number in (0, 1)."""
+    if size_fractions is None:
+        return {}
+    if isinstance(size_fractions, (str, bytes)) or not isinstance(size_fractions, Sequence) or not size_fractions:
+        raise ValueError(f"problem(): size_fractions must be a non-empty list of fractions in (0, 1), "
+                         f"got {size_fractions!r}")
+    for f in size_fractions:
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f < 1:
+            raise ValueError(f"problem(): each of size_fractions must be a number in (0, 1) (1.0, the target, "
+                             f"is added), got {f!r}")
+    values = sorted({float(f) for f in size_fractions} | {1.0})
+    return {"fidelity": gt.Space([gt.Ordinal(SIZE_FIDELITY, values)]), "target_fidelity": {SIZE_FIDELITY: 1.0}}
