@@ -120,3 +120,37 @@ def test_a_noisy_family_is_scored_by_the_latent_value_of_the_run_measured_best()
     rec = {"budget": 2, "values": [[2.0, 0.5]], "params": [[{"x": "a"}, {"x": "b"}]]}
     assert suite.scores(rec, fam)["regret"] == pytest.approx(0.3)  # b was measured best (0.5), its latent is 3
     assert suite.scores({"budget": 2, "values": [[2.0, 0.5]]}, fam)["regret"] == pytest.approx(0.05)  # no params
+
+
+def test_calibration_scores_a_calibrated_predictor_near_95_percent_and_an_overconfident_one_below():
+    """bench/calibration.py scores: values drawn from the predictive normal itself are covered 95 % of the
+    time; intervals half as wide cover P(|Z| <= 0.98) = 67 %; nRMSE of the mean against its own sd."""
+    import calibration
+
+    rng = np.random.default_rng(0)
+    m, v = rng.normal(size=(2, 4000)), np.full((2, 4000), 0.25)
+    f = m + 0.5 * rng.standard_normal((2, 4000))
+    y = f + 0.1 * rng.standard_normal((2, 4000))
+    good = calibration.scores(list(zip(m, v)), list(zip(m, v + 0.01)), list(f), list(y))
+    assert good["cover_latent"] == pytest.approx(0.95, abs=0.01) and good["cover_noisy"] == pytest.approx(0.95, abs=0.01)
+    assert good["nrmse"] == pytest.approx(np.mean([0.5 / f_i.std() for f_i in f]), rel=0.05)
+    bad = calibration.scores(list(zip(m, v / 4)), list(zip(m, v / 4)), list(f), list(y))
+    assert bad["cover_latent"] == pytest.approx(0.67, abs=0.02)
+
+
+def test_calibration_fits_the_tuners_model_on_its_initial_design_and_scores_held_out_configurations():
+    import calibration
+    from suite_families import family
+
+    fam = family(f"gen:{LISTED_SEED}")
+    out = calibration.evaluate(fam, 5, 0, ["gptask"], 10)["gptask"]
+    assert out["n_test"] == 10 * len(fam.tasks)
+    assert 0.0 <= out["cover_latent"] <= 1.0 and 0.0 <= out["cover_noisy"] <= 1.0 and out["nrmse"] > 0
+    data = calibration.split(fam, 5, 0, 10)
+    tuner = data["tuner"]
+    assert [tuner.count(i) for i in range(len(fam.tasks))] == [5] * len(fam.tasks)
+    for i in range(len(fam.tasks)):  # held out: not in the training data, latent values of the family
+        trained = [t.params for t in tuner.trials_of(i)]
+        assert not any(p in trained for p in data["params"][i])
+        np.testing.assert_allclose(data["latent"][i], [fam.latent(fam.tasks[i], p) for p in data["params"][i]])
+    tuner.close()
