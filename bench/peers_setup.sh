@@ -4,7 +4,8 @@
 # the GPTune paper's Fig. 1, OpenTuner and HpBandSter. They live apart from .venv because they pin
 # old libraries (HpBandSter 0.7.4 needs Pyro4, netifaces and statsmodels; OpenTuner 0.8.8 predates
 # SQLAlchemy 2) that gptask itself must not depend on. It also holds BoTorch (bench/quality.py's
-# BoTorch-MTBO method, bench/model_quality.py): torch is pinned to 2.13.0, the CPU build whose wheel
+# BoTorch-MTBO method, bench/model_quality.py, bench/suite.py's botorch_mtgp peer and
+# bench/calibration.py, issue 45): torch is pinned to 2.13.0, the CPU build whose wheel
 # lies on this machine's disk (a plain `torch` would pull a CUDA build of several GB), installed
 # first and kept pinned while pip picks a botorch release compatible with it. torch and botorch
 # stay out of gptask's own dependencies.

@@ -20,6 +20,11 @@ at which it is scored, and what the peers need to run on it.
   branin_drift, hartmann6, mixed, switch, valley), tasks drawn by a Latin hypercube of the task
   space with a fixed seed; and ``sphere_listed``, ``mixed_listed``: two of them with every numeric
   parameter on a list of allowed values (smooth in the values).
+* ``gen:<seed>``: a generated family (bench/suite_generated.py): random GP draws with per-task
+  shifts, scalings and partly shared structure, on continuous, mixed or listed spaces of 2-8 inputs,
+  4-20 tasks, with noise. Any seed is a family; results report the judged seeds (1000-1999) only,
+  defaults may be tuned on seeds 0-999. Groups ``generated``, ``generated_smooth``,
+  ``generated_rough``, ``generated_small``: first judged seeds (module suite_generated).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import gptask as gt
 from gptask.problem.functions import FAMILIES
 from gptask.sources.replay import read_recording, replay_problem
 from gptask.tuning import resolve_tasks
+from suite_generated import judged, parse_name
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVOLUTION_DIR = ROOT / "data" / "hub_convolution"  # the compact copy the project ships
@@ -83,6 +89,9 @@ class Family:
     kernel_tuner: list[tuple[Path, tuple[str, ...]]] | None = None
     group: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the noise-free objective ``latent(task, params)`` of a noisy family: the suite then scores a run by
+    #: the latent value of the configuration with the best measured value (None: scored by measured values)
+    latent: Callable[[dict, dict], float] | None = None
 
 
 # ---- recorded campaigns -------------------------------------------------------------------------------
@@ -228,6 +237,19 @@ def listed(name: str) -> Family:
     return Family(name, problem, tasks, f_opt, f_ref, positive=True, group="own")
 
 
+# ---- generated families (bench/suite_generated.py) -------------------------------------------------------
+#: runs per task at which generated families are scored
+GENERATED_BUDGETS = (12, 20)
+
+
+def generated_family(seed: int) -> Family:
+    from suite_generated import PREFIX, generated
+
+    g = generated(seed)
+    return Family(f"{PREFIX}{seed}", g["problem"], g["tasks"], g["f_opt"], g["f_ref"], budgets=GENERATED_BUDGETS,
+                  group="generated", extra={"spec": g["spec"]}, latent=g["objective"].latent)
+
+
 # ---- the registry ---------------------------------------------------------------------------------------
 def _registry() -> dict[str, Callable[[], Family]]:
     reg: dict[str, Callable[[], Family]] = {"convolution": convolution, "convolution_unlike": convolution_unlike,
@@ -239,7 +261,19 @@ def _registry() -> dict[str, Callable[[], Family]]:
         reg[name] = (lambda n=name: own(n))
     for name in ("sphere_listed", "mixed_listed"):
         reg[name] = (lambda n=name: listed(n))
+    for name in sorted({n for names in _GENERATED.values() for n in names}, key=parse_name):
+        reg[name] = (lambda s=parse_name(name): generated_family(s))
     return reg
+
+
+def _generated_groups() -> dict[str, list[str]]:
+    """The groups of judged generated families (never the tuning seeds)."""
+    return {"generated": judged(n=10), "generated_smooth": judged("smooth", 6), "generated_rough": judged("rough", 6),
+            # small enough for 10 seeds of every peer on a shared 2-core machine
+            "generated_small": judged(n=6, max_tasks=8, max_inputs=4)}
+
+
+_GENERATED = _generated_groups()
 
 
 REGISTRY = _registry()
@@ -249,14 +283,23 @@ GROUPS = {
     "recorded": ["convolution", "convolution_unlike", "pdgeqrf16"],
     "bbob": [n for n in REGISTRY if n.startswith("bbob-")],
     "own": [*FAMILIES, "sphere_listed", "mixed_listed"],
+    **_GENERATED,
     # a quicker set to iterate on: every kind of family once or twice
     "quick": ["convolution", "convolution_unlike", "pdgeqrf16", "bbob-f1-d5", "bbob-f8-d5", "bbob-f15-d5", "bbob-f21-d2", "branin_drift",
               "hartmann6", "mixed", "switch", "valley", "sphere_listed", "mixed_listed"],
 }
 
 
+def known(name: str) -> bool:
+    """Whether ``name`` is a family: registered, or any ``gen:<seed>``."""
+    return name in REGISTRY or parse_name(name) is not None
+
+
 @lru_cache(maxsize=None)
 def family(name: str) -> Family:
+    seed = parse_name(name)
+    if seed is not None:
+        return generated_family(seed)
     if name not in REGISTRY:
         raise SystemExit(f"unknown family {name!r}; known: {', '.join(REGISTRY)}")
     return REGISTRY[name]()

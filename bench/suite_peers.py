@@ -18,6 +18,8 @@ Every runner takes ``(family, budget, seed)`` and returns ``{"values": [[v or No
   first ``budget`` distinct configurations it evaluated counted (failed ones included: a real
   campaign pays for them). ``bayes_opt`` runs ``method="ei"`` with an initial sample of a quarter of
   the budget (its default spends 20 evaluations on its initial sample).
+* ``botorch_mtgp``: BoTorch's ``MultiTaskGP`` + ``LogExpectedImprovement`` over all tasks jointly
+  (:func:`run_botorch_mtgp`, bench/mtbo.py's model and acquisition; needs torch and botorch).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import logging
 import random as pyrandom
 import tempfile
 import time
-from collections import OrderedDict
+import warnings
+from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +98,7 @@ class _Task:
 # ---- random -----------------------------------------------------------------------------------------
 def run_random(fam: Family, budget: int, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
-    out = []
+    out, run_params = [], []
     for i in range(len(fam.tasks)):
         task = _Task(fam, i)
         rng = np.random.default_rng([seed, i, 7])
@@ -110,7 +113,8 @@ def run_random(fam: Family, budget: int, seed: int) -> dict[str, Any]:
                     break
                 task.evaluate(p)
         out.append(task.values)
-    return {"values": out, "tuner_seconds": time.perf_counter() - t0}
+        run_params.append(task.run)
+    return {"values": out, "params": run_params, "tuner_seconds": time.perf_counter() - t0}
 
 
 # ---- parameter mapping for Optuna and scikit-optimize -----------------------------------------------------
@@ -143,7 +147,7 @@ def run_optuna_gp(fam: Family, budget: int, seed: int) -> dict[str, Any]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.perf_counter()
     objective_s = 0.0
-    out = []
+    out, run_params = [], []
     dims = fam.problem.param_space.dimensions
     for i in range(len(fam.tasks)):
         task = _Task(fam, i)
@@ -168,7 +172,8 @@ def run_optuna_gp(fam: Family, budget: int, seed: int) -> dict[str, Any]:
             else:
                 study.tell(trial, v)
         out.append(task.values)
-    return {"values": out, "tuner_seconds": time.perf_counter() - t0 - objective_s}
+        run_params.append(task.run)
+    return {"values": out, "params": run_params, "tuner_seconds": time.perf_counter() - t0 - objective_s}
 
 
 def run_skopt(fam: Family, budget: int, seed: int) -> dict[str, Any]:
@@ -186,7 +191,7 @@ def run_skopt(fam: Family, budget: int, seed: int) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     objective_s = 0.0
-    out = []
+    out, run_params = [], []
     dims = fam.problem.param_space.dimensions
     for i in range(len(fam.tasks)):
         task = _Task(fam, i)
@@ -210,7 +215,8 @@ def run_skopt(fam: Family, budget: int, seed: int) -> dict[str, Any]:
                 worst = v if worst is None else max(worst, v)
             opt.tell(x, v if v is not None else (worst if worst is not None else 0.0))
         out.append(task.values)
-    return {"values": out, "tuner_seconds": time.perf_counter() - t0 - objective_s}
+        run_params.append(task.run)
+    return {"values": out, "params": run_params, "tuner_seconds": time.perf_counter() - t0 - objective_s}
 
 
 # ---- Kernel Tuner ---------------------------------------------------------------------------------------
@@ -251,5 +257,66 @@ def run_kernel_tuner(strategy: str, fam: Family, budget: int, seed: int) -> dict
     return {"values": out, "tuner_seconds": time.perf_counter() - t0}
 
 
-PEERS = {"random": run_random, "optuna_gp": run_optuna_gp, "skopt": run_skopt,
+# ---- BoTorch MultiTaskGP + LogEI ----------------------------------------------------------------------------
+def run_botorch_mtgp(fam: Family, budget: int, seed: int) -> dict[str, Any]:
+    """BoTorch's multitask BO over all tasks jointly (bench/mtbo.py's model and acquisition: one
+    ``MultiTaskGP`` fitted by ``fit_gpytorch_mll`` at BoTorch's defaults, warm-started from the last
+    iteration, then ``LogExpectedImprovement`` per task maximised by ``optimize_acqf``). The initial
+    design is gptask's own (``Tuner.initial_design``, half the budget), so the two multitask methods
+    differ in model, acquisition and its optimiser only. Outputs standardised per task; a failed run
+    is shown to the model as its task's worst value (as gptask does); a suggestion is run as the
+    nearest allowed configuration not run yet (as for the other peers)."""
+    from gptask.tuning.mla import Tuner
+
+    from mtbo import _torch, fit_multitask_gp, hyperparameters, propose, standardise
+
+    torch = _torch()
+    torch.manual_seed(seed)
+    t0 = time.perf_counter()
+    objective_s = 0.0
+    space = fam.problem.param_space
+    T = len(fam.tasks)
+    tasks = [_Task(fam, i) for i in range(T)]
+    with Tuner(fam.problem, fam.tasks, budget, seed=seed) as tuner:
+        designs = [tuner.initial_design(i) for i in range(T)]
+    for task, design in zip(tasks, designs):
+        for p in design:
+            allowed = task.nearest_allowed(p)
+            if allowed is not None:
+                s = time.perf_counter()
+                task.evaluate(allowed)
+                objective_s += time.perf_counter() - s
+    warm = None
+    stopped: set[int] = set()
+    caught: Counter = Counter()
+    while True:
+        active = [i for i in range(T) if len(tasks[i].values) < budget and i not in stopped and tasks[i].values]
+        if not active:
+            break
+        X = [space.encode(t.run) for t in tasks]
+        y = []
+        for t in tasks:
+            ok = [v for v in t.values if v is not None]
+            worst = max(ok) if ok else 0.0
+            y.append(np.array([worst if v is None else v for v in t.values], float))
+        z, _ = standardise(y)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")  # every warning recorded and counted in the run's record, not silenced
+            model = fit_multitask_gp(X, [-v for v in z], warm)
+            warm = hyperparameters(model)
+            rows = [propose(model, space, i, T, float(np.max(-z[i]))) for i in active]
+        caught.update(f"{w.category.__name__}: {str(w.message)[:80]}" for w in seen)
+        for i, row in zip(active, rows):
+            params = tasks[i].nearest_allowed(space.decode(row.reshape(1, -1))[0])
+            if params is None:
+                stopped.add(i)
+                continue
+            s = time.perf_counter()
+            tasks[i].evaluate(params)
+            objective_s += time.perf_counter() - s
+    return {"values": [t.values for t in tasks], "params": [t.run for t in tasks],
+            "tuner_seconds": time.perf_counter() - t0 - objective_s, "warnings": dict(caught)}
+
+
+PEERS = {"random": run_random, "optuna_gp": run_optuna_gp, "skopt": run_skopt, "botorch_mtgp": run_botorch_mtgp,
          **{f"kt_{s}": (lambda fam, budget, seed, s=s: run_kernel_tuner(s, fam, budget, seed)) for s in KT_STRATEGIES}}
