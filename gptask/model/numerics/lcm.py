@@ -55,7 +55,7 @@ from .arrays import as_inputs, as_outputs
 from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXPLORE_RESTARTS, FAIL_VALUE,
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
-                       LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, COLLAPSE_GAP_FRACTION,
+                       LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
                        COLLAPSE_NATS)
 from .backend import get_backend
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
@@ -861,10 +861,11 @@ class LCM:
         return True
 
     def _widen(self, n_hyper: int, Xs, ys) -> float:
-        """Scale B_q and the noises by min(VARIANCE_SCALE_MAX, (N / (N - n_hyper))^2) and re-condition:
+        """Scale B_q and the noises by min(VARIANCE_SCALE_MAX, (N / (N - n_hyper))^VARIANCE_SCALE_POWER) and
+        re-condition:
         every predictive variance grows by that factor, the posterior mean stays. Returns the factor."""
         N = int(self._X.shape[0])
-        scale = VARIANCE_SCALE_MAX if N <= n_hyper else min(VARIANCE_SCALE_MAX, (N / (N - n_hyper)) ** 2)
+        scale = VARIANCE_SCALE_MAX if N <= n_hyper else min(VARIANCE_SCALE_MAX, (N / (N - n_hyper)) ** VARIANCE_SCALE_POWER)
         if scale == 1.0:
             return scale
         p = self._params
