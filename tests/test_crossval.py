@@ -133,3 +133,31 @@ def test_interval95_inverts_the_log_normal_std_exactly():
     assert np.allclose(lo, np.exp(mu - Z95 * s)) and np.allclose(hi, np.exp(mu + Z95 * s))
     lo, hi = interval95(False, np.array([1.0]), np.array([0.5]))
     assert lo[0] == pytest.approx(1.0 - Z95 * 0.5) and hi[0] == pytest.approx(1.0 + Z95 * 0.5)
+
+
+def test_latent_coverage_is_the_count_of_measurements_inside_the_noise_free_interval(fitted):
+    rep = within_task_cv(fitted, folds=4, seed=3)
+    # the latent interval of one point, by hand: the model re-conditioned without its fold, no noise
+    pt = rep.points[0]
+    i, space = pt.task_index, fitted.problem.param_space
+    Xs, ys = fitted.model.data()
+    out = [space.encode([q.params for q in rep.points if q.fold == pt.fold and q.task_index == j])
+           for j in range(len(Xs))]
+    mask = [~np.any(np.all(np.isclose(X[:, None, :], o[None, :, :]), axis=2), axis=1) if len(o) else
+            np.ones(len(X), bool) for X, o in zip(Xs, out)]
+    ref = LCM(fitted.model.n_latent, fitted.model.kernel, fitted.model.rank).condition(
+        [X[m] for X, m in zip(Xs, mask)], [y[m] for y, m in zip(ys, mask)], fitted.model.get_params())
+    mean, var = ref.predict(i, space.encode([pt.params]))
+    s, tr = math.sqrt(var[0]), fitted.transform
+    assert pt.lower_latent == pytest.approx(float(tr.backward(i, mean - Z95 * s)[0]), rel=1e-9)
+    assert pt.upper_latent == pytest.approx(float(tr.backward(i, mean + Z95 * s)[0]), rel=1e-9)
+    assert pt.lower <= pt.lower_latent <= pt.predicted <= pt.upper_latent <= pt.upper
+    # the pooled and per-task fields: a plain count
+    inside = [p.lower_latent <= p.measured <= p.upper_latent for p in rep.points]
+    assert rep.summary()["coverage_latent"] == sum(inside) / len(inside)
+    for row in rep.by_task():
+        mine = [p for p in rep.points if p.task_index == row["task_index"]]
+        assert row["coverage_latent"] == sum(p.lower_latent <= p.measured <= p.upper_latent for p in mine) / len(mine)
+    # with noise 0.1 on the log scale the latent interval is narrower and covers fewer measurements
+    assert rep.summary()["coverage_latent"] < rep.summary()["coverage"]
+    assert leave_one_task_out(fitted, tasks=[0], max_points=5).summary()["coverage_latent"] is None

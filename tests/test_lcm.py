@@ -76,12 +76,14 @@ def test_likelihood_and_prediction_match_dense_reference(kern):
 
 def test_fit_improves_likelihood_and_is_deterministic():
     Xs, ys = make_data([8, 6, 7], d=2, seed=6)
-    m = LCM(2).fit(Xs, ys, restarts=2, seed=3, maxiter=200)
+    # the optimiser's winner as it is (calibrate=False: no widening of the variances afterwards, which moves
+    # the hyperparameters off the optimum on purpose; tests/test_model_calibration.py checks it)
+    m = LCM(2).fit(Xs, ys, restarts=2, seed=3, maxiter=200, calibrate=False)
     start = LCM(2).condition(Xs, ys, random_params(2, 3, 2, seed=0))
     assert m.log_likelihood() > start.log_likelihood()
     assert m.n_tasks == 3 and m.n_latent == 2 and m.input_dim == 2
     assert m.lengthscales.shape == (2, 2)
-    m2 = LCM(2).fit(Xs, ys, restarts=2, seed=3, maxiter=200)
+    m2 = LCM(2).fit(Xs, ys, restarts=2, seed=3, maxiter=200, calibrate=False)
     for key in KEYS:
         np.testing.assert_array_equal(m.get_params()[key], m2.get_params()[key])
     # the fitted state is the model conditioned on the best hyperparameters
@@ -91,7 +93,7 @@ def test_fit_improves_likelihood_and_is_deterministic():
     assert m.fit_report.map
     assert m.log_posterior() == pytest.approx(np.max(m.fit_report.objective), rel=1e-9)
     # warm start from the fitted model cannot end below it
-    m3 = LCM(2).fit(Xs, ys, restarts=1, seed=9, init=m, maxiter=50)
+    m3 = LCM(2).fit(Xs, ys, restarts=1, seed=9, init=m, maxiter=50, calibrate=False)
     assert m3.log_posterior() >= m.log_posterior() - 1e-6 * abs(m.log_posterior())
     # without a prior the same holds for the plain likelihood
     ml = LCM(2).fit(Xs, ys, restarts=2, seed=3, maxiter=200, prior=None)

@@ -75,7 +75,8 @@ def _theta_gradient(m, Xs, ys):
 
 def test_map_fit_is_a_stationary_point_of_likelihood_plus_prior():
     Xs, ys = make_data([7, 6, 8], d=2, seed=5)
-    m = LCM(2).fit(Xs, ys, restarts=2, seed=0, maxiter=2000)
+    # calibrate=False: the optimum itself, before the widening of the variances moves it on purpose
+    m = LCM(2).fit(Xs, ys, restarts=2, seed=0, maxiter=2000, calibrate=False)
     g = _theta_gradient(m, Xs, ys)
     p = m.get_params()
     inside = (p["lengthscale"] > 1.01 * LENGTHSCALE_BOUNDS[0]) & (p["lengthscale"] < 0.99 * LENGTHSCALE_BOUNDS[1])
@@ -147,7 +148,7 @@ def test_a_flagged_fit_explores_fresh_starts_and_logs_it(monkeypatch, caplog):
 
     monkeypatch.setattr(LCM, "diagnose", first_flagged)
     with caplog.at_level("INFO", logger="gptask.model.numerics.lcm"):
-        m = LCM(1).fit(Xs, ys, restarts=1, seed=0)
+        m = LCM(1).fit(Xs, ys, restarts=1, seed=0, calibrate=False)  # the winner as found
     rep = m.fit_report
     assert rep.explored and rep.n_starts == 1 + 4 and rep.flags == ("noise of task(s) [0] on the floor",)
     assert rep.flags_after == tuple(real(m))

@@ -19,7 +19,10 @@ Scores (:meth:`CVReport.summary`): ``mape``, the mean over held-out points of
 ``|predicted - measured| / |measured|``; ``spearman``, the mean over tasks (with 3 or more held-out
 points) of the rank correlation between predicted and measured values; ``coverage``, the fraction of
 measurements inside the central 95 % predictive interval (``Z95`` standard deviations either side,
-on the log scale when values are modelled there). Leave-one-task-out also ranks each task's
+on the log scale when values are modelled there), and ``coverage_latent``, the fraction inside the
+interval of the latent function alone (no noise; within-task only, None for leave-one-task-out):
+calibration, latent against with noise (issue 45). A calibrated model covers about 95 % with noise;
+the latent interval covers fewer measurements the noisier they are. Leave-one-task-out also ranks each task's
 configurations by predicted value (:meth:`CVReport.ranking`): the measured value of the top-ranked
 one and of the problem's default, each relative to the best measured value of the task.
 """
@@ -51,7 +54,8 @@ MIN_RANK_POINTS = 3
 class HeldOut:
     """One held-out trial: its task index and params, the measured value, the prediction and the
     central 95 % predictive interval (user units), and the fold that held it out (within-task: the
-    fold number; leave-one-task-out: the task index)."""
+    fold number; leave-one-task-out: the task index); lower_latent, upper_latent: the central 95 %
+    interval of the latent function (no noise; None where not computed)."""
 
     task_index: int
     params: dict
@@ -60,6 +64,8 @@ class HeldOut:
     lower: float
     upper: float
     fold: int
+    lower_latent: float | None = None
+    upper_latent: float | None = None
 
 
 @dataclass
@@ -83,24 +89,28 @@ class CVReport:
         meas = np.array([p.measured for p in points])
         pred = np.array([p.predicted for p in points])
         inside = [p.lower <= p.measured <= p.upper for p in points]
+        latent = [p.lower_latent <= p.measured <= p.upper_latent for p in points
+                  if p.lower_latent is not None and p.upper_latent is not None]
         rho = float(spearmanr(pred, meas).statistic) if len(points) >= MIN_RANK_POINTS else None
         return {"n": len(points), "mape": float(np.mean(np.abs(pred - meas) / np.abs(meas))),
                 "spearman": None if rho is None or not math.isfinite(rho) else rho,
-                "coverage": float(np.mean(inside))}
+                "coverage": float(np.mean(inside)),
+                "coverage_latent": float(np.mean(latent)) if latent else None}
 
     def by_task(self) -> list[dict[str, Any]]:
-        """Per task: task_index, n (held-out points), mape, spearman, coverage."""
+        """Per task: task_index, n (held-out points), mape, spearman, coverage, coverage_latent."""
         return [{"task_index": i, **self._scores(self._of(i))} for i in self.tasks()]
 
     def summary(self) -> dict[str, Any]:
-        """method, n_points, n_tasks, mape (pooled over points), spearman (mean over tasks), coverage."""
+        """method, n_points, n_tasks, mape (pooled over points), spearman (mean over tasks), coverage,
+        coverage_latent (pooled; None when no point has a latent interval)."""
         if not self.points:
             raise ValueError(f"{self.method}: no held-out point")
         rhos = [r["spearman"] for r in self.by_task() if r["spearman"] is not None]
         pooled = self._scores(self.points)
         return {"method": self.method, "n_points": len(self.points), "n_tasks": len(self.tasks()),
                 "mape": pooled["mape"], "spearman": float(np.mean(rhos)) if rhos else None,
-                "coverage": pooled["coverage"]}
+                "coverage": pooled["coverage"], "coverage_latent": pooled["coverage_latent"]}
 
     def ranking(self) -> list[dict[str, Any]]:
         """Per task: ``best`` (the best measured value), ``top`` (the measured value of the
@@ -178,14 +188,19 @@ def within_task_cv(result: TuningResult, folds: int = 5, seed: int = 0) -> CVRep
             if not held.size:
                 continue
             m, v = sub.predict(i, Xs[i][held], include_noise=True)
+            _, v_latent = sub.predict(i, Xs[i][held])
             s = np.sqrt(np.maximum(v, 0.0))
+            s_latent = np.sqrt(np.maximum(v_latent, 0.0))
             lo = tr.backward(i, m - Z95 * s)
             hi = tr.backward(i, m + Z95 * s)
+            lo_latent = tr.backward(i, m - Z95 * s_latent)
+            hi_latent = tr.backward(i, m + Z95 * s_latent)
             pred = tr.backward(i, m)
             for j, h in enumerate(held):
                 t = trials[i][h]
                 report.points.append(HeldOut(i, dict(t["params"]), float(t["value"]), float(pred[j]),
-                                             float(lo[j]), float(hi[j]), k))
+                                             float(lo[j]), float(hi[j]), k, float(lo_latent[j]),
+                                             float(hi_latent[j])))
     return report
 
 

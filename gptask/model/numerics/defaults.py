@@ -64,6 +64,31 @@ PROBE_POINTS = 64
 #: data points and the threads as they are from there on (see LCM.fit)
 DEFAULT_BLAS_THREADS = "auto"
 
+# ---- calibration and collapsed fits (issue 45) ------------------------------------------------------
+#: a MAP fit's predictive variances (latent and with noise) are widened by the factor
+#: min(VARIANCE_SCALE_MAX, (N / (N - p))^VARIANCE_SCALE_POWER), N data points and p hyperparameters
+#: (VARIANCE_SCALE_MAX when N <= p), by scaling the task covariances B_q and the noises by it (the
+#: posterior mean is unchanged; appends, fantasies, LOO and saved models stay consistent). A MAP fit of p
+#: hyperparameters to N points is overconfident on held-out points (bench/results/model_calibration.md:
+#: generated families of 2-6 inputs and 6-20 tasks, tuning seeds 1000-1011, 95 % latent intervals
+#: covered 63 % / 82 % / 90 % of held-out points at 5 / 12 / 20 points per task). The power is a
+#: compromise: 2 brought those to 95 % / 92 % / 95 % but over-covered the noise-free mixed family
+#: (99.9 %, from 96.7 %: tests/test_calibration.py), 1 reached 84 % / 88 % and 99.0 % on mixed; 0.75
+#: gives 79 % / 86 % and 98.6 %. A correction from leave-one-out residuals moved the generated families
+#: by 1-5 points only (the hyperparameters were fitted to those very residuals)
+#: Off by default: on the suite (budget 20, seeds 1-3) it made convolution's search worse (mean regret
+#: 0.089 -> 0.162, 0 of 3 seeds won) and sphere_listed's (0.008 -> 0.017); fit(calibrate=True) turns it on
+CALIBRATE_VARIANCE = False
+VARIANCE_SCALE_POWER = 0.75
+VARIANCE_SCALE_MAX = 4.0
+#: a fitted length scale shorter than COLLAPSE_GAP_FRACTION x the typical gap between the distinct
+#: values of its input within a task (range / (distinct values - 1), median over the tasks; inputs of
+#: at most two distinct values are not checked) is unsupported by the data: the fit is redone with
+#: that length scale bounded below by the gap, and the bounded fit is kept when its log posterior is
+#: within COLLAPSE_NATS of the collapsed one (the data do not prefer the wiggles)
+COLLAPSE_GAP_FRACTION = 1.0
+COLLAPSE_NATS = 2.0
+
 # ---- numerics ---------------------------------------------------------------------------------------
 #: predictive variances are floored at this fraction of the prior variance
 VAR_FLOOR_REL = 1e-12

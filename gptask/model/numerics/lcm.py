@@ -55,7 +55,8 @@ from .arrays import as_inputs, as_outputs
 from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXPLORE_RESTARTS, FAIL_VALUE,
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
-                       LML_BLOCK_MIN_ROWS)
+                       LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
+                       COLLAPSE_NATS)
 from .backend import get_backend
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
@@ -468,7 +469,11 @@ class FitReport:
     """How a fit went. n_starts: L-BFGS-B starts run; objective: (n_starts,) value each start
     reached (log posterior under a prior, else log-likelihood; -inf where it failed); map: True
     when fitted under a prior; flags: what :meth:`LCM.diagnose` found on the first winner;
-    explored: whether fresh starts were run because of them; flags_after: the final model's."""
+    explored: whether fresh starts were run because of them; flags_after: the final model's.
+    collapsed: the length scales the data did not support (:meth:`LCM.collapsed_lengthscales`) on the
+    winner; collapse_refit: whether the fit bounded away from them was kept; collapsed_after: the
+    final model's; variance_scale: the factor the predictive variances were widened by (1: none; see
+    defaults.CALIBRATE_VARIANCE)."""
 
     n_starts: int
     objective: np.ndarray
@@ -476,6 +481,10 @@ class FitReport:
     flags: tuple[str, ...]
     explored: bool
     flags_after: tuple[str, ...]
+    collapsed: tuple[str, ...] = ()
+    collapse_refit: bool = False
+    collapsed_after: tuple[str, ...] = ()
+    variance_scale: float = 1.0
 
 
 class LCM:
@@ -647,6 +656,7 @@ class LCM:
         threads: int | str | None = DEFAULT_BLAS_THREADS,
         prior: "str | LCMPrior | None" = "default",
         explore: bool = True,
+        calibrate: bool | None = None,
     ) -> "LCM":
         """Fit every hyperparameter (maximum a posteriori by default); returns self.
 
@@ -660,7 +670,12 @@ class LCM:
         explore: check the winner with :meth:`diagnose`; when it has a length scale or kappa on a
         bound, a noise on its floor, or wild predictions, run EXPLORE_RESTARTS more random starts
         (k = restarts, restarts + 1, ...) and keep the best of all; the outcome is logged and kept
-        in ``fit_report``.
+        in ``fit_report``. With ``explore``, a length scale the data do not support
+        (:meth:`collapsed_lengthscales`) is also refitted bounded away from it, and the bounded fit kept
+        when the data do not clearly prefer the collapsed one (defaults.COLLAPSE_NATS).
+        calibrate: widen the predictive variances by the hyperparameter-count factor of
+        defaults.CALIBRATE_VARIANCE (None: CALIBRATE_VARIANCE under a prior, never without one);
+        the factor is ``fit_report.variance_scale``.
         comm: optional mpi4py communicator; start k runs on rank ``k % size`` and the results are
         exchanged with ``comm.Allgather`` on numpy buffers, so every rank ends with the same model,
         whatever the number of ranks.
@@ -683,11 +698,12 @@ class LCM:
             workers = _usable_cores()
         threads = _thread_cap(threads, n_points)
         if threads is None:
-            return self._fit(Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers)
+            return self._fit(Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers, calibrate)
         with self._bk.limit_threads(threads):
-            return self._fit(Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers)
+            return self._fit(Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers, calibrate)
 
-    def _fit(self, Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers: int) -> "LCM":
+    def _fit(self, Xs, ys, restarts, seed, comm, init, maxiter, prior, explore, workers: int,
+             calibrate: bool | None = None) -> "LCM":
         """fit() on checked data, inside its thread cap; ``workers`` threads run the starts."""
         restarts = _check_int(restarts, "restarts", 1)
         seed = _check_int(seed, "seed", 0)
@@ -777,11 +793,107 @@ class LCM:
             log("LCM fit (%d tasks, %d points): %s; %d fresh starts %s%s", T, len(y), "; ".join(flags),
                 EXPLORE_RESTARTS, f"found a better fit (start {winner})" if winner >= restarts
                 else "kept the first fit", f", which still has: {'; '.join(flags_after)}" if flags_after else "")
+        collapsed = self.collapsed_lengthscales() if explore else []
+        collapsed_after, kept = collapsed, False
+        if collapsed:
+            kept = self._refit_bounded(lay, objective, lo, hi, float(np.max(results[:, -1])), maxiter, Xs, ys)
+            collapsed_after = self.collapsed_lengthscales()
+            logger.info("LCM fit (%d tasks, %d points): %s; %s", T, len(y), "; ".join(collapsed),
+                        "kept the fit bounded away from it" if kept else "the data prefer it, kept")
+        scale = 1.0
+        if calibrate if calibrate is not None else (CALIBRATE_VARIANCE and prior_obj is not None):
+            scale = self._widen(lay.size, Xs, ys)
         objective_values = results[:, -1].copy()
         self.fit_report = FitReport(n_starts=len(results), explored=explored, flags=tuple(flags),
                                     flags_after=tuple(flags_after), objective=objective_values,
-                                    map=prior_obj is not None)
+                                    map=prior_obj is not None, collapsed=tuple(collapsed), collapse_refit=kept,
+                                    collapsed_after=tuple(collapsed_after), variance_scale=scale)
         return self
+
+    def collapsed_lengthscales(self) -> list[str]:
+        """The length scales the data do not support, as readable strings (empty when none): a length
+        scale l_qj shorter than COLLAPSE_GAP_FRACTION x the typical gap of input j within a task
+        (:meth:`input_gaps`), by more than BOUND_TOL_LOG in log (a fit bounded at the gap is not
+        flagged); inputs with at most two distinct values are not checked."""
+        self._require_data()
+        gaps = self.input_gaps()
+        ls = self._params["lengthscale"]
+        out = []
+        short = np.log(ls) < np.log(np.maximum(COLLAPSE_GAP_FRACTION * gaps, 1e-300))[None, :] - BOUND_TOL_LOG
+        for q, j in zip(*np.nonzero(short)):
+            out.append(f"length scale {ls[q, j]:.3g} of input {j} (latent {q}) shorter than the gap "
+                       f"{gaps[j]:.3g} between its values: collapsed")
+        return out
+
+    def input_gaps(self) -> np.ndarray:
+        """(d,) the typical gap between the distinct values of each input within a task: range /
+        (distinct values - 1), median over the tasks with at least three distinct values; 0 for an
+        input no task has three distinct values of (not checked for collapse)."""
+        self._require_data()
+        d = self._X.shape[1]
+        gaps = np.zeros(d)
+        for j in range(d):
+            per = []
+            for i in range(self.n_tasks):
+                v = np.unique(self._X[self._t == i, j])
+                if v.size >= 3:
+                    per.append((v[-1] - v[0]) / (v.size - 1))
+            if per:
+                gaps[j] = float(np.median(per))
+        return gaps
+
+    def _refit_bounded(self, lay: "_Layout", objective, lo: np.ndarray, hi: np.ndarray, best: float,
+                       maxiter: int, Xs, ys) -> bool:
+        """One L-BFGS-B start from the current fit with every length scale bounded below by
+        COLLAPSE_GAP_FRACTION x its input's gap; adopted (returns True) when its objective is within
+        COLLAPSE_NATS of ``best``, the collapsed fit's."""
+        floor = np.log(np.maximum(COLLAPSE_GAP_FRACTION * self.input_gaps(), LENGTHSCALE_BOUNDS[0]))
+        lo2 = lo.copy()
+        lo2[: lay.Q * lay.d] = np.maximum(lo[: lay.Q * lay.d], np.tile(floor, lay.Q))
+        p = self._params
+        x0 = np.clip(lay.pack(p["lengthscale"], p["W"], p["kappa"], p["noise"]), lo2, hi)
+        res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=list(zip(lo2, hi)),
+                       options={"maxiter": maxiter}, callback=_stall_callback())
+        f = float(res.fun)
+        if not (np.isfinite(f) and f < FAIL_VALUE) or -f < best - COLLAPSE_NATS:
+            return False
+        self._adopt_best(lay, np.append(res.x, -f)[None, :], Xs, ys)
+        return True
+
+    def _widen(self, n_hyper: int, Xs, ys) -> float:
+        """Scale B_q and the noises by min(VARIANCE_SCALE_MAX, (N / (N - n_hyper))^VARIANCE_SCALE_POWER) and
+        re-condition:
+        every predictive variance grows by that factor, the posterior mean stays. Returns the factor."""
+        N = int(self._X.shape[0])
+        scale = VARIANCE_SCALE_MAX if N <= n_hyper else min(VARIANCE_SCALE_MAX, (N / (N - n_hyper)) ** VARIANCE_SCALE_POWER)
+        if scale == 1.0:
+            return scale
+        p = self._params
+        self._params = {"lengthscale": p["lengthscale"], "W": p["W"] * np.sqrt(scale), "kappa": p["kappa"] * scale,
+                        "noise": p["noise"] * scale}
+        self._condition_sorted(Xs, ys)
+        return float(scale)
+
+    def diagnostics(self) -> dict[str, Any]:
+        """What to show of the fit: lengthscales (Q, d) as lists, noise (T,) relative to the output
+        scale, variance_scale (None for a model conditioned on given hyperparameters, not fitted: a fitted
+        model's widening is part of its stored hyperparameters), collapsed (the strings of :meth:`collapsed_lengthscales` on the final
+        model), collapse_refit, and the leave-one-out coverage of the 95 % intervals of the observed
+        values, with noise (loo_coverage) and of the latent alone (loo_coverage_latent)."""
+        self._require_data()
+        ys, ms, vs = self.loo()
+        y, m, v = np.concatenate(ys), np.concatenate(ms), np.concatenate(vs)
+        noise = self._params["noise"][self._t]
+        z = 1.959963984540054
+        rep = self.fit_report
+        s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
+        return {"lengthscales": self._params["lengthscale"].tolist(),
+                "noise": (self._params["noise"] / s2).tolist(),
+                "variance_scale": None if rep is None else rep.variance_scale,
+                "collapsed": self.collapsed_lengthscales(),
+                "collapse_refit": False if rep is None else rep.collapse_refit,
+                "loo_coverage": float(np.mean(np.abs(y - m) <= z * np.sqrt(v))),
+                "loo_coverage_latent": float(np.mean(np.abs(y - m) <= z * np.sqrt(np.maximum(v - noise, 0.0))))}
 
     def _adopt_best(self, lay: "_Layout", results: np.ndarray, Xs, ys) -> int:
         """Take the best start's hyperparameters (ties: lowest index), condition; returns its index."""

@@ -264,7 +264,7 @@ class Surrogate:
             ys.append(y[keep])
         t0 = time.perf_counter()
         start = self._new_model().fit(Xs, ys, restarts=self.settings.restarts, seed=seed, comm=self.comm,
-                                      prior=self.prior)
+                                      prior=self.prior, calibrate=False)  # widened once, after the refinement
         t1 = time.perf_counter()
         model = self._new_model().fit(data.X, data.y, restarts=1, seed=seed, init=start, comm=self.comm,
                                       prior=self.prior, maxiter=model_defaults.SUBSET_REFINE_ITERS, explore=False)

@@ -1,0 +1,171 @@
+"""Calibrated intervals and no collapsed fits (issue 45, the model half).
+
+Coverage: smooth multitask families drawn at random (random Fourier features of an RBF kernel, a shared
+draw and a task-specific one mixed per task, per-task shift and scale, Gaussian noise; tuning seeds of
+bench/model_calibration.py), fitted as the tuner fits them (per-task standardised outputs, Matern-5/2,
+one latent, MAP under the tuner's prior), scored on 100 held-out points per task against the noise-free
+value (latent interval) and a fresh measurement (interval with noise). Before the widening of
+defaults.CALIBRATE_VARIANCE these three families were covered at 77 %, 80 % and 81 % (latent); with it
+at 82 %, 83 % and 85 %.
+
+Collapse: a length scale shorter than the gap between its input's values, checked against the gaps
+counted by hand, and a fit whose short length scale the data do not prefer is refitted bounded.
+"""
+
+import numpy as np
+import pytest
+
+from gptask.model.numerics import LCM
+from gptask.model.numerics import defaults
+from gptask.model.numerics.priors import LCMPrior
+
+Z95 = 1.959963984540054
+
+
+def family(seed, n):
+    """(X (T lists of (n, d)), y, latent(i, X), noisy(i, X, rng), d, T), as bench/model_calibration.py."""
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(2, 7))
+    T = int(rng.integers(6, 21))
+    ls = np.exp(rng.uniform(np.log(0.15), np.log(0.8), size=d))
+    M = 400
+
+    def rff():
+        omega = rng.standard_normal((M, d)) / ls
+        phase = rng.uniform(0, 2 * np.pi, M)
+        w = rng.standard_normal(M)
+        return lambda X: np.sqrt(2.0 / M) * np.cos(X @ omega.T + phase) @ w
+
+    f0 = rff()
+    own = [rff() for _ in range(T)]
+    share = rng.uniform(0.5, 1.0, T)
+    sign = np.where(rng.random(T) < 0.85, 1.0, -1.0)
+    shift = rng.normal(0, 3, T)
+    scale = np.exp(rng.normal(0, 1, T))
+    noise_sd = float(np.exp(rng.uniform(np.log(0.005), np.log(0.15))))
+
+    def latent(i, X):
+        return shift[i] + scale[i] * (sign[i] * np.sqrt(share[i]) * f0(X) + np.sqrt(1 - share[i]) * own[i](X))
+
+    def noisy(i, X, r):
+        return latent(i, X) + scale[i] * noise_sd * r.standard_normal(X.shape[0])
+
+    X = [rng.random((n, d)) for _ in range(T)]
+    y = [noisy(i, X[i], rng) for i in range(T)]
+    return X, y, latent, noisy, d, T
+
+
+def coverage(seed, n, calibrate=None):
+    X, y, latent, noisy, d, T = family(seed, n)
+    mu = np.array([v.mean() for v in y])
+    sd = np.array([v.std() for v in y])
+    z = [(v - m) / s for v, m, s in zip(y, mu, sd)]
+    model = LCM(defaults.SURROGATE_N_LATENT, defaults.SURROGATE_KERNEL).fit(
+        X, z, restarts=3, seed=seed, prior=LCMPrior(dimension=float(d)), calibrate=calibrate)
+    rng = np.random.default_rng(12345)
+    hits_latent, hits_noisy = [], []
+    for i in range(T):
+        Xt = rng.random((100, d))
+        f = (latent(i, Xt) - mu[i]) / sd[i]
+        yt = (noisy(i, Xt, rng) - mu[i]) / sd[i]
+        m, v = model.predict(i, Xt)
+        _, vn = model.predict(i, Xt, include_noise=True)
+        hits_latent.append(np.abs(f - m) <= Z95 * np.sqrt(v))
+        hits_noisy.append(np.abs(yt - m) <= Z95 * np.sqrt(vn))
+    return np.concatenate(hits_latent), np.concatenate(hits_noisy), model
+
+
+def test_the_widening_brings_95_percent_intervals_closer_to_95_percent_on_generated_families():
+    # 6-7 tasks, 2-5 inputs, 12 points per task: 2,000 held-out points. Without the widening the latent
+    # intervals cover 79 % of them (brute-force count below); defaults.VARIANCE_SCALE_POWER = 0.75 brings
+    # that to 83-84 %, short of the 85 % target (power 2 reached 91 % but over-covered the noise-free mixed
+    # family of tests/test_calibration.py: bench/results/model_calibration.md)
+    latent, noisy, plain = [], [], []
+    for seed in (1004, 1007, 1010):
+        hl, hn, model = coverage(seed, 12, calibrate=True)
+        assert model.fit_report.variance_scale > 1.0
+        latent.append(hl)
+        noisy.append(hn)
+        plain.append(coverage(seed, 12, calibrate=False)[0])
+    latent, noisy, plain = np.concatenate(latent), np.concatenate(noisy), np.concatenate(plain)
+    assert latent.size == 2000
+    assert plain.mean() < 0.80
+    assert latent.mean() >= plain.mean() + 0.03
+    assert 0.82 <= latent.mean() <= 0.99
+    assert 0.82 <= noisy.mean() <= 0.99
+
+
+def test_the_widening_scales_every_variance_and_keeps_the_mean():
+    X, y, *_ = family(1007, 12)
+    z = [(v - v.mean()) / v.std() for v in y]
+    plain = LCM(1, "matern52").fit(X, z, restarts=2, seed=0, calibrate=False)
+    wide = LCM(1, "matern52").fit(X, z, restarts=2, seed=0, calibrate=True)
+    N = sum(len(v) for v in z)
+    p = plain.get_params()
+    n_hyper = sum(np.size(v) for v in p.values())
+    expected = min(defaults.VARIANCE_SCALE_MAX, (N / (N - n_hyper)) ** defaults.VARIANCE_SCALE_POWER)
+    assert wide.fit_report.variance_scale == pytest.approx(expected)
+    assert plain.fit_report.variance_scale == 1.0
+    Xt = np.random.default_rng(0).random((20, X[0].shape[1]))
+    for noise in (False, True):
+        m0, v0 = plain.predict(2, Xt, include_noise=noise)
+        m1, v1 = wide.predict(2, Xt, include_noise=noise)
+        assert np.allclose(m1, m0, rtol=1e-6, atol=1e-9)
+        assert np.allclose(v1, expected * v0, rtol=1e-6)
+    # off by default (defaults.CALIBRATE_VARIANCE: it made the convolution family's search worse), and
+    # maximum likelihood fits are left as they are unless asked
+    assert LCM(1, "matern52").fit(X, z, restarts=1, seed=0).fit_report.variance_scale == 1.0
+    assert LCM(1, "matern52").fit(X, z, restarts=1, prior=None).fit_report.variance_scale == 1.0
+
+
+def grid_model(ls):
+    """Two tasks on 2 inputs: input 0 on a grid of 11 values (gap 0.1), input 1 binary (not checked)."""
+    x0 = np.linspace(0, 1, 11)
+    X = [np.column_stack([x0, np.arange(11) % 2]), np.column_stack([x0[::2], np.arange(6) % 2])]
+    y = [np.sin(3 * X[0][:, 0]), np.cos(3 * X[1][:, 0])]
+    params = {"lengthscale": np.array([[ls, 0.01]]), "W": np.ones((1, 2, 1)), "kappa": np.full((1, 2), 0.1),
+              "noise": np.full(2, 1e-3)}
+    return LCM(1, "matern52").condition(X, y, params)
+
+
+def test_input_gaps_are_the_range_over_distinct_values_median_over_tasks():
+    model = grid_model(0.5)
+    Xs, _ = model.data()
+    by_hand = np.median([(np.ptp(X[:, 0])) / (len(np.unique(X[:, 0])) - 1) for X in Xs])  # 0.1 and 0.2
+    gaps = model.input_gaps()
+    assert gaps[0] == pytest.approx(by_hand) == pytest.approx(0.15)
+    assert gaps[1] == 0.0  # two distinct values: not checked
+    assert model.collapsed_lengthscales() == []
+
+
+def test_a_length_scale_shorter_than_the_gap_is_flagged_collapsed():
+    model = grid_model(0.02)
+    flags = model.collapsed_lengthscales()
+    assert len(flags) == 1 and "input 0" in flags[0] and "collapsed" in flags[0]
+    diag = model.diagnostics()
+    assert diag["collapsed"] == flags
+    assert diag["variance_scale"] is None  # conditioned, not fitted
+
+
+def test_a_collapsed_fit_the_data_do_not_prefer_is_refitted_bounded():
+    # a smooth function of input 0 alone; the fit starts (one start, 3 iterations) from a length scale of
+    # input 1 fifty times shorter than the gap between its values: the winner is collapsed, the fit
+    # bounded at the gap explains these smooth data better and is kept, and the final model is not collapsed
+    rng = np.random.default_rng(3)
+    X = [rng.random((10, 2)) for _ in range(3)]
+    y = [np.sin(4 * x[:, 0]) + 0.05 * i + 0.01 * rng.standard_normal(10) for i, x in enumerate(X)]
+    init = {"lengthscale": np.array([[0.5, 0.002]]), "W": np.full((1, 3, 1), 0.7), "kappa": np.full((1, 3), 0.05),
+            "noise": np.full(3, 1e-3)}
+    collapsed = LCM(1, "matern52").condition(X, y, init)
+    assert collapsed.collapsed_lengthscales()
+    model = LCM(1, "matern52").fit(X, y, restarts=1, seed=0, init=init, maxiter=3, prior=None)
+    rep = model.fit_report
+    assert rep.collapsed and "input 1" in rep.collapsed[0]
+    assert rep.collapse_refit
+    assert rep.collapsed_after == () and model.collapsed_lengthscales() == []
+    assert model.lengthscales[0, 1] >= model.input_gaps()[1] * (1 - 1e-9)
+    assert model.log_likelihood() >= rep.objective.max() - defaults.COLLAPSE_NATS
+    # without exploring (explore=False) nothing is checked or refitted
+    plain = LCM(1, "matern52").fit(X, y, restarts=1, seed=0, init=init, maxiter=3, prior=None, explore=False)
+    assert plain.fit_report.collapsed == () and not plain.fit_report.collapse_refit
+    assert plain.collapsed_lengthscales()
