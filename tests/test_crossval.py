@@ -73,7 +73,10 @@ def test_within_task_folds_hold_every_complete_trial_out_once_and_predict_from_t
             np.ones(len(X), bool) for X, o in zip(Xs, out)]
     ref = LCM(fitted.model.n_latent, fitted.model.kernel, fitted.model.rank).condition(
         [X[m] for X, m in zip(Xs, mask)], [y[m] for y, m in zip(ys, mask)], fitted.model.get_params())
-    mean, var = ref.predict(i, space.encode([pt.params]), include_noise=True)
+    ref.prior = fitted.model.prior
+    # the intervals are the calibrated predictive's, its factor from the fold's own points
+    mean, var = ref.predict_calibrated(i, space.encode([pt.params]), include_noise=True)
+    assert ref.calibration_factor() >= 1.0
     s = math.sqrt(var[0])
     tr = fitted.transform
     assert pt.predicted == pytest.approx(float(tr.backward(i, mean)[0]), rel=1e-9)
@@ -147,7 +150,8 @@ def test_latent_coverage_is_the_count_of_measurements_inside_the_noise_free_inte
             np.ones(len(X), bool) for X, o in zip(Xs, out)]
     ref = LCM(fitted.model.n_latent, fitted.model.kernel, fitted.model.rank).condition(
         [X[m] for X, m in zip(Xs, mask)], [y[m] for y, m in zip(ys, mask)], fitted.model.get_params())
-    mean, var = ref.predict(i, space.encode([pt.params]))
+    ref.prior = fitted.model.prior
+    mean, var = ref.predict_calibrated(i, space.encode([pt.params]))
     s, tr = math.sqrt(var[0]), fitted.transform
     assert pt.lower_latent == pytest.approx(float(tr.backward(i, mean - Z95 * s)[0]), rel=1e-9)
     assert pt.upper_latent == pytest.approx(float(tr.backward(i, mean + Z95 * s)[0]), rel=1e-9)

@@ -169,3 +169,73 @@ def test_a_collapsed_fit_the_data_do_not_prefer_is_refitted_bounded():
     plain = LCM(1, "matern52").fit(X, y, restarts=1, seed=0, init=init, maxiter=3, prior=None, explore=False)
     assert plain.fit_report.collapsed == () and not plain.fit_report.collapse_refit
     assert plain.collapsed_lengthscales()
+
+
+# ---- the calibrated predictive of the intervals users see (LCM.calibration_factor) ----------------------
+
+
+def test_the_calibrated_intervals_cover_85_to_99_percent_on_generated_families():
+    # the same three families (2,000 held-out points) whose raw intervals cover under 80 %: the K-fold
+    # refitted factor brings both the latent and the noisy intervals into the target band
+    latent, noisy, plain = [], [], []
+    for seed in (1004, 1007, 1010):
+        hl, _, model = coverage(seed, 12, calibrate=False)
+        s = model.calibration_factor()
+        assert 1.0 < s <= defaults.CALIBRATION_MAX
+        X, y, lat, noi, d, T = family(seed, 12)
+        mu, sd = np.array([v.mean() for v in y]), np.array([v.std() for v in y])
+        rng = np.random.default_rng(12345)
+        for i in range(T):  # the same held-out points as coverage()
+            Xt = rng.random((100, d))
+            f = (lat(i, Xt) - mu[i]) / sd[i]
+            yt = (noi(i, Xt, rng) - mu[i]) / sd[i]
+            m, v = model.predict_calibrated(i, Xt)
+            _, vn = model.predict_calibrated(i, Xt, include_noise=True)
+            latent.append(np.abs(f - m) <= Z95 * np.sqrt(v))
+            noisy.append(np.abs(yt - m) <= Z95 * np.sqrt(vn))
+        plain.append(hl)
+    latent, noisy, plain = np.concatenate(latent), np.concatenate(noisy), np.concatenate(plain)
+    assert latent.size == 2000
+    assert plain.mean() < 0.80
+    assert 0.85 <= latent.mean() <= 0.99
+    assert 0.85 <= noisy.mean() <= 0.99
+
+
+def test_the_calibration_factor_is_the_quantile_of_a_naive_fold_loop_and_leaves_the_raw_model_alone():
+    rng = np.random.default_rng(7)
+    X = [rng.random((9, 2)), rng.random((7, 2)), rng.random((1, 2))]  # a task of one point is never held out
+    y = [np.sin(5 * x[:, 0]) + 0.3 * x[:, 1] + 0.05 * rng.standard_normal(len(x)) for x in X]
+    model = LCM(1, "matern52").fit(X, y, restarts=2, seed=0, prior=LCMPrior(dimension=2.0))
+    Xp = rng.random((5, 2))
+    before = model.predict(0, Xp, include_noise=True)
+    s = model.calibration_factor(folds=3, seed=4)
+    # by hand: the same per-task split, a fresh model per fold refitted from the full fit, one point at a time
+    split = np.random.default_rng(4)
+    part = [split.permutation(len(v)) % 3 if len(v) >= 2 else np.full(len(v), -1) for v in y]
+    z = []
+    for k in range(3):
+        sub = LCM(1, "matern52").fit([x[p != k] for x, p in zip(X, part)], [v[p != k] for v, p in zip(y, part)],
+                                     restarts=1, seed=4, init=model.get_params(), prior=model.prior, explore=False,
+                                     calibrate=False)
+        for i in range(3):
+            for j in np.flatnonzero(part[i] == k):
+                m, v = sub.predict(i, X[i][j:j + 1], include_noise=True)
+                z.append(float((y[i][j] - m[0]) / np.sqrt(v[0])))
+    assert len(z) == 16
+    q = np.quantile(np.abs(z), 0.95)
+    assert s == pytest.approx(min(max((q / Z95) ** 2, 1.0), defaults.CALIBRATION_MAX), rel=1e-6)
+    assert np.sort(np.abs(model.crossval_zscores(3, 4))) == pytest.approx(np.sort(np.abs(z)), rel=1e-6)
+    # the raw model (what EI uses) is bit for bit what it was; the calibrated one scales the variance only
+    after = model.predict(0, Xp, include_noise=True)
+    assert np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])
+    m, v = model.predict_calibrated(0, Xp, include_noise=True)
+    assert np.array_equal(m, before[0])
+    assert v == pytest.approx(before[1] * model.calibration_factor(), rel=1e-12)
+
+
+def test_too_few_held_out_points_give_factor_one():
+    X = [np.array([[0.1], [0.5], [0.9]]), np.array([[0.3]])]
+    y = [np.array([0.0, 1.0, 0.2]), np.array([0.4])]
+    model = LCM(1, "rbf").fit(X, y, restarts=1, seed=0)
+    assert model.crossval_zscores(3, 0).size == 3
+    assert model.calibration_factor(3, 0) == 1.0

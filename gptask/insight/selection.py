@@ -248,7 +248,7 @@ def _tuned_entries(source: Any, tm: TransferModel, tuned: list[int], stored: Seq
 
 def _tuned_value(tm: TransferModel, i: int, params: dict) -> tuple[float, float]:
     """Median and std of one new launch of ``params`` on tuned task i (noise included)."""
-    z, v = tm.model.predict(i, tm.param_space.encode([params]), include_noise=True)
+    z, v = tm.model.predict_calibrated(i, tm.param_space.encode([params]), include_noise=True)
     med = tm.transform.backward(i, z)
     sd = tm.transform.backward_std(i, z, np.sqrt(np.maximum(v, 0.0)))
     return float(med[0]), float(sd[0])

@@ -341,7 +341,7 @@ def ranked_candidates(result: ResultView, i: int, rule: Any = None) -> list[Cand
         score = np.array([sign * np.mean(v) for v in observed])
         cands = [Candidate(params[k], None, None, observed[k], outputs=outputs[k]) for k in range(len(params))]
     else:
-        z_mean, z_var = result.model.predict(i, result.problem.param_space.encode(params))
+        z_mean, z_var = result.model.predict_calibrated(i, result.problem.param_space.encode(params))
         z_std = np.sqrt(np.maximum(z_var, 0.0))
         predicted = sign * result.transform.backward(i, z_mean)
         std = result.transform.backward_std(i, z_mean, z_std)

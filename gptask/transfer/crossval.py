@@ -187,8 +187,9 @@ def within_task_cv(result: TuningResult, folds: int = 5, seed: int = 0) -> CVRep
             held = np.flatnonzero(fold_of[i] == k)
             if not held.size:
                 continue
-            m, v = sub.predict(i, Xs[i][held], include_noise=True)
-            _, v_latent = sub.predict(i, Xs[i][held])
+            # the calibrated predictive (LCM.calibration_factor, from the fold's own points)
+            m, v = sub.predict_calibrated(i, Xs[i][held], include_noise=True)
+            _, v_latent = sub.predict_calibrated(i, Xs[i][held])
             s = np.sqrt(np.maximum(v, 0.0))
             s_latent = np.sqrt(np.maximum(v_latent, 0.0))
             lo = tr.backward(i, m - Z95 * s)

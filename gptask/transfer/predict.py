@@ -215,12 +215,15 @@ def _predict_joint(tm: TransferModel, joint: JointModel, task: dict, X: np.ndarr
     return _to_user(True, w, s)
 
 
-def predict_encoded(tm: TransferModel, task: dict, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def predict_encoded(tm: TransferModel, task: dict, X: np.ndarray,
+                    calibrated: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Predicted objective (user units) of the encoded configurations X (n, D) on ``task`` (a
-    validated dict): mean and std, (n,) each (see the module docstring for the two routes)."""
+    validated dict): mean and std, (n,) each (see the module docstring for the two routes).
+    calibrated: a tuned task's std from the calibrated predictive (LCM.predict_calibrated: about one
+    fit more, once per model); False where only the mean is used."""
     i = tm.task_index(task)
     if i is not None and tm.model.n_points[i] > 0:
-        m, v = tm.model.predict(i, X)
+        m, v = tm.model.predict_calibrated(i, X) if calibrated else tm.model.predict(i, X)
         return tm.transform.backward(i, m), tm.transform.backward_std(i, m, np.sqrt(np.maximum(v, 0.0)))
     tuned = [j for j in range(len(tm.tasks)) if tm.model.n_points[j] > 0]
     if len(tuned) < 2:

@@ -241,7 +241,7 @@ def _consensus_pick(tm: TransferModel, task: dict, unseen: dict[str, list], is_f
     need = np.isnan(P).any(axis=0)
     if need.any():
         for v, t in enumerate(seen):
-            P[v, need] = np.where(np.isnan(P[v, need]), predict_encoded(tm, t, C[need])[0], P[v, need])
+            P[v, need] = np.where(np.isnan(P[v, need]), predict_encoded(tm, t, C[need], calibrated=False)[0], P[v, need])
     return C[int(np.argmin(consensus_scores(P)))]
 
 
@@ -252,5 +252,5 @@ def _joint_pick(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.ndarra
     The tuned tasks' best configurations are not candidates: their values are the luckiest launches
     of their tasks, which the GP partly keeps, so the argmin would favour them for that luck."""
     C = _drawn_candidates(tm.param_space, is_feasible, tla1)
-    median, _ = predict_encoded(tm, task, C)
+    median, _ = predict_encoded(tm, task, C, calibrated=False)
     return C[int(np.argmin(median))]

@@ -228,7 +228,7 @@ class NewTaskProposer(Proposer):
         bests = [p for p in bests if feasible is None or feasible(p)]
         if len(bests) < 2:
             return bests
-        median, _ = predict_encoded(self.transfer, task, self.tuner.problem.param_space.encode(bests))
+        median, _ = predict_encoded(self.transfer, task, self.tuner.problem.param_space.encode(bests), calibrated=False)
         return [bests[k] for k in np.argsort(median, kind="stable")]
 
     def search_among(self, i: int) -> np.ndarray | None:

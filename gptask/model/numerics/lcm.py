@@ -48,7 +48,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy.optimize import minimize
 
-from scipy.stats import qmc
+from scipy.stats import norm, qmc
 
 from . import linalg as _la
 from .arrays import as_inputs, as_outputs
@@ -56,7 +56,7 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
                        LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
-                       COLLAPSE_NATS)
+                       COLLAPSE_NATS, CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS, CALIBRATION_LEVEL)
 from .backend import get_backend
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
@@ -457,6 +457,8 @@ def _check_params(params, Q, d, T, r) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------------------------
 
 
+#: the two-sided normal quantile of CALIBRATION_LEVEL (1.96 for 95 %)
+_Z_LEVEL = float(norm.ppf(0.5 + CALIBRATION_LEVEL / 2))
 #: how :meth:`LCM.diagnose` ends the flag of a noise on its floor (what a deterministic objective gives)
 NOISE_FLOOR_FLAG = "on the floor"
 #: whether a noise on its floor alone (and no other flag) runs EXPLORE_RESTARTS fresh starts; a bench
@@ -532,6 +534,8 @@ class LCM:
         self._s2: float | None = None
         #: how the last fit went (starts, objective per start, post-fit check)
         self.fit_report: FitReport | None = None
+        #: the last calibration factor computed, with the state it was computed on (see calibration_factor)
+        self._calibration: tuple[tuple, float] | None = None
 
     # ---- basic properties ------------------------------------------------------------------
     @property
@@ -873,6 +877,54 @@ class LCM:
                         "noise": p["noise"] * scale}
         self._condition_sorted(Xs, ys)
         return float(scale)
+
+    def crossval_zscores(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> np.ndarray:
+        """The z-scores (y - mean) / sd (with noise) of every held-out observation of a ``folds``-fold
+        cross-validation, each fold's model refitted on the others from this model's hyperparameters
+        (one L-BFGS-B start, this model's prior, no exploration): (n_held,) in fold order. Every task
+        with at least two points is split at random (``np.random.default_rng(seed)``) into ``folds``
+        parts of its own, so every fold keeps a point of every task; tasks of one point are never held out."""
+        self._require_data()
+        folds = _check_int(folds, "folds", 2)
+        Xs, ys = self.data()
+        rng = np.random.default_rng(_check_int(seed, "seed", 0))
+        part = [rng.permutation(len(y)) % folds if len(y) >= 2 else np.full(len(y), -1) for y in ys]
+        out = []
+        for k in range(folds):
+            held = [p == k for p in part]
+            if not any(h.any() for h in held):
+                continue
+            sub = self._like()
+            sub.fit([x[~h] for x, h in zip(Xs, held)], [y[~h] for y, h in zip(ys, held)], restarts=1, seed=seed,
+                    init=self._params, prior=self.prior, explore=False, calibrate=False, threads=1)
+            for i, h in enumerate(held):
+                if h.any():
+                    m, v = sub.predict(i, Xs[i][h], include_noise=True)
+                    out.append((ys[i][h] - m) / np.sqrt(v))
+        return np.concatenate(out) if out else np.zeros(0)
+
+    def calibration_factor(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> float:
+        """The factor s >= 1 the intervals users see multiply the predictive variances by (the search keeps
+        the raw model): s = (q / 1.96)^2 for q the empirical CALIBRATION_LEVEL quantile of |z| over
+        :meth:`crossval_zscores`, clipped to [1, CALIBRATION_MAX]; 1 with fewer than CALIBRATION_MIN_POINTS
+        held-out points. Costs about one fit; cached for this model's state (data and hyperparameters)."""
+        self._require_data()
+        key = (int(self._X.shape[0]), float(self._ll), folds, seed)
+        if self._calibration is not None and self._calibration[0] == key:
+            return self._calibration[1]
+        z = self.crossval_zscores(folds, seed)
+        s = 1.0
+        if z.size >= CALIBRATION_MIN_POINTS:
+            q = float(np.quantile(np.abs(z), CALIBRATION_LEVEL))
+            s = float(np.clip((q / _Z_LEVEL) ** 2, 1.0, CALIBRATION_MAX))
+        self._calibration = (key, s)
+        return s
+
+    def predict_calibrated(self, i: int, X: np.ndarray, include_noise: bool = False):
+        """:meth:`predict` with the variance times :meth:`calibration_factor`: the posterior mean (n,) and
+        the calibrated variance (n,) of task i at X (n, d), for the intervals users see."""
+        mean, var = self.predict(i, X, include_noise=include_noise)
+        return mean, var * self.calibration_factor()
 
     def diagnostics(self) -> dict[str, Any]:
         """What to show of the fit: lengthscales (Q, d) as lists, noise (T,) relative to the output
