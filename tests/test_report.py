@@ -434,3 +434,18 @@ def test_a_history_tuned_without_the_log_transform_rebuilds_with_its_model(tmp_p
     assert gt.sensitivity(rebuilt, base=64).use_log is False
     mine, theirs = rebuilt.recommend(0, progress=False), tuned.recommend(0, progress=False)
     assert mine.params == theirs.params and mine.predicted == pytest.approx(theirs.predicted, rel=1e-6)
+
+
+def test_the_fit_diagnostics_round_trip_through_the_history_and_the_report_shows_them(finished, finished_page):
+    # issue 45: the last fit's diagnostics are stored with its hyperparameters (JSON) and a model rebuilt from
+    # the history reports them; the report's model-fit line shows the calibration factor of its intervals
+    with SQLiteStorage(finished) as h:
+        stored = h.last_model()["params"]["diagnostics"]
+        rebuilt = result_from_history(h).model
+    assert set(stored) >= {"lengthscales", "noise", "collapsed", "collapse_refit", "flags"}
+    assert np.allclose(stored["lengthscales"], rebuilt.lengthscales)
+    assert rebuilt.fit_record() == stored
+    diag = rebuilt.diagnostics()
+    assert diag["recorded"] == stored and diag["collapse_refit"] == stored["collapse_refit"]
+    assert 1.0 <= diag["calibration_factor"] <= 16.0
+    assert f"variances x{diag['calibration_factor']:.3g}" in Path(finished_page).read_text()

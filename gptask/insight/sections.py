@@ -375,7 +375,11 @@ def _fit_note(model: Any) -> str:
             + (f"variances widened x{diag['variance_scale']:.3g} for the hyperparameters fitted; "
                if diag["variance_scale"] is not None else "")
             + f"leave-one-out coverage of the 95 % intervals {100 * diag['loo_coverage']:.1f} % "
-            f"(latent alone {100 * diag['loo_coverage_latent']:.1f} %).")
+            f"(latent alone {100 * diag['loo_coverage_latent']:.1f} %); intervals shown calibrated by 5-fold "
+            f"cross-validation: variances x{diag['calibration_factor']:.3g}.")
+    recorded = diag.get("recorded") or {}
+    if recorded.get("collapse_refit"):
+        text += " The fit was refitted away from a collapsed length scale."
     if diag["collapsed"]:
         return note_html(text + " Collapsed: " + "; ".join(diag["collapsed"]) + ".", "missing")
     return note_html(text)

@@ -63,13 +63,22 @@ def result_from_history(history: Any) -> Any:
         seen = project(finished, out, 1.0 if spec is None or out is None else spec.sign(out))
         data = training_data(seen, len(tasks), problem.param_space, bool(use_log))
         W = last["params"]["W"]  # nested lists (Q, T, rank)
-        models[out] = (LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y,
-                                                                                         params=last["params"]),
-                       data.transform)
+        model = LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y, params=last["params"])
+        model.recorded_fit = last["params"].get("diagnostics")  # the fit's diagnostics (None: an older history)
+        if model.recorded_fit is not None:
+            model.prior = _stored_prior(problem)
+        models[out] = (model, data.transform)
     model, transform = next(iter(models.values()))
     return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations(),
                         machines=history.machines(), fidelity=_fidelity_layout(sig, tasks, finished),
                         outputs={k: v for k, v in models.items() if k is not None and v[0] is not None})
+
+
+def _stored_prior(problem: Any) -> Any:
+    """The prior the tuner fits under (gptask.model.surrogate.core.Surrogate.prior), for the refitted folds
+    of a rebuilt model's calibration factor."""
+    from ..model.numerics.priors import LCMPrior
+    return LCMPrior(dimension=float(len(problem.param_space)))
 
 
 def _fidelity_layout(sig: dict, tasks: list[dict], trials: list) -> dict | None:

@@ -536,6 +536,9 @@ class LCM:
         self.fit_report: FitReport | None = None
         #: the last calibration factor computed, with the state it was computed on (see calibration_factor)
         self._calibration: tuple[tuple, float] | None = None
+        #: what :meth:`fit_record` gave when the hyperparameters were fitted, as stored in a history (a
+        #: model rebuilt from one: gptask.results.rebuild); None for a model fitted here or never stored
+        self.recorded_fit: dict[str, Any] | None = None
 
     # ---- basic properties ------------------------------------------------------------------
     @property
@@ -926,12 +929,31 @@ class LCM:
         mean, var = self.predict(i, X, include_noise=include_noise)
         return mean, var * self.calibration_factor()
 
+    def fit_record(self) -> dict[str, Any]:
+        """The fit's diagnostics to store with its hyperparameters (JSON types, no computation beyond a
+        look at the data): lengthscales (Q, d) lists, noise (T,) relative to the output scale, collapsed
+        (:meth:`collapsed_lengthscales`), collapse_refit, flags (:meth:`diagnose`'s after the fit) and
+        variance_scale; the fit's own record when the model was rebuilt from a stored one."""
+        self._require_data()
+        rep = self.fit_report
+        if rep is None and self.recorded_fit is not None:
+            return dict(self.recorded_fit)
+        s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
+        return {"lengthscales": self._params["lengthscale"].tolist(),
+                "noise": (self._params["noise"] / s2).tolist(),
+                "collapsed": self.collapsed_lengthscales(),
+                "collapse_refit": False if rep is None else bool(rep.collapse_refit),
+                "flags": [] if rep is None else list(rep.flags_after),
+                "variance_scale": None if rep is None else float(rep.variance_scale)}
+
     def diagnostics(self) -> dict[str, Any]:
         """What to show of the fit: lengthscales (Q, d) as lists, noise (T,) relative to the output
         scale, variance_scale (None for a model conditioned on given hyperparameters, not fitted: a fitted
         model's widening is part of its stored hyperparameters), collapsed (the strings of :meth:`collapsed_lengthscales` on the final
         model), collapse_refit, and the leave-one-out coverage of the 95 % intervals of the observed
-        values, with noise (loo_coverage) and of the latent alone (loo_coverage_latent)."""
+        values, with noise (loo_coverage) and of the latent alone (loo_coverage_latent), calibration_factor
+        (:meth:`calibration_factor`: about one fit), and recorded: :meth:`fit_record` (what the fit found, also
+        when the model was rebuilt from a history)."""
         self._require_data()
         ys, ms, vs = self.loo()
         y, m, v = np.concatenate(ys), np.concatenate(ms), np.concatenate(vs)
@@ -939,11 +961,14 @@ class LCM:
         z = 1.959963984540054
         rep = self.fit_report
         s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
+        recorded = self.fit_record()
         return {"lengthscales": self._params["lengthscale"].tolist(),
                 "noise": (self._params["noise"] / s2).tolist(),
-                "variance_scale": None if rep is None else rep.variance_scale,
+                "variance_scale": recorded.get("variance_scale") if rep is None else rep.variance_scale,
+                "calibration_factor": self.calibration_factor(),
+                "recorded": recorded,
                 "collapsed": self.collapsed_lengthscales(),
-                "collapse_refit": False if rep is None else rep.collapse_refit,
+                "collapse_refit": bool(recorded.get("collapse_refit", False)) if rep is None else rep.collapse_refit,
                 "loo_coverage": float(np.mean(np.abs(y - m) <= z * np.sqrt(v))),
                 "loo_coverage_latent": float(np.mean(np.abs(y - m) <= z * np.sqrt(np.maximum(v - noise, 0.0))))}
 

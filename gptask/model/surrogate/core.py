@@ -212,6 +212,7 @@ class Surrogate:
         self._install_data(model, data, model_trials)
         self.iteration += 1
         params = {k: np.asarray(v).tolist() for k, v in model.get_params().items()}
+        params["diagnostics"] = model.fit_record()  # what a model rebuilt from the history reports (issue 45)
         ll = float(model.log_likelihood())
         self.store.add_model(self.iteration, params, ll, data.key)
         log.info("iteration %d: LCM fitted on %d points, log-likelihood %.4g", self.iteration, data.n_points, ll)
