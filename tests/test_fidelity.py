@@ -82,6 +82,9 @@ def test_levels_are_a_geometric_ladder_from_the_target():
     # a target at the lower bound: the cheaper runs lie above it (e.g. a tolerance)
     tol = gt.Space([gt.Real("tol", 1e-6, 1e-2, log=True)])
     assert [lv["tol"] for lv in fidelity_levels(tol, {"tol": 1e-6})] == pytest.approx([1e-6, 3e-6, 9e-6, 2.7e-5])
+    # a fraction in [0, 1] (lower bound 0): geometric too, not a linear 1, 2/3, 1/3, 0
+    frac = gt.Space([gt.Real("fraction", 0.0, 1.0)])
+    assert [lv["fraction"] for lv in fidelity_levels(frac, {"fraction": 1.0})] == pytest.approx([1, 1 / 3, 1 / 9, 1 / 27])
     size = gt.Space([gt.Ordinal("size", [500, 1000, 4000])])
     assert fidelity_levels(size, {"size": 4000}) == [{"size": 4000}, {"size": 500}, {"size": 1000}]
 
