@@ -487,6 +487,8 @@ class Tuner:
     def _initial_todo(self, i: int) -> list[dict]:
         """Design points of task ``i`` still to claim (empty once its initial phase is over). The
         default configuration is claimed even after the initial phase until it has been measured."""
+        if not self.proposer.design_open(i):
+            return []
         mine = self.trials_of(i)
         need = self.n_initial - len(mine)
         used = {params_key(t.params) for t in mine}
@@ -606,7 +608,9 @@ class Tuner:
                     self.mirror.close_task(i, reason)
             found = [(i, row) for i, row in zip(active, rows) if row is not None]
             params = self.problem.param_space.decode(np.array([row for _, row in found])) if found else []
-            got = self.mirror.claim([Proposal(i, self.tasks[i], p, SOURCE_SEARCH) for (i, _), p in zip(found, params)])
+            assert self._search_view is not None
+            at = [self.proposer.place(i, row, self._search_view.model) for i, row in found]
+            got = self.mirror.claim([Proposal(j, self.tasks[j], p, SOURCE_SEARCH) for j, p in zip(at, params)])
             out += [t for t in got if t is not None]
             retry = [i for (i, _), t in zip(found, got) if t is None]
             if not retry:
