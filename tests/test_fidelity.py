@@ -245,21 +245,6 @@ def test_value_of_information_is_the_target_variance_a_run_removes():
     assert abs(cov) > 1e-3 and drop == pytest.approx(cov ** 2 / (var1 + noise1), rel=1e-4)
 
 
-def test_a_cheap_run_takes_the_targets_configuration():
-    """Searched runs at a cheaper level run the configuration the target's search chose: a later
-    target run often repeats a configuration first tried cheap (never the level's own search)."""
-    r = gt.tune(problem(), [{"n": 1}], cost_budget=10.0, n_initial=8, seed=4, **FAST)
-    from gptask.data.trials import params_key
-
-    searched = [t for t in sorted(r.history, key=lambda t: t.id) if t.source == "search"]
-    low = [t for t in searched if t.task_index > 0]
-    assert low and {t.task_index for t in searched} <= {0, 1, 2, 3}
-    # the target's EI drove every searched run: none of them at a configuration already run at its task
-    for t in searched:
-        earlier = [u for u in r.history if u.task_index == t.task_index and u.id < t.id]
-        assert params_key(t.params) not in {params_key(u.params) for u in earlier}
-
-
 # ---- the guard ---------------------------------------------------------------------------------
 def test_an_uninformative_fidelity_is_dropped_and_costs_little_regret():
     """Random rankings below the target: the guard stops buying them, and the final regret at
