@@ -251,7 +251,19 @@ def test_an_uninformative_fidelity_is_dropped_and_costs_little_regret():
     the target is within noise of a single-fidelity run at the same cost (brute-force optimum)."""
     opt = brute_force_optimum()
     budget = 14.0
-    mf = gt.tune(problem(uninformative), [{"n": 1}], cost_budget=budget, n_initial=8, seed=3, **FAST)
+    from gptask.tuning.fidelity import fidelity_tuner
+
+    with fidelity_tuner(problem(uninformative), [{"n": 1}], n_initial=8, cost_budget=budget, seed=3, restarts=1,
+                        refit_restarts=1, pso_particles=12, pso_iters=8) as tuner:
+        while not tuner.done:
+            for trial in tuner.ask():
+                tuner.tell(trial, tuner.problem.objective(trial.task, trial.params))
+        mf = tuner.result()
+        tuner.fit_model()
+        # a dropped level's runs left the model (its first one kept: the LCM needs a point of each task)
+        dropped = sorted(mf.fidelity["dropped"])
+        assert dropped and list(tuner.model.n_points[dropped]) == [1] * len(dropped)
+        assert all(len(tuner.trials_of(i)) > 1 for i in dropped)  # still in the history
     assert set(mf.fidelity["dropped"]) == {1, 2, 3}
     assert all("below 0.3" in why for why in mf.fidelity["dropped"].values())
     single = gt.Problem(TASKS, PARAMS, lambda t, p: true_value(p["x"], p["y"]), run_cost=lambda point: 1.0)

@@ -309,6 +309,15 @@ class FidelityProposer(Proposer):
                  and (c := self.tuner.cost_of(t)) is not None]
         return float(np.mean(costs)) if costs else None
 
+    def in_model(self, trial: Any) -> bool:
+        """A dropped level's runs leave the model (they stay in the history), all but its first
+        finished one: the LCM needs a point of every task, and one says little."""
+        i = trial.task_index
+        if i not in self.dropped:
+            return True
+        first = min((t.id for t in self.tuner.trials_of(i) if t.status.finished), default=None)
+        return trial.id == first
+
     # ---- the guard ---------------------------------------------------------------------------
     def _judge(self) -> None:
         """Measure each cheaper level's and auxiliary task's correlation with its target (by the
@@ -334,6 +343,8 @@ class FidelityProposer(Proposer):
                 a, c = np.array(both).T
                 rho["rank"] = spearman(a, c)
             self.correlation[i] = rho
+            if i in self.dropped and "rank" not in rho:
+                continue  # its runs left the model: only its shared runs can bring it back
             judged = rho.get("rank", rho["model"])  # the rank correlation where there are enough shared runs
             if judged >= RHO_MIN:
                 self._low[i] = 0

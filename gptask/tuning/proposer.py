@@ -126,6 +126,11 @@ class Proposer:
         proposer ends a design early)."""
         return True
 
+    def in_model(self, trial: Trial) -> bool:
+        """Whether ``trial`` (finished or pending) enters the model (every one here; the fidelity
+        proposer leaves out the runs of a level its guard dropped)."""
+        return True
+
     def place(self, i: int, x: np.ndarray, model: Any) -> int:
         """The task that runs the configuration ``x`` (encoded, (D,)) task ``i``'s search chose on
         ``model`` (the search view, pending runs as fantasies): task ``i`` itself here; the

@@ -698,14 +698,14 @@ class Tuner:
         return len(self.mirror.tasks_with_results()) == self.n_tasks
 
     def model_trials(self) -> list[Trial]:
-        """The finished trials the model is built on (every one here)."""
-        return self.records
+        """The finished trials the model is built on (every one the proposer lets in)."""
+        return [t for t in self.records if self.proposer.in_model(t)]
 
     def fit_model(self) -> LCM:
         """The model brought up to date with every finished trial (:meth:`Surrogate.update`)."""
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task: there is nothing to fit a model on yet")
-        return self.outputs.update(self.model_trials(), self.trials)
+        return self.outputs.update(self.model_trials(), [t for t in self.trials if self.proposer.in_model(t)])
 
     # ---- tell --------------------------------------------------------------------------------
     def tell(self, trial: Trial | int, result: Outcome | float | None, reason: str = "") -> Trial:
@@ -814,4 +814,4 @@ class Tuner:
     def _current_models(self) -> dict[str | None, tuple[LCM, Any]]:
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task")
-        return self.outputs.current(self.model_trials(), self.trials)
+        return self.outputs.current(self.model_trials(), [t for t in self.trials if self.proposer.in_model(t)])
