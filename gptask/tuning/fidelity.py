@@ -9,21 +9,22 @@ coregionalisation learns how the levels relate.
 
 :class:`FidelityProposer` (the tuner's proposer slot) chooses what to buy:
 
-* initial designs: a tuned task's target level runs the first ``ceil(n_initial / 2)`` points of its
-  Latin hypercube, each cheaper level all ``n_initial`` (the target's points included, so every
-  level has configurations in common with the target to be judged on);
-* then, per tuned task and round, one level: the target at least every :data:`TARGET_EVERY`-th
-  searched run (Hyperband's and GPTuneBand's share of full-fidelity runs: the recommendation comes
-  from target runs only), otherwise the level of largest ``rho**2 / cost``, where ``rho`` is the
-  model's correlation between that level and the target at one configuration (from the fitted
-  coregionalisation; 1 for the target) and ``cost`` its mean measured cost: the expected improvement
-  at the target a run buys, through its correlation, per second. The configuration is the level's own
-  log-EI maximiser (with the levels correlated, the target's);
-* the guard: a level (or an auxiliary task) whose correlation with the target is below
-  :data:`RHO_MIN`, by the model or by the rank correlation of the configurations it shares with the
-  target (at least :data:`MIN_COMMON` of them), on :data:`GUARD_CONFIRM` model updates in a row once
-  the target has :data:`JUDGE_AFTER` complete runs, is not bought while that lasts (logged, and
-  listed in ``result.fidelity["dropped"]``);
+* initial designs (:meth:`FidelityProposer._plan`): a tuned task's target level runs the first
+  :data:`TARGET_DESIGN_SHARE` of its Latin hypercube, the cheapest level all of it, the levels
+  between :data:`INTERMEDIATE_DESIGN` of the target's points (shared configurations, to judge the
+  levels on), the cheaper designs cut to :data:`LOW_DESIGN_SHARE` of the cost budget when
+  ``run_cost`` prices them (one point per level kept);
+* then, per tuned task and round, the configuration is the maximiser of the target's acquisition
+  (only the targets search) and :meth:`FidelityProposer.place` picks its level: the target at least
+  every :data:`TARGET_EVERY`-th searched run (Hyperband's and GPTuneBand's share of full-fidelity
+  runs: the recommendation comes from target runs only), otherwise the level of most value of
+  information per cost at x, ``cov(f_l, f_t)^2 / (var(f_l) + noise_l) / cost_l`` from the LCM's
+  posterior cross-covariance (MF-GP-UCB / MISO style);
+* the guard: once the target has :data:`JUDGE_AFTER` complete runs, a level (or an auxiliary task)
+  whose correlation with the target is below :data:`RHO_MIN` on :data:`GUARD_CONFIRM` model updates
+  in a row, by the rank correlation of the configurations it shares with the target where there are
+  at least :data:`MIN_COMMON`, else by the model, is not bought while that lasts and its runs leave
+  the model (logged, and listed in ``result.fidelity["dropped"]``);
 * auxiliary tasks run their initial designs only: data that teaches the tuned tasks.
 """
 
