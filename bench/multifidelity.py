@@ -60,6 +60,9 @@ DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
 METHODS = ("gptask_sf", "gptask_mf", "smac_hb", "dehb", "optuna_hb", "bohb")
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
+#: what reports show, in order: the methods and the recorded rows of gptask's first fidelity proposer
+#: (branch i44-fidelity, renamed from gptask_mf: bench/results/fidelity_mf_i44.json), not run any more
+SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf", *PEERS)
 #: families with the same target as another: gptask_sf never runs a low fidelity, so its rows on
 #: the other family are its rows here (the same function, tasks and seeds give the same runs)
 SAME_TARGET = {"currin_noinfo": "currin"}
@@ -370,7 +373,7 @@ def report(rows: list[dict[str, Any]], machine: dict[str, Any], commands: list[s
         if r["method"] == "gptask_mf":
             third.setdefault((r["family"], r["method"]), []).append(regret_curve(mff.family(r["family"]), r, (1 / 3,))[0])
     families = list(dict.fromkeys(r["family"] for r in rows))
-    methods = [m for m in METHODS if any(k[1] == m for k in s)]
+    methods = [m for m in SHOWN if any(k[1] == m for k in s)]
     cps = " | ".join(f"{int(c * 100)} %" for c in CHECKPOINTS)
     lines = ["# Multi-fidelity tuning: target regret per cost (issue 44)", "",
              f"Machine: {machine.get('description', '?')}; date {machine.get('date', '?')}.", "",
@@ -446,7 +449,7 @@ def plot(rows: list[dict[str, Any]], prefix: str) -> list[str]:
     paths = []
     for f in dict.fromkeys(r["family"] for r in rows):
         fig, ax = plt.subplots(figsize=(5, 3.6))
-        for m in METHODS:
+        for m in SHOWN:
             if (f, m) not in s:
                 continue
             c = s[(f, m)]

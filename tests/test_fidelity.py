@@ -82,6 +82,9 @@ def test_levels_are_a_geometric_ladder_from_the_target():
     # a target at the lower bound: the cheaper runs lie above it (e.g. a tolerance)
     tol = gt.Space([gt.Real("tol", 1e-6, 1e-2, log=True)])
     assert [lv["tol"] for lv in fidelity_levels(tol, {"tol": 1e-6})] == pytest.approx([1e-6, 3e-6, 9e-6, 2.7e-5])
+    # a fraction in [0, 1] (lower bound 0): geometric too, not a linear 1, 2/3, 1/3, 0
+    frac = gt.Space([gt.Real("fraction", 0.0, 1.0)])
+    assert [lv["fraction"] for lv in fidelity_levels(frac, {"fraction": 1.0})] == pytest.approx([1, 1 / 3, 1 / 9, 1 / 27])
     size = gt.Space([gt.Ordinal("size", [500, 1000, 4000])])
     assert fidelity_levels(size, {"size": 4000}) == [{"size": 4000}, {"size": 500}, {"size": 1000}]
 
@@ -195,13 +198,72 @@ def test_aux_tasks_run_their_initial_design_only_and_have_no_best():
         gt.tune(plain, [{"n": 4}], aux_tasks=[{"n": 4}], budget=8, **FAST)
 
 
+# ---- what it buys ------------------------------------------------------------------------------
+def test_initial_designs_are_cost_aware_and_share_configurations():
+    """The target's first points, the cheapest level the whole design, the levels between 2 of the
+    target's points; the cheaper designs within LOW_DESIGN_SHARE of the cost budget (run_cost)."""
+    from gptask.data.trials import params_key
+    from gptask.tuning import fidelity as fm
+
+    budget = 8.0
+    r = gt.tune(problem(), [{"n": 1}], cost_budget=budget, n_initial=10, seed=2, **FAST)
+    design = {i: [t for t in sorted(r.history, key=lambda t: t.id) if t.task_index == i and t.source != "search"]
+              for i in range(4)}
+    assert [len(design[i]) for i in range(4)] == [4, 2, 2, 10]  # levels 1000, 333, 111, 37
+    low_cost = sum(t.extra["cost"] for i in (1, 2, 3) for t in design[i])
+    assert low_cost == pytest.approx((2 * 333 + 2 * 111 + 10 * 37) / 1000) and low_cost <= fm.LOW_DESIGN_SHARE * budget
+    target = [params_key(t.params) for t in design[0]]
+    assert [params_key(t.params) for t in design[3]][:4] == target  # shared with the target
+    assert [params_key(t.params) for t in design[1]] == target[:2]
+    # a cost budget too small for the share: the cheaper designs are cut to one point per level
+    # (the LCM needs data of every level), 0.481 s, not the 1.258 s of the designs above
+    small = gt.tune(problem(), [{"n": 1}], cost_budget=2.0, n_initial=10, seed=2, **FAST)
+    low = [t for t in small.history if t.task_index > 0 and t.source != "search"]
+    assert sorted(t.task_index for t in low) == [1, 2, 3]
+    assert sum(t.extra["cost"] for t in low) == pytest.approx((333 + 111 + 37) / 1000)
+
+
+def test_value_of_information_is_the_target_variance_a_run_removes():
+    """LCM.posterior_cross against conditioning: a run of task j at x (noise_j) lowers task i's
+    posterior variance at x by cov_ij(x)^2 / (var_j(x) + noise_j), the fidelity rule's numerator."""
+    from gptask.model.numerics.lcm import LCM
+
+    rng = np.random.default_rng(0)
+    X = [rng.random((6, 2)), rng.random((9, 2))]
+    y = [np.sin(4 * X[0][:, 0]) + X[0][:, 1], np.sin(4 * X[1][:, 0]) + 0.5 * X[1][:, 1]]
+    params = {"lengthscale": np.array([[0.4, 0.5], [0.2, 0.3]]), "W": np.array([[[1.0], [0.8]], [[0.3], [-0.5]]]),
+              "kappa": np.array([[0.05, 0.1], [0.02, 0.04]]), "noise": np.array([1e-3, 5e-3])}
+    m = LCM(n_latent=2).condition(X, y, params=params)
+    x = np.array([[0.3, 0.6]])
+    cov = m.posterior_cross(0, 1, x)[0]
+    var1 = m.posterior_cross(1, 1, x)[0]
+    assert var1 == pytest.approx(m.predict(1, x)[1][0], rel=1e-6)
+    noise1 = m.get_params()["noise"][1]
+    after = LCM(n_latent=2).condition([X[0], np.vstack([X[1], x])], [y[0], np.append(y[1], 0.0)],
+                                      params=m.get_params())
+    drop = m.predict(0, x)[1][0] - after.predict(0, x)[1][0]
+    assert abs(cov) > 1e-3 and drop == pytest.approx(cov ** 2 / (var1 + noise1), rel=1e-4)
+
+
 # ---- the guard ---------------------------------------------------------------------------------
 def test_an_uninformative_fidelity_is_dropped_and_costs_little_regret():
     """Random rankings below the target: the guard stops buying them, and the final regret at
     the target is within noise of a single-fidelity run at the same cost (brute-force optimum)."""
     opt = brute_force_optimum()
     budget = 14.0
-    mf = gt.tune(problem(uninformative), [{"n": 1}], cost_budget=budget, n_initial=8, seed=3, **FAST)
+    from gptask.tuning.fidelity import fidelity_tuner
+
+    with fidelity_tuner(problem(uninformative), [{"n": 1}], n_initial=8, cost_budget=budget, seed=3, restarts=1,
+                        refit_restarts=1, pso_particles=12, pso_iters=8) as tuner:
+        while not tuner.done:
+            for trial in tuner.ask():
+                tuner.tell(trial, tuner.problem.objective(trial.task, trial.params))
+        mf = tuner.result()
+        tuner.fit_model()
+        # a dropped level's runs left the model (its first one kept: the LCM needs a point of each task)
+        dropped = sorted(mf.fidelity["dropped"])
+        assert dropped and list(tuner.model.n_points[dropped]) == [1] * len(dropped)
+        assert all(len(tuner.trials_of(i)) > 1 for i in dropped)  # still in the history
     assert set(mf.fidelity["dropped"]) == {1, 2, 3}
     assert all("below 0.3" in why for why in mf.fidelity["dropped"].values())
     single = gt.Problem(TASKS, PARAMS, lambda t, p: true_value(p["x"], p["y"]), run_cost=lambda point: 1.0)

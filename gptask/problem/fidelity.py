@@ -68,7 +68,8 @@ def _ladder(d: Any, target: Any) -> list[Any]:
         end = lo if target > lo else hi  # a target at the lower bound: the cheap runs lie above it
         out = [target]
         for k in range(1, MAX_LEVELS):
-            if target > 0 and end > 0:  # geometric: divided (or multiplied) by ETA per level
+            if target > 0 and end >= 0:  # geometric: divided (or multiplied) by ETA per level (a lower
+                # bound of 0, e.g. a fraction in [0, 1], is approached, never reached: 1, 1/3, 1/9, 1/27)
                 v = target * ETA ** (-k if end < target else k)
             else:
                 v = target + (end - target) * k / (MAX_LEVELS - 1)

@@ -9,21 +9,22 @@ coregionalisation learns how the levels relate.
 
 :class:`FidelityProposer` (the tuner's proposer slot) chooses what to buy:
 
-* initial designs: a tuned task's target level runs the first ``ceil(n_initial / 2)`` points of its
-  Latin hypercube, each cheaper level all ``n_initial`` (the target's points included, so every
-  level has configurations in common with the target to be judged on);
-* then, per tuned task and round, one level: the target at least every :data:`TARGET_EVERY`-th
-  searched run (Hyperband's and GPTuneBand's share of full-fidelity runs: the recommendation comes
-  from target runs only), otherwise the level of largest ``rho**2 / cost``, where ``rho`` is the
-  model's correlation between that level and the target at one configuration (from the fitted
-  coregionalisation; 1 for the target) and ``cost`` its mean measured cost: the expected improvement
-  at the target a run buys, through its correlation, per second. The configuration is the level's own
-  log-EI maximiser (with the levels correlated, the target's);
-* the guard: a level (or an auxiliary task) whose correlation with the target is below
-  :data:`RHO_MIN`, by the model or by the rank correlation of the configurations it shares with the
-  target (at least :data:`MIN_COMMON` of them), on :data:`GUARD_CONFIRM` model updates in a row once
-  the target has :data:`JUDGE_AFTER` complete runs, is not bought while that lasts (logged, and
-  listed in ``result.fidelity["dropped"]``);
+* initial designs (:meth:`FidelityProposer._plan`): a tuned task's target level runs the first
+  :data:`TARGET_DESIGN_SHARE` of its Latin hypercube, the cheapest level all of it, the levels
+  between :data:`INTERMEDIATE_DESIGN` of the target's points (shared configurations, to judge the
+  levels on), the cheaper designs cut to :data:`LOW_DESIGN_SHARE` of the cost budget when
+  ``run_cost`` prices them (one point per level kept);
+* then, per tuned task and round, the configuration is the maximiser of the target's acquisition
+  (only the targets search) and :meth:`FidelityProposer.place` picks its level: the target at least
+  every :data:`TARGET_EVERY`-th searched run (Hyperband's and GPTuneBand's share of full-fidelity
+  runs: the recommendation comes from target runs only), otherwise the level of most value of
+  information per cost at x, ``cov(f_l, f_t)^2 / (var(f_l) + noise_l) / cost_l`` from the LCM's
+  posterior cross-covariance (MF-GP-UCB / MISO style);
+* the guard: once the target has :data:`JUDGE_AFTER` complete runs, a level (or an auxiliary task)
+  whose correlation with the target is below :data:`RHO_MIN` on :data:`GUARD_CONFIRM` model updates
+  in a row, by the rank correlation of the configurations it shares with the target where there are
+  at least :data:`MIN_COMMON`, else by the model, is not bought while that lasts and its runs leave
+  the model (logged, and listed in ``result.fidelity["dropped"]``);
 * auxiliary tasks run their initial designs only: data that teaches the tuned tasks.
 """
 
@@ -38,11 +39,11 @@ import numpy as np
 
 from ..data.trials import Status, params_key
 from ..problem.definition import Problem
-from ..problem.fidelity import role_of
+from ..problem.fidelity import ETA, check_cost, role_of
 from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "fidelity_tuner",
            "level_correlations", "spearman"]
 
@@ -61,6 +62,12 @@ MIN_COMMON = 5
 #: fidelity that ranks like the target, the first fit after the initial designs gave 0.15, the
 #: later ones 0.93-0.97: bench/fidelity_choices.py)
 JUDGE_AFTER, GUARD_CONFIRM = 6, 2
+#: initial designs: a tuned task's target level runs the first TARGET_DESIGN_SHARE of its design
+#: (at least 2 points), the cheapest level all of it, each level between INTERMEDIATE_DESIGN of the
+#: target's points (the LCM needs data of every task); the cheaper levels' and auxiliary tasks'
+#: designs together cost at most LOW_DESIGN_SHARE of ``cost_budget`` (by ``run_cost``, when the
+#: problem gives one: points are left out, each task keeping one)
+TARGET_DESIGN_SHARE, INTERMEDIATE_DESIGN, LOW_DESIGN_SHARE = 0.4, 2, 0.2
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
@@ -153,8 +160,6 @@ class FidelityProposer(Proposer):
         #: task index -> the correlations with its target measured when last judged
         self.correlation: dict[int, dict[str, float]] = {}
         self._designs: dict[int, list[dict]] = {}
-        self._choice_key: Any = None
-        self._choice: dict[int, int] = {}
         self._judged_model: Any = None
         self._low: dict[int, int] = {}  # task index -> judgements in a row below RHO_MIN
 
@@ -180,18 +185,50 @@ class FidelityProposer(Proposer):
 
     # ---- the proposer's questions -----------------------------------------------------------
     def initial_design(self, i: int) -> list[dict]:
-        if i not in self._designs:
-            b, level = self.base_of(i)
-            full = super().initial_design(b)
-            if level == 0 and b < self.n_tuned and self.n_levels > 1:
-                design = full[: max(1, math.ceil(len(full) / 2))]
-            elif level == 0:
-                design = full
-            else:
-                tu = self.tuner
-                design = [p for p in full if tu.problem.is_feasible(tu.tasks[i], p)] or super().initial_design(i)
-            self._designs[i] = design
+        if not self._designs:
+            self._designs = self._plan()
         return self._designs[i]
+
+    def _plan(self) -> dict[int, list[dict]]:
+        """Every task's initial design (module docstring): the target's first points, the
+        cheapest level the whole design, the levels between a few of the target's points, all
+        shared configurations; the cheaper levels' designs trimmed to LOW_DESIGN_SHARE of the cost
+        budget when ``run_cost`` prices them."""
+        tu = self.tuner
+        out: dict[int, list[dict]] = {}
+        full = {b: Proposer.initial_design(self, b) for b in range(self.n_base)}
+        n_t = max(2, math.ceil(TARGET_DESIGN_SHARE * tu.n_initial))
+        for i in range(tu.n_tasks):
+            b, level = self.base_of(i)
+            if level == 0:
+                out[i] = full[b][:n_t] if (b < self.n_tuned and self.n_levels > 1) else full[b]
+                continue
+            keep = len(full[b]) if level == self.n_levels - 1 else min(INTERMEDIATE_DESIGN, len(full[b]))
+            design = [p for p in full[b] if tu.problem.is_feasible(tu.tasks[i], p)] or Proposer.initial_design(self, i)
+            out[i] = design[:max(1, keep)]
+        return self._trim(out)
+
+    def _trim(self, designs: dict[int, list[dict]]) -> dict[int, list[dict]]:
+        """``designs`` with the cheaper levels' and auxiliary tasks' points cut, last points of
+        the most expensive tasks first, until they cost at most LOW_DESIGN_SHARE of the cost
+        budget (each task keeps one point); unchanged without a cost budget or a ``run_cost``."""
+        tu = self.tuner
+        budget = getattr(tu, "cost_budget", None)
+        if budget is None or tu.problem.run_cost is None:
+            return designs
+        low = [i for i in designs if not self.is_target(i)]
+        cost = {i: [self._price(i, p) for p in designs[i]] for i in low}
+        if any(c is None for v in cost.values() for c in v):
+            return designs  # priced when they run (a clear error there)
+        cap = LOW_DESIGN_SHARE * float(budget)
+        while sum(sum(c) for c in cost.values()) > cap:
+            cut = [i for i in low if len(cost[i]) > 1]
+            if not cut:
+                break
+            i = max(cut, key=lambda i: (cost[i][-1], i))
+            cost[i].pop()
+            designs[i] = designs[i][:len(cost[i])]
+        return designs
 
     def _in_initial(self, i: int) -> bool:
         return len(self.tuner.trials_of(i)) < len(self.initial_design(i))
@@ -201,57 +238,67 @@ class FidelityProposer(Proposer):
             return False
         if self._in_initial(i):
             return True
-        b, level = self.base_of(i)
-        if b >= self.n_tuned:
-            return False  # an auxiliary task teaches with its initial design only
-        return self._choose().get(b) == level
+        # after the designs only the tuned tasks' targets search; :meth:`place` picks the level
+        return self.is_target(i)
 
-    def _choose(self) -> dict[int, int]:
-        """Each tuned base task's level for the next run (-1: none), recomputed when the history
-        or the model changed."""
-        tu = self.tuner
-        key = (len(tu.trials), sum(t.status.finished for t in tu.trials), id(tu.model))
-        if key == self._choice_key:
-            return self._choice
+    def place(self, i: int, x: np.ndarray, model: Any) -> int:
+        """The task that runs configuration ``x`` (encoded (D,)), the maximiser of tuned task
+        ``i``'s acquisition at the target fidelity on ``model`` (the search view): the target at
+        least every TARGET_EVERY-th searched run, else the open level ``l`` of largest value of
+        information per cost at x, ``cov(f_l, f_t)^2 / (var(f_l) + noise_l) / cost_l`` (the
+        posterior variance a run at level l removes at the target, MF-GP-UCB / MISO style; for
+        the target itself ``var(f_t)^2 / (var(f_t) + noise_t) / cost_t``) among the levels that
+        have not run x yet."""
         self._judge()
-        out = {}
-        for b in range(self.n_tuned):
-            out[b] = self._choose_level(b)
-        self._choice_key, self._choice = key, out
-        return out
-
-    def _choose_level(self, b: int) -> int:
+        if not self.is_target(i) or self.n_levels == 1:
+            return i
         tu = self.tuner
-        target = b
-        if tu.closed_reason(target) is not None:
-            return -1  # the target is finished: nothing more is bought for it
-        levels = [lv for lv in range(self.n_levels) if self._open(lv * self.n_base + b)]
-        if levels == [0] or not levels:
-            return 0
-        # the share of target runs: every TARGET_EVERY-th searched run of this task
+        b = i
         searched = sorted((t for lv in range(self.n_levels) for t in tu.trials_of(lv * self.n_base + b)
                            if t.source == SOURCE_SEARCH), key=lambda t: t.id)
         since, since_cost = 0, 0.0
         for t in reversed(searched):
-            if t.task_index == target:
+            if t.task_index == i:
                 break
             since += 1
-            since_cost += (self.tuner.cost_of(t) or 0.0) if t.status.finished else 0.0
-        cost0 = self.mean_cost(target)
+            since_cost += (tu.cost_of(t) or 0.0) if t.status.finished else 0.0
+        params = tu.problem.param_space.decode(np.asarray(x, dtype=float)[None])[0]
+        cost0 = self._cost(i, params)
         if since >= TARGET_EVERY - 1 or (TARGET_COST_SHARE is not None and cost0 is not None
                                          and since_cost >= TARGET_COST_SHARE * cost0):
-            return 0
-        score = {0: 1.0 / max(cost0, 1e-12) if cost0 is not None else 0.0}
-        for lv in levels:
-            if lv == 0:
+            return i
+        key = params_key(params)
+        X = np.asarray(x, dtype=float)[None]
+        noise = model.get_params()["noise"]
+        score = {}
+        for lv in range(self.n_levels):
+            j = lv * self.n_base + b
+            if lv > 0 and (not self._open(j) or any(params_key(t.params) == key for t in tu.trials_of(j))):
                 continue
-            i = lv * self.n_base + b
-            rho = max(0.0, self.correlation.get(i, {}).get("model", 0.0))
-            c = self.mean_cost(i)
-            if c is None and cost0 is not None:
-                c = cost0 / 3.0 ** lv
-            score[lv] = rho ** 2 / max(c if c is not None else 1.0, 1e-12)
-        return max(score, key=lambda lv: (score[lv], -lv))
+            c = self._cost(j, params)
+            if c is None:
+                c = 1.0 if cost0 is None else cost0 / ETA ** lv
+            cov = float(model.posterior_cross(i, j, X)[0])
+            var = max(float(model.posterior_cross(j, j, X)[0]), 0.0)
+            score[j] = cov ** 2 / max(var + float(noise[j]), 1e-300) / max(c, 1e-12)
+        return max(score, key=lambda j: (score[j], -j))
+
+    def _cost(self, i: int, params: Mapping[str, Any]) -> float | None:
+        """A run's expected cost at task ``i``: ``run_cost`` of the point when the problem prices
+        runs, else the task's mean measured cost (None before its first run)."""
+        price = self._price(i, params)
+        return price if price is not None else self.mean_cost(i)
+
+    def _price(self, i: int, params: Mapping[str, Any]) -> float | None:
+        """``run_cost`` of configuration ``params`` at task ``i`` before it runs (None without a
+        ``run_cost`` or where it gives no valid cost: the run itself reports that)."""
+        tu = self.tuner
+        if tu.problem.run_cost is None:
+            return None
+        try:
+            return check_cost(tu.problem.run_cost(tu.problem.merged(tu.tasks[i], params)), "run_cost")
+        except (ValueError, TypeError, KeyError):
+            return None
 
     def _open(self, i: int) -> bool:
         tu = self.tuner
@@ -262,6 +309,15 @@ class FidelityProposer(Proposer):
         costs = [c for t in self.tuner.trials_of(i) if t.status.finished
                  and (c := self.tuner.cost_of(t)) is not None]
         return float(np.mean(costs)) if costs else None
+
+    def in_model(self, trial: Any) -> bool:
+        """A dropped level's runs leave the model (they stay in the history), all but its first
+        finished one: the LCM needs a point of every task, and one says little."""
+        i = trial.task_index
+        if i not in self.dropped:
+            return True
+        first = min((t.id for t in self.tuner.trials_of(i) if t.status.finished), default=None)
+        return trial.id == first
 
     # ---- the guard ---------------------------------------------------------------------------
     def _judge(self) -> None:
@@ -288,7 +344,10 @@ class FidelityProposer(Proposer):
                 a, c = np.array(both).T
                 rho["rank"] = spearman(a, c)
             self.correlation[i] = rho
-            if not any(v < RHO_MIN for v in rho.values()):
+            if i in self.dropped and "rank" not in rho:
+                continue  # its runs left the model: only its shared runs can bring it back
+            judged = rho.get("rank", rho["model"])  # the rank correlation where there are enough shared runs
+            if judged >= RHO_MIN:
                 self._low[i] = 0
                 if self.dropped.pop(i, None) is not None:
                     log.warning("task %d (%s) is bought again: its correlation with the target is %s", i,

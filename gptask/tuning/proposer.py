@@ -121,6 +121,22 @@ class Proposer:
         return cross_task_picks(model, i, searched, tu.problem.domain(tu.tasks[i]))
 
 
+    def design_open(self, i: int) -> bool:
+        """Whether task ``i``'s initial design still takes points (always here; a cost-aware
+        proposer ends a design early)."""
+        return True
+
+    def in_model(self, trial: Trial) -> bool:
+        """Whether ``trial`` (finished or pending) enters the model (every one here; the fidelity
+        proposer leaves out the runs of a level its guard dropped)."""
+        return True
+
+    def place(self, i: int, x: np.ndarray, model: Any) -> int:
+        """The task that runs the configuration ``x`` (encoded, (D,)) task ``i``'s search chose on
+        ``model`` (the search view, pending runs as fantasies): task ``i`` itself here; the
+        fidelity proposer runs it at the level of most information per cost."""
+        return i
+
 #: name -> a callable returning a new Proposer (a class, or a function of keyword options)
 _REGISTRY: dict[str, Callable[..., Proposer]] = {"default": Proposer}
 

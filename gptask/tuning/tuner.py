@@ -487,6 +487,8 @@ class Tuner:
     def _initial_todo(self, i: int) -> list[dict]:
         """Design points of task ``i`` still to claim (empty once its initial phase is over). The
         default configuration is claimed even after the initial phase until it has been measured."""
+        if not self.proposer.design_open(i):
+            return []
         mine = self.trials_of(i)
         need = self.n_initial - len(mine)
         used = {params_key(t.params) for t in mine}
@@ -606,7 +608,9 @@ class Tuner:
                     self.mirror.close_task(i, reason)
             found = [(i, row) for i, row in zip(active, rows) if row is not None]
             params = self.problem.param_space.decode(np.array([row for _, row in found])) if found else []
-            got = self.mirror.claim([Proposal(i, self.tasks[i], p, SOURCE_SEARCH) for (i, _), p in zip(found, params)])
+            assert self._search_view is not None
+            at = [self.proposer.place(i, row, self._search_view.model) for i, row in found]
+            got = self.mirror.claim([Proposal(j, self.tasks[j], p, SOURCE_SEARCH) for j, p in zip(at, params)])
             out += [t for t in got if t is not None]
             retry = [i for (i, _), t in zip(found, got) if t is None]
             if not retry:
@@ -694,14 +698,14 @@ class Tuner:
         return len(self.mirror.tasks_with_results()) == self.n_tasks
 
     def model_trials(self) -> list[Trial]:
-        """The finished trials the model is built on (every one here)."""
-        return self.records
+        """The finished trials the model is built on (every one the proposer lets in)."""
+        return [t for t in self.records if self.proposer.in_model(t)]
 
     def fit_model(self) -> LCM:
         """The model brought up to date with every finished trial (:meth:`Surrogate.update`)."""
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task: there is nothing to fit a model on yet")
-        return self.outputs.update(self.model_trials(), self.trials)
+        return self.outputs.update(self.model_trials(), [t for t in self.trials if self.proposer.in_model(t)])
 
     # ---- tell --------------------------------------------------------------------------------
     def tell(self, trial: Trial | int, result: Outcome | float | None, reason: str = "") -> Trial:
@@ -810,4 +814,4 @@ class Tuner:
     def _current_models(self) -> dict[str | None, tuple[LCM, Any]]:
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task")
-        return self.outputs.current(self.model_trials(), self.trials)
+        return self.outputs.current(self.model_trials(), [t for t in self.trials if self.proposer.in_model(t)])

@@ -1104,6 +1104,16 @@ class LCM:
             var = var + self._params["noise"][i]
         return mean, var
 
+    def posterior_cross(self, i: int, j: int, X: np.ndarray) -> np.ndarray:
+        """Posterior covariance (n,) of task i's and task j's latent outputs at the same points X
+        (n, d) in [0, 1] (no noise; i == j: the variance, unfloored). What a run of task j at x
+        says of task i there: a multi-fidelity rule's value of information."""
+        i, X, _, vi = self._posterior_parts(i, X)
+        j = self._check_task(j)
+        vj = self._posterior_parts(j, X)[3]
+        prior = float(np.sum(self.coregionalization()[:, i, j]))
+        return prior - self._bk.to_numpy(self._bk.einsum("nm,nm->m", vi, vj))
+
     def loo(self) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
         """Leave-one-out predictions of every observation, hyperparameters fixed: per task, the
         observed values (n_i,), and the mean and variance (n_i,) of each one predicted from all

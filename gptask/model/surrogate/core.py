@@ -160,6 +160,8 @@ class Surrogate:
         state = self.state
         if state is None or state.model is not self.model:
             return self._refit(model_trials, trials, "first fit" if self.model is None else "the model was replaced")
+        if not state.ids <= {t.id for t in model_trials}:
+            return self._refit(model_trials, trials, "runs left the model")
         new = [t for t in model_trials if t.id not in state.ids]
         if not new:
             return self.model
