@@ -347,7 +347,7 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
         made = make_proposer(proposer or ConsensusProposer.name,
                              {"proposes": proposes, "designs": _by_index(designs, all_tasks)})
         with Tuner(plan.problem, all_tasks, budget, n_initial, seed, storage, proposer=made, **tuner_args) as tuner:
-            result = run(tuner, evaluator, progress=progress)
+            result = run(tuner, evaluator, progress=progress, lazy_model=True)
         result.source_selection = selection
         return result
     finally:
