@@ -184,3 +184,38 @@ def test_tune_with_sources_fits_the_results_model_only_when_it_is_read(monkeypat
     assert lazy.model is lazy.model and len(fits) == n  # fitted once
     pred = gt.predict_optimum(lazy, lazy.tasks[0])
     assert pred.params == gt.predict_optimum(eager, eager.tasks[0]).params
+
+
+def test_a_resumed_tune_with_sources_and_cache_reads_and_fits_nothing_it_did(monkeypatch, tmp_path):
+    """Issue 46: gt.tune(..., sources=..., cache=DIR): the second call on the same history reads no
+    source and fits no model (the first call's result's model, fitted when read, is kept in the
+    cache and put in the history), with the same model; a changed source is read again."""
+    import gptask.sources.multisource as multisource
+    from gptask.model.numerics import LCM
+
+    reads, fits = [], []
+    real_read, real_fit = multisource.read_measurements, LCM.fit
+    monkeypatch.setattr(multisource, "read_measurements", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    monkeypatch.setattr(LCM, "fit", lambda self, *a, **k: fits.append(1) or real_fit(self, *a, **k))
+    sources = [_measured(m, drop=4) for m in MACHINE_OPTIMA]
+    args = dict(seed=0, sources=sources, provenance="new", progress=False, restarts=1,
+                history=tmp_path / "h.sqlite", cache=tmp_path / "cache")
+    first = gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, **args)
+    want = first.model.get_params()
+    assert len(reads) == 3 and fits
+    reads.clear(), fits.clear()
+    again = gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, **args)  # resumed: the budget is spent
+    got = again.model.get_params()
+    assert reads == [] and fits == []
+    assert [t.id for t in again.history] == [t.id for t in first.history]
+    assert all(np.allclose(got[k], want[k]) for k in want)
+    changed = [sources[0][:-1]] + sources[1:]
+    gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, **{**args, "sources": changed, "history": tmp_path / "h2.sqlite"})
+    assert len(reads) == 1  # only the changed source
+
+
+def test_cache_without_sources_is_refused_naming_it(tmp_path):
+    from gptask.sources.multisource import SourceError
+
+    with pytest.raises(SourceError, match="cache= .* needs sources="):
+        gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, cache=tmp_path, progress=False)

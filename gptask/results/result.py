@@ -221,19 +221,27 @@ class LazyModelResult(TuningResult):
     them is first read (issue 46): ``gt.tune`` returns one when the run ended without a model
     fitted yet (every run a design point), so a caller that only reads the history pays no fit.
 
-    fit: called once, returns ``(model, transform, outputs)`` as :class:`TuningResult` takes them;
-    the other arguments are :class:`TuningResult`'s (``model``, ``transform``, ``outputs``
-    omitted)."""
+    fit: called once, returns ``(model, transform, outputs, record)``: the first three as
+    :class:`TuningResult` takes them, ``record`` the fit made ({"iteration", "params",
+    "log_likelihood", "data_key", "use_log"}, or None when none was made), which every callback
+    given to :meth:`on_fit` receives; the other arguments are :class:`TuningResult`'s (``model``,
+    ``transform``, ``outputs`` omitted)."""
 
     model = _lazy_field("model")
     transform = _lazy_field("transform")
     outputs = _lazy_field("outputs")
 
-    def __init__(self, fit: Callable[[], tuple[Any, OutputTransform | None, dict]], **kwargs: Any) -> None:
-        self._pending: Callable[[], tuple[Any, OutputTransform | None, dict]] | None = None
+    def __init__(self, fit: Callable[[], tuple[Any, OutputTransform | None, dict, dict | None]], **kwargs: Any) -> None:
+        self._pending: Callable[[], tuple[Any, OutputTransform | None, dict, dict | None]] | None = None
         self._lazy: dict[str, Any] = {}
+        self._callbacks: list[Callable[[dict], None]] = []
         super().__init__(**kwargs)
         self._pending = fit
+
+    def on_fit(self, callback: Callable[[dict], None]) -> None:
+        """Call ``callback(record)`` when the model is fitted (the record of :class:`LazyModelResult`;
+        not called when no fit was made)."""
+        self._callbacks.append(callback)
 
     @property
     def model_fitted(self) -> bool:
@@ -243,4 +251,8 @@ class LazyModelResult(TuningResult):
     def _settle(self) -> None:
         if self._pending is not None:
             fit, self._pending = self._pending, None
-            self._lazy.update(zip(_MODEL_FIELDS, fit()))
+            *fields, record = fit()
+            self._lazy.update(zip(_MODEL_FIELDS, fields))
+            if record is not None:
+                for callback in self._callbacks:
+                    callback(record)

@@ -818,24 +818,27 @@ class Tuner:
         return TuningResult(self.problem, list(self.tasks), self.records, model, transform,
                             outputs={k: v for k, v in outputs.items() if k is not None}, **rest)
 
-    def _fit_later(self) -> Callable[[], tuple[LCM | None, Any, dict]]:
+    def _fit_later(self) -> Callable[[], tuple[LCM | None, Any, dict, dict | None]]:
         """The fit of a :class:`LazyModelResult`: :meth:`_current_models` of the finished trials as
-        they are now, the fit kept in memory (the history may be closed by then)."""
+        they are now, the fit kept in memory (the history may be closed by then) and returned as its
+        record."""
         model_trials, trials = list(self.model_trials()), list(self.trials)
         surrogate = self.surrogate
         memory = _KeptInMemory(surrogate.store.last_model())
 
-        def fit() -> tuple[LCM | None, Any, dict]:
+        def fit() -> tuple[LCM | None, Any, dict, dict | None]:
             kept, surrogate.store = surrogate.store, memory
+            before = memory.last
             try:
                 outputs = self.outputs.current(model_trials, trials)
             except (ValueError, np.linalg.LinAlgError) as exc:
                 log.error("the final model could not be fitted (%s): the result has no model", exc)
-                return None, None, {}
+                return None, None, {}, None
             finally:
                 surrogate.store = kept
             model, transform = next(iter(outputs.values()))
-            return model, transform, {k: v for k, v in outputs.items() if k is not None}
+            record = None if memory.last is before else {**memory.last, "use_log": surrogate.use_log}
+            return model, transform, {k: v for k, v in outputs.items() if k is not None}, record
 
         return fit
 
@@ -856,7 +859,7 @@ class _KeptInMemory:
         return self.last
 
     def add_model(self, iteration: int, params: dict, log_likelihood: float, data_key: str) -> None:
-        self.last = {"params": params, "data_key": data_key, "iteration": iteration}
+        self.last = {"iteration": iteration, "params": params, "log_likelihood": log_likelihood, "data_key": data_key}
 
     def set_use_log(self, use_log: bool) -> None:
         pass
