@@ -137,7 +137,7 @@ def run(tuner: Tuner, evaluator: Evaluator, progress: bool = True, parallel_eval
                 assert max_in_flight is not None
                 run_async(tuner, evaluator, executor, max_in_flight, reporter, stop_at)
             tuner.release()  # what could not run stays PENDING, free for any process to take
-            return tuner.result(lazy_model=lazy_model)
+            return tuner.result(lazy_model=True) if lazy_model else tuner.result()
         finally:
             reporter.close()
 
