@@ -145,7 +145,8 @@ class SourceCache:
         try:
             fit = json.loads(path.read_text())["fit"]
             params = dict(fit["params"])
-            iteration, ll, data_key, use_log = int(fit["iteration"]), float(fit["log_likelihood"]), str(fit["data_key"]), fit["use_log"]
+            iteration, ll, data_key = int(fit["iteration"]), float(fit["log_likelihood"]), str(fit["data_key"])
+            use_log = fit["use_log"]
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("cache: %s does not read back (%s); the model is fitted again", path, exc)
             return False
