@@ -287,3 +287,45 @@ def test_result_model_covers_every_evaluation():
         mean_without, _ = without.predict(i, x)
         assert abs(mean[0] - z) < abs(mean_without[0] - z)
         assert abs(mean[0] - z) < 2.0 * np.sqrt(res.model.get_params()["noise"][i])
+
+@pytest.mark.parametrize("multiplicative", [False, True])
+def test_auto_output_transform_fits_only_the_winner_fully_when_the_probes_are_clear(monkeypatch, multiplicative):
+    """Issue 46: "auto" used to fit the model fully under both transforms; short probes decide, and
+    the winner's one full fit is the model the two full fits chose (same transform, same params)."""
+    from gptask.model.numerics import defaults as model_defaults
+    from gptask.model.surrogate.core import Surrogate
+    from gptask.model.surrogate.data import training_data
+
+    prob = _bowl_problem(multiplicative)
+    tu = Tuner(prob, tasks=3, budget=12, n_initial=12, seed=0)
+    ev = gt.Evaluator(prob.objective)
+    for p in tu.ask():
+        tu.tell(p, ev(p.task, p.params))
+    # the reference: both transforms fitted fully, the higher likelihood of the observed values wins
+    sur = tu.surrogate
+    ref = {}
+    for use_log in (True, False):
+        data = training_data(tu.trials, sur.n_tasks, sur.space, use_log, sur.settings.key())
+        model = sur._fit(data, cold=True)
+        ref[use_log] = (Surrogate._values_log_likelihood(model, data), model)
+    want = max(ref, key=lambda u: ref[u][0])
+    probes = {}
+    for use_log in (True, False):
+        data = training_data(tu.trials, sur.n_tasks, sur.space, use_log, sur.settings.key())
+        probes[use_log] = Surrogate._values_log_likelihood(sur._probe(data), data)
+    assert (probes[True] > probes[False]) == want  # the probes agree with the full fits here
+    monkeypatch.setattr(model_defaults, "TRANSFORM_PROBE_MARGIN", 0.5 * abs(probes[True] - probes[False]))
+    full_fits = []
+    real_fit = Surrogate._fit
+    monkeypatch.setattr(Surrogate, "_fit", lambda self, data, cold=False: full_fits.append(data) or real_fit(self, data, cold))
+    tu.fit_model()
+    assert len(full_fits) == 1 and tu.transform.use_log is want
+    got, exp = tu.surrogate.model.get_params(), ref[want][1].get_params()
+    assert all(np.allclose(got[k], exp[k]) for k in exp)
+    # probes closer than the margin: both fitted fully, as before, with the same answer
+    monkeypatch.setattr(model_defaults, "TRANSFORM_PROBE_MARGIN", float("inf"))
+    full_fits.clear()
+    sur._use_log = None
+    sur.model = sur.state = None
+    tu.fit_model()
+    assert len(full_fits) == 2 and tu.transform.use_log is want

@@ -148,3 +148,74 @@ def test_a_second_pick_with_the_same_sources_reads_and_fits_nothing_and_a_change
         f.write_text("{")
     gt.predict_optimum(None, {"kernel": "conv"}, cache=tmp_path / "cache", **ask)
     assert len(reads) == 10
+
+
+def _tune_one(monkeypatch, lazy: bool) -> tuple[gt.TuningResult, list]:
+    """gt.tune of the grid problem's new machine for one run with three machines as sources; the
+    LCM fits made counted (``lazy=False``: the result's model fitted at the end, as before)."""
+    from gptask.model.numerics import LCM
+    from gptask.tuning.tuner import Tuner
+
+    fits = []
+    real_fit = LCM.fit
+    monkeypatch.setattr(LCM, "fit", lambda self, *a, **k: fits.append(1) or real_fit(self, *a, **k))
+    if not lazy:
+        real_result = Tuner.result
+        monkeypatch.setattr(Tuner, "result", lambda self, lazy_model=False: real_result(self))
+    sources = [_measured(m, drop=4) for m in MACHINE_OPTIMA]
+    r = gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, seed=0, sources=sources, provenance="new",
+                progress=False, restarts=1)
+    return r, fits
+
+
+def test_tune_with_sources_fits_the_results_model_only_when_it_is_read(monkeypatch):
+    """Issue 46: after gt.tune(..., 1, sources=...) the result's model was 91 % of the call; it is
+    now fitted when first read, the same model as the one fitted at the end of the run."""
+    eager, eager_fits = _tune_one(monkeypatch, lazy=False)
+    assert eager_fits and eager.model is not None
+    monkeypatch.undo()
+    lazy, fits = _tune_one(monkeypatch, lazy=True)
+    assert fits == [] and not lazy.model_fitted  # the run itself fitted nothing: the one run is a design point
+    assert [t.params for t in lazy.history] == [t.params for t in eager.history]
+    assert lazy.transform.use_log == eager.transform.use_log and len(fits) == len(eager_fits)
+    got, want = lazy.model.get_params(), eager.model.get_params()
+    assert all(np.allclose(got[k], want[k]) for k in want)
+    n = len(fits)
+    assert lazy.model is lazy.model and len(fits) == n  # fitted once
+    pred = gt.predict_optimum(lazy, lazy.tasks[0])
+    assert pred.params == gt.predict_optimum(eager, eager.tasks[0]).params
+
+
+def test_a_resumed_tune_with_sources_and_cache_reads_and_fits_nothing_it_did(monkeypatch, tmp_path):
+    """Issue 46: gt.tune(..., sources=..., cache=DIR): the second call on the same history reads no
+    source and fits no model (the first call's result's model, fitted when read, is kept in the
+    cache and put in the history), with the same model; a changed source is read again."""
+    import gptask.sources.multisource as multisource
+    from gptask.model.numerics import LCM
+
+    reads, fits = [], []
+    real_read, real_fit = multisource.read_measurements, LCM.fit
+    monkeypatch.setattr(multisource, "read_measurements", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    monkeypatch.setattr(LCM, "fit", lambda self, *a, **k: fits.append(1) or real_fit(self, *a, **k))
+    sources = [_measured(m, drop=4) for m in MACHINE_OPTIMA]
+    args = dict(seed=0, sources=sources, provenance="new", progress=False, restarts=1,
+                history=tmp_path / "h.sqlite", cache=tmp_path / "cache")
+    first = gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, **args)
+    want = first.model.get_params()
+    assert len(reads) == 3 and fits
+    reads.clear(), fits.clear()
+    again = gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, **args)  # resumed: the budget is spent
+    got = again.model.get_params()
+    assert reads == [] and fits == []
+    assert [t.id for t in again.history] == [t.id for t in first.history]
+    assert all(np.allclose(got[k], want[k]) for k in want)
+    changed = [sources[0][:-1]] + sources[1:]
+    gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, **{**args, "sources": changed, "history": tmp_path / "h2.sqlite"})
+    assert len(reads) == 1  # only the changed source
+
+
+def test_cache_without_sources_is_refused_naming_it(tmp_path):
+    from gptask.sources.multisource import SourceError
+
+    with pytest.raises(SourceError, match="cache= .* needs sources="):
+        gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, cache=tmp_path, progress=False)

@@ -7,6 +7,7 @@ here, so ``help(gt.tune)``, ``inspect.signature`` and an IDE show what a user ma
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,7 @@ def tune(
     sources: Sequence[Any] | None = None,
     source_points: int | str | None = AUTO,
     select_sources: bool = False,
+    cache: str | os.PathLike | None = None,
     cost_budget: float | None = None,
     aux_tasks: Sequence[Mapping[str, Any]] | None = None,
 ) -> TuningResult:
@@ -134,6 +136,10 @@ def tune(
       None for all).
     - select_sources: judge the sources by this machine's initial designs and leave out those that
       hurt (``result.source_selection``).
+    - cache: with sources, a folder keeping the sources' measurements read and the fit of the
+      result's model by content (:mod:`gptask.sources.cache`): a resumed or repeated run on the same
+      data reads no source and fits no model it already fitted. The result's model of a run with
+      sources is fitted when first read (:class:`~gptask.results.result.LazyModelResult`).
     """
     from ..evaluation.evaluate import Evaluator
     from ..sources import multisource as sourced
@@ -168,6 +174,9 @@ def tune(
                                       "takes; it needs sources=")
         if select_sources:
             raise sourced.SourceError(sourced.NEEDS_SOURCES)
+        if cache is not None:
+            raise sourced.SourceError(f"cache= keeps the sources' measurements and the fit on them; it needs sources= "
+                                      f"(got cache={cache!r})")
         evaluator = Evaluator(problem.objective, repeats=repeats, aggregate=aggregate, timeout=timeout, noise=noise,
                               pruner=pruner, outputs=problem.outputs)
         return tune_here(problem, tasks, budget, n_initial, seed, history, evaluator=evaluator, progress=progress,
@@ -181,7 +190,8 @@ def tune(
         raise sourced.SourceError(f"gt.tune(..., sources=...) does not take {used} yet")
     return sourced.tune_with_sources(
         problem, tasks, budget, n_initial, seed, history, repeats, aggregate, timeout, progress, sources,
-        source_points=source_points, select_sources=select_sources, proposer=proposer, n_latent=n_latent, target=target,
+        source_points=source_points, select_sources=select_sources, proposer=proposer, cache=cache, n_latent=n_latent,
+        target=target,
         max_failures=max_failures, **tuner_options)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from .baseline import default_trial, gain
@@ -15,7 +16,7 @@ from .table import Table
 from ..model.transforms import OutputTransform
 from ..data.trials import Status
 
-__all__ = ["TuningResult"]
+__all__ = ["TuningResult", "LazyModelResult"]
 
 
 @dataclass
@@ -198,3 +199,60 @@ class TuningResult:
                 row["front"] = len(self.pareto(i))
             rows.append(row)
         return Table(rows, getattr(self.problem, "unit", ""), ("best", "default"))
+
+
+_MODEL_FIELDS = ("model", "transform", "outputs")
+
+
+def _lazy_field(name: str) -> property:
+    def get(self: "LazyModelResult") -> Any:
+        self._settle()
+        return self._lazy[name]
+
+    def put(self: "LazyModelResult", value: Any) -> None:
+        self._settle()  # a value set after construction replaces the fitted one
+        self._lazy[name] = value
+
+    return property(get, put, doc=f"The result's {name}, fitted at first use (:class:`LazyModelResult`).")
+
+
+class LazyModelResult(TuningResult):
+    """A :class:`TuningResult` whose ``model``, ``transform`` and ``outputs`` are fitted when one of
+    them is first read (issue 46): ``gt.tune`` returns one when the run ended without a model
+    fitted yet (every run a design point), so a caller that only reads the history pays no fit.
+
+    fit: called once, returns ``(model, transform, outputs, record)``: the first three as
+    :class:`TuningResult` takes them, ``record`` the fit made ({"iteration", "params",
+    "log_likelihood", "data_key", "use_log"}, or None when none was made), which every callback
+    given to :meth:`on_fit` receives; the other arguments are :class:`TuningResult`'s (``model``,
+    ``transform``, ``outputs`` omitted)."""
+
+    model = _lazy_field("model")
+    transform = _lazy_field("transform")
+    outputs = _lazy_field("outputs")
+
+    def __init__(self, fit: Callable[[], tuple[Any, OutputTransform | None, dict, dict | None]], **kwargs: Any) -> None:
+        self._pending: Callable[[], tuple[Any, OutputTransform | None, dict, dict | None]] | None = None
+        self._lazy: dict[str, Any] = {}
+        self._callbacks: list[Callable[[dict], None]] = []
+        super().__init__(**kwargs)
+        self._pending = fit
+
+    def on_fit(self, callback: Callable[[dict], None]) -> None:
+        """Call ``callback(record)`` when the model is fitted (the record of :class:`LazyModelResult`;
+        not called when no fit was made)."""
+        self._callbacks.append(callback)
+
+    @property
+    def model_fitted(self) -> bool:
+        """Whether the model was fitted already (reading ``model`` fits it)."""
+        return self._pending is None
+
+    def _settle(self) -> None:
+        if self._pending is not None:
+            fit, self._pending = self._pending, None
+            *fields, record = fit()
+            self._lazy.update(zip(_MODEL_FIELDS, fields))
+            if record is not None:
+                for callback in self._callbacks:
+                    callback(record)

@@ -13,6 +13,12 @@ fitted on them (issue 46).
 * **the fitted model** (``model-<key>.json``, a model file of :func:`gptask.transfer.model_io.save_model`)
   keyed by the sha256 of the rows the model is fitted on (after the summary), the fit's options and
   the combined problem's signature: a second call with the same sources loads it instead of fitting.
+* **the fit of a ``gt.tune(..., sources=..., cache=DIR)`` result's model** (``fit-<key>.json``: the
+  hyperparameters, their data key and the output transform), keyed by the run's trials when the
+  fit was made (:meth:`SourceCache.keep_fit`): the result's model is fitted when first read
+  (:class:`gptask.results.result.LazyModelResult`), after the run's history is closed, so it is kept
+  here, and a run resumed on the same data with the same cache (or a second run) puts it in its
+  history before it starts (:meth:`SourceCache.restore_fit`): its model reuses it instead of fitting.
 
 JSON only (nothing is unpickled); a cached file that does not read back (cut short, edited) is
 ignored with a warning and written again. The keys include :data:`CACHE_FORMAT`, so a change of what
@@ -29,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..data.run_header import write_use_log
 from ..data.trials import Status
 from .measurements import Measurement, Source
 
@@ -116,6 +123,37 @@ class SourceCache:
     def model_path(self, problem: Any, rows: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> Path:
         """Where the model fitted on ``rows`` (the fit's input) with ``options`` for ``problem`` is kept."""
         return self.directory / f"model-{content_key(problem.signature(), list(rows), dict(options))}.json"
+
+
+    def fit_path(self, problem: Any, trials: Sequence[Any], options: Mapping[str, Any]) -> Path:
+        """Where the fit of a tuned run's model on ``trials`` (the run's trials, gptask.data.trials.Trial,
+        sources' and own) with ``options`` (the model's) for ``problem`` (the combined one) is kept."""
+        rows = [[t.task_index, t.task, t.params, t.status.value, t.value] for t in trials]
+        return self.directory / f"fit-{content_key(problem.signature(), rows, dict(options))}.json"
+
+    def keep_fit(self, path: Path, record: Mapping[str, Any]) -> None:
+        """Keep the fit ``record`` ({"iteration", "params", "log_likelihood", "data_key", "use_log"})
+        at ``path`` (from :meth:`fit_path`)."""
+        self.fits += 1
+        _write(path, {"fit": dict(record)})
+
+    def restore_fit(self, path: Path, storage: Any) -> bool:
+        """Put the fit kept at ``path`` in ``storage`` (a history) when it holds no model yet, so that
+        its tuner reuses or warm-starts from it; returns whether it did."""
+        if not path.is_file() or storage.last_model() is not None:
+            return False
+        try:
+            fit = json.loads(path.read_text())["fit"]
+            params = dict(fit["params"])
+            iteration, ll, data_key = int(fit["iteration"]), float(fit["log_likelihood"]), str(fit["data_key"])
+            use_log = fit["use_log"]
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("cache: %s does not read back (%s); the model is fitted again", path, exc)
+            return False
+        storage.add_model(iteration, params, ll, data_key)
+        if use_log is not None:
+            write_use_log(storage, bool(use_log))
+        return True
 
 
 def _write(path: Path, doc: dict) -> None:

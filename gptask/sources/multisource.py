@@ -74,7 +74,7 @@ from .measurements import Measurement, Source, SourceError, read_measurements, s
 from ..problem.definition import Problem
 from ..data.run_header import RunHeader, write_source_selection
 from ..data.provenance import ProvenanceError, check_record, flatten, resolve_record, same_machine, this_machine
-from ..results.result import TuningResult
+from ..results.result import LazyModelResult, TuningResult
 from .selection import SourceSelection, select_sources as select_by_cv
 from ..space.dimensions import Categorical, Space
 from ..data.trials import Status, Trial, point_key
@@ -292,7 +292,8 @@ UNSUPPORTED = ("comm", "parallel_evaluations", "noise", "pruner", "max_time", "e
 def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int | None, seed: int, history: Any,
                       repeats: int, aggregate: str, timeout: float | None, progress: bool, sources: Sequence[Any],
                       provenance: Any = "auto", mix_machines: bool = False, source_points: Any = AUTO,
-                      select_sources: bool = False, proposer: str | None = None, **options: Any) -> TuningResult:
+                      select_sources: bool = False, proposer: str | None = None,
+                      cache: str | os.PathLike | None = None, **options: Any) -> TuningResult:
     """``gt.tune(..., sources=...)`` (:func:`gptask.api.campaign.tune` checks its options first): the problem's
     tasks are tuned on this machine (``provenance``) in one model with the sources' measurements. The
     result's tasks are the sources' tasks (``machine`` = their machine) followed by the tuned ones
@@ -316,7 +317,8 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     target = resolve_record(provenance, problem)
     if target is None:
         raise SourceError("tuning with sources needs this machine's record: provenance=None is not allowed")
-    plan = _plan(problem, sources, target, source_points=source_points)  # mixing machines is asked for here
+    store = None if cache is None else SourceCache(cache)
+    plan = _plan(problem, sources, target, source_points=source_points, cache=store)  # mixing machines is asked for here
     mine = [plan.problem.task_space.validate({**t, MACHINE_DIM: plan.target_label})
             for t in resolve_tasks(problem, tasks, seed)]
     designs = _consensus_designs(plan, mine)
@@ -346,9 +348,20 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
         proposes = {i for i, t in enumerate(all_tasks) if t in mine}
         made = make_proposer(proposer or ConsensusProposer.name,
                              {"proposes": proposes, "designs": _by_index(designs, all_tasks)})
+        fit_path = None
+        if store is not None:
+            model_options = {k: options.get(k) for k in ("kernel", "n_latent", "restarts", "output_transform",
+                                                         "failure_model", "device")}
+            finished = [t for t in storage.trials() if t.status.finished]
+            fit_path = store.fit_path(plan.problem, finished, {**model_options, "seed": seed})
+            if store.restore_fit(fit_path, storage):
+                log.info("cache: the model's last fit on these data taken from %s", fit_path)
         with Tuner(plan.problem, all_tasks, budget, n_initial, seed, storage, proposer=made, **tuner_args) as tuner:
-            result = run(tuner, evaluator, progress=progress)
+            result = run(tuner, evaluator, progress=progress, lazy_model=True)
         result.source_selection = selection
+        if store is not None and isinstance(result, LazyModelResult):
+            done = store.fit_path(plan.problem, result.history, {**model_options, "seed": seed})
+            result.on_fit(lambda record: store.keep_fit(done, record))
         return result
     finally:
         if own:

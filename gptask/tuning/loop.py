@@ -117,12 +117,14 @@ def tune(problem: Problem, tasks: int | Sequence[Mapping[str, Any]] = 4, budget:
 
 
 def run(tuner: Tuner, evaluator: Evaluator, progress: bool = True, parallel_evaluations: bool = False,
-        stop_at: float | None = None, executor: Any = None, max_in_flight: int | None = None) -> TuningResult:
+        stop_at: float | None = None, executor: Any = None, max_in_flight: int | None = None,
+        lazy_model: bool = False) -> TuningResult:
     """Drive ``tuner`` until its run is done or ``stop_at`` (a ``time.monotonic()`` instant) and return
     its result: serially (on MPI ranks with ``tuner.comm``), or asynchronously on ``executor`` with
     ``max_in_flight`` trials running (arguments checked by the caller, as :func:`tune` does). What
     could not run is released, PENDING for the next run; the caller closes the tuner. SIGTERM
-    raises SystemExit(143) meanwhile, so that the caller's cleanup runs."""
+    raises SystemExit(143) meanwhile, so that the caller's cleanup runs. lazy_model: the result's model
+    fitted at first use when none was fitted during the run (:meth:`Tuner.result`)."""
     with _sigterm_raises(), _blas_limits(tuner.comm):
         mine = [i for i in range(tuner.n_tasks) if tuner.proposes_for(i)]
         total = len(mine) * tuner.budget
@@ -135,7 +137,7 @@ def run(tuner: Tuner, evaluator: Evaluator, progress: bool = True, parallel_eval
                 assert max_in_flight is not None
                 run_async(tuner, evaluator, executor, max_in_flight, reporter, stop_at)
             tuner.release()  # what could not run stays PENDING, free for any process to take
-            return tuner.result()
+            return tuner.result(lazy_model=True) if lazy_model else tuner.result()
         finally:
             reporter.close()
 

@@ -81,7 +81,8 @@ class DesignTuner(Tuner):
         if release and self.mirror.storage is not None:
             self.release()
 
-    def result(self) -> TuningResult:
-        """The design's runs, without a model (none is fitted before the sources are judged)."""
+    def result(self, lazy_model: bool = False) -> TuningResult:
+        """The design's runs, without a model (none is fitted before the sources are judged;
+        ``lazy_model`` is :meth:`Tuner.result`'s and changes nothing here)."""
         self.refresh()
         return TuningResult(self.problem, list(self.tasks), self.records, pending=self.pending)

@@ -46,7 +46,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,7 @@ from ..problem.definition import Problem
 from ..problem.fidelity import COST_OUTPUT, check_cost, run_cost_of
 from ..data.provenance import check_history, resolve_record
 from ..data.run_header import RunHeader, run_settings, write_seed, write_settings, write_unit
-from ..results.result import TuningResult
+from ..results.result import LazyModelResult, TuningResult
 from ..space.sampling import lhs_points
 from ..data.storage import HistoryMismatch, Owner, Storage, open_storage
 from ..data.trials import Proposal, Status, Trial, params_key, point_key
@@ -780,14 +780,22 @@ class Tuner:
         return done
 
     # ---- result ------------------------------------------------------------------------------
-    def result(self) -> TuningResult:
+    def result(self, lazy_model: bool = False) -> TuningResult:
         """The run so far. The model is brought up to date with every finished trial: fitted if
         there is none yet, otherwise conditioned on all data with its last hyperparameters (one
         factorisation). If that fails the result has no model (never a model that silently lacks
-        trials); the failure is logged as an error."""
+        trials); the failure is logged as an error.
+
+        lazy_model: when no model was fitted yet (every run a design point), a
+        :class:`~gptask.results.result.LazyModelResult` whose model is fitted on these trials when
+        first read, kept in memory, not in the history (what ``gt.tune`` returns, issue 46: after
+        one run with large sources the fit was 91 % of the call); the tuner must not be used
+        afterwards. Single process and one modelled output only; otherwise as without it."""
         self.refresh()
         model, transform, outputs = None, None, {}
-        if self.records:
+        lazy = (lazy_model and self.comm is None and bool(self.records) and self.surrogate.model is None
+                and not self.outputs.others and self.model_ready())
+        if self.records and not lazy:
             try:
                 outputs = self._current_models()
                 model, transform = next(iter(outputs.values()))
@@ -801,17 +809,61 @@ class Tuner:
                     "machines": {str(k): v for k, v in storage.machines().items()}}
 
         stored = self.mirror.on_root(read, "reading the confirmation runs")
-        return TuningResult(self.problem, list(self.tasks), self.records, model, transform, pending=self.pending,
-                            closed={i: r for i in range(self.n_tasks) if (r := self.stopped_early(i))},
-                            confirmations=[Trial.from_json(d) for d in stored["confirmations"]],
-                            history_file=None if stored["path"] is None else Path(stored["path"]),
-                            machines={int(k): v for k, v in stored["machines"].items()},
-                            outputs={k: v for k, v in outputs.items() if k is not None},
-                            fidelity=self.proposer.summary() if hasattr(self.proposer, "summary") else None,
-                            cost_spent=self.cost_spent() if self.tracks_cost else None,
-                            cost_budget=self.cost_budget)
+        rest = dict(pending=self.pending, closed={i: r for i in range(self.n_tasks) if (r := self.stopped_early(i))},
+                    confirmations=[Trial.from_json(d) for d in stored["confirmations"]],
+                    history_file=None if stored["path"] is None else Path(stored["path"]),
+                    machines={int(k): v for k, v in stored["machines"].items()},
+                    fidelity=self.proposer.summary() if hasattr(self.proposer, "summary") else None,
+                    cost_spent=self.cost_spent() if self.tracks_cost else None,
+                    cost_budget=self.cost_budget)
+        if lazy:
+            return LazyModelResult(self._fit_later(), problem=self.problem, tasks=list(self.tasks),
+                                   history=self.records, **rest)
+        return TuningResult(self.problem, list(self.tasks), self.records, model, transform,
+                            outputs={k: v for k, v in outputs.items() if k is not None}, **rest)
+
+    def _fit_later(self) -> Callable[[], tuple[LCM | None, Any, dict, dict | None]]:
+        """The fit of a :class:`LazyModelResult`: :meth:`_current_models` of the finished trials as
+        they are now, the fit kept in memory (the history may be closed by then) and returned as its
+        record."""
+        model_trials, trials = list(self.model_trials()), [t for t in self.trials if self.proposer.in_model(t)]
+        surrogate = self.surrogate
+        memory = _KeptInMemory(surrogate.store.last_model())
+
+        def fit() -> tuple[LCM | None, Any, dict, dict | None]:
+            kept, surrogate.store = surrogate.store, memory
+            before = memory.last
+            try:
+                outputs = self.outputs.current(model_trials, trials)
+            except (ValueError, np.linalg.LinAlgError) as exc:
+                log.error("the final model could not be fitted (%s): the result has no model", exc)
+                return None, None, {}, None
+            finally:
+                surrogate.store = kept
+            model, transform = next(iter(outputs.values()))
+            record = None if memory.last is before else {**memory.last, "use_log": surrogate.use_log}
+            return model, transform, {k: v for k, v in outputs.items() if k is not None}, record
+
+        return fit
 
     def _current_models(self) -> dict[str | None, tuple[LCM, Any]]:
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task")
         return self.outputs.current(self.model_trials(), [t for t in self.trials if self.proposer.in_model(t)])
+
+
+class _KeptInMemory:
+    """A :class:`~gptask.model.surrogate.ModelStore` in memory: the fit of a lazy result's model,
+    made when the run's history may be closed (:meth:`Tuner.result`)."""
+
+    def __init__(self, last: dict | None) -> None:
+        self.last = last
+
+    def last_model(self) -> dict | None:
+        return self.last
+
+    def add_model(self, iteration: int, params: dict, log_likelihood: float, data_key: str) -> None:
+        self.last = {"iteration": iteration, "params": params, "log_likelihood": log_likelihood, "data_key": data_key}
+
+    def set_use_log(self, use_log: bool) -> None:
+        pass

@@ -142,6 +142,13 @@ EXACT_FIT_MAX_POINTS = 5000
 SUBSET_FIT_ABOVE = 5000
 SUBSET_POINTS = 1500
 SUBSET_REFINE_ITERS = 25
+#: output_transform="auto" (issue 46): the first fit decides log or not by a probe of each transform
+#: (one start of at most TRANSFORM_PROBE_ITERS L-BFGS-B iterations, no exploration round), then
+#: fits only the winner fully, when the probes' log-likelihoods of the observed values differ by at
+#: least TRANSFORM_PROBE_MARGIN nats; closer than that, both are fitted fully as before. A full cold fit
+#: of one transform is half of the two the decision used to take
+TRANSFORM_PROBE_ITERS = 30
+TRANSFORM_PROBE_MARGIN = 50.0
 #: the most measurement rows gt.fit, gt.import_runs and gptask fit read (repeats included): 40 rows per
 #: configuration at EXACT_FIT_MAX_POINTS; a file with more is refused after a streamed count of its
 #: lines, before any row is parsed (10^6 rows took 125 s and 3.6 GB to read)

@@ -277,22 +277,58 @@ class Surrogate:
 
     def _choose_transform(self, trials: Sequence[Trial]) -> tuple[LCM, TrainingData]:
         """output_transform="auto", first fit: model the outputs with and without the log and keep
-        the one whose likelihood *of the observed values* is higher. Each fit's log-likelihood is of
-        the standardised outputs z; the change of variables adds -sum(log sigma_i) per measured
-        point, and -sum(log y) under the log, which puts both on the scale of y."""
+        the one whose likelihood *of the observed values* is higher (:meth:`_values_log_likelihood`).
+
+        Each transform is first probed by a short fit (``TRANSFORM_PROBE_ITERS`` iterations of one
+        start); when the probes differ by at least ``TRANSFORM_PROBE_MARGIN`` nats the winner alone
+        is fitted fully (the same cold fit, seed and model as before, at half the cost); otherwise,
+        and on more than ``SUBSET_FIT_ABOVE`` points (fitted from a subset, no probe), both are fitted
+        fully and compared as before."""
+        datas = {use_log: training_data(trials, self.n_tasks, self.space, use_log, self.settings.key())
+                 for use_log in (True, False)}
+        gap = 0.0
+        if datas[True].n_points <= model_defaults.SUBSET_FIT_ABOVE:  # above, fitted from a subset: no probe
+            probes = {use_log: self._values_log_likelihood(self._probe(data), data) for use_log, data in datas.items()}
+            gap = probes[True] - probes[False]
+            log.info("output transform probes (%d iterations): log-likelihood of the observed values %.6g with the "
+                     "log, %.6g without", model_defaults.TRANSFORM_PROBE_ITERS, probes[True], probes[False])
+        if abs(gap) >= model_defaults.TRANSFORM_PROBE_MARGIN:
+            use_log = bool(gap > 0)
+            data = datas[use_log]
+            model = self._fit(data, cold=True)
+            log.info("output transform %s: decided by the probes (%.3g nats apart), log-likelihood of the observed "
+                     "values %.6g", "log" if use_log else "none", abs(gap), self._values_log_likelihood(model, data))
+            self._set_use_log(use_log)
+            return model, data
         best = None
         for use_log in (True, False):
-            data = training_data(trials, self.n_tasks, self.space, use_log, self.settings.key())
+            data = datas[use_log]
             model = self._fit(data, cold=True)
-            jacobian = sum(len(v) * np.log(data.transform.sigma[i]) + (np.sum(np.log(v)) if use_log else 0.0)
-                           for i, v in enumerate(data.values))
-            ll_y = float(model.log_likelihood() - jacobian)
+            ll_y = self._values_log_likelihood(model, data)
             log.info("output transform %s: log-likelihood of the observed values %.6g", "log" if use_log else "none", ll_y)
             if best is None or ll_y > best[0]:
                 best = (ll_y, use_log, model, data)
         assert best is not None
         self._set_use_log(best[1])
         return best[2], best[3]
+
+    def _probe(self, data: TrainingData) -> LCM:
+        """A short cold fit of ``data`` (one start, ``TRANSFORM_PROBE_ITERS`` iterations, no
+        exploration): what :meth:`_choose_transform` compares the transforms by."""
+        seed = int_seed(self.settings.seed, STAGE_FIT, self.iteration)
+        return self._new_model().fit(data.X, data.y, restarts=1, seed=seed, comm=self.comm, prior=self.prior,
+                                     maxiter=model_defaults.TRANSFORM_PROBE_ITERS, explore=False)
+
+    @staticmethod
+    def _values_log_likelihood(model: LCM, data: TrainingData) -> float:
+        """The log-likelihood of the observed values under ``model`` fitted on ``data``. The fit's
+        log-likelihood is of the standardised outputs z; the change of variables adds
+        -sum(log sigma_i) per measured point, and -sum(log y) under the log, which puts both
+        transforms on the scale of y."""
+        use_log = data.transform.use_log
+        jacobian = sum(len(v) * np.log(data.transform.sigma[i]) + (np.sum(np.log(v)) if use_log else 0.0)
+                       for i, v in enumerate(data.values))
+        return float(model.log_likelihood() - jacobian)
 
     def current(self, model_trials: Sequence[Trial], trials: Sequence[Trial]) -> tuple[LCM, OutputTransform]:
         """The model conditioned on every finished trial with its last hyperparameters (one

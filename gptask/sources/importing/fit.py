@@ -63,7 +63,7 @@ def fit(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, Any]],
             storage.close()
             raise
         reporter.step(f"fit: {report.summary()}; fitting the model on them ({restarts} start(s)"
-                      + (", both output transforms" if output_transform == "auto" else "") + ")")
+                      + (", the output transform probed both ways" if output_transform == "auto" else "") + ")")
         with Tuner(problem, report.tasks, budget=max(1, budget), seed=seed, history=storage, n_latent=n_latent,
                    kernel=kernel, restarts=restarts, output_transform=output_transform, provenance=None) as tuner:
             result = tuner.result()
