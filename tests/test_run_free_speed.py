@@ -92,7 +92,7 @@ def test_a_consensus_pick_predicts_only_what_the_sources_did_not_measure(monkeyp
 
     calls = []
     real = tla1.predict_encoded
-    monkeypatch.setattr(tla1, "predict_encoded", lambda tm, task, X: calls.append(len(X)) or real(tm, task, X))
+    monkeypatch.setattr(tla1, "predict_encoded", lambda tm, task, X, **kw: calls.append(len(X)) or real(tm, task, X, **kw))
     problem = _grid_problem()
     sources = [_measured("a", drop=4), _measured("b", drop=5), _measured("c")]
     seen_tables = []
