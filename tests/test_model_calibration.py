@@ -12,47 +12,27 @@ Collapse: a length scale shorter than the gap between its input's values, checke
 counted by hand, and a fit whose short length scale the data do not prefer is refitted bounded.
 """
 
+import sys
+
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from gptask.model.numerics import LCM
 from gptask.model.numerics import defaults
 from gptask.model.numerics.priors import LCMPrior
+
+sys.path.insert(0, str(ROOT / "bench"))
+from model_calibration import draw_family  # noqa: E402
 
 Z95 = 1.959963984540054
 
 
 def family(seed, n):
-    """(X (T lists of (n, d)), y, latent(i, X), noisy(i, X, rng), d, T), as bench/model_calibration.py."""
-    rng = np.random.default_rng(seed)
-    d = int(rng.integers(2, 7))
-    T = int(rng.integers(6, 21))
-    ls = np.exp(rng.uniform(np.log(0.15), np.log(0.8), size=d))
-    M = 400
-
-    def rff():
-        omega = rng.standard_normal((M, d)) / ls
-        phase = rng.uniform(0, 2 * np.pi, M)
-        w = rng.standard_normal(M)
-        return lambda X: np.sqrt(2.0 / M) * np.cos(X @ omega.T + phase) @ w
-
-    f0 = rff()
-    own = [rff() for _ in range(T)]
-    share = rng.uniform(0.5, 1.0, T)
-    sign = np.where(rng.random(T) < 0.85, 1.0, -1.0)
-    shift = rng.normal(0, 3, T)
-    scale = np.exp(rng.normal(0, 1, T))
-    noise_sd = float(np.exp(rng.uniform(np.log(0.005), np.log(0.15))))
-
-    def latent(i, X):
-        return shift[i] + scale[i] * (sign[i] * np.sqrt(share[i]) * f0(X) + np.sqrt(1 - share[i]) * own[i](X))
-
-    def noisy(i, X, r):
-        return latent(i, X) + scale[i] * noise_sd * r.standard_normal(X.shape[0])
-
-    X = [rng.random((n, d)) for _ in range(T)]
-    y = [noisy(i, X[i], rng) for i in range(T)]
-    return X, y, latent, noisy, d, T
+    """(X (T lists of (n, d)), y, latent(i, X), noisy(i, X, rng), d, T): bench/model_calibration.py's
+    generator, so that these tests and the bench draw the same families."""
+    f = draw_family(seed, n)
+    return f["X"], f["y"], f["latent"], f["noisy"], f["d"], f["T"]
 
 
 def coverage(seed, n, calibrate=None):
