@@ -37,6 +37,12 @@ def nodes_up() -> list[str]:
     return sorted({ln.split()[0] for ln in out.splitlines() if ln.split()[1].rstrip("*") in ("idle", "mix", "alloc")})
 
 
+def nodes_known() -> list[str]:
+    """Every node of the local cluster, whatever its state."""
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout
+    return sorted(set(out.split()))
+
+
 def wait_for(what: str, check, deadline: float = DEADLINE_S, every: float = 0.5):
     end = time.monotonic() + deadline
     while True:
@@ -60,7 +66,16 @@ def job_state(job: str) -> str:
 def allocation(slurm):
     """An allocation of every node of the local cluster (salloc --no-shell --no-kill: a node lost
     leaves the job, which goes on), cancelled afterwards."""
-    n = len(nodes_up())
+    # after a test restarted slurmctld its nodes are "unk" until their slurmd registers again:
+    # wait for every node (a node another test left down: the rest)
+    def all_up():
+        up = nodes_up()
+        return up if up and len(up) == len(nodes_known()) else None
+
+    try:
+        n = len(wait_for("every node of the local cluster up", all_up, deadline=60))
+    except AssertionError:
+        n = len(wait_for("a node of the local cluster up", nodes_up))
     done = subprocess.run(["salloc", "--no-shell", "--no-kill", f"-N{n}", "--time=10", "-J", "gptask-test-alloc"],
                           capture_output=True, text=True, timeout=DEADLINE_S)
     job = next((w for line in done.stderr.splitlines() if "Granted job allocation" in line
