@@ -57,6 +57,21 @@ def test_subset_is_the_model_of_those_tasks_alone(fitted):
         model.subset([0, 1], [Xs[0]], [ys[0]])
 
 
+def _without_fold(fitted, rep, pt):
+    """The fitted model re-conditioned by hand without the points of ``pt``'s fold (same
+    hyperparameters and prior): the reference of a held-out point's interval."""
+    space = fitted.problem.param_space
+    Xs, ys = fitted.model.data()
+    out = [space.encode([q.params for q in rep.points if q.fold == pt.fold and q.task_index == j])
+           for j in range(len(Xs))]
+    mask = [~np.any(np.all(np.isclose(X[:, None, :], o[None, :, :]), axis=2), axis=1) if len(o) else
+            np.ones(len(X), bool) for X, o in zip(Xs, out)]
+    ref = LCM(fitted.model.n_latent, fitted.model.kernel, fitted.model.rank).condition(
+        [X[m] for X, m in zip(Xs, mask)], [y[m] for y, m in zip(ys, mask)], fitted.model.get_params())
+    ref.prior = fitted.model.prior
+    return ref
+
+
 def test_within_task_folds_hold_every_complete_trial_out_once_and_predict_from_the_rest(fitted):
     rep = within_task_cv(fitted, folds=4, seed=3)
     assert rep.method == "within-task 4-fold"
@@ -66,14 +81,7 @@ def test_within_task_folds_hold_every_complete_trial_out_once_and_predict_from_t
     # reference for one point: the model re-conditioned by hand without that point's fold
     pt = rep.points[-1]
     i, space = pt.task_index, fitted.problem.param_space
-    Xs, ys = fitted.model.data()
-    out = [space.encode([q.params for q in rep.points if q.fold == pt.fold and q.task_index == j])
-           for j in range(len(Xs))]
-    mask = [~np.any(np.all(np.isclose(X[:, None, :], o[None, :, :]), axis=2), axis=1) if len(o) else
-            np.ones(len(X), bool) for X, o in zip(Xs, out)]
-    ref = LCM(fitted.model.n_latent, fitted.model.kernel, fitted.model.rank).condition(
-        [X[m] for X, m in zip(Xs, mask)], [y[m] for y, m in zip(ys, mask)], fitted.model.get_params())
-    ref.prior = fitted.model.prior
+    ref = _without_fold(fitted, rep, pt)
     # the intervals are the calibrated predictive's, its factor from the fold's own points
     mean, var = ref.predict_calibrated(i, space.encode([pt.params]), include_noise=True)
     assert ref.calibration_factor() >= 1.0
@@ -143,14 +151,7 @@ def test_latent_coverage_is_the_count_of_measurements_inside_the_noise_free_inte
     # the latent interval of one point, by hand: the model re-conditioned without its fold, no noise
     pt = rep.points[0]
     i, space = pt.task_index, fitted.problem.param_space
-    Xs, ys = fitted.model.data()
-    out = [space.encode([q.params for q in rep.points if q.fold == pt.fold and q.task_index == j])
-           for j in range(len(Xs))]
-    mask = [~np.any(np.all(np.isclose(X[:, None, :], o[None, :, :]), axis=2), axis=1) if len(o) else
-            np.ones(len(X), bool) for X, o in zip(Xs, out)]
-    ref = LCM(fitted.model.n_latent, fitted.model.kernel, fitted.model.rank).condition(
-        [X[m] for X, m in zip(Xs, mask)], [y[m] for y, m in zip(ys, mask)], fitted.model.get_params())
-    ref.prior = fitted.model.prior
+    ref = _without_fold(fitted, rep, pt)
     mean, var = ref.predict_calibrated(i, space.encode([pt.params]))
     s, tr = math.sqrt(var[0]), fitted.transform
     assert pt.lower_latent == pytest.approx(float(tr.backward(i, mean - Z95 * s)[0]), rel=1e-9)
