@@ -145,6 +145,9 @@ def tune(
     from ..sources import multisource as sourced
     from ..tuning.loop import tune as tune_here
 
+    check_problem = getattr(executor, "check_problem", None)  # e.g. SlurmSteps' fidelity_resources
+    if callable(check_problem):
+        check_problem(problem)
     if problem.fidelity is not None or aux_tasks:
         if sources is not None:
             raise sourced.SourceError("gt.tune(..., sources=...) does not take a problem with fidelity or aux_tasks yet")
