@@ -338,6 +338,70 @@ def test_show_and_report_mark_low_fidelity_runs_and_cost(tmp_path, capsys):
     assert "low fidelity" in runs(data, None) and _flat_cost(data) == ""
 
 
+def test_the_report_plots_the_best_target_value_against_cumulative_cost(tmp_path):
+    """The convergence section of a multi-fidelity history gets a second figure: per tuned task, the
+    best target-fidelity value against the cumulative cost, the cheaper runs marked. Its series
+    against a reference recomputed from the stored trials (the sum of every finished run's cost in
+    the order they finished, the best of the target runs so far, result.best), and the figure drawn
+    as what the series say (the step line's points, the ticks of the low-fidelity runs)."""
+    import base64
+    import io
+    import re
+
+    import matplotlib.image as mpimg
+
+    from gptask.insight import figures
+    from gptask.insight.report_data import load_report_data
+    from gptask.insight.sections import convergence, cost_series
+
+    path = tmp_path / "h.sqlite"
+    r = gt.tune(problem(), [{"n": 2}, {"n": 3}], cost_budget=5.0, n_initial=4, seed=0, history=path, **FAST)
+    data = load_report_data(path)
+    curves = cost_series(data)
+    assert [c["label"] for c in curves] == ["task 0: iterations=1000,n=2", "task 1: iterations=1000,n=3"]
+    order = sorted((t for t in r.history if t.status.finished), key=lambda t: (t.finished, t.id))
+    spent, after = 0.0, {}
+    for t in order:
+        spent += t.extra["cost"]
+        after[t.id] = spent
+    assert spent == pytest.approx(r.cost_spent)
+    for k, c in enumerate(curves):
+        mine = [t for t in order if t.task_index == k]
+        assert c["cost"] == pytest.approx([after[t.id] for t in mine])
+        assert c["values"] == [t.value for t in mine]
+        cheaper = [t for t in order if t.task_index % 2 == k and t.task_index >= 2]  # levels below, same task
+        assert cheaper and all(t.extra["fidelity"] == "low fidelity" for t in cheaper)
+        assert c["low"] == pytest.approx([after[t.id] for t in cheaper]) and c["aux"] == []
+        fig = figures.cost_curves([c])
+        ax = fig.axes[0]
+        step = next(ln for ln in ax.get_lines() if ln.get_label() == "best at the target")
+        xs, ys = step.get_data()
+        assert ys[-1] == pytest.approx(r.best(k)[1])  # the best of the target runs: result.best
+        assert np.all(np.diff(ys) <= 0) and np.all(np.diff(xs) >= 0)
+        assert xs[-1] == pytest.approx(max(c["cost"][-1], c["low"][-1]))
+        ticks = next(ln for ln in ax.get_lines() if ln.get_label() == "low-fidelity run")
+        assert list(ticks.get_xdata()) == pytest.approx(c["low"])
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    html = convergence(data, None)
+    images = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(images) == 2 and 'alt="best value against cost"' in html and "below the target fidelity" in html
+    for img in images:
+        assert mpimg.imread(io.BytesIO(base64.b64decode(img)), format="png").shape[0] > 100
+
+
+def test_a_history_without_costs_has_no_cost_figure(tmp_path):
+    from gptask.insight.report_data import load_report_data
+    from gptask.insight.sections import convergence, cost_series
+
+    path = tmp_path / "h.sqlite"
+    gt.tune(gt.Problem(TASKS, PARAMS, lambda t, p: true_value(p["x"], p["y"])), [{"n": 2}], budget=5, n_initial=4,
+            seed=0, history=path, **FAST)
+    data = load_report_data(path)
+    assert cost_series(data) == [] and convergence(data, None).count("<img") == 1
+
+
 def test_report_says_when_the_cost_is_flat(tmp_path):
     from gptask.insight.report_data import load_report_data
     from gptask.insight.sections import _flat_cost
