@@ -407,3 +407,25 @@ def test_campaign_job_killed_then_resubmitted_finishes_exactly(slurm, tmp_path):
     out = (tmp_path / f"gptask-kill-{again}.out").read_text()
     assert job_state(again) == "COMPLETED", out
     assert len(_runs_match_trials(history, tmp_path / "steps.log")) == 8, out
+
+
+def test_the_docs_fidelity_resources_are_what_slurm_steps_asks_at_each_level():
+    """docs/fidelity.md's block (<!-- fidelity-slurm -->), run as written: the objective's attributes
+    give each level's step its nodes (4 at the target, 2 at 333, 1 below) and the time limit of its
+    iterations, as SlurmSteps reads them (no allocation needed: the run's resources only)."""
+    import re
+
+    page = (ROOT / "docs" / "fidelity.md").read_text()
+    code = re.search(r"<!-- example: fidelity-slurm [^>]*-->\n```python\n(.*?)```", page, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, "docs/fidelity.md", "exec"), scope)  # noqa: S102 - the repository's own example
+    problem = gt.Problem(gt.Space([gt.Integer("n", 1, 4)]), gt.Space([gt.Real("x", 0.0, 1.0)]), scope["solve"],
+                         fidelity=gt.Space([gt.Integer("iterations", 10, 1000, log=True)]),
+                         target_fidelity={"iterations": 1000})
+    ex = SlurmSteps(allocation=Allocation("1", ("n1", "n2", "n3", "n4")))
+    ex.check_problem(problem)
+    expanded = problem.expanded()
+    for level, nodes in ((1000, 4), (333, 2), (111, 1), (37, 1)):
+        job = Evaluator(expanded.objective).job({"n": 2, "iterations": level}, {"x": 0.5})
+        assert ex.needs(run_job, (job,)) == Resources(nodes, 32, 1, 0.6 * level)
+    ex.shutdown()
