@@ -136,7 +136,8 @@ def test_fidelity_resources_are_checked_against_the_levels_before_any_run():
     cases = [({9: 2, 3: 1}, r"gives nothing for the fidelity level 1 \({'iterations': 1}\); its keys are \[9, 3\]"),
              ({9: 2, 3: 1, 1: 1, 5: 1}, r"5 is not a fidelity level of problem 'fidelity-steps'; its levels "
                                         r"\(iterations\) are \[9, 3, 1\]"),
-             ({9: 8, 3: 1, 1: 1}, r"a run at fidelity {'iterations': 9} asks 8 nodes, and the allocation \(job 1\) has 4"),
+             ({9: 8, 3: 1, 1: 1}, r"a run at fidelity {'iterations': 9} asks 8 nodes, and the allocation "
+                                  r"\(job 1\) has 4"),
              (lambda fid: {"nodes": fid["iterations"]}, r"fidelity {'iterations': 9} asks 9 nodes")]
     for spec, match in cases:
         ex = SlurmSteps(fidelity_resources=spec, allocation=alloc)
@@ -144,7 +145,8 @@ def test_fidelity_resources_are_checked_against_the_levels_before_any_run():
             gt.tune(problem, tasks=[{"size": 2}], budget=4, executor=ex, **SMALL)
         ex.shutdown()
     for spec, match in [({9: 2, 3: {"node": 1}, 1: 1}, r"fidelity_resources\[3\]: unknown field\(s\) \['node'\]"),
-                        ({9: 2, 3: 0, 1: 1}, r"fidelity_resources\[3\]: resources: nodes must be an integer >= 1, got 0"),
+                        ({9: 2, 3: 0, 1: 1},
+                         r"fidelity_resources\[3\]: resources: nodes must be an integer >= 1, got 0"),
                         ({9: 2, 3: 1, 1: {"time_limit": -1}}, r"fidelity_resources\[1\]: .*time_limit .* got -1"),
                         ({9: "big", 3: 1, 1: 1}, r"fidelity_resources\[9\] must give Resources.*got 'big'"),
                         ([2, 1], r"fidelity_resources must be a mapping")]:

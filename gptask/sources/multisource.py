@@ -381,10 +381,11 @@ def check_at_fidelity(plan: _Plan, target: Mapping[str, Any]) -> None:
         got = {k: t.task.get(k) for k in target}
         if got != dict(target):
             k = int(t.extra["source"])
+            task = {n: v for n, v in t.task.items() if n != MACHINE_DIM}
             raise SourceError(f"source #{k}{plan.names.get(k, '')} has a measurement at fidelity {got} (task "
-                              f"{ {n: v for n, v in t.task.items() if n != MACHINE_DIM} }); with sources, a problem with "
-                              f"fidelity is tuned at its target fidelity {dict(target)} and takes the sources' runs "
-                              "at it only: give the sources' target-fidelity runs")
+                              f"{task}); with sources, a problem with fidelity is tuned at its target fidelity "
+                              f"{dict(target)} and takes the sources' runs at it only: give the sources' "
+                              "target-fidelity runs")
 
 
 def _resume_mismatch(exc: Exception, plan: _Plan) -> str:
