@@ -300,3 +300,24 @@ def test_rows_of_one_machine_get_equal_records_that_share_nothing():
     assert got[1]["accelerators"] == ["A100"] and unflatten(rows[0], "row", seen)["accelerators"] == ["A100"]
     with pytest.raises(Exception, match="row 9: column machine.cores"):
         unflatten({"machine.cores": "many"}, "row 9", seen)
+
+
+def test_a_lazy_prediction_replaced_or_given_all_its_fields_is_a_plain_one():
+    import dataclasses
+
+    from gptask.transfer.tla1 import LazyPrediction, Prediction
+
+    calls = []
+    whole = Prediction(task={"t": 1}, params={"x": 2}, std={"x": 0.1}, value=3.0, value_std=0.5,
+                       encoded=np.zeros(1), raw=np.ones(1), projected=False, feasible=True, route="consensus")
+    lazy = LazyPrediction(lambda: calls.append(1) or whole, task={"t": 1}, params={"x": 2}, encoded=np.zeros(1),
+                          projected=False, feasible=True, route="consensus")
+    assert calls == [] and lazy.params == {"x": 2} and calls == []
+    moved = dataclasses.replace(lazy, params={"x": 2})
+    assert calls == [1] and moved.value == 3.0 and moved.model_fitted and lazy.std == {"x": 0.1}
+    with pytest.raises(AttributeError):
+        lazy.nothing
+    wrong = LazyPrediction(lambda: whole, task={"t": 1}, params={"x": 5}, encoded=np.zeros(1), projected=False,
+                           feasible=True, route="consensus")
+    with pytest.raises(ValueError, match="not the pick made from the measurements"):
+        wrong.value

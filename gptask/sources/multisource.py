@@ -32,7 +32,10 @@ those that hurt are left out (:mod:`gptask.sources.selection`).
   other) choose among the next ones (:mod:`gptask.tuning.sourced`); when every tuned task is such a
   task, the default ``n_initial`` is TLA2's, 30 % of the budget; ``predict_optimum`` for a machine
   with no run values each candidate by the sources' measurements where they have one, those the
-  summary left out of the model included.
+  summary left out of the model included. When they have one everywhere (complete campaigns of the
+  other machines: every allowed configuration measured on each), the pick is their ranking and no
+  model is fitted for it: the prediction (a :class:`~gptask.transfer.tla1.LazyPrediction`) fits the
+  model when its ``value``, ``value_std``, ``std`` or ``raw`` is first read (issue 46).
 * **Work kept.** ``predict_optimum(..., cache=DIR)`` keeps each source's measurements (read and
   checked) and the fitted model in the folder ``DIR`` by content (:mod:`gptask.sources.cache`): a
   second call with the same sources reads and fits nothing, a changed row is read and fitted again.

@@ -114,9 +114,10 @@ class LazyPrediction(Prediction):
     them is first read, by ``full()``: the same call's prediction with the model fitted then (issue
     46: a run-free pick from complete campaigns of other machines is decided by their measurements,
     and the fit was 75 % of the call). ``known``: the other fields (task, params, encoded, projected,
-    feasible, route); ``full()``'s must agree (a ValueError otherwise: the two paths disagree)."""
+    feasible, route); ``full()``'s must agree (a ValueError otherwise: the two paths disagree). Without
+    ``full``, every field is in ``known`` (what ``dataclasses.replace`` makes of one)."""
 
-    def __init__(self, full: Any, **known: Any) -> None:  # noqa: D107 (the frozen fields are set once)
+    def __init__(self, full: Any = None, **known: Any) -> None:  # noqa: D107 (the frozen fields are set once)
         for name, value in known.items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_full", full)
