@@ -7,7 +7,8 @@ PYTHONPATH (run once with main's worktree, once with the branch), as ratios to a
 The five other GPUs' complete convolution campaigns (21,810 measurements) as ``gt.Source`` rows, as
 bench/run_free_sources.py builds them, and ``gt.predict_optimum(None, task, sources=..., machine=held,
 problem=...)``. Each stage is a function wrapped by a timer (inclusive wall seconds summed over its
-calls; a stage that the code does not have, or does not call, is absent): reading and validating the
+calls, and the process's CPU seconds, all threads, as "cpu: <stage>": less moved by the machine's load
+than wall time; a stage that the code does not have, or does not call, is absent): reading and validating the
 sources (``read_measurements``), of which the constraint checks (``Problem.infeasible_rows``), the
 machine labels, the summary, candidate enumeration (``Problem.domain``), the fit (``_fitted``), of
 which the output transform's probes and fit (``Surrogate._choose_transform``) and the failure classifier
@@ -68,11 +69,12 @@ def _wrap(seconds: dict[str, float], stage: str, module: str, owner: str, name: 
 
     @functools.wraps(real)
     def timed(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return real(*args, **kwargs)
         finally:
             seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - t0
+            seconds["cpu: " + stage] = seconds.get("cpu: " + stage, 0.0) + time.process_time() - c0
 
     setattr(target, name, timed)
 
@@ -90,17 +92,19 @@ def main() -> None:
     seconds: dict[str, float] = {}
     for stage in STAGES:
         _wrap(seconds, *stage)
+    c0 = time.process_time()
     row: dict[str, Any] = {"held": a.held, "file": gt.__file__, "load": os.getloadavg(),
                            "cholesky_s": cholesky_seconds()}
-    t0 = time.perf_counter()
+    row["cholesky_cpu_s"] = (time.process_time() - c0) / 3.0  # of the three factorisations, on average
+    t0, c0 = time.perf_counter(), time.process_time()
     pred = gt.predict_optimum(None, TASK, sources=sources, machine=a.held, problem=prob)
-    row["pick_s"] = time.perf_counter() - t0
+    row["pick_s"], row["pick_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
     row["stages_s"] = dict(seconds)
     row["params"], row["route"] = pred.params, pred.route
     if a.read_value:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         row["value"] = pred.value
-        row["read_value_s"] = time.perf_counter() - t0
+        row["read_value_s"], row["read_value_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
         row["stages_after_value_s"] = dict(seconds)
     row["cholesky_after_s"] = cholesky_seconds()
     print(json.dumps(row), flush=True)
