@@ -135,8 +135,8 @@ def run(sizes: list[int], held: str, seeds: list[int], before: str | None, out: 
 def report(doc: dict[str, Any]) -> str:
     rows = doc["rows"]
     lines = ["| source measurements | before: s (x Cholesky) | after: s (x Cholesky) | after, second call with "
-             "cache=: s (x Cholesky) | speed-up (worst seed) | before: peak MiB (added) | after: peak MiB (added) | "
-             "same pick |", "|---|---|---|---|---|---|---|---|"]
+             "cache=: s (x Cholesky) | after: CPU s (x Cholesky's CPU) | speed-up (worst seed) | before: peak MiB "
+             "(added) | after: peak MiB (added) | same pick |", "|---|---|---|---|---|---|---|---|---|"]
     for mode, size in sorted({(r.get("mode", "draw"), r["size"]) for r in rows}):
         def of(code: str) -> list[dict]:
             return [r for r in rows if r["size"] == size and r["code"] == code and r.get("mode", "draw") == mode]
@@ -149,6 +149,13 @@ def report(doc: dict[str, Any]) -> str:
             worst = max(rs, key=lambda r: r["ratio"])
             return f"{worst['seconds']:.1f} ({worst['ratio']:.0f}x)"
 
+        def cpu(rs: list[dict]) -> str:
+            rs = [r for r in rs if "cpu_seconds" in r]
+            if not rs:
+                return "-"
+            worst = max(rs, key=lambda r: r["cpu_ratio"])
+            return f"{worst['cpu_seconds']:.1f} ({worst['cpu_ratio']:.1f}x)"
+
         def mem(rs: list[dict]) -> str:
             return "-" if not rs else f"{max(r['peak_mib'] for r in rs):.0f} ({max(r['added_mib'] for r in rs):.0f})"
 
@@ -156,7 +163,7 @@ def report(doc: dict[str, Any]) -> str:
         speed = "-" if not pairs else f"{min(x['ratio'] / y['ratio'] for x, y in pairs):.1f}"
         same = "-" if not pairs else ("yes" if all(x["params"] == y["params"] for x, y in pairs + [(x, y) for x in b
                                                                                               for y in c]) else "NO")
-        lines.append(f"| {size:,} ({mode}) | {cell(b)} | {cell(a)} | {cell(c)} | {speed} | {mem(b)} | {mem(a)} | {same} |")
+        lines.append(f"| {size:,} ({mode}) | {cell(b)} | {cell(a)} | {cell(c)} | {cpu(a)} | {speed} | {mem(b)} | {mem(a)} | {same} |")
     return "\n".join(lines)
 
 
