@@ -259,9 +259,13 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
     tasks: dict[str, int] = {}
     source_tasks: list[dict] = []
     trials: list[Trial] = []
+    checked: dict[tuple, tuple[dict, tuple]] = {}  # the measurements of one task repeat it: validated once
     for (k, m), label in zip(measured, labels):
-        task = cp.task_space.validate({**m.task, MACHINE_DIM: label}, what=f"source #{k} task")
-        key = point_key(task)
+        once = (point_key(m.task), label)
+        if once not in checked:
+            task = cp.task_space.validate({**m.task, MACHINE_DIM: label}, what=f"source #{k} task")
+            checked[once] = (task, point_key(task))
+        task, key = checked[once]
         if key not in tasks:
             tasks[key] = len(source_tasks)
             source_tasks.append(task)
