@@ -7,7 +7,12 @@
 The five other GPUs' convolution campaigns (``data/hub_convolution``, as ``bench/run_free_sources.py``
 builds them) as ``gt.Source`` rows, resampled to ``size`` measurements in all: each GPU's share drawn
 with replacement from its campaign (seeded), so that a configuration may be measured several times
-(the repeats are grouped into one run as ``gt.fit`` groups them). Each (size, code) pair runs in its
+(the repeats are grouped into one run as ``gt.fit`` groups them): ``--resample draw``, the default.
+``--resample complete`` keeps the structure of the campaigns: each GPU's whole campaign once (every
+configuration measured on every GPU, as in the recorded data) and the rest of its share drawn with
+replacement (repeats); a share smaller than a campaign is a draw without replacement (incomplete).
+A pick on complete sources is decided by their measurements and fits no model (issue 46); on drawn
+ones, some configurations lack a GPU's measurement and the model predicts them. Each (size, code) pair runs in its
 own process (``one``): the code is this checkout ("after") or the checkout given by ``--before``
 (e.g. a worktree of main, "before"), imported through ``GPTASK_BENCH_ROOT``. Measured in that
 process: a numpy Cholesky of a 3000 x 3000 matrix (the reference; best of 3), then
@@ -51,9 +56,10 @@ def cholesky_seconds() -> float:
     return float(best)
 
 
-def one(size: int, held: str, seed: int, cached: bool = False) -> dict[str, Any]:
+def one(size: int, held: str, seed: int, cached: bool = False, mode: str = "draw") -> dict[str, Any]:
     """One pick with ``size`` resampled source measurements, in this process (module docstring);
-    cached: the second of two calls with ``cache=`` (a new folder), the first not timed."""
+    cached: the second of two calls with ``cache=`` (a new folder), the first not timed; mode: how
+    the campaigns are resampled ("draw" or "complete", module docstring)."""
     from dataclasses import replace
 
     import numpy as np
@@ -72,7 +78,13 @@ def one(size: int, held: str, seed: int, cached: bool = False) -> dict[str, Any]
     sources = []
     for g in others:
         rows = source_rows(recordings[g], g)
-        picks = rng.choice(len(rows), size // len(others), replace=True)
+        share = size // len(others)
+        if mode == "draw":
+            picks = rng.choice(len(rows), share, replace=True)
+        elif share <= len(rows):
+            picks = np.sort(rng.choice(len(rows), share, replace=False))
+        else:
+            picks = np.concatenate([np.arange(len(rows)), rng.choice(len(rows), share - len(rows), replace=True)])
         sources.append(gt.Source([rows[k] for k in picks], status="status"))
     options: dict[str, Any] = {}
     if cached:  # a first call fills the cache; the second is timed
@@ -80,31 +92,39 @@ def one(size: int, held: str, seed: int, cached: bool = False) -> dict[str, Any]
 
         options["cache"] = tempfile.mkdtemp(prefix="run_free_speed_")
         gt.predict_optimum(None, TASK, sources=sources, machine=held, problem=prob, **options)
+    c0 = time.process_time()
     reference = cholesky_seconds()
+    reference_cpu = (time.process_time() - c0) / 3.0
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     pred = gt.predict_optimum(None, TASK, sources=sources, machine=held, problem=prob, **options)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"size": size, "held": held, "seed": seed, "seconds": seconds, "cholesky_seconds": reference,
-            "ratio": seconds / reference, "peak_mib": peak / 1024.0, "added_mib": (peak - before) / 1024.0,
-            "params": pred.params, "route": pred.route, "value": pred.value, "gptask": gt.__file__}
+    return {"size": size, "mode": mode, "held": held, "seed": seed, "seconds": seconds, "cholesky_seconds": reference,
+            "ratio": seconds / reference,
+            "cpu_seconds": cpu, "cholesky_cpu_seconds": reference_cpu, "cpu_ratio": cpu / reference_cpu, "peak_mib": peak / 1024.0, "added_mib": (peak - before) / 1024.0,
+            "params": pred.params, "route": pred.route,
+            # a pick the measurements decided fits its model when the value is read: not read here
+            "value": pred.value if getattr(pred, "model_fitted", True) else None, "gptask": gt.__file__}
 
 
-def run(sizes: list[int], held: str, seeds: list[int], before: str | None, out: str) -> None:
+def run(sizes: list[int], held: str, seeds: list[int], before: str | None, out: str, mode: str = "draw",
+        codes_run: str = "after,cached,before") -> None:
     from row_files import load_rows, save_rows
 
     doc = load_rows(out)
     codes = [("after", str(HERE.parent)), ("cached", str(HERE.parent))] + ([("before", before)] if before else [])
+    codes = [(code, root) for code, root in codes if code in codes_run.split(",")]
     for seed in seeds:
         for size in sizes:
             for code, root in codes:
                 if any(r["size"] == size and r["seed"] == seed and r["code"] == code and r["held"] == held
-                       for r in doc["rows"]):
+                       and r.get("mode", "draw") == mode for r in doc["rows"]):
                     continue
                 env = {**os.environ, "GPTASK_BENCH_ROOT": root, "PYTHONPATH": root}
                 done = subprocess.run([sys.executable, __file__, "one", "--size", str(size), "--held", held,
-                                       "--seed", str(seed)] + (["--cached"] if code == "cached" else []), env=env,
+                                       "--seed", str(seed), "--resample", mode]
+                                      + (["--cached"] if code == "cached" else []), env=env,
                                       capture_output=True, text=True, check=True)
                 row = {"code": code, **json.loads(done.stdout.strip().splitlines()[-1])}
                 print(json.dumps(row), flush=True)
@@ -115,11 +135,11 @@ def run(sizes: list[int], held: str, seeds: list[int], before: str | None, out: 
 def report(doc: dict[str, Any]) -> str:
     rows = doc["rows"]
     lines = ["| source measurements | before: s (x Cholesky) | after: s (x Cholesky) | after, second call with "
-             "cache=: s (x Cholesky) | speed-up (worst seed) | before: peak MiB (added) | after: peak MiB (added) | "
-             "same pick |", "|---|---|---|---|---|---|---|---|"]
-    for size in sorted({r["size"] for r in rows}):
+             "cache=: s (x Cholesky) | after: CPU s (x Cholesky's CPU) | speed-up (worst seed) | before: peak MiB "
+             "(added) | after: peak MiB (added) | same pick |", "|---|---|---|---|---|---|---|---|---|"]
+    for mode, size in sorted({(r.get("mode", "draw"), r["size"]) for r in rows}):
         def of(code: str) -> list[dict]:
-            return [r for r in rows if r["size"] == size and r["code"] == code]
+            return [r for r in rows if r["size"] == size and r["code"] == code and r.get("mode", "draw") == mode]
 
         b, a, c = of("before"), of("after"), of("cached")
 
@@ -129,6 +149,13 @@ def report(doc: dict[str, Any]) -> str:
             worst = max(rs, key=lambda r: r["ratio"])
             return f"{worst['seconds']:.1f} ({worst['ratio']:.0f}x)"
 
+        def cpu(rs: list[dict]) -> str:
+            rs = [r for r in rs if "cpu_seconds" in r]
+            if not rs:
+                return "-"
+            worst = max(rs, key=lambda r: r["cpu_ratio"])
+            return f"{worst['cpu_seconds']:.1f} ({worst['cpu_ratio']:.1f}x)"
+
         def mem(rs: list[dict]) -> str:
             return "-" if not rs else f"{max(r['peak_mib'] for r in rs):.0f} ({max(r['added_mib'] for r in rs):.0f})"
 
@@ -136,7 +163,7 @@ def report(doc: dict[str, Any]) -> str:
         speed = "-" if not pairs else f"{min(x['ratio'] / y['ratio'] for x, y in pairs):.1f}"
         same = "-" if not pairs else ("yes" if all(x["params"] == y["params"] for x, y in pairs + [(x, y) for x in b
                                                                                               for y in c]) else "NO")
-        lines.append(f"| {size:,} | {cell(b)} | {cell(a)} | {cell(c)} | {speed} | {mem(b)} | {mem(a)} | {same} |")
+        lines.append(f"| {size:,} ({mode}) | {cell(b)} | {cell(a)} | {cell(c)} | {cpu(a)} | {speed} | {mem(b)} | {mem(a)} | {same} |")
     return "\n".join(lines)
 
 
@@ -150,16 +177,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--before", default=None)
     ap.add_argument("--cached", action="store_true")
+    ap.add_argument("--resample", choices=["draw", "complete"], default="draw")
+    ap.add_argument("--codes", default="after,cached,before", help="which of after, cached, before to run")
     ap.add_argument("--out", default=str(HERE / "results" / "run_free_speed.json"))
     args = ap.parse_args(argv)
     if args.command == "one":
         import logging
 
         logging.disable(logging.WARNING)
-        print(json.dumps(one(args.size, args.held, args.seed, args.cached)))
+        print(json.dumps(one(args.size, args.held, args.seed, args.cached, args.resample)))
     elif args.command == "run":
         run([int(s) for s in args.sizes.split(",")], args.held, [int(s) for s in args.seeds.split(",")], args.before,
-            args.out)
+            args.out, args.resample, args.codes)
     else:
         from row_files import load_rows
 

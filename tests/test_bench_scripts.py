@@ -169,3 +169,24 @@ def test_failure_fit_scale_fits_the_limit_then_every_trial_and_restores_the_limi
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(", ")[-1] for line in lines] == [f"{before} fitted", "600 fitted"], lines
     assert failure.FIT_MAX_POINTS == before
+
+
+def test_run_free_speed_report_pairs_rows_by_resampling_mode_and_gives_the_cpu_ratio():
+    import run_free_speed
+
+    def row(code, mode, seconds, cpu=None, params=None):
+        r = {"code": code, "mode": mode, "size": 20000, "held": "A100", "seed": 0, "seconds": seconds,
+             "cholesky_seconds": 2.0, "ratio": seconds / 2.0, "peak_mib": 400.0, "added_mib": 1.0,
+             "params": params or {"x": 1}}
+        if cpu is not None:
+            r.update(cpu_seconds=cpu, cholesky_cpu_seconds=0.5, cpu_ratio=cpu / 0.5)
+        return r
+
+    rows = [row("before", "complete", 100.0), row("after", "complete", 4.0, cpu=1.0),
+            {k: v for k, v in row("before", "draw", 60.0, params={"x": 2}).items() if k != "mode"},  # last session's
+            row("after", "draw", 30.0, cpu=10.0)]
+    lines = run_free_speed.report({"rows": rows}).splitlines()[2:]
+    complete = next(line for line in lines if "(complete)" in line)
+    draw = next(line for line in lines if "(draw)" in line)
+    assert "| 100.0 (50x) | 4.0 (2x) |" in complete and "| 1.0 (2.0x) | 25.0 |" in complete and complete.endswith("yes |")
+    assert "| 60.0 (30x) | 30.0 (15x) |" in draw and "| 10.0 (20.0x) | 2.0 |" in draw and draw.endswith("NO |")

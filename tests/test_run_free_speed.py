@@ -219,3 +219,105 @@ def test_cache_without_sources_is_refused_naming_it(tmp_path):
 
     with pytest.raises(SourceError, match="cache= .* needs sources="):
         gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, cache=tmp_path, progress=False)
+
+
+def test_a_pick_decided_by_complete_sources_fits_no_model_until_a_model_field_is_read(monkeypatch):
+    """Issue 46: with every candidate measured on every seen machine the consensus pick is a ranking
+    of the measurements; the model (75 % of the call) is fitted only when the prediction's value,
+    value_std, std or raw is read, once, and they are those of the eager path."""
+    import gptask.sources.importing as importing
+    import gptask.sources.multisource as multisource
+    import gptask.transfer.tla1 as tla1
+
+    fits = []
+    real_fit = importing.fit
+    monkeypatch.setattr(importing, "fit", lambda *a, **k: fits.append(1) or real_fit(*a, **k))
+    sources = [_measured(m) for m in MACHINE_OPTIMA]
+    sources[1][5]["value"] = float("nan")  # a failed run: rules its configuration out
+    sources[1][5]["status"] = "failed"
+    for rows in sources:
+        for r in rows:
+            r.setdefault("status", "complete")
+    ask = dict(sources=[gt.Source(rows, status="status") for rows in sources], machine="new",
+               problem=_grid_problem(), restarts=1)
+    lazy = gt.predict_optimum(None, {"kernel": "conv"}, **ask)
+    assert isinstance(lazy, tla1.LazyPrediction) and fits == [] and not lazy.model_fitted
+    assert lazy.route == "consensus" and lazy.feasible and not lazy.projected
+    # brute force: least mean log value over the three machines, the failed configuration left out
+    by = {(r["x"], r["k"]): 0.0 for r in sources[0]}
+    for rows in sources:
+        for r in rows:
+            by[(r["x"], r["k"])] += np.log(r["value"]) if r["status"] == "complete" else np.inf
+    assert (lazy.params["x"], lazy.params["k"]) == min(by, key=by.get)
+    # the eager path: the same call with the measurement-only pick switched off
+    monkeypatch.setattr(multisource, "measured_consensus", lambda *a: None, raising=False)
+    monkeypatch.setattr(tla1, "measured_consensus", lambda *a: None)
+    eager = gt.predict_optimum(None, {"kernel": "conv"}, **ask)
+    assert type(eager) is tla1.Prediction and len(fits) == 1
+    monkeypatch.undo()
+    monkeypatch.setattr(importing, "fit", lambda *a, **k: fits.append(1) or real_fit(*a, **k))
+    assert lazy.value == eager.value and len(fits) == 2 and lazy.model_fitted  # read: fitted then
+    assert lazy.value_std == eager.value_std and lazy.std == eager.std and len(fits) == 2  # once
+    np.testing.assert_array_equal(lazy.raw, eager.raw)
+    np.testing.assert_array_equal(lazy.encoded, eager.encoded)
+    assert (lazy.params, lazy.task, lazy.route, lazy.feasible, lazy.projected) == \
+        (eager.params, eager.task, eager.route, eager.feasible, eager.projected)
+    assert repr(lazy) == repr(eager)
+
+
+def test_an_incomplete_source_or_a_known_machine_still_fits_the_model(monkeypatch):
+    import gptask.sources.importing as importing
+    import gptask.transfer.tla1 as tla1
+
+    fits = []
+    real_fit = importing.fit
+    monkeypatch.setattr(importing, "fit", lambda *a, **k: fits.append(1) or real_fit(*a, **k))
+    problem = _grid_problem()
+    gap = gt.predict_optimum(None, {"kernel": "conv"}, sources=[_measured("a"), _measured("b", drop=5), _measured("c")],
+                             machine="new", problem=problem, restarts=1)
+    assert type(gap) is tla1.Prediction and gap.route == "consensus" and fits == [1]
+    known = gt.predict_optimum(None, {"kernel": "conv"}, sources=[_measured(m) for m in MACHINE_OPTIMA],
+                               machine="b", problem=problem, restarts=1)  # a machine with data: TLA1's own route
+    assert type(known) is tla1.Prediction and known.route == "optima" and fits == [1, 1]
+
+
+def test_point_key_fast_paths_keep_the_identity_of_equal_values():
+    from gptask.data.trials import point_key
+
+    assert point_key({"b": 1, "a": 0.1 + 0.2}) == point_key({"a": 0.3, "b": np.int64(1)}) == (("a", 0.3), ("b", 1))
+    assert point_key({"a": np.float32(0.5)}) == point_key({"a": 0.5})
+    assert type(point_key({"a": True})[0][1]) is bool and point_key({"a": "x"}) == (("a", "x"),)
+
+
+def test_rows_of_one_machine_get_equal_records_that_share_nothing():
+    from gptask.data.provenance import unflatten
+
+    rows = [{"machine.label": "gpu", "machine.accelerators": '["A100"]', "machine.cores": "16"}] * 3
+    seen: dict = {}
+    got = [unflatten(r, f"row {k}", seen) for k, r in enumerate(rows)]
+    assert got[0] == got[1] == got[2] == unflatten(rows[0]) == {"label": "gpu", "accelerators": ["A100"], "cores": 16}
+    got[0]["accelerators"].append("V100")
+    assert got[1]["accelerators"] == ["A100"] and unflatten(rows[0], "row", seen)["accelerators"] == ["A100"]
+    with pytest.raises(Exception, match="row 9: column machine.cores"):
+        unflatten({"machine.cores": "many"}, "row 9", seen)
+
+
+def test_a_lazy_prediction_replaced_or_given_all_its_fields_is_a_plain_one():
+    import dataclasses
+
+    from gptask.transfer.tla1 import LazyPrediction, Prediction
+
+    calls = []
+    whole = Prediction(task={"t": 1}, params={"x": 2}, std={"x": 0.1}, value=3.0, value_std=0.5,
+                       encoded=np.zeros(1), raw=np.ones(1), projected=False, feasible=True, route="consensus")
+    lazy = LazyPrediction(lambda: calls.append(1) or whole, task={"t": 1}, params={"x": 2}, encoded=np.zeros(1),
+                          projected=False, feasible=True, route="consensus")
+    assert calls == [] and lazy.params == {"x": 2} and calls == []
+    moved = dataclasses.replace(lazy, params={"x": 2})
+    assert calls == [1] and moved.value == 3.0 and moved.model_fitted and lazy.std == {"x": 0.1}
+    with pytest.raises(AttributeError):
+        lazy.nothing
+    wrong = LazyPrediction(lambda: whole, task={"t": 1}, params={"x": 5}, encoded=np.zeros(1), projected=False,
+                           feasible=True, route="consensus")
+    with pytest.raises(ValueError, match="not the pick made from the measurements"):
+        wrong.value

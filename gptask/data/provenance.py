@@ -346,13 +346,33 @@ def flatten(record: Mapping[str, Any] | None) -> dict[str, str]:
             for k, v in record.items()}
 
 
-def unflatten(cells: Mapping[str, Any], where: str = "row") -> dict[str, Any] | None:
+def unflatten(cells: Mapping[str, Any], where: str = "row",
+              seen: dict[tuple, dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """The machine record in a row's ``machine.<key>`` cells (as :func:`flatten` writes them), None
-    when the row has none or they are all empty. Raises ProvenanceError naming the row and cell."""
+    when the row has none or they are all empty. Raises ProvenanceError naming the row and cell.
+    seen: records already made, by their cells' text (the rows of one machine repeat them:
+    a new copy of the record is returned, not checked again; a caller's dict, issue 46)."""
     raw = {k[len(COLUMN_PREFIX):]: v for k, v in cells.items() if k.startswith(COLUMN_PREFIX)
            and v is not None and str(v).strip() != ""}
     if not raw:
         return None
+    key = None if seen is None else tuple((k, type(v).__name__, repr(v)) for k, v in raw.items())
+    if key is not None and key in seen:
+        return _copied(seen[key])
+    out = _unflattened(raw, where)
+    if key is not None:
+        seen[key] = _copied(out)
+    return out
+
+
+def _copied(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``record`` that shares no list or dict with it (a record is flat JSON: text,
+    numbers, a list of texts, a dict of texts)."""
+    return {k: list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v for k, v in record.items()}
+
+
+def _unflattened(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """:func:`unflatten` of the non-empty ``machine.*`` cells ``raw`` (their keys without the prefix)."""
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in MACHINE_KEYS:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.trials import Status, Trial, params_key, point_key
+from ..data.trials import Status, Trial, point_key
 
 __all__ = ["consensus_scores", "measured_values", "consensus_order"]
 
@@ -52,18 +52,26 @@ def measured_values(trials: Sequence[Trial], tasks: Sequence[Mapping[str, Any]],
     its complete measurements; +inf where it was measured and only failed; NaN where not measured.
     Pending trials do not count."""
     row = {point_key(t): v for v, t in enumerate(tasks)}
-    col = {params_key(c): k for k, c in enumerate(configs)}
+    col = {point_key(c): k for k, c in enumerate(configs)}
     seen: dict[tuple[int, int], list[float]] = {}
+    rows: dict[int, int | None] = {}  # by id of the task dict: the trials of one task often share it
     for t in trials:
-        v, k = row.get(point_key(t.task)), col.get(params_key(t.params))
-        if v is None or k is None or not t.status.finished:
+        if not t.status.finished:
+            continue
+        v = rows.get(id(t.task), -1)
+        if v == -1:
+            v = rows[id(t.task)] = row.get(point_key(t.task))
+        if v is None:
+            continue
+        k = col.get(point_key(t.params))
+        if k is None:
             continue
         got = seen.setdefault((v, k), [])
         if t.status is Status.COMPLETE and t.value is not None:
             got.append(float(t.value))
     out = np.full((len(tasks), len(configs)), np.nan)
     for (v, k), got in seen.items():
-        out[v, k] = float(np.median(got)) if got else np.inf
+        out[v, k] = (got[0] if len(got) == 1 else float(np.median(got))) if got else np.inf
     return out
 
 
@@ -74,7 +82,7 @@ def consensus_order(trials: Sequence[Trial], tasks: Sequence[Mapping[str, Any]])
     keys = {point_key(t) for t in tasks}
     for t in trials:
         if point_key(t.task) in keys and t.status.finished:
-            configs.setdefault(params_key(t.params), dict(t.params))
+            configs.setdefault(point_key(t.params), dict(t.params))
     listed = list(configs.values())
     if not tasks or not listed:
         return []

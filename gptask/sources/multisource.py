@@ -32,7 +32,10 @@ those that hurt are left out (:mod:`gptask.sources.selection`).
   other) choose among the next ones (:mod:`gptask.tuning.sourced`); when every tuned task is such a
   task, the default ``n_initial`` is TLA2's, 30 % of the budget; ``predict_optimum`` for a machine
   with no run values each candidate by the sources' measurements where they have one, those the
-  summary left out of the model included.
+  summary left out of the model included. When they have one everywhere (complete campaigns of the
+  other machines: every allowed configuration measured on each), the pick is their ranking and no
+  model is fitted for it: the prediction (a :class:`~gptask.transfer.tla1.LazyPrediction`) fits the
+  model when its ``value``, ``value_std``, ``std`` or ``raw`` is first read (issue 46).
 * **Work kept.** ``predict_optimum(..., cache=DIR)`` keeps each source's measurements (read and
   checked) and the fitted model in the folder ``DIR`` by content (:mod:`gptask.sources.cache`): a
   second call with the same sources reads and fits nothing, a changed row is read and fitted again.
@@ -110,8 +113,11 @@ def machine_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
     """One category label per record (module docstring): records of the same machine get the same
     label, different machines different ones."""
     firsts: list[tuple[Mapping[str, Any], str]] = []
-    out = []
-    for record in records:
+    out: list[str] = []
+    for k, record in enumerate(records):
+        if k and record == records[k - 1]:  # the measurements of one source repeat its record
+            out.append(out[-1])
+            continue
         for first, label in firsts:
             if same_machine(first, record):
                 out.append(label)
@@ -253,9 +259,13 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
     tasks: dict[str, int] = {}
     source_tasks: list[dict] = []
     trials: list[Trial] = []
+    checked: dict[tuple, tuple[dict, tuple]] = {}  # the measurements of one task repeat it: validated once
     for (k, m), label in zip(measured, labels):
-        task = cp.task_space.validate({**m.task, MACHINE_DIM: label}, what=f"source #{k} task")
-        key = point_key(task)
+        once = (point_key(m.task), label)
+        if once not in checked:
+            task = cp.task_space.validate({**m.task, MACHINE_DIM: label}, what=f"source #{k} task")
+            checked[once] = (task, point_key(task))
+        task, key = checked[once]
         if key not in tasks:
             tasks[key] = len(source_tasks)
             source_tasks.append(task)
@@ -524,7 +534,7 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
     where the sources' measurements and the fitted model are kept by content
     (:mod:`gptask.sources.cache`): a second call with the same sources reads and fits nothing.
     Returns the :class:`~gptask.transfer.Prediction`, whose task holds the ``machine`` label."""
-    from ..transfer.tla1 import predict_optimum as predict_here
+    from ..transfer.tla1 import LazyPrediction, measured_consensus, predict_optimum as predict_here
 
     if sources is None:
         if select_sources:
@@ -558,8 +568,21 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, sources: Sequence[A
     progress = fit_options.pop("progress", False)
     want = plan.problem.task_space.validate({**problem.task_space.validate(dict(task)),
                                              MACHINE_DIM: plan.target_label})
-    return predict_here(_fitted(plan.problem, rows, store, progress, fit_options), want, consensus=consensus,
-                        measured=measured)
+    def full() -> Any:
+        return predict_here(_fitted(plan.problem, rows, store, progress, fit_options), want, consensus=consensus,
+                            measured=measured)
+
+    enc = None
+    if consensus and problem.features is None and problem.cost_model is None:
+        tuned = list({point_key(t.task): t.task for t in trials}.values())  # the model's tasks, all with data
+        enc = measured_consensus(plan.problem, want, tuned, measured)
+    if enc is None:
+        return full()
+    params = plan.problem.param_space.decode(enc[None, :])[0]
+    log.info("sources: the consensus pick for %s is decided by the sources' measurements (every candidate measured "
+             "on every machine); the model is fitted when the prediction's value or std is read", want)
+    return LazyPrediction(full, task=want, params=params, encoded=enc, projected=False,
+                          feasible=bool(plan.problem.is_feasible(want, params)), route="consensus")
 
 
 def _fitted(problem: Problem, rows: list[dict], store: SourceCache | None, progress: bool,

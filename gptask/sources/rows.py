@@ -460,12 +460,13 @@ def read_rows(problem: Problem, data: str | os.PathLike | Sequence[Mapping[str, 
         raise TypeError(f"data must be a CSV file path or a list of dicts, got {type(data).__name__}")
     parsed: list[tuple[int, Row]] = []
     found: list[tuple[int, str]] = []  # (place in the source, message)
+    records: dict[tuple, dict] = {}  # the rows of one machine repeat its record: checked once
     for k, (where, line, cells) in enumerate(source):
         try:
             if isinstance(cells, str):
                 raise ValueError(cells)
             task, params, v, st, values = _row(problem, cells, value, status, check_constraints=False)
-            machine = unflatten(cells, where)
+            machine = unflatten(cells, where, records)
         except ValueError as exc:
             found.append((k, f"{where}: {exc}"))
             continue
@@ -511,8 +512,8 @@ def group_runs(rows: Sequence[Row], aggregate: str = "min") -> list[Run]:
             if used:
                 break
         samples = tuple(r.value for r in used if r.value is not None)
-        value = float(AGGREGATES[aggregate](samples)) if samples else None
-        machines = {json.dumps(r.machine, sort_keys=True) for r in members}
+        value = (float(samples[0]) if len(samples) == 1 else float(AGGREGATES[aggregate](samples))) if samples else None
+        machines = {json.dumps(r.machine, sort_keys=True) for r in members} if len(members) > 1 else ()
         if len(machines) > 1:
             raise DataError(f"{first.where} and the other rows of task {first.task} {first.params} were measured on "
                             f"different machines ({len(machines)} records): they are not repeats of one run; "

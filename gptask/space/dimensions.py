@@ -470,6 +470,10 @@ class Ordinal(Dimension):
         self._rows = np.hstack([rows, np.eye(len(ordered))]) if self.indicators else rows
 
     def index(self, value: Any) -> int:
+        if self.numeric and (type(value) is int or type(value) is float):  # the common case, without the abc checks
+            k = self._where.get(value)
+            if k is not None:
+                return k
         if self.numeric and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)):
             raise TypeError(f"{self.name} must be one of {self.ordered!r}, got {value!r}")
         if not self.numeric and not isinstance(value, str):

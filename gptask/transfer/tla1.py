@@ -57,7 +57,7 @@ from ..data.trials import Trial, point_key
 from .model import TransferModel, as_transfer_model
 from .predict import predict, predict_encoded
 
-__all__ = ["Prediction", "predict_optimum", "project"]
+__all__ = ["LazyPrediction", "Prediction", "measured_consensus", "predict_optimum", "project", "unseen_categories"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,42 @@ class Prediction:
     def __repr__(self) -> str:
         return (f"Prediction(params={self.params}, std={ {k: round(v, 4) for k, v in self.std.items()} }, "
                 f"value={self.value:.6g} +- {self.value_std:.3g})")
+
+
+#: the fields of a :class:`LazyPrediction` that need the model
+MODEL_FIELDS = ("std", "value", "value_std", "raw")
+
+
+class LazyPrediction(Prediction):
+    """A :class:`Prediction` whose configuration is known without the model and whose model
+    fields (``MODEL_FIELDS``: ``value``, ``value_std``, ``std``, ``raw``) are computed when one of
+    them is first read, by ``full()``: the same call's prediction with the model fitted then (issue
+    46: a run-free pick from complete campaigns of other machines is decided by their measurements,
+    and the fit was 75 % of the call). ``known``: the other fields (task, params, encoded, projected,
+    feasible, route); ``full()``'s must agree (a ValueError otherwise: the two paths disagree). Without
+    ``full``, every field is in ``known`` (what ``dataclasses.replace`` makes of one)."""
+
+    def __init__(self, full: Any = None, **known: Any) -> None:  # noqa: D107 (the frozen fields are set once)
+        for name, value in known.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_full", full)
+
+    @property
+    def model_fitted(self) -> bool:
+        """Whether the model fields were computed already (reading one fits the model)."""
+        return self._full is None
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in MODEL_FIELDS or self.__dict__.get("_full") is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        full: Prediction = self._full()
+        if full.params != self.params or full.route != self.route:
+            raise ValueError(f"the model's prediction {full.params} ({full.route}) is not the pick made from the "
+                             f"measurements {self.params} ({self.route})")
+        for field in MODEL_FIELDS:
+            object.__setattr__(self, field, getattr(full, field))
+        object.__setattr__(self, "_full", None)
+        return getattr(self, name)
 
 
 def project(space: Space, raw: np.ndarray, is_feasible: Any, generator: np.random.Generator,
@@ -192,8 +228,15 @@ def _unseen_categories(tm: TransferModel, task: Mapping[str, Any]) -> dict[str, 
     """The categorical task dimensions whose value in ``task`` no tuned task (one with data) has,
     each with the values the tuned tasks do have (in the space's order); empty when there is none."""
     tuned = [tm.tasks[j] for j in range(len(tm.tasks)) if tm.model.n_points[j] > 0]
+    return unseen_categories(tm.task_space, tuned, task)
+
+
+def unseen_categories(task_space: Space, tuned: Sequence[Mapping[str, Any]], task: Mapping[str, Any]) -> dict[str, list]:
+    """The categorical dimensions of ``task_space`` whose value in ``task`` none of the ``tuned``
+    tasks has, each with the values they do have (in the space's order); empty when there is none
+    (or when such a dimension has no value with data)."""
     out = {}
-    for dim in tm.task_space.dimensions:
+    for dim in task_space.dimensions:
         if isinstance(dim, Categorical):
             seen = {point_key({"v": t[dim.name]}) for t in tuned}
             if point_key({"v": task[dim.name]}) not in seen:
@@ -211,13 +254,49 @@ def _drawn_candidates(space: Space, is_feasible: Any, tla1: np.ndarray) -> np.nd
 def _consensus_candidates(tm: TransferModel, task: dict, is_feasible: Any, tla1: np.ndarray) -> np.ndarray:
     """Encoded candidates (n, D) of ``task``: its listed configurations (a seeded draw of
     ``CONSENSUS_MAX_CANDIDATES`` when there are more), else :func:`_drawn_candidates`."""
-    domain = tm.problem.domain(task) if tm.problem is not None else None
-    if domain is not None and len(domain):
-        rows = np.arange(len(domain))
-        if len(rows) > CONSENSUS_MAX_CANDIDATES:
-            rows = np.sort(rng(0, STAGE_JOINT_SEARCH).choice(len(rows), CONSENSUS_MAX_CANDIDATES, replace=False))
-        return domain.encode(rows)
-    return _drawn_candidates(tm.param_space, is_feasible, tla1)
+    listed = _listed_candidates(tm.problem, task)
+    return listed if listed is not None else _drawn_candidates(tm.param_space, is_feasible, tla1)
+
+
+def _listed_candidates(problem: Any, task: Mapping[str, Any]) -> np.ndarray | None:
+    """Encoded (n, D) listed configurations of ``task`` (``problem.domain``; a seeded draw of
+    ``CONSENSUS_MAX_CANDIDATES`` when there are more), or None when the problem (None: unknown)
+    lists none."""
+    domain = problem.domain(task) if problem is not None else None
+    if domain is None or not len(domain):
+        return None
+    rows = np.arange(len(domain))
+    if len(rows) > CONSENSUS_MAX_CANDIDATES:
+        rows = np.sort(rng(0, STAGE_JOINT_SEARCH).choice(len(rows), CONSENSUS_MAX_CANDIDATES, replace=False))
+    return domain.encode(rows)
+
+
+def _seen_tasks(task: Mapping[str, Any], unseen: dict[str, list]) -> list[dict]:
+    """``task`` with every combination of the seen values (at most ``CONSENSUS_MAX_TASKS``) in place
+    of its ``unseen`` ones."""
+    combos = [dict(zip(unseen, values)) for values in itertools.product(*unseen.values())][:CONSENSUS_MAX_TASKS]
+    return [{**task, **combo} for combo in combos]
+
+
+def measured_consensus(problem: Any, task: Mapping[str, Any], tuned: Sequence[Mapping[str, Any]],
+                       measured: Sequence[Trial]) -> np.ndarray | None:
+    """The encoded configuration (D,) of the consensus pick (:func:`_consensus_pick`) of ``task``
+    when the measurements alone decide it, with no model: ``task`` is of a category none of the
+    ``tuned`` tasks (those with data) has, ``problem`` lists its configurations, and ``measured``
+    holds a value or a failure of every candidate on every seen task (complete campaigns of other
+    machines). None otherwise: a candidate needs the model's prediction somewhere. What
+    :func:`predict_optimum` returns on the consensus route, then, is this configuration: a caller
+    that only needs the pick needs no fit (:mod:`gptask.sources.multisource`, issue 46)."""
+    if not measured or any(point_key(t) == point_key(task) for t in tuned):
+        return None
+    unseen = unseen_categories(problem.task_space, tuned, task)
+    C = _listed_candidates(problem, task) if unseen else None
+    if C is None:
+        return None
+    P = measured_values(measured, _seen_tasks(task, unseen), problem.param_space.decode(C))
+    if np.isnan(P).any():
+        return None
+    return C[int(np.argmin(consensus_scores(P)))]
 
 
 def _consensus_pick(tm: TransferModel, task: dict, unseen: dict[str, list], is_feasible: Any,
@@ -231,9 +310,8 @@ def _consensus_pick(tm: TransferModel, task: dict, unseen: dict[str, list], is_f
     measurement there where ``measured`` holds one, else by the model's prediction; the candidate
     of least :func:`gptask.results.consensus.consensus_scores` wins (BENCHMARKS.md, issue 24). unseen:
     :func:`_unseen_categories` of ``task``."""
-    combos = [dict(zip(unseen, values)) for values in itertools.product(*unseen.values())][:CONSENSUS_MAX_TASKS]
     C = _consensus_candidates(tm, task, is_feasible, tla1)
-    seen = [{**task, **combo} for combo in combos]
+    seen = _seen_tasks(task, unseen)
     # (V, n) user units: the measurement where there is one, else the model's prediction (made only for
     # the candidates some seen task did not measure: a prediction of one candidate does not depend on
     # the others, so the table is the same as predicting all of them)
