@@ -58,11 +58,16 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_p5", "smac_hb", "dehb", "optuna_hb", "bohb")
+#: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
+#: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
+#: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs)
+VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4},
+            "gptask_mf_p5": {"PROMOTE": 5}}
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
 #: what reports show, in order: the methods and the recorded rows of gptask's first fidelity proposer
 #: (branch i44-fidelity, renamed from gptask_mf: bench/results/fidelity_mf_i44.json), not run any more
-SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf", *PEERS)
+SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf_base", "gptask_mf_p5", "gptask_mf", *PEERS)
 #: families with the same target as another: gptask_sf never runs a low fidelity, so its rows on
 #: the other family are its rows here (the same function, tasks and seeds give the same runs)
 SAME_TARGET = {"currin_noinfo": "currin"}
@@ -270,6 +275,17 @@ def run_method(method: str, fam: mff.MFFamily, budget: float, seed: int) -> list
         return run_gptask_sf(fam, budget, seed)
     if method == "gptask_mf":
         return run_gptask_mf(fam, budget, seed)
+    if method in VARIANTS:
+        from gptask.tuning import fidelity as fm
+
+        saved = {k: getattr(fm, k) for k in VARIANTS[method]}
+        try:
+            for k, v in VARIANTS[method].items():
+                setattr(fm, k, v)
+            return run_gptask_mf(fam, budget, seed)
+        finally:
+            for k, v in saved.items():
+                setattr(fm, k, v)
     peer = globals()[f"peer_{method}"]
     evals: list[Eval] = []
     for i in range(len(fam.tasks)):
@@ -279,7 +295,7 @@ def run_method(method: str, fam: mff.MFFamily, budget: float, seed: int) -> list
 
 def available(method: str) -> str | None:
     """None when ``method`` can run here, else why not."""
-    if method == "gptask_mf" and not has_fidelity_api():
+    if method.startswith("gptask_mf") and not has_fidelity_api():
         return "gptask_mf skipped: gt.Problem has no `fidelity` argument in this gptask (issue 44's API not merged)"
     module = {"smac_hb": "smac", "dehb": "dehb", "optuna_hb": "optuna", "bohb": "hpbandster"}.get(method)
     if module:

@@ -200,8 +200,10 @@ def test_aux_tasks_run_their_initial_design_only_and_have_no_best():
 
 # ---- what it buys ------------------------------------------------------------------------------
 def test_initial_designs_are_cost_aware_and_share_configurations():
-    """The target's first points, the cheapest level the whole design, the levels between 2 of the
-    target's points; the cheaper designs within LOW_DESIGN_SHARE of the cost budget (run_cost)."""
+    """The cheapest level the whole design first; then the target's 5 points, the 3 best of the
+    cheap runs promoted (ranked here by their values) then the Latin hypercube's next; the levels
+    between 2 of the target's points; the cheaper designs within LOW_DESIGN_SHARE of the cost
+    budget (run_cost)."""
     from gptask.data.trials import params_key
     from gptask.tuning import fidelity as fm
 
@@ -209,12 +211,21 @@ def test_initial_designs_are_cost_aware_and_share_configurations():
     r = gt.tune(problem(), [{"n": 1}], cost_budget=budget, n_initial=10, seed=2, **FAST)
     design = {i: [t for t in sorted(r.history, key=lambda t: t.id) if t.task_index == i and t.source != "search"]
               for i in range(4)}
-    assert [len(design[i]) for i in range(4)] == [4, 2, 2, 10]  # levels 1000, 333, 111, 37
+    assert [len(design[i]) for i in range(4)] == [5, 2, 2, 10]  # levels 1000, 333, 111, 37
     low_cost = sum(t.extra["cost"] for i in (1, 2, 3) for t in design[i])
     assert low_cost == pytest.approx((2 * 333 + 2 * 111 + 10 * 37) / 1000) and low_cost <= fm.LOW_DESIGN_SHARE * budget
+    # the cheap design ran before any other level's (the promotion waits for all of it)
+    assert max(t.id for t in design[3]) < min(t.id for i in (0, 1, 2) for t in design[i])
+    cheap = [params_key(t.params) for t in design[3]]
+    best3 = [params_key(t.params) for t in sorted(design[3], key=lambda t: t.value)[:3]]
     target = [params_key(t.params) for t in design[0]]
-    assert [params_key(t.params) for t in design[3]][:4] == target  # shared with the target
-    assert [params_key(t.params) for t in design[1]] == target[:2]
+    assert target[:3] == best3  # promoted, best first
+    assert target[3:] == [k for k in cheap if k not in best3][:2]  # then the design's next points
+    assert [params_key(t.params) for t in design[1]] == target[:2]  # shared with the target
+    assert [params_key(t.params) for t in design[2]] == target[:2]
+    # the first target run is the cheap level's best: at the target it beats the median of the
+    # design's configurations (informative fidelity)
+    assert design[0][0].value < np.median([true_value(t.params["x"], t.params["y"]) for t in design[3]])
     # a cost budget too small for the share: the cheaper designs are cut to one point per level
     # (the LCM needs data of every level), 0.481 s, not the 1.258 s of the designs above
     small = gt.tune(problem(), [{"n": 1}], cost_budget=2.0, n_initial=10, seed=2, **FAST)
