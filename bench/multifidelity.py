@@ -406,8 +406,49 @@ def report(rows: list[dict[str, Any]], machine: dict[str, Any], commands: list[s
             c = s[(f, m)]
             cells = " | ".join(f"{mu:.3f} ({w:.3f})" for mu, w in zip(c["mean"], c["worst"]))
             lines.append(f"| {f} | {m} | {c['seeds']} | {cells} |")
+    lines += ["", "## Per family and checkpoint", "", side_by_side(s, families)]
     lines += ["", "## Targets of the issue", ""] + targets(s, families, {k: float(np.mean(v)) for k, v in third.items()})
     return "\n".join(lines) + "\n"
+
+
+def side_by_side(s: dict[tuple[str, str], dict[str, Any]], families: list[str]) -> str:
+    """A table per family and checkpoint: mean regret of gptask with fidelity (and its schedule
+    before, gptask_mf_base, where run), without it, the best peer (named), and whether gptask_mf
+    is ahead of the best peer ("win"), and of gptask_mf_base's own count beside it."""
+    base = any(k[1] == "gptask_mf_base" for k in s)
+    head = "| family | checkpoint | gptask_mf |" + (" gptask_mf_base |" if base else "") + \
+        " gptask_sf | best peer | mf ahead of the best peer |" + (" base ahead |" if base else "")
+    lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    wins = {"gptask_mf": [0, 0], "gptask_mf_base": [0, 0]}
+    for f in families:
+        mf = s.get((f, "gptask_mf"))
+        if mf is None:
+            continue
+        for k, cp in enumerate(CHECKPOINTS):
+            peers = [(s[(f, p)]["mean"][k], p) for p in PEERS if (f, p) in s]
+            best = min(peers) if peers else None
+            cells = [f"{mf['mean'][k]:.3f}"]
+            b = s.get((f, "gptask_mf_base"))
+            if base:
+                cells.append(f"{b['mean'][k]:.3f}" if b is not None else "-")
+            sf = s.get((f, "gptask_sf"))
+            cells.append(f"{sf['mean'][k]:.3f}" if sf is not None else "-")
+            cells.append(f"{best[0]:.3f} ({best[1]})" if best else "-")
+            for m, row in (("gptask_mf", mf), ("gptask_mf_base", b)):
+                if best is None or (m == "gptask_mf_base" and not base):
+                    continue
+                if row is None:
+                    cells.append("-")
+                    continue
+                ahead = bool(row["mean"][k] < best[0])
+                wins[m][0] += ahead
+                wins[m][1] += 1
+                cells.append("win" if ahead else "no")
+            lines.append(f"| {f} | {int(cp * 100)} % | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"gptask_mf ahead of the best peer at {wins['gptask_mf'][0]}/{wins['gptask_mf'][1]} family-checkpoints"
+                 + (f"; gptask_mf_base at {wins['gptask_mf_base'][0]}/{wins['gptask_mf_base'][1]}." if base else "."))
+    return "\n".join(lines)
 
 
 def targets(s: dict[tuple[str, str], dict[str, Any]], families: list[str],

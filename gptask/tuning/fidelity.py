@@ -9,11 +9,12 @@ coregionalisation learns how the levels relate.
 
 :class:`FidelityProposer` (the tuner's proposer slot) chooses what to buy:
 
-* initial designs (:meth:`FidelityProposer._plan`): a tuned task's target level runs the first
-  :data:`TARGET_DESIGN_SHARE` of its Latin hypercube, the cheapest level all of it, the levels
-  between :data:`INTERMEDIATE_DESIGN` of the target's points (shared configurations, to judge the
-  levels on), the cheaper designs cut to :data:`LOW_DESIGN_SHARE` of the cost budget when
-  ``run_cost`` prices them (one point per level kept);
+* initial designs (:meth:`FidelityProposer._plan`): a tuned task's cheapest level runs its whole
+  Latin hypercube first; the target level then runs :data:`TARGET_DESIGN_SHARE` of its size, the
+  :data:`PROMOTE` best configurations of the cheap runs first (:meth:`FidelityProposer._promote`,
+  Hyperband's promotion), the levels between :data:`INTERMEDIATE_DESIGN` of the target's points
+  (shared configurations, to judge the levels on), the cheaper designs cut to
+  :data:`LOW_DESIGN_SHARE` of the cost budget when ``run_cost`` prices them (one point per level kept);
 * then, per tuned task and round, the configuration is the maximiser of the target's acquisition
   (only the targets search) and :meth:`FidelityProposer.place` picks its level: the target at least
   every :data:`TARGET_EVERY`-th searched run (Hyperband's and GPTuneBand's share of full-fidelity
