@@ -422,3 +422,35 @@ def test_the_docs_example_runs_and_finds_the_brute_force_optimum():
     params, value = result.best(0)
     assert value == pytest.approx(scope["solve"]({"n": 2}, {**params, "iterations": 1000}))
     assert value - optimum < 0.05 and result.cost_spent >= 12.0
+
+
+def test_a_resumed_run_promotes_the_same_configurations(tmp_path):
+    """Killed after the cheap design and one promoted target run, the same call on the same
+    history runs the rest of the target's design as the uninterrupted run does (the promotion is
+    read from the history's cheap runs), and waits: no target run before the cheap design ends."""
+    from gptask.data.trials import params_key
+    from gptask.tuning.fidelity import fidelity_tuner
+
+    opts = dict(n_initial=6, cost_budget=3.0, seed=7, restarts=1, refit_restarts=1, pso_particles=8, pso_iters=4)
+
+    def designs(path, stop_after=None):
+        told = 0
+        with fidelity_tuner(problem(), [{"n": 1}], history=path, **opts) as tuner:
+            while not tuner.done:
+                batch = tuner.ask()
+                if not batch or all(t.source == "search" for t in batch):
+                    break
+                for trial in batch:
+                    if stop_after is not None and told == stop_after:
+                        return None  # killed: this trial stays pending
+                    tuner.tell(trial, tuner.problem.objective(trial.task, trial.params))
+                    told += 1
+            runs = sorted(tuner.trials, key=lambda t: t.id)
+        return [(t.task_index, params_key(t.params)) for t in runs if t.source != "search"]
+
+    whole = designs(tmp_path / "a.sqlite")
+    first_target = min(k for k, (i, _) in enumerate(whole) if i == 0)
+    # the cheap design first, all of it (cut to 4 points by the cost budget's share)
+    assert [i for i, _ in whole[:first_target]] == [3] * sum(i == 3 for i, _ in whole) and first_target >= 2
+    assert designs(tmp_path / "b.sqlite", stop_after=first_target + 1) is None
+    assert designs(tmp_path / "b.sqlite") == whole
