@@ -8,7 +8,8 @@ Methods:
   tasks of a family with ``budget = cost_budget // target_cost`` runs per task;
 * ``gptask_mf``: gptask with its fidelity API (``gt.Problem(..., fidelity=, target_fidelity=)``,
   ``gt.tune(..., cost_budget=)``), run only when ``inspect.signature(gt.Problem)`` has
-  ``fidelity`` (else skipped with a line saying so);
+  ``fidelity`` (else skipped with a line saying so); ``gptask_mf_base``: the same with the
+  fidelity schedule before promotion (:data:`VARIANTS`), to measure a schedule side by side;
 * peers, one task at a time with the per-task cost budget (bench venv /work/venvs/i44b, see
   bench/peers_setup.sh): ``smac_hb`` (SMAC3's MultiFidelityFacade, Hyperband intensifier),
   ``dehb`` (DEHB), ``optuna_hb`` (Optuna TPE with its HyperbandPruner: a trial runs at the rungs'
@@ -58,16 +59,15 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_p5", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "smac_hb", "dehb", "optuna_hb", "bohb")
 #: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
 #: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
 #: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs)
-VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4},
-            "gptask_mf_p5": {"PROMOTE": 5}}
+VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4}}
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
 #: what reports show, in order: the methods and the recorded rows of gptask's first fidelity proposer
 #: (branch i44-fidelity, renamed from gptask_mf: bench/results/fidelity_mf_i44.json), not run any more
-SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf_base", "gptask_mf_p5", "gptask_mf", *PEERS)
+SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf_base", "gptask_mf", *PEERS)
 #: families with the same target as another: gptask_sf never runs a low fidelity, so its rows on
 #: the other family are its rows here (the same function, tasks and seeds give the same runs)
 SAME_TARGET = {"currin_noinfo": "currin"}
