@@ -5,7 +5,8 @@ side on the same seeds), one JSON line: cpu and wall seconds, runs, and a hash o
 
     git archive MAIN gptask bench | tar -x -C /tmp/main_src
     for s in 0 1; do for src in /tmp/main_src $PWD; do
-      PYTHONHASHSEED=0 PYTHONPATH=$src OMP_NUM_THREADS=1 .venv/bin/python bench/fidelity_cpu.py $src gptask_mf currin $s
+      m=gptask_mf; [ $src = $PWD ] && m=gptask_mf_base  # this branch: main's schedule, to compare the same runs
+      PYTHONHASHSEED=0 PYTHONPATH=$src OMP_NUM_THREADS=1 .venv/bin/python bench/fidelity_cpu.py $src $m currin $s
     done; done
 """
 
