@@ -110,3 +110,30 @@ def steps_problem() -> gt.Problem:
     return gt.Problem(name="steps", task_space=gt.Space([gt.Integer("size", 1, 9)]),
                       param_space=gt.Space([gt.Integer("x", 0, 9), gt.Categorical("n", [1, 2, 4])]),
                       objective=step_objective)
+
+
+def fidelity_step_objective(task, params):
+    """A short run as a step whose ranks write 'iterations nodes ntasks step' to
+    ``$GPTASK_TEST_STEP_LOG``, read from the step's own environment (SLURM_STEP_NUM_NODES,
+    SLURM_NTASKS); returns a function of x shifted a little at the cheaper levels."""
+    step = current_step()
+    log = os.environ["GPTASK_TEST_STEP_LOG"]
+    cmd = ('echo "' + str(params["iterations"]) + ' $SLURM_STEP_NUM_NODES $SLURM_NTASKS ' + step.name + '" >> ' + log)
+    step.run(["bash", "-c", cmd])
+    return (params["x"] - 3) ** 2 + 0.5 * (9 - params["iterations"]) / 9 * params["x"]
+
+
+def _time_by_iterations(task, params):
+    """The objective's own resources rule: a time limit of 100 s per 1 of the fidelity ``iterations``
+    (which it receives in ``params``, as the objective does)."""
+    return {"time_limit": 100 * params["iterations"]}
+
+
+fidelity_step_objective.resources = _time_by_iterations
+
+
+def fidelity_steps_problem() -> gt.Problem:
+    """``iterations`` in 1..9, target 9: levels 9, 3, 1."""
+    return gt.Problem(name="fidelity-steps", task_space=gt.Space([gt.Integer("size", 1, 9)]),
+                      param_space=gt.Space([gt.Integer("x", 0, 9)]), objective=fidelity_step_objective,
+                      fidelity=gt.Space([gt.Integer("iterations", 1, 9)]), target_fidelity={"iterations": 9})

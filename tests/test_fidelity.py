@@ -349,6 +349,70 @@ def test_show_and_report_mark_low_fidelity_runs_and_cost(tmp_path, capsys):
     assert "low fidelity" in runs(data, None) and _flat_cost(data) == ""
 
 
+def test_the_report_plots_the_best_target_value_against_cumulative_cost(tmp_path):
+    """The convergence section of a multi-fidelity history gets a second figure: per tuned task, the
+    best target-fidelity value against the cumulative cost, the cheaper runs marked. Its series
+    against a reference recomputed from the stored trials (the sum of every finished run's cost in
+    the order they finished, the best of the target runs so far, result.best), and the figure drawn
+    as what the series say (the step line's points, the ticks of the low-fidelity runs)."""
+    import base64
+    import io
+    import re
+
+    import matplotlib.image as mpimg
+
+    from gptask.insight import figures
+    from gptask.insight.report_data import load_report_data
+    from gptask.insight.sections import convergence, cost_series
+
+    path = tmp_path / "h.sqlite"
+    r = gt.tune(problem(), [{"n": 2}, {"n": 3}], cost_budget=5.0, n_initial=4, seed=0, history=path, **FAST)
+    data = load_report_data(path)
+    curves = cost_series(data)
+    assert [c["label"] for c in curves] == ["task 0: iterations=1000,n=2", "task 1: iterations=1000,n=3"]
+    order = sorted((t for t in r.history if t.status.finished), key=lambda t: (t.finished, t.id))
+    spent, after = 0.0, {}
+    for t in order:
+        spent += t.extra["cost"]
+        after[t.id] = spent
+    assert spent == pytest.approx(r.cost_spent)
+    for k, c in enumerate(curves):
+        mine = [t for t in order if t.task_index == k]
+        assert c["cost"] == pytest.approx([after[t.id] for t in mine])
+        assert c["values"] == [t.value for t in mine]
+        cheaper = [t for t in order if t.task_index % 2 == k and t.task_index >= 2]  # levels below, same task
+        assert cheaper and all(t.extra["fidelity"] == "low fidelity" for t in cheaper)
+        assert c["low"] == pytest.approx([after[t.id] for t in cheaper]) and c["aux"] == []
+        fig = figures.cost_curves([c])
+        ax = fig.axes[0]
+        step = next(ln for ln in ax.get_lines() if ln.get_label() == "best at the target")
+        xs, ys = step.get_data()
+        assert ys[-1] == pytest.approx(r.best(k)[1])  # the best of the target runs: result.best
+        assert np.all(np.diff(ys) <= 0) and np.all(np.diff(xs) >= 0)
+        assert xs[-1] == pytest.approx(max(c["cost"][-1], c["low"][-1]))
+        ticks = next(ln for ln in ax.get_lines() if ln.get_label() == "low-fidelity run")
+        assert list(ticks.get_xdata()) == pytest.approx(c["low"])
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    html = convergence(data, None)
+    images = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(images) == 2 and 'alt="best value against cost"' in html and "below the target fidelity" in html
+    for img in images:
+        assert mpimg.imread(io.BytesIO(base64.b64decode(img)), format="png").shape[0] > 100
+
+
+def test_a_history_without_costs_has_no_cost_figure(tmp_path):
+    from gptask.insight.report_data import load_report_data
+    from gptask.insight.sections import convergence, cost_series
+
+    path = tmp_path / "h.sqlite"
+    gt.tune(gt.Problem(TASKS, PARAMS, lambda t, p: true_value(p["x"], p["y"])), [{"n": 2}], budget=5, n_initial=4,
+            seed=0, history=path, **FAST)
+    data = load_report_data(path)
+    assert cost_series(data) == [] and convergence(data, None).count("<img") == 1
+
+
 def test_report_says_when_the_cost_is_flat(tmp_path):
     from gptask.insight.report_data import load_report_data
     from gptask.insight.sections import _flat_cost
@@ -422,6 +486,86 @@ def test_the_docs_example_runs_and_finds_the_brute_force_optimum():
     params, value = result.best(0)
     assert value == pytest.approx(scope["solve"]({"n": 2}, {**params, "iterations": 1000}))
     assert value - optimum < 0.05 and result.cost_spent >= 12.0
+
+
+# ---- sources and TLA2 with fidelity ------------------------------------------------------------------
+def _source_rows(iterations=1000):
+    """Another machine's measurements of the problem: 8 configurations of tasks n=2 and n=3 at
+    ``iterations``."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in (2, 3):
+        for x, y in rng.random((8, 2)):
+            p = {"x": float(x), "y": float(y), "iterations": iterations}
+            rows.append({"n": n, **p, "value": informative({"n": n}, p), "machine.label": "other"})
+    return rows
+
+
+def at_target(task, p):
+    """The fidelity problem's objective at the target, as a problem without fidelity."""
+    return informative(task, {**p, "iterations": 1000})
+
+
+def test_sources_at_the_target_fidelity_tune_as_the_problem_without_fidelity():
+    """A problem with fidelity and sources measured at its target fidelity: tuned at the target, the
+    sources' runs its data there; the same proposals, seed for seed, as the problem without fidelity
+    (its objective at the target) with the same sources without the fidelity column (this used to be
+    refused: 'does not take a problem with fidelity')."""
+    from gptask.sources.multisource import SOURCE_TAG
+
+    kw = dict(budget=6, n_initial=3, seed=3, provenance="here", **FAST)
+    rows = _source_rows()
+    with_fid = gt.tune(problem(), [{"n": 2}], sources=[rows], **kw)
+    plain = gt.tune(gt.Problem(TASKS, PARAMS, at_target), [{"n": 2}], sources=[[
+        {k: v for k, v in r.items() if k != "iterations"} for r in rows]], **kw)
+    mine = [t for t in with_fid.history if t.source != SOURCE_TAG]
+    theirs = [t for t in plain.history if t.source != SOURCE_TAG]
+    assert len(mine) == 6 and all(t.task["iterations"] == 1000 for t in mine)
+    assert [t.params for t in mine] == [t.params for t in theirs]
+    assert [t.value for t in mine] == pytest.approx([t.value for t in theirs])
+
+
+def test_sources_at_another_fidelity_or_without_it_are_refused_naming_it():
+    from gptask.sources.measurements import SourceError
+
+    kw = dict(budget=4, n_initial=2, seed=0, provenance="here", **FAST)
+    rows = _source_rows()
+    rows[3] = {**rows[3], "iterations": 333}
+    with pytest.raises(SourceError, match=r"source #0 has a measurement at fidelity \{'iterations': 333\}.*target "
+                                          r"fidelity \{'iterations': 1000\}"):
+        gt.tune(problem(), [{"n": 2}], sources=[rows], **kw)
+    with pytest.raises(SourceError, match=r"source #0: data: missing columns \['iterations'\]"):
+        gt.tune(problem(), [{"n": 2}], sources=[[{k: v for k, v in r.items() if k != "iterations"}
+                                                  for r in _source_rows()]], **kw)
+    with pytest.raises(SourceError, match="does not take aux_tasks yet"):
+        gt.tune(problem(), [{"n": 2}], sources=[_source_rows()], aux_tasks=[{"n": 1}], **kw)
+    with pytest.raises(SourceError, match="does not take cost_budget yet"):
+        gt.tune(problem(), [{"n": 2}], sources=[_source_rows()], cost_budget=5.0, **{**kw, "budget": None})
+
+
+@pytest.fixture(scope="module")
+def fidelity_result():
+    return gt.tune(problem(), [{"n": 2}, {"n": 4}], cost_budget=8.0, n_initial=6, seed=0, **FAST)
+
+
+def test_tla2_from_a_fidelity_run_tunes_the_new_task_at_the_target(fidelity_result):
+    """TLA2 from a run with fidelity: a new task without the fidelity is at the target (used to be
+    'task {'n': 3} is missing ['iterations']'), the same run as with the target given; its best near
+    the known optimum 0 at (0.3, 0.7) (brute force); a new task at a cheaper level is refused."""
+    r = fidelity_result
+    a = gt.tune_new_task(r, {"n": 3}, budget=6, pso_particles=12, pso_iters=8)
+    b = gt.tune_new_task(r, {"n": 3, "iterations": 1000}, budget=6, pso_particles=12, pso_iters=8)
+    runs = [t for t in a.history if t.task_index == a.task_index]
+    assert len(runs) == 6 and all(t.task == {"n": 3, "iterations": 1000} for t in runs)
+    assert [t.params for t in runs] == [t.params for t in b.history if t.task_index == b.task_index]
+    params, value = a.best_new()
+    assert value == pytest.approx(true_value(params["x"], params["y"]))  # the objective ran at iterations=1000
+    assert value - brute_force_optimum() < 0.05
+    opt = gt.predict_optimum(r, {"n": 3})
+    assert opt.params == gt.predict_optimum(r, {"n": 3, "iterations": 1000}).params
+    with pytest.raises(ValueError, match=r"tune_new_task: a new task is tuned at the target fidelity "
+                                         r"\{'iterations': 1000\}.*got \{'iterations': 37\}"):
+        gt.tune_new_task(r, {"n": 3, "iterations": 37}, budget=4)
 
 
 def test_a_resumed_run_promotes_the_same_configurations(tmp_path):

@@ -131,7 +131,9 @@ def tune(
       machine's.
     - sources: histories, results, model files or measurement files of the same problem measured
       on other machines, learned from in one model (:mod:`gptask.sources.multisource`). Not yet with comm,
-      parallel_evaluations, noise, pruner, max_time, executor or max_in_flight.
+      parallel_evaluations, noise, pruner, max_time, executor, max_in_flight, cost_budget or aux_tasks.
+      With a problem with fidelity, the run is at the target fidelity only (no cheaper runs) and the
+      sources' measurements must be at it too (docs/fidelity.md).
     - source_points: the most measurements of one source task the model takes ("auto", a number or
       None for all).
     - select_sources: judge the sources by this machine's initial designs and leave out those that
@@ -145,15 +147,26 @@ def tune(
     from ..sources import multisource as sourced
     from ..tuning.loop import tune as tune_here
 
+    check_problem = getattr(executor, "check_problem", None)  # e.g. SlurmSteps' fidelity_resources
+    if callable(check_problem):
+        check_problem(problem)
+    at_target = None
     if problem.fidelity is not None or aux_tasks:
-        if sources is not None:
-            raise sourced.SourceError("gt.tune(..., sources=...) does not take a problem with fidelity or aux_tasks yet")
         if proposer is not None:
             raise ValueError("a problem with fidelity or aux_tasks chooses its runs with the fidelity proposer "
                              f"(gptask.tuning.fidelity); proposer={proposer!r} cannot be given with it")
-        from ..tuning.fidelity import prepare
+        if sources is not None:
+            if aux_tasks:
+                raise sourced.SourceError("gt.tune(..., sources=...) does not take aux_tasks yet")
+            from ..tuning.fidelity import at_target_fidelity
 
-        problem, tasks, proposer = prepare(problem, tasks, aux_tasks, seed)
+            # with sources: tuned at the target fidelity only, the sources' runs at it as its data
+            problem, tasks = at_target_fidelity(problem, tasks, seed)
+            at_target = problem.target_fidelity
+        else:
+            from ..tuning.fidelity import prepare
+
+            problem, tasks, proposer = prepare(problem, tasks, aux_tasks, seed)
     budget, n_initial = _budget(budget, n_initial, cost_budget, tasks)
 
     tuner_options: dict[str, Any] = dict(
@@ -191,7 +204,7 @@ def tune(
     return sourced.tune_with_sources(
         problem, tasks, budget, n_initial, seed, history, repeats, aggregate, timeout, progress, sources,
         source_points=source_points, select_sources=select_sources, proposer=proposer, cache=cache, n_latent=n_latent,
-        target=target,
+        target=target, at_fidelity=at_target,
         max_failures=max_failures, **tuner_options)
 
 

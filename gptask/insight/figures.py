@@ -15,8 +15,8 @@ import numpy as np
 
 from ..core.labels import task_label
 
-__all__ = ["convergence_grid", "sensitivity_bars", "heldout_scatter", "task_map", "task_line", "failure_region",
-           "MAX_PANELS"]
+__all__ = ["convergence_grid", "cost_curves", "sensitivity_bars", "heldout_scatter", "task_map", "task_line",
+           "failure_region", "MAX_PANELS"]
 
 #: the most tasks drawn as panels of the convergence figure
 MAX_PANELS = 16
@@ -79,6 +79,53 @@ def convergence_grid(series: Sequence[dict[str, Any]], unit: str = "") -> Any:
         ax.axis("off")
     fig.supxlabel("evaluation of the task", fontsize=9)
     fig.supylabel("value" + (f" ({unit})" if unit else ""), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def cost_curves(series: Sequence[dict[str, Any]], unit: str = "") -> Any:
+    """One panel per tuned task of a run that recorded costs (docs/fidelity.md): the best value of
+    its target-fidelity runs so far (a step line; the regret ``best - optimum`` where the series gives
+    an ``optimum``) against the cumulative cost in seconds of every run of the history, its target
+    runs as dots, and the runs below the target fidelity (orange) and of auxiliary tasks (green) as
+    ticks along the bottom at the cumulative cost where they finished. series: dicts with label,
+    cost (the cumulative cost after each target run, s), values (its value, None for a failure),
+    low and aux (the cumulative costs after each such run), optimum (or None)."""
+    plt = _plt()
+    n = min(len(series), MAX_PANELS)
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 2.8 * rows), squeeze=False)
+    regret = any(s.get("optimum") is not None for s in series[:n])
+    for ax, s in zip(axes.flat, series[:n]):
+        opt = s.get("optimum")
+        ok = [(c, v - (opt or 0.0)) for c, v in zip(s["cost"], s["values"]) if v is not None]
+        xs = [c for c, _ in ok]
+        ys = [v for _, v in ok]
+        best = list(np.minimum.accumulate(ys)) if ys else []
+        ax.plot(xs, ys, ".", color="0.6", markersize=4, label="target run")
+        if xs:
+            end = max([xs[-1], *s.get("low", []), *s.get("aux", [])])
+            ax.step(xs + [end], best + best[-1:], where="post", color="C0", label="best at the target")
+        fails = [c for c, v in zip(s["cost"], s["values"]) if v is None]
+        if fails:
+            ax.plot(fails, [max(ys) if ys else 1.0] * len(fails), "x", color="red", label="failed target run")
+        for key, colour, what in (("low", "C1", "low-fidelity run"), ("aux", "C2", "auxiliary run")):
+            if s.get(key):
+                ax.plot(s[key], [0.02] * len(s[key]), "|", color=colour, markersize=9, mew=1.2,
+                        transform=ax.get_xaxis_transform(), label=what)
+        if ys and min(ys) > 0:
+            _log_axis(ax)
+        ax.set_title(s["label"], fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    if n:
+        axes.flat[0].legend(fontsize=6, loc="best")
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.supxlabel("cumulative cost of the runs (s)", fontsize=9)
+    fig.supylabel(("regret" if regret else "best value") + " at the target fidelity" + (f" ({unit})" if unit else ""),
+                  fontsize=9)
     fig.tight_layout()
     return fig
 

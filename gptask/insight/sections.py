@@ -25,7 +25,7 @@ from .html import esc, figure_html, list_html, note_html, table_html
 from .report_data import ReportData
 from .sensitivity import MAX_EVALUATIONS
 
-__all__ = ["ReportOptions", "SECTIONS", "Section"]
+__all__ = ["ReportOptions", "SECTIONS", "Section", "cost_series"]
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,51 @@ def convergence(data: ReportData, opts: ReportOptions) -> str:
                "value (orange, dashed) and failed evaluations (red crosses).")
     if len(series) > shown:
         caption += f" The first {shown} of {len(series)} tasks."
-    return figure_html(figures.convergence_grid(series, data.unit), caption, "convergence per task")
+    out = figure_html(figures.convergence_grid(series, data.unit), caption, "convergence per task")
+    curves = cost_series(data)
+    if curves:
+        shown = len(curves[: figures.MAX_PANELS])
+        marked = any(s["low"] or s["aux"] for s in curves)
+        caption = ("Best value of each tuned task's target-fidelity runs (blue) against the cumulative cost of every "
+                   "run of the history, in the order they finished; the target runs as grey dots"
+                   + ("; the runs below the target fidelity (orange) and of auxiliary tasks (green) as ticks along "
+                      "the bottom, at the cost where they finished" if marked else "") + ".")
+        if len(curves) > shown:
+            caption += f" The first {shown} of {len(curves)} tuned tasks."
+        out += figure_html(figures.cost_curves(curves, data.unit), caption, "best value against cost")
+    return out
+
+
+def cost_series(data: ReportData) -> list[dict[str, Any]]:
+    """The series of the best-value-against-cost figure (:func:`gptask.insight.figures.cost_curves`)
+    of a history whose runs recorded a cost (``extra["cost"]``, s), one per tuned task (a task
+    whose runs are marked "target", or unmarked): the cumulative cost of every finished run, in the
+    order they finished, after each of its runs (cost, values; None for a failed run), after each
+    run of the same task below the target fidelity (low) and after each run of an auxiliary task
+    (aux). [] when no run recorded a cost."""
+    done = sorted(data.finished, key=lambda t: (t.finished if t.finished is not None else float("inf"), t.id))
+    if not any("cost" in t.extra for t in done):
+        return []
+    fid = getattr(data.result, "fidelity", None) or {}
+    n_base = int(fid.get("n_tuned", 0)) + int(fid.get("n_aux", 0))  # task i is base task i % n_base
+    series: dict[int, dict[str, Any]] = {}
+    low: dict[int | None, list[float]] = {}
+    aux: list[float] = []
+    spent = 0.0
+    for t in done:
+        spent += float(t.extra.get("cost") or 0.0)
+        role = t.extra.get("fidelity", "target")
+        if role == "low fidelity":
+            low.setdefault(t.task_index % n_base if n_base else None, []).append(spent)
+        elif role == "auxiliary":
+            aux.append(spent)
+        else:
+            s = series.setdefault(t.task_index, {"label": figures.series_label(t.task_index, data.tasks[t.task_index]),
+                                                 "cost": [], "values": [], "optimum": None})
+            s["cost"].append(spent)
+            s["values"].append(t.value if t.status is Status.COMPLETE else None)
+    # a tuned task's panel marks its own base task's cheaper runs (all of them when the layout is unknown)
+    return [{**series[i], "low": low.get(i if n_base else None, []), "aux": aux} for i in sorted(series)]
 
 
 def _cost_rows(data: ReportData) -> list[dict[str, Any]]:

@@ -116,6 +116,26 @@ class FidelityObjective:
         plain, fid = split_fidelity(task, self.names)
         return self.objective(plain, {**params, **fid})
 
+    def split(self, task: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict, dict, dict]:
+        """A run of the expanded problem as ``(task, params, fidelity)``: what the user's objective
+        receives, ``params`` with the fidelity values in it, and those values alone."""
+        plain, fid = split_fidelity(task, self.names)
+        return plain, {**params, **fid}, fid
+
+    @property
+    def resources(self) -> Callable[[dict, dict], Any] | None:
+        """The user's objective's ``resources(task, params)`` (a Slurm executor's per-run rule,
+        :class:`gptask.tuning.cluster.SlurmSteps`), called as the objective is: the fidelity values
+        in ``params``; None when it has none."""
+        rule = getattr(self.objective, "resources", None)
+        if rule is None:
+            return None
+
+        def resources(task: dict, params: dict) -> Any:
+            plain, merged, _ = self.split(task, params)
+            return rule(plain, merged)
+        return resources
+
 
 def check_cost(value: Any, what: str) -> float:
     """A run's cost: a finite number of seconds >= 0, else ValueError naming ``what`` and the value."""

@@ -81,7 +81,7 @@ from ..data.trials import Status, Trial, point_key
 
 __all__ = ["Source", "SourceError", "MACHINE_DIM", "SOURCE_POINTS_AUTO", "SOURCE_POINTS_MIN",
            "machine_labels", "combined_problem",
-           "tune_with_sources", "predict_optimum", "target_tasks"]
+           "tune_with_sources", "predict_optimum", "target_tasks", "check_at_fidelity"]
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,8 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
                       repeats: int, aggregate: str, timeout: float | None, progress: bool, sources: Sequence[Any],
                       provenance: Any = "auto", mix_machines: bool = False, source_points: Any = AUTO,
                       select_sources: bool = False, proposer: str | None = None,
-                      cache: str | os.PathLike | None = None, **options: Any) -> TuningResult:
+                      cache: str | os.PathLike | None = None, at_fidelity: Mapping[str, Any] | None = None,
+                      **options: Any) -> TuningResult:
     """``gt.tune(..., sources=...)`` (:func:`gptask.api.campaign.tune` checks its options first): the problem's
     tasks are tuned on this machine (``provenance``) in one model with the sources' measurements. The
     result's tasks are the sources' tasks (``machine`` = their machine) followed by the tuned ones
@@ -302,7 +303,9 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     problem. proposer: the name of a registered proposer (:mod:`gptask.tuning.proposer`) built with
     ``proposes`` (the tuned tasks' indices) and ``designs`` (their consensus orders) for this run;
     None: :class:`~gptask.tuning.sourced.ConsensusProposer`. ``options``: the Tuner's (``target``,
-    ``max_failures``, ``kernel``, ...)."""
+    ``max_failures``, ``kernel``, ...). at_fidelity: for a problem with fidelity tuned at its target
+    fidelity (``problem`` the expanded one, docs/fidelity.md), that target: every source measurement
+    must be at it (:func:`check_at_fidelity`)."""
     from ..evaluation.evaluate import Evaluator
     from ..data.storage import HistoryMismatch, Storage, open_storage
     from ..tuning.loop import run
@@ -319,6 +322,8 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
         raise SourceError("tuning with sources needs this machine's record: provenance=None is not allowed")
     store = None if cache is None else SourceCache(cache)
     plan = _plan(problem, sources, target, source_points=source_points, cache=store)  # mixing machines is asked for here
+    if at_fidelity:
+        check_at_fidelity(plan, at_fidelity)
     mine = [plan.problem.task_space.validate({**t, MACHINE_DIM: plan.target_label})
             for t in resolve_tasks(problem, tasks, seed)]
     designs = _consensus_designs(plan, mine)
@@ -366,6 +371,21 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     finally:
         if own:
             storage.close()
+
+
+def check_at_fidelity(plan: _Plan, target: Mapping[str, Any]) -> None:
+    """SourceError naming the source and the values when a measurement of ``plan`` is not at the
+    fidelity ``target`` (a problem with fidelity tuned with sources takes their runs at its target
+    fidelity only, as its data there: a cheaper run is another task the sources path does not model)."""
+    for t in plan.measured:
+        got = {k: t.task.get(k) for k in target}
+        if got != dict(target):
+            k = int(t.extra["source"])
+            task = {n: v for n, v in t.task.items() if n != MACHINE_DIM}
+            raise SourceError(f"source #{k}{plan.names.get(k, '')} has a measurement at fidelity {got} (task "
+                              f"{task}); with sources, a problem with fidelity is tuned at its target fidelity "
+                              f"{dict(target)} and takes the sources' runs at it only: give the sources' "
+                              "target-fidelity runs")
 
 
 def _resume_mismatch(exc: Exception, plan: _Plan) -> str:

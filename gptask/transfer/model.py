@@ -226,7 +226,32 @@ class TransferModel:
         return self._keys.get(point_key(task))
 
     def validate_task(self, task: Any) -> dict:
+        """``task`` checked against the model's task space; for a model of a run with fidelity
+        (docs/fidelity.md) a task without the fidelity values is one at the target fidelity (they are
+        filled in)."""
+        target = self.target_fidelity
+        if target and isinstance(task, Mapping):
+            task = {**target, **task}
         return self.task_space.validate(task, what="task")
+
+    @property
+    def target_fidelity(self) -> dict | None:
+        """The target fidelity of the problem of a run with fidelity, whose task rows hold the
+        fidelity values (docs/fidelity.md); None otherwise."""
+        problem = self.problem
+        target = getattr(problem, "target_fidelity", None)
+        if not target or any(n not in self.task_space.names for n in target):
+            return None
+        return dict(target)
+
+    def check_at_target(self, task: Mapping[str, Any], what: str) -> None:
+        """ValueError when ``task`` (validated) of a model of a run with fidelity is not at its
+        target fidelity: ``what`` (e.g. tune_new_task) tunes a new task at the target only."""
+        target = self.target_fidelity
+        if target and any(task.get(k) != v for k, v in target.items()):
+            given = {k: task.get(k) for k in target}
+            raise ValueError(f"{what}: a new task is tuned at the target fidelity {target} (results speak of it "
+                             f"only); got {given} in task {dict(task)}: leave the fidelity out or give the target's")
 
     def is_feasible(self, task: Mapping[str, Any]):
         """A feasibility judge for configurations of ``task``, or None when constraints are unknown."""

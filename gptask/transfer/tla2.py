@@ -291,6 +291,7 @@ class NewTaskTuner(Tuner):
         if tm.problem is None:
             raise TypeError("tune_new_task needs the objective: load the model with load_model(path, problem=...)")
         task = tm.validate_task(task)
+        tm.check_at_target(task, "tune_new_task")
         if tm.task_index(task) is not None:
             raise ValueError(f"task {task} is already tuned in this model; resume its tuning with gt.tune and its history")
         if n_initial is None and isinstance(budget, numbers.Integral) and not isinstance(budget, bool) and budget >= 1:

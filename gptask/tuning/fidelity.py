@@ -45,7 +45,7 @@ from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
 __all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
-           "prepare", "fidelity_tuner",
+           "prepare", "at_target_fidelity", "fidelity_tuner",
            "level_correlations", "spearman"]
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,19 @@ def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]]
         raise ValueError(f"aux_tasks must differ from the tuned tasks, got {clash[0]} in both")
     proposer = FidelityProposer(len(base), len(aux), len(problem.fidelity_levels()))
     return problem.expanded(), expand_tasks(problem, base, aux), proposer
+
+
+def at_target_fidelity(problem: Problem, tasks: Any, seed: int) -> tuple[Problem, list[dict]]:
+    """What a run of a fidelity problem tuned at its target fidelity only runs (``gt.tune(...,
+    sources=...)``): the expanded problem (:meth:`Problem.expanded`, whose histories the sources
+    may be) and the task rows at the target fidelity. tasks: a number of tasks or task dicts, as
+    ``gt.tune`` takes them."""
+    from .tuner import resolve_tasks
+
+    target = dict(problem.target_fidelity or {})
+    log.info("a problem with fidelity tuned with sources runs at its target fidelity %s only (no cheaper runs)",
+             target)
+    return problem.expanded(), [{**t, **target} for t in resolve_tasks(problem, tasks, seed)]
 
 
 def fidelity_tuner(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]] | None = None,

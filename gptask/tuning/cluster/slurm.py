@@ -10,6 +10,14 @@ starts (a trial passed over ``max_passes`` times then waits for its nodes; nothi
 asynchronous loop keeps ``nodes + lookahead`` trials proposed, so the choice is made among proposals
 knowing which nodes are free.
 
+Fidelity (docs/fidelity.md): for a problem with fidelity dimensions, ``resources(task, params)``
+receives the fidelity values in ``params``, as the objective does, and ``fidelity_resources`` (a
+mapping from fidelity level to Resources, a number of nodes or a dict of fields, or a function of the
+fidelity values returning one) replaces the fields it gives for a run at that level: a low-fidelity
+run can ask for fewer nodes or a shorter time limit. ``gt.tune`` checks it against the problem's
+levels and the allocation before any run (:meth:`SlurmSteps.check_problem`). Every run's trial
+records the resources its step had (``trial.extra["resources"]``).
+
 The objective runs in a thread of the tuner's process (no pickling) and launches its run through
 :func:`current_step`: ``current_step().run(["./app", ...])`` or ``current_step().prefix + [...]``
 (``srun --nodes=K --ntasks=... --nodelist=... --exclusive --time=...``: a step of its own nodes,
@@ -52,6 +60,7 @@ from typing import Any
 
 from ...evaluation.evaluate import JobResult, Outcome
 from ...data.trials import Status
+from ...problem.fidelity import FidelityObjective
 
 __all__ = ["Allocation", "ClusterError", "Resources", "SlurmSteps", "Step", "StepFailed", "current_step",
            "ending_at_time_limit", "requeue", "ON_STOP"]
@@ -141,6 +150,28 @@ class Resources:
                                    "cpus_per_task, time_limit")
             return cls(**value)
         raise ClusterError(f"resources must give Resources, a number of nodes or a dict, got {value!r}")
+
+    def updated(self, value: Any, what: str) -> "Resources":
+        """These resources with the fields ``value`` gives replaced: a Resources (all of them), an
+        int (``nodes``) or a dict of some fields; ClusterError naming ``what`` and the value otherwise."""
+        if isinstance(value, Resources):
+            return value
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            value = {"nodes": value}
+        if not isinstance(value, Mapping):
+            raise ClusterError(f"{what} must give Resources, a number of nodes or a dict of fields, got {value!r}")
+        unknown = sorted(set(value) - {f.name for f in dataclasses.fields(Resources)})
+        if unknown:
+            raise ClusterError(f"{what}: unknown field(s) {unknown} in {dict(value)!r}; the fields are nodes, "
+                               "tasks_per_node, cpus_per_task, time_limit")
+        try:
+            return dataclasses.replace(self, **value)
+        except ClusterError as exc:
+            raise ClusterError(f"{what}: {exc}") from None
+
+    def record(self) -> dict[str, Any]:
+        """What a trial records of its step (``trial.extra["resources"]``): the fields and ``ntasks``."""
+        return {**dataclasses.asdict(self), "ntasks": self.ntasks}
 
 
 def _slurm_time(seconds: float) -> str:
@@ -397,6 +428,12 @@ class _Waiting:
     passes: int = 0
 
 
+def _level_key(fidelity: Mapping[str, Any], names: Sequence[str]) -> Any:
+    """The key of a fidelity level in a ``fidelity_resources`` mapping: the value of a problem's one
+    fidelity dimension, else the tuple of the values in the fidelity space's order."""
+    return fidelity[names[0]] if len(names) == 1 else tuple(fidelity[n] for n in names)
+
+
 class SlurmSteps(cf.Executor):
     """A :class:`concurrent.futures.Executor` running each evaluation as an ``srun`` step of this
     allocation (see the module docstring).
@@ -406,15 +443,22 @@ class SlurmSteps(cf.Executor):
     their trials stay pending) or "finish" (they run to their end); lookahead: waiting trials among
     which the next run is chosen; max_passes: times a trial may be passed over before it waits for
     its nodes; signals: the signal names that stop the campaign inside ``with`` (default USR1);
-    allocation: an :class:`Allocation` (default: this process's, ClusterError without one)."""
+    allocation: an :class:`Allocation` (default: this process's, ClusterError without one);
+    fidelity_resources: for a problem with fidelity, what a run at each fidelity level needs, in
+    place of the fields it gives of ``resources``' answer: a mapping ``{level: Resources | nodes |
+    {field: value}}`` keyed by the value of the problem's fidelity dimension (a tuple of the values,
+    in the fidelity space's order, for several), or ``f(fidelity: dict) -> Resources | nodes | dict``
+    (None: the objective's ``fidelity_resources`` attribute, else the same resources at every level)."""
 
     def __init__(self, resources: Callable[[Mapping[str, Any], Mapping[str, Any]], Any] | None = None,
                  on_stop: str = "cancel", lookahead: int = LOOKAHEAD, max_passes: int | None = None,
-                 signals: Sequence[str] = ("USR1",), allocation: Allocation | None = None) -> None:
+                 signals: Sequence[str] = ("USR1",), allocation: Allocation | None = None,
+                 fidelity_resources: Mapping[Any, Any] | Callable[[dict], Any] | None = None) -> None:
         if on_stop not in ON_STOP:
             raise ClusterError(f"on_stop must be 'cancel' or 'finish', got {on_stop!r}")
         if resources is not None and not callable(resources):
             raise ClusterError(f"resources must be a function of (task, params), got {resources!r}")
+        _check_fidelity_resources(fidelity_resources)
         for name, v in (("lookahead", lookahead), ("max_passes", max_passes)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
                 raise ClusterError(f"{name} must be an integer >= 1, got {v!r}")
@@ -426,6 +470,7 @@ class SlurmSteps(cf.Executor):
                 raise ClusterError(f"signals: unknown signal {s!r} (e.g. 'USR1', 'USR2')") from None
         self.allocation = allocation or Allocation.current()
         self.resources = resources
+        self.fidelity_resources = fidelity_resources
         self.on_stop = on_stop
         self.lookahead = int(lookahead)
         self.max_passes = int(max_passes) if max_passes is not None else 2 * len(self.allocation.nodes)
@@ -488,17 +533,55 @@ class SlurmSteps(cf.Executor):
 
     def needs(self, fn: Callable[..., Any], args: tuple) -> Resources:
         """The Resources of ``fn(*args)``: args[0] is a :class:`gptask.evaluation.evaluate.Job` (task, params,
-        objective); ClusterError when it asks more nodes than the allocation has."""
+        objective); ClusterError when it asks more nodes than the allocation has. For a problem with
+        fidelity (the job's objective a :class:`~gptask.problem.fidelity.FidelityObjective`) the rule
+        sees the fidelity values in ``params``, and the level's ``fidelity_resources`` replace the
+        fields they give."""
         job = args[0] if args else None
-        task, params = getattr(job, "task", {}), getattr(job, "params", {})
-        rule = self.resources or getattr(getattr(job, "objective", None), "resources", None)
-        res = Resources() if rule is None else Resources.of(rule(dict(task), dict(params)))
+        task, params = dict(getattr(job, "task", {})), dict(getattr(job, "params", {}))
+        objective = getattr(job, "objective", None)
+        fidelity = None
+        if isinstance(objective, FidelityObjective):
+            task, params, fidelity = objective.split(task, params)
+            objective = objective.objective
+        rule = self.resources or getattr(objective, "resources", None)
+        res = Resources() if rule is None else Resources.of(rule(task, params))
+        by_level = self.fidelity_resources or getattr(objective, "fidelity_resources", None)
+        if fidelity is not None and by_level is not None:
+            res = _at_level(by_level, fidelity, list(fidelity), res)
         n = len(self.allocation.nodes)
         if res.nodes > n:
-            raise ClusterError(f"resources: a run of task {dict(task)} with {dict(params)} asks {res.nodes} nodes, "
+            raise ClusterError(f"resources: a run of task {task} with {params} asks {res.nodes} nodes, "
                                f"and the allocation (job {self.allocation.job_id}) has {n}: "
                                f"{', '.join(self.allocation.nodes)}")
         return res
+
+    def check_problem(self, problem: Any) -> None:
+        """Check the ``fidelity_resources`` (given here or the objective's attribute) against
+        ``problem`` before any run (``gt.tune`` calls it): ClusterError naming a fidelity level it
+        gives nothing for, a key that is no level (with the levels), a bad value, a level asking
+        more nodes than the allocation has, or fidelity_resources for a problem without fidelity."""
+        by_level = self.fidelity_resources or getattr(getattr(problem, "objective", None), "fidelity_resources", None)
+        if by_level is None:
+            return
+        _check_fidelity_resources(by_level)
+        if getattr(problem, "fidelity", None) is None:
+            raise ClusterError(f"fidelity_resources is for a problem with fidelity dimensions, and problem "
+                               f"{problem.name!r} has none")
+        names = list(problem.fidelity.names)
+        levels = problem.fidelity_levels()
+        if isinstance(by_level, Mapping):
+            keys = [_level_key(lv, names) for lv in levels]
+            stray = [k for k in by_level if k not in keys]
+            if stray:
+                raise ClusterError(f"fidelity_resources: {stray[0]!r} is not a fidelity level of problem "
+                                   f"{problem.name!r}; its levels ({', '.join(names)}) are {keys}")
+        n = len(self.allocation.nodes)
+        for lv in levels:
+            res = _at_level(by_level, lv, names, Resources())
+            if res.nodes > n:
+                raise ClusterError(f"fidelity_resources: a run at fidelity {lv} asks {res.nodes} nodes, and the "
+                                   f"allocation (job {self.allocation.job_id}) has {n}")
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future:
         res = self.needs(fn, args)
@@ -609,6 +692,9 @@ class SlurmSteps(cf.Executor):
             if step.cancelled and isinstance(result, JobResult) and (
                     result.outcome is None or result.outcome.status is Status.FAILED):
                 result = JobResult(None, interrupted=f"{self.stopped_by or 'stopped'}: step {step.name} cancelled")
+            if isinstance(result, JobResult) and result.outcome is not None:  # recorded with the run
+                result = dataclasses.replace(result, outcome=dataclasses.replace(
+                    result.outcome, extra={**result.outcome.extra, "resources": step.resources.record()}))
             w.future.set_result(result)
         finally:
             _here.step = None
@@ -619,3 +705,27 @@ class SlurmSteps(cf.Executor):
                     self._checked = 0.0
                 self._threads = [t for t in self._threads if t is not threading.current_thread()]
                 self._cond.notify_all()
+
+
+def _check_fidelity_resources(spec: Any) -> None:
+    """ClusterError unless ``spec`` is None, a function, or a mapping whose values are each
+    Resources, a number of nodes or a dict of fields (named with its key)."""
+    if spec is None or callable(spec):
+        return
+    if not isinstance(spec, Mapping):
+        raise ClusterError(f"fidelity_resources must be a mapping {{fidelity level: resources}} or a function of "
+                           f"the fidelity values, got {spec!r}")
+    for key, value in spec.items():
+        Resources().updated(value, f"fidelity_resources[{key!r}]")
+
+
+def _at_level(spec: Any, fidelity: Mapping[str, Any], names: Sequence[str], base: Resources) -> Resources:
+    """``base`` with the fields that ``spec`` (a ``fidelity_resources``) gives at ``fidelity``
+    replaced; ClusterError naming the level when a mapping has no entry for it."""
+    if callable(spec) and not isinstance(spec, Mapping):
+        return base.updated(spec(dict(fidelity)), f"fidelity_resources({dict(fidelity)})")
+    key = _level_key(fidelity, names)
+    if key not in spec:
+        raise ClusterError(f"fidelity_resources gives nothing for the fidelity level {key!r} "
+                           f"({dict(fidelity)}); its keys are {list(spec)}")
+    return base.updated(spec[key], f"fidelity_resources[{key!r}]")
