@@ -8,7 +8,8 @@ Methods:
   tasks of a family with ``budget = cost_budget // target_cost`` runs per task;
 * ``gptask_mf``: gptask with its fidelity API (``gt.Problem(..., fidelity=, target_fidelity=)``,
   ``gt.tune(..., cost_budget=)``), run only when ``inspect.signature(gt.Problem)`` has
-  ``fidelity`` (else skipped with a line saying so);
+  ``fidelity`` (else skipped with a line saying so); ``gptask_mf_base``: the same with the
+  fidelity schedule before promotion (:data:`VARIANTS`), to measure a schedule side by side;
 * peers, one task at a time with the per-task cost budget (bench venv /work/venvs/i44b, see
   bench/peers_setup.sh): ``smac_hb`` (SMAC3's MultiFidelityFacade, Hyperband intensifier),
   ``dehb`` (DEHB), ``optuna_hb`` (Optuna TPE with its HyperbandPruner: a trial runs at the rungs'
@@ -58,11 +59,15 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "smac_hb", "dehb", "optuna_hb", "bohb")
+#: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
+#: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
+#: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs)
+VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4}}
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
 #: what reports show, in order: the methods and the recorded rows of gptask's first fidelity proposer
 #: (branch i44-fidelity, renamed from gptask_mf: bench/results/fidelity_mf_i44.json), not run any more
-SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf", *PEERS)
+SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf_base", "gptask_mf", *PEERS)
 #: families with the same target as another: gptask_sf never runs a low fidelity, so its rows on
 #: the other family are its rows here (the same function, tasks and seeds give the same runs)
 SAME_TARGET = {"currin_noinfo": "currin"}
@@ -270,6 +275,17 @@ def run_method(method: str, fam: mff.MFFamily, budget: float, seed: int) -> list
         return run_gptask_sf(fam, budget, seed)
     if method == "gptask_mf":
         return run_gptask_mf(fam, budget, seed)
+    if method in VARIANTS:
+        from gptask.tuning import fidelity as fm
+
+        saved = {k: getattr(fm, k) for k in VARIANTS[method]}
+        try:
+            for k, v in VARIANTS[method].items():
+                setattr(fm, k, v)
+            return run_gptask_mf(fam, budget, seed)
+        finally:
+            for k, v in saved.items():
+                setattr(fm, k, v)
     peer = globals()[f"peer_{method}"]
     evals: list[Eval] = []
     for i in range(len(fam.tasks)):
@@ -279,7 +295,7 @@ def run_method(method: str, fam: mff.MFFamily, budget: float, seed: int) -> list
 
 def available(method: str) -> str | None:
     """None when ``method`` can run here, else why not."""
-    if method == "gptask_mf" and not has_fidelity_api():
+    if method.startswith("gptask_mf") and not has_fidelity_api():
         return "gptask_mf skipped: gt.Problem has no `fidelity` argument in this gptask (issue 44's API not merged)"
     module = {"smac_hb": "smac", "dehb": "dehb", "optuna_hb": "optuna", "bohb": "hpbandster"}.get(method)
     if module:
@@ -390,8 +406,49 @@ def report(rows: list[dict[str, Any]], machine: dict[str, Any], commands: list[s
             c = s[(f, m)]
             cells = " | ".join(f"{mu:.3f} ({w:.3f})" for mu, w in zip(c["mean"], c["worst"]))
             lines.append(f"| {f} | {m} | {c['seeds']} | {cells} |")
+    lines += ["", "## Per family and checkpoint", "", side_by_side(s, families)]
     lines += ["", "## Targets of the issue", ""] + targets(s, families, {k: float(np.mean(v)) for k, v in third.items()})
     return "\n".join(lines) + "\n"
+
+
+def side_by_side(s: dict[tuple[str, str], dict[str, Any]], families: list[str]) -> str:
+    """A table per family and checkpoint: mean regret of gptask with fidelity (and its schedule
+    before, gptask_mf_base, where run), without it, the best peer (named), and whether gptask_mf
+    is ahead of the best peer ("win"), and of gptask_mf_base's own count beside it."""
+    base = any(k[1] == "gptask_mf_base" for k in s)
+    head = "| family | checkpoint | gptask_mf |" + (" gptask_mf_base |" if base else "") + \
+        " gptask_sf | best peer | mf ahead of the best peer |" + (" base ahead |" if base else "")
+    lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    wins = {"gptask_mf": [0, 0], "gptask_mf_base": [0, 0]}
+    for f in families:
+        mf = s.get((f, "gptask_mf"))
+        if mf is None:
+            continue
+        for k, cp in enumerate(CHECKPOINTS):
+            peers = [(s[(f, p)]["mean"][k], p) for p in PEERS if (f, p) in s]
+            best = min(peers) if peers else None
+            cells = [f"{mf['mean'][k]:.3f}"]
+            b = s.get((f, "gptask_mf_base"))
+            if base:
+                cells.append(f"{b['mean'][k]:.3f}" if b is not None else "-")
+            sf = s.get((f, "gptask_sf"))
+            cells.append(f"{sf['mean'][k]:.3f}" if sf is not None else "-")
+            cells.append(f"{best[0]:.3f} ({best[1]})" if best else "-")
+            for m, row in (("gptask_mf", mf), ("gptask_mf_base", b)):
+                if best is None or (m == "gptask_mf_base" and not base):
+                    continue
+                if row is None:
+                    cells.append("-")
+                    continue
+                ahead = bool(row["mean"][k] < best[0])
+                wins[m][0] += ahead
+                wins[m][1] += 1
+                cells.append("win" if ahead else "no")
+            lines.append(f"| {f} | {int(cp * 100)} % | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"gptask_mf ahead of the best peer at {wins['gptask_mf'][0]}/{wins['gptask_mf'][1]} family-checkpoints"
+                 + (f"; gptask_mf_base at {wins['gptask_mf_base'][0]}/{wins['gptask_mf_base'][1]}." if base else "."))
+    return "\n".join(lines)
 
 
 def targets(s: dict[tuple[str, str], dict[str, Any]], families: list[str],

@@ -200,8 +200,10 @@ def test_aux_tasks_run_their_initial_design_only_and_have_no_best():
 
 # ---- what it buys ------------------------------------------------------------------------------
 def test_initial_designs_are_cost_aware_and_share_configurations():
-    """The target's first points, the cheapest level the whole design, the levels between 2 of the
-    target's points; the cheaper designs within LOW_DESIGN_SHARE of the cost budget (run_cost)."""
+    """The cheapest level the whole design first; then the target's 5 points, the 3 best of the
+    cheap runs promoted (ranked here by their values) then the Latin hypercube's next; the levels
+    between 2 of the target's points; the cheaper designs within LOW_DESIGN_SHARE of the cost
+    budget (run_cost)."""
     from gptask.data.trials import params_key
     from gptask.tuning import fidelity as fm
 
@@ -209,12 +211,21 @@ def test_initial_designs_are_cost_aware_and_share_configurations():
     r = gt.tune(problem(), [{"n": 1}], cost_budget=budget, n_initial=10, seed=2, **FAST)
     design = {i: [t for t in sorted(r.history, key=lambda t: t.id) if t.task_index == i and t.source != "search"]
               for i in range(4)}
-    assert [len(design[i]) for i in range(4)] == [4, 2, 2, 10]  # levels 1000, 333, 111, 37
+    assert [len(design[i]) for i in range(4)] == [5, 2, 2, 10]  # levels 1000, 333, 111, 37
     low_cost = sum(t.extra["cost"] for i in (1, 2, 3) for t in design[i])
     assert low_cost == pytest.approx((2 * 333 + 2 * 111 + 10 * 37) / 1000) and low_cost <= fm.LOW_DESIGN_SHARE * budget
+    # the cheap design ran before any other level's (the promotion waits for all of it)
+    assert max(t.id for t in design[3]) < min(t.id for i in (0, 1, 2) for t in design[i])
+    cheap = [params_key(t.params) for t in design[3]]
+    best3 = [params_key(t.params) for t in sorted(design[3], key=lambda t: t.value)[:3]]
     target = [params_key(t.params) for t in design[0]]
-    assert [params_key(t.params) for t in design[3]][:4] == target  # shared with the target
-    assert [params_key(t.params) for t in design[1]] == target[:2]
+    assert target[:3] == best3  # promoted, best first
+    assert target[3:] == [k for k in cheap if k not in best3][:2]  # then the design's next points
+    assert [params_key(t.params) for t in design[1]] == target[:2]  # shared with the target
+    assert [params_key(t.params) for t in design[2]] == target[:2]
+    # the first target run is the cheap level's best: at the target it beats the median of the
+    # design's configurations (informative fidelity)
+    assert design[0][0].value < np.median([true_value(t.params["x"], t.params["y"]) for t in design[3]])
     # a cost budget too small for the share: the cheaper designs are cut to one point per level
     # (the LCM needs data of every level), 0.481 s, not the 1.258 s of the designs above
     small = gt.tune(problem(), [{"n": 1}], cost_budget=2.0, n_initial=10, seed=2, **FAST)
@@ -555,3 +566,35 @@ def test_tla2_from_a_fidelity_run_tunes_the_new_task_at_the_target(fidelity_resu
     with pytest.raises(ValueError, match=r"tune_new_task: a new task is tuned at the target fidelity "
                                          r"\{'iterations': 1000\}.*got \{'iterations': 37\}"):
         gt.tune_new_task(r, {"n": 3, "iterations": 37}, budget=4)
+
+
+def test_a_resumed_run_promotes_the_same_configurations(tmp_path):
+    """Killed after the cheap design and one promoted target run, the same call on the same
+    history runs the rest of the target's design as the uninterrupted run does (the promotion is
+    read from the history's cheap runs), and waits: no target run before the cheap design ends."""
+    from gptask.data.trials import params_key
+    from gptask.tuning.fidelity import fidelity_tuner
+
+    opts = dict(n_initial=6, cost_budget=3.0, seed=7, restarts=1, refit_restarts=1, pso_particles=8, pso_iters=4)
+
+    def designs(path, stop_after=None):
+        told = 0
+        with fidelity_tuner(problem(), [{"n": 1}], history=path, **opts) as tuner:
+            while not tuner.done:
+                batch = tuner.ask()
+                if not batch or all(t.source == "search" for t in batch):
+                    break
+                for trial in batch:
+                    if stop_after is not None and told == stop_after:
+                        return None  # killed: this trial stays pending
+                    tuner.tell(trial, tuner.problem.objective(trial.task, trial.params))
+                    told += 1
+            runs = sorted(tuner.trials, key=lambda t: t.id)
+        return [(t.task_index, params_key(t.params)) for t in runs if t.source != "search"]
+
+    whole = designs(tmp_path / "a.sqlite")
+    first_target = min(k for k, (i, _) in enumerate(whole) if i == 0)
+    # the cheap design first, all of it (cut to 4 points by the cost budget's share)
+    assert [i for i, _ in whole[:first_target]] == [3] * sum(i == 3 for i, _ in whole) and first_target >= 2
+    assert designs(tmp_path / "b.sqlite", stop_after=first_target + 1) is None
+    assert designs(tmp_path / "b.sqlite") == whole

@@ -225,3 +225,26 @@ def test_search_task_chooses_among_given_configurations_until_they_are_all_claim
     # every one of them claimed: the whole space is searched again, which finds the peak near (0.7, 0.25)
     got = ask(among)
     assert abs(got[0] - 0.7) < 0.02 and abs(got[1] - 0.25) < 0.02
+
+
+def test_search_task_judges_no_feasibility_without_constraints_and_finds_the_same_point():
+    """Without constraints every configuration is feasible: the search asks the problem nothing
+    (it decoded every row it evaluated, a sixth of a fidelity run's CPU) and proposes exactly the
+    point of the same search judging every row by an always-true constraint."""
+    from gptask.propose.proposals import search_task
+
+    tasks, params = gt.Space([gt.Real("t", 0, 1)]), gt.Space([gt.Real("a", 0, 1), gt.Real("b", 0, 1)])
+    free = gt.Problem(tasks, params, lambda task, p: 0.0, name="free")
+    judged = gt.Problem(tasks, params, lambda task, p: 0.0, name="judged", constraints=[lambda c: True])
+    calls = []
+    free.is_feasible = lambda task, p: calls.append(p) or True  # a spy: never called
+    claimed = np.array([[0.7, 0.25]])
+
+    def ask(prob):
+        return search_task(None, 0, prob, {"t": 0.5}, None, claimed, None, seed=3, particles=20, iters=30,
+                           acquisition=bumpy)
+
+    got = ask(free)
+    assert calls == []
+    np.testing.assert_array_equal(got, ask(judged))
+    assert bumpy(got[None])[0] > 0.75  # near a peak of the brute-force landscape (0.7, 0.25 is claimed)

@@ -9,11 +9,12 @@ coregionalisation learns how the levels relate.
 
 :class:`FidelityProposer` (the tuner's proposer slot) chooses what to buy:
 
-* initial designs (:meth:`FidelityProposer._plan`): a tuned task's target level runs the first
-  :data:`TARGET_DESIGN_SHARE` of its Latin hypercube, the cheapest level all of it, the levels
-  between :data:`INTERMEDIATE_DESIGN` of the target's points (shared configurations, to judge the
-  levels on), the cheaper designs cut to :data:`LOW_DESIGN_SHARE` of the cost budget when
-  ``run_cost`` prices them (one point per level kept);
+* initial designs (:meth:`FidelityProposer._plan`): a tuned task's cheapest level runs its whole
+  Latin hypercube first; the target level then runs :data:`TARGET_DESIGN_SHARE` of its size, the
+  :data:`PROMOTE` best configurations of the cheap runs first (:meth:`FidelityProposer._promote`,
+  Hyperband's promotion), the levels between :data:`INTERMEDIATE_DESIGN` of the target's points
+  (shared configurations, to judge the levels on), the cheaper designs cut to
+  :data:`LOW_DESIGN_SHARE` of the cost budget when ``run_cost`` prices them (one point per level kept);
 * then, per tuned task and round, the configuration is the maximiser of the target's acquisition
   (only the targets search) and :meth:`FidelityProposer.place` picks its level: the target at least
   every :data:`TARGET_EVERY`-th searched run (Hyperband's and GPTuneBand's share of full-fidelity
@@ -43,7 +44,7 @@ from ..problem.fidelity import ETA, check_cost, role_of
 from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "at_target_fidelity", "fidelity_tuner",
            "level_correlations", "spearman"]
 
@@ -62,12 +63,18 @@ MIN_COMMON = 5
 #: fidelity that ranks like the target, the first fit after the initial designs gave 0.15, the
 #: later ones 0.93-0.97: bench/fidelity_choices.py)
 JUDGE_AFTER, GUARD_CONFIRM = 6, 2
-#: initial designs: a tuned task's target level runs the first TARGET_DESIGN_SHARE of its design
-#: (at least 2 points), the cheapest level all of it, each level between INTERMEDIATE_DESIGN of the
-#: target's points (the LCM needs data of every task); the cheaper levels' and auxiliary tasks'
-#: designs together cost at most LOW_DESIGN_SHARE of ``cost_budget`` (by ``run_cost``, when the
-#: problem gives one: points are left out, each task keeping one)
-TARGET_DESIGN_SHARE, INTERMEDIATE_DESIGN, LOW_DESIGN_SHARE = 0.4, 2, 0.2
+#: initial designs: a tuned task's target level runs TARGET_DESIGN_SHARE of its design's size (at
+#: least 2 points: with n_initial 10, the MIN_COMMON shared runs the guard's first judgement ranks
+#: on), the cheapest level all of it, each level between INTERMEDIATE_DESIGN of the target's points
+#: (the LCM needs data of every task); the cheaper levels' and auxiliary tasks' designs together cost
+#: at most LOW_DESIGN_SHARE of ``cost_budget`` (by ``run_cost``, when the problem gives one: points
+#: are left out, each task keeping one)
+TARGET_DESIGN_SHARE, INTERMEDIATE_DESIGN, LOW_DESIGN_SHARE = 0.5, 2, 0.2
+#: promotion (Hyperband's, GPTuneBand's): a tuned task's target and intermediate levels wait for its
+#: cheapest level's design to finish, then the target's design begins with the PROMOTE best
+#: configurations of that design (by their cheap values), the rest its Latin hypercube's next points
+#: (spread for the guard's rank correlation); 0: the Latin hypercube alone, run alongside
+PROMOTE = 3
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
@@ -173,6 +180,9 @@ class FidelityProposer(Proposer):
         #: task index -> the correlations with its target measured when last judged
         self.correlation: dict[int, dict[str, float]] = {}
         self._designs: dict[int, list[dict]] = {}
+        self._full: dict[int, list[dict]] = {}  # base task -> its whole Latin hypercube
+        self._waits_for: dict[int, int] = {}  # task -> the cheapest level's task whose design it waits for
+        self._promoted: set[int] = set()  # tasks whose designs :meth:`_promote` ordered
         self._judged_model: Any = None
         self._low: dict[int, int] = {}  # task index -> judgements in a row below RHO_MIN
 
@@ -200,16 +210,20 @@ class FidelityProposer(Proposer):
     def initial_design(self, i: int) -> list[dict]:
         if not self._designs:
             self._designs = self._plan()
+        if i in self._waits_for and i not in self._promoted:
+            self._promote(self.base_of(i)[0])
         return self._designs[i]
 
     def _plan(self) -> dict[int, list[dict]]:
         """Every task's initial design (module docstring): the target's first points, the
         cheapest level the whole design, the levels between a few of the target's points, all
         shared configurations; the cheaper levels' designs trimmed to LOW_DESIGN_SHARE of the cost
-        budget when ``run_cost`` prices them."""
+        budget when ``run_cost`` prices them. With PROMOTE, the tuned tasks' target and intermediate
+        levels wait for their cheapest level's design (:meth:`_promote` orders their points then)."""
         tu = self.tuner
         out: dict[int, list[dict]] = {}
-        full = {b: Proposer.initial_design(self, b) for b in range(self.n_base)}
+        self._full = {b: Proposer.initial_design(self, b) for b in range(self.n_base)}
+        full = self._full
         n_t = max(2, math.ceil(TARGET_DESIGN_SHARE * tu.n_initial))
         for i in range(tu.n_tasks):
             b, level = self.base_of(i)
@@ -219,7 +233,53 @@ class FidelityProposer(Proposer):
             keep = len(full[b]) if level == self.n_levels - 1 else min(INTERMEDIATE_DESIGN, len(full[b]))
             design = [p for p in full[b] if tu.problem.is_feasible(tu.tasks[i], p)] or Proposer.initial_design(self, i)
             out[i] = design[:max(1, keep)]
-        return self._trim(out)
+        out = self._trim(out)
+        if PROMOTE > 0 and self.n_levels > 1:
+            cheap = (self.n_levels - 1) * self.n_base
+            self._waits_for = {lv * self.n_base + b: cheap + b for b in range(self.n_tuned)
+                               for lv in range(self.n_levels - 1)}
+        return out
+
+    def waiting(self, i: int) -> bool:
+        """Whether task ``i`` (a tuned task's target or intermediate level) still waits for its
+        cheapest level's design to finish (every design run of it finished, failed ones too)."""
+        if not self._designs:
+            self._designs = self._plan()
+        j = self._waits_for.get(i)
+        if j is None or i in self._promoted:
+            return False
+        mine = self.tuner.trials_of(j)
+        return len(mine) < len(self._designs[j]) or not all(t.status.finished for t in mine)
+
+    def _promote(self, b: int) -> None:
+        """Tuned base task ``b``'s target design: the PROMOTE best configurations of its cheapest
+        level's finished design runs (feasible at the target), then its Latin hypercube's next
+        points, as many as planned; each level between the target's first points likewise (shared
+        configurations). Deterministic in the history: a resumed run orders them the same way."""
+        tu = self.tuner
+        cheap = (self.n_levels - 1) * self.n_base + b
+        runs = sorted((t for t in tu.trials_of(cheap) if t.status is Status.COMPLETE and t.value is not None),
+                      key=lambda t: (t.value, t.id))
+        best = [t.params for t in runs if tu.problem.is_feasible(tu.tasks[b], t.params)][:PROMOTE]
+        keys = {params_key(p) for p in best}
+        n_t = len(self._designs[b])
+        target = (best + [p for p in self._full[b] if params_key(p) not in keys])[:n_t]
+        for lv in range(self.n_levels - 1):
+            i = lv * self.n_base + b
+            if lv > 0:
+                n_i = len(self._designs[i])
+                self._designs[i] = ([p for p in target if tu.problem.is_feasible(tu.tasks[i], p)]
+                                    or self._designs[i])[:n_i]
+            else:
+                self._designs[i] = target
+            self._promoted.add(i)
+        if best:
+            log.info("task %d: the target's design begins with the %d best of its cheapest level's %d runs",
+                     b, len(best), len(runs))
+
+    def design_open(self, i: int) -> bool:
+        """A waiting task's design takes no points yet (:meth:`waiting`)."""
+        return not self.waiting(i)
 
     def _trim(self, designs: dict[int, list[dict]]) -> dict[int, list[dict]]:
         """``designs`` with the cheaper levels' and auxiliary tasks' points cut, last points of
@@ -244,7 +304,7 @@ class FidelityProposer(Proposer):
         return designs
 
     def _in_initial(self, i: int) -> bool:
-        return len(self.tuner.trials_of(i)) < len(self.initial_design(i))
+        return self.waiting(i) or len(self.tuner.trials_of(i)) < len(self.initial_design(i))
 
     def proposes_for(self, i: int) -> bool:
         if i in self.dropped:
