@@ -37,7 +37,7 @@ from .joint import JointModel
 log = logging.getLogger(__name__)
 
 __all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "joint_inputs", "GP_RESTARTS", "GP_MAXITER",
-           "OVER_TASKS_KERNEL", "OVER_TASKS_TREND", "OVER_TASKS_STARTS",
+           "OVER_TASKS_KERNEL", "OVER_TASKS_TREND", "OVER_TASKS_STARTS", "OVER_TASKS_CALIBRATE",
            "OVER_TASKS_FIT_POINTS"]
 
 #: restarts of the small single-output GP fits (TLA1 G_j)
@@ -61,6 +61,13 @@ OVER_TASKS_TREND = False
 OVER_TASKS_FIT_POINTS = 256
 #: fixed starts of its REML fit, (log length scale of every task column, log nugget)
 OVER_TASKS_STARTS = ((0.0, -3.0), (-1.2, -5.0), (1.1, -2.0))
+#: multiply a new task's over-tasks variance by its leave-one-task-out factor (predict.over_tasks_factor,
+#: the LCM's calibrated predictive done over tasks). Off: measured on known families (tests/test_transfer.py,
+#: bench/results/calibrated.md: W(t, x) = sin(a t + b x) + c cos(2 a t x), 5/7/10 tuned tasks, 41 new tasks
+#: x 30 configurations, 6 draws) the raw intervals already cover 94-100 % (the REML nugget absorbs what the
+#: tasks do not explain); the factor, >= 1 by construction, was above 1 on 5 of 18 and took 94.1 % to 99.6 %
+#: and 98.3 % to 100 %, past the 99 % the issue allows, and never raised a coverage below 95 %
+OVER_TASKS_CALIBRATE = False
 
 
 class ScalarGP:

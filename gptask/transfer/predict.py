@@ -34,17 +34,22 @@ from typing import Any
 import numpy as np
 
 from scipy.optimize import minimize
+from scipy.stats import norm
 
 from ..model.numerics import LCM, CholeskyError, LCMPrior, robust_cholesky
-from ..model.numerics.defaults import FAIL_VALUE, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, VAR_FLOOR_REL
+from ..model.numerics.defaults import (CALIBRATION_LEVEL, CALIBRATION_MAX, CALIBRATION_MIN_POINTS, FAIL_VALUE,
+                                      LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, VAR_FLOOR_REL)
 from ..model.numerics.kernels import kernel
 from ..model.numerics.linalg import solve_lower
 from ..model.transforms import OutputTransform
 from .joint import JointModel
-from .model import (GP_MAXITER, OVER_TASKS_FIT_POINTS, OVER_TASKS_KERNEL, OVER_TASKS_STARTS, OVER_TASKS_TREND,
-                    TransferModel, as_transfer_model, joint_inputs)
+from .model import (GP_MAXITER, OVER_TASKS_CALIBRATE, OVER_TASKS_FIT_POINTS, OVER_TASKS_KERNEL, OVER_TASKS_STARTS,
+                    OVER_TASKS_TREND, TransferModel, as_transfer_model, joint_inputs)
 
-__all__ = ["predict", "predict_encoded"]
+__all__ = ["predict", "predict_encoded", "over_tasks_factor", "over_tasks_zscores"]
+
+#: the two-sided normal quantile of CALIBRATION_LEVEL (1.96 for 95 %)
+_Z_LEVEL = float(norm.ppf(0.5 + CALIBRATION_LEVEL / 2))
 
 
 def _to_user(transform_log: bool, w: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,23 +184,69 @@ def _over_tasks(task_X: np.ndarray, W: np.ndarray, x_new: np.ndarray, trend: boo
     return mu + sd * m, sd * np.sqrt(v)
 
 
+def _reference_values(tm: TransferModel, tuned: Sequence[int], use_log: bool) -> np.ndarray | None:
+    """(len(tuned), n_ref): the tuned tasks' values at (at most OVER_TASKS_FIT_POINTS, evenly spaced) of
+    their own observed configurations, in the units of the prediction; None when they cannot be put in
+    those units (non-positive values on the log route)."""
+    Xs, _ = tm.model.data()
+    X_ref = np.vstack([Xs[j] for j in tuned])
+    if len(X_ref) > OVER_TASKS_FIT_POINTS:
+        X_ref = X_ref[np.unique(np.linspace(0, len(X_ref) - 1, OVER_TASKS_FIT_POINTS).round().astype(int))]
+    W_ref = _log_units(tm.model, tm.transform, tuned, X_ref)
+    if use_log and not tm.transform.use_log:
+        W_ref = np.log(W_ref) if np.all(W_ref > 0.0) else None
+    return W_ref
+
+
 def _shared_theta(tm: TransferModel, tuned: Sequence[int], use_log: bool, tx: np.ndarray) -> np.ndarray | None:
     """The over-tasks hyperparameters of ``tm``'s tuned tasks, fitted once per model (cached on it)
-    on the tuned tasks' values at their own observed configurations (at most OVER_TASKS_FIT_POINTS,
-    evenly spaced), so that a configuration's prediction does not depend on what it is predicted
-    with. None when those values cannot be put in the units of the prediction (non-positive values
-    on the log route): the caller then fits on its own columns."""
+    on the tuned tasks' values at their own observed configurations (:func:`_reference_values`), so
+    that a configuration's prediction does not depend on what it is predicted with. None when those
+    values cannot be put in the units of the prediction (non-positive values on the log route): the
+    caller then fits on its own columns."""
     cache = tm.__dict__.setdefault("_over_tasks_theta", {})
     key = (tuple(tuned), use_log)
     if key not in cache:
-        Xs, _ = tm.model.data()
-        X_ref = np.vstack([Xs[j] for j in tuned])
-        if len(X_ref) > OVER_TASKS_FIT_POINTS:
-            X_ref = X_ref[np.unique(np.linspace(0, len(X_ref) - 1, OVER_TASKS_FIT_POINTS).round().astype(int))]
-        W_ref = _log_units(tm.model, tm.transform, tuned, X_ref)
-        if use_log and not tm.transform.use_log:
-            W_ref = np.log(W_ref) if np.all(W_ref > 0.0) else None
+        W_ref = _reference_values(tm, tuned, use_log)
         cache[key] = None if W_ref is None else _fit_over_tasks(tx, W_ref)
+    return cache[key]
+
+
+def over_tasks_zscores(task_X: np.ndarray, W: np.ndarray, trend: bool = OVER_TASKS_TREND) -> np.ndarray:
+    """Leave-one-task-out z-scores of the GP over tasks: each task of task_X (T, c) left out in turn, the
+    hyperparameters refitted (:func:`_fit_over_tasks`) on the other tasks' rows of W (T, n) and the left-out
+    row predicted at its encoding; (T * n,) values (W - mean) / std, task by task (empty for T < 3)."""
+    task_X, W = np.asarray(task_X, float), np.asarray(W, float)
+    T = len(task_X)
+    out = []
+    for j in range(T if T >= 3 else 0):
+        keep = np.arange(T) != j
+        m, sd = _over_tasks(task_X[keep], W[keep], task_X[j], trend=trend)
+        ok = sd > 0.0
+        out.append((W[j][ok] - m[ok]) / sd[ok])
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def over_tasks_factor(task_X: np.ndarray, W: np.ndarray, trend: bool = OVER_TASKS_TREND) -> float:
+    """The factor s >= 1 the over-tasks variance of a new task's prediction is multiplied by, as the LCM's
+    calibrated predictive (LCM.calibration_factor): s = (q / 1.96)^2 for q the empirical
+    CALIBRATION_LEVEL quantile of |z| over :func:`over_tasks_zscores`, clipped to [1, CALIBRATION_MAX];
+    1 with fewer than CALIBRATION_MIN_POINTS z-scores (fewer than 3 tuned tasks)."""
+    z = over_tasks_zscores(task_X, W, trend)
+    if z.size < CALIBRATION_MIN_POINTS:
+        return 1.0
+    q = float(np.quantile(np.abs(z), CALIBRATION_LEVEL))
+    return float(np.clip((q / _Z_LEVEL) ** 2, 1.0, CALIBRATION_MAX))
+
+
+def _shared_factor(tm: TransferModel, tuned: Sequence[int], use_log: bool, tx: np.ndarray) -> float:
+    """:func:`over_tasks_factor` on the tuned tasks' reference values, once per model (cached on it); 1 when
+    they cannot be put in the units of the prediction."""
+    cache = tm.__dict__.setdefault("_over_tasks_factor", {})
+    key = (tuple(tuned), use_log)
+    if key not in cache:
+        W_ref = _reference_values(tm, tuned, use_log)
+        cache[key] = 1.0 if W_ref is None else over_tasks_factor(tx, W_ref)
     return cache[key]
 
 
@@ -220,7 +271,8 @@ def predict_encoded(tm: TransferModel, task: dict, X: np.ndarray,
     """Predicted objective (user units) of the encoded configurations X (n, D) on ``task`` (a
     validated dict): mean and std, (n,) each (see the module docstring for the two routes).
     calibrated: a tuned task's std from the calibrated predictive (LCM.predict_calibrated: about one
-    fit more, once per model); False where only the mean is used."""
+    fit more, once per model), a new task's over-tasks variance times :func:`over_tasks_factor` when
+    OVER_TASKS_CALIBRATE; False where only the mean is used."""
     i = tm.task_index(task)
     if i is not None and tm.model.n_points[i] > 0:
         m, v = tm.model.predict_calibrated(i, X) if calibrated else tm.model.predict(i, X)
@@ -239,6 +291,8 @@ def predict_encoded(tm: TransferModel, task: dict, X: np.ndarray,
         W, use_log, noise = np.log(W), True, noise / W ** 2  # delta method: raw variance -> log units
     tx = tm.task_space.encode([tm.tasks[j] for j in tuned])
     w, s = _over_tasks(tx, W, tm.task_space.encode([task])[0], theta=_shared_theta(tm, tuned, use_log, tx))
+    if calibrated and OVER_TASKS_CALIBRATE:  # leave-one-task-out (over_tasks_factor): off, see OVER_TASKS_CALIBRATE
+        s = s * np.sqrt(_shared_factor(tm, tuned, use_log, tx))
     return _to_user(use_log, w, np.sqrt(s ** 2 + np.mean(noise, axis=0)))
 
 

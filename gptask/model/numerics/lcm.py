@@ -56,7 +56,8 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
                        LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
-                       COLLAPSE_NATS, CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS, CALIBRATION_LEVEL)
+                       COLLAPSE_NATS, CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS, CALIBRATION_LEVEL,
+                       CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS)
 from .backend import get_backend
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
@@ -881,36 +882,64 @@ class LCM:
         self._condition_sorted(Xs, ys)
         return float(scale)
 
-    def crossval_zscores(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> np.ndarray:
+    def crossval_zscores(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, restandardize: bool | None = None,
+                         fresh: bool | None = None) -> np.ndarray:
         """The z-scores (y - mean) / sd (with noise) of every held-out observation of a ``folds``-fold
-        cross-validation, each fold's model refitted on the others from this model's hyperparameters
-        (one L-BFGS-B start, this model's prior, no exploration): (n_held,) in fold order. Every task
-        with at least two points is split at random (``np.random.default_rng(seed)``) into ``folds``
-        parts of its own, so every fold keeps a point of every task; tasks of one point are never held out."""
+        cross-validation, each fold's model refitted on the others (this model's prior, no exploration):
+        (n_held,) in fold order. Every task with at least two points is split at random
+        (``np.random.default_rng(seed)``) into ``folds`` parts of its own, so every fold keeps a point of
+        every task; tasks of one point are never held out.
+
+        restandardize: each fold puts every task whose points have mean 0 and sd 1 (the tuner's per-task
+        standardisation; None: detected, :meth:`standardized_tasks`) in the units of its remaining points
+        (their mean and sd), fits and scores the held-out points in those units, as the tuner would see a
+        new point; other tasks are used as given. fresh: each fold refitted from CALIBRATION_FRESH_STARTS
+        random starts (None: when the median task has fewer than CALIBRATION_FRESH_BELOW points), else
+        from one start at this model's hyperparameters. Why both: defaults.CALIBRATION_STANDARD_TOL."""
         self._require_data()
         folds = _check_int(folds, "folds", 2)
         Xs, ys = self.data()
         rng = np.random.default_rng(_check_int(seed, "seed", 0))
         part = [rng.permutation(len(y)) % folds if len(y) >= 2 else np.full(len(y), -1) for y in ys]
+        std = self.standardized_tasks() if restandardize is None else np.full(len(ys), bool(restandardize))
+        if fresh is None:
+            fresh = float(np.median([len(y) for y in ys])) < CALIBRATION_FRESH_BELOW
         out = []
         for k in range(folds):
             held = [p == k for p in part]
             if not any(h.any() for h in held):
                 continue
+            keep = [y[~h] for y, h in zip(ys, held)]
+            units = [(float(np.mean(y)), float(np.std(y))) if s and len(y) >= 2 and np.std(y) > 0 else (0.0, 1.0)
+                     for y, s in zip(keep, std)]
             sub = self._like()
-            sub.fit([x[~h] for x, h in zip(Xs, held)], [y[~h] for y, h in zip(ys, held)], restarts=1, seed=seed,
-                    init=self._params, prior=self.prior, explore=False, calibrate=False, threads=1)
+            start = dict(restarts=CALIBRATION_FRESH_STARTS, seed=_check_int(seed, "seed", 0) + 1 + k) if fresh \
+                else dict(restarts=1, seed=seed, init=self._params)
+            sub.fit([x[~h] for x, h in zip(Xs, held)], [(y - a) / b for y, (a, b) in zip(keep, units)],
+                    prior=self.prior, explore=False, calibrate=False, threads=1, **start)
             for i, h in enumerate(held):
                 if h.any():
                     m, v = sub.predict(i, Xs[i][h], include_noise=True)
-                    out.append((ys[i][h] - m) / np.sqrt(v))
+                    a, b = units[i]
+                    out.append(((ys[i][h] - a) / b - m) / np.sqrt(v))
         return np.concatenate(out) if out else np.zeros(0)
+
+    def standardized_tasks(self) -> np.ndarray:
+        """(T,) bool: the tasks of at least three points whose outputs have mean 0 and sd 1 (numpy's
+        ``std``, within defaults.CALIBRATION_STANDARD_TOL): the per-task standardisation of the tuner's
+        output transform, which :meth:`crossval_zscores` redoes on each fold."""
+        self._require_data()
+        _, ys = self.data()
+        return np.array([len(y) >= 3 and abs(float(np.mean(y))) <= CALIBRATION_STANDARD_TOL
+                         and abs(float(np.std(y)) - 1.0) <= CALIBRATION_STANDARD_TOL for y in ys])
 
     def calibration_factor(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> float:
         """The factor s >= 1 the intervals users see multiply the predictive variances by (the search keeps
         the raw model): s = (q / 1.96)^2 for q the empirical CALIBRATION_LEVEL quantile of |z| over
         :meth:`crossval_zscores`, clipped to [1, CALIBRATION_MAX]; 1 with fewer than CALIBRATION_MIN_POINTS
-        held-out points. Costs about one fit; cached for this model's state (data and hyperparameters)."""
+        held-out points. The folds re-standardise per-task standardised tasks and, when data are scarce, start
+        afresh (:meth:`crossval_zscores`). Costs one to a few fits; cached for this model's state (data and
+        hyperparameters)."""
         self._require_data()
         key = (int(self._X.shape[0]), float(self._ll), folds, seed)
         if self._calibration is not None and self._calibration[0] == key:
