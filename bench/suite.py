@@ -355,8 +355,8 @@ def _checks(summary: dict[tuple, dict[str, Any]], methods: list[str], mla: str) 
         peer = [(summary[(fname, budget, p)]["regret"], p) for p in peers if (fname, budget, p) in summary]
         best_peer = min(peer) if peer else None
         ok_best = best_peer is None or c["regret"] <= best_peer[0] + 1e-12
-        n_cells += 1
-        n_best += ok_best
+        n_cells += best_peer is not None  # a family-budget no peer ran is not counted either way
+        n_best += best_peer is not None and ok_best
         # issue 45: the worst seed against the best peer's mean (what a user risks against what a peer gives)
         ok_worst = best_peer is None or c["regret_worst"] <= 2 * best_peer[0] + 1e-12
         n_peer += best_peer is not None

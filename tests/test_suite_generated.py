@@ -132,13 +132,15 @@ def test_the_targets_count_the_worst_seed_against_twice_the_best_peers_mean():
 
     summary = {("f", 12, "mla"): cell(0.04, 0.10), ("f", 12, "botorch_mtgp"): cell(0.06, 0.2),
                ("f", 12, "random"): cell(0.3, 0.5),
-               ("g", 12, "mla"): cell(0.05, 0.13), ("g", 12, "botorch_mtgp"): cell(0.06, 0.1)}
+               ("g", 12, "mla"): cell(0.05, 0.13), ("g", 12, "botorch_mtgp"): cell(0.06, 0.1),
+               ("h", 12, "mla"): cell(0.05, 0.06)}  # no peer ran h: counted neither way
     rows = suite._checks(summary, ["mla", "botorch_mtgp", "random"], "mla")
     f_row = next(r for r in rows if r.startswith("| f |"))
     g_row = next(r for r in rows if r.startswith("| g |"))
     # f: worst 0.10 > 2 x own mean 0.04 but <= 2 x botorch's 0.06; g: worst 0.13 > 2 x 0.06
     assert f_row.split("|")[4].strip() == "**no**" and f_row.split("|")[7].strip() == "yes (0.100)"
     assert g_row.split("|")[6].strip().startswith("yes (botorch_mtgp 0.060)") and g_row.split("|")[7].strip() == "**no** (0.130)"
+    assert "at or below the best peer on 2 of 2 family-budgets" in rows[-1]
     assert "worst seed at most 2x the best peer's mean on 1 of 2" in rows[-1]
 
 
