@@ -83,7 +83,8 @@ def describe_fits(fits: list[dict]) -> str:
     flags = "; ".join(last.get("flags") or []) or "none"
     return (f"{len(fits)} fits, {n_refit} refitted away from a collapsed length scale, {n_coll} left with one; last fit: "
             f"shortest length scale {ls.min():.3g}, relative noise {np.min(last['noise']):.2g}-{np.max(last['noise']):.2g}, "
-            f"flags: {flags}" + (f", collapsed: {'; '.join(last['collapsed'])}" if last.get("collapsed") else ""))
+            f"flags: {flags}" + "".join(f"; fit {k + 1} collapsed: {'; '.join(f['collapsed'])}"
+                                         for k, f in enumerate(fits) if f.get("collapsed")))
 
 
 def main(argv: list[str] | None = None) -> int:

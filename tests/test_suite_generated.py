@@ -176,3 +176,22 @@ def test_calibration_fits_the_tuners_model_on_its_initial_design_and_scores_held
         assert not any(p in trained for p in data["params"][i])
         np.testing.assert_allclose(data["latent"][i], [fam.latent(fam.tasks[i], p) for p in data["params"][i]])
     tuner.close()
+
+
+def test_suite_worst_reruns_a_seed_to_the_recorded_regret_and_reads_its_fits():
+    """bench/suite_worst.py: gptask's run of a (family, budget, seed) made again with a history gives
+    the regret bench/suite.py scored for the recorded run, task by task, and one stored fit per model
+    iteration; the best configuration run is never worse than the one kept or the initial design's (on
+    this noisy family the one kept may be worse than the initial design's: it is the one measured best)."""
+    import suite
+    import suite_worst
+    from suite_families import family
+
+    fam = family(f"gen:{LISTED_SEED}")
+    rec = {"family": fam.name, "budget": 4, "method": "mla", "seed": 1,
+           **suite.run_mla(fam, 4, 1, alone=False, options={})}
+    again = suite_worst.rerun(fam, 4, 1)
+    assert np.mean([t["final"] for t in again["tasks"]]) == pytest.approx(suite.scores(rec, fam)["regret"])
+    assert all(t["best_run"] <= min(t["final"], t["init"]) for t in again["tasks"])
+    assert again["fits"] and all("lengthscales" in f and "collapsed" in f for f in again["fits"])
+    assert "fits" in suite_worst.describe_fits(again["fits"])
