@@ -345,8 +345,8 @@ def _checks(summary: dict[tuple, dict[str, Any]], methods: list[str], mla: str) 
     alone = mla.replace("mla", "mla_alone", 1)
     peers = [m for m in methods if m.split("@")[0] not in MLA_METHODS]
     rows = ["## Targets for " + mla, "", "| family | runs/task | joint <= alone | worst <= 2x mean | <= random | "
-            "<= best peer (which) |", "|---|---|---|---|---|---|"]
-    n_best = n_cells = 0
+            "<= best peer (which) | worst <= 2x best peer |", "|---|---|---|---|---|---|---|"]
+    n_best = n_cells = n_worst = n_peer = 0
     for (fname, budget, m), c in sorted(summary.items()):
         if m != mla:
             continue
@@ -355,16 +355,23 @@ def _checks(summary: dict[tuple, dict[str, Any]], methods: list[str], mla: str) 
         peer = [(summary[(fname, budget, p)]["regret"], p) for p in peers if (fname, budget, p) in summary]
         best_peer = min(peer) if peer else None
         ok_best = best_peer is None or c["regret"] <= best_peer[0] + 1e-12
-        n_cells += 1
-        n_best += ok_best
+        n_cells += best_peer is not None  # a family-budget no peer ran is not counted either way
+        n_best += best_peer is not None and ok_best
+        # issue 45: the worst seed against the best peer's mean (what a user risks against what a peer gives)
+        ok_worst = best_peer is None or c["regret_worst"] <= 2 * best_peer[0] + 1e-12
+        n_peer += best_peer is not None
+        n_worst += best_peer is not None and ok_worst
+        worst_text = f" ({c['regret_worst']:.3f})"
         tick = lambda ok: "yes" if ok else "**no**"  # noqa: E731
         rows.append(f"| {fname} | {budget} | "
                     f"{'-' if a is None else tick(c['regret'] <= a['regret'] + 1e-12)} | "
                     f"{tick(c['regret_worst'] <= 2 * c['regret'] + 1e-12)} | "
                     f"{'-' if r is None else tick(c['regret'] <= r['regret'] + 1e-12)} | "
-                    f"{'-' if best_peer is None else tick(ok_best) + f' ({best_peer[1]} {best_peer[0]:.3f})'} |")
+                    f"{'-' if best_peer is None else tick(ok_best) + f' ({best_peer[1]} {best_peer[0]:.3f})'} | "
+                    f"{'-' if best_peer is None else tick(ok_worst) + worst_text} |")
     rows += ["", f"{mla} at or below the best peer on {n_best} of {n_cells} family-budgets "
-                 f"({100 * n_best / max(n_cells, 1):.0f} %; target 80 %)."]
+                 f"({100 * n_best / max(n_cells, 1):.0f} %; target 80 %); worst seed at most 2x the best peer's "
+                 f"mean on {n_worst} of {n_peer} (target: all)."]
     return rows
 
 
