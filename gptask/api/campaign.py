@@ -122,7 +122,7 @@ def tune(
       also steer designs away from configurations failing with probability above 1 - p.
     - device: None (numpy on the CPU) or "cuda" (the torch backend).
     - ei_draws: average the search's log-EI over the fit and this many Laplace draws of its
-      hyperparameters (0, the default: the fit alone; docs/ei_draws.md).
+      hyperparameters (0, the default: the fit alone; measured in bench/results/suite.md).
     - proposer: what to run next (:mod:`gptask.tuning.proposer`): None for the default multitask
       search, a :class:`~gptask.tuning.proposer.Proposer` or a registered name (with sources, a
       name only; its factory then receives the tuned tasks and their consensus designs).
