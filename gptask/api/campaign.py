@@ -60,6 +60,7 @@ def tune(
     mix_machines: bool = False,
     failure_model: bool | float = True,
     device: str | None = None,
+    ei_draws: int = 0,
     proposer: Proposer | str | None = None,
     sources: Sequence[Any] | None = None,
     source_points: int | str | None = AUTO,
@@ -120,6 +121,8 @@ def tune(
     - failure_model: model the probability that a run fails (True), not (False), or a number p:
       also steer designs away from configurations failing with probability above 1 - p.
     - device: None (numpy on the CPU) or "cuda" (the torch backend).
+    - ei_draws: average the search's log-EI over the fit and this many Laplace draws of its
+      hyperparameters (0, the default: the fit alone; measured in bench/results/suite.md).
     - proposer: what to run next (:mod:`gptask.tuning.proposer`): None for the default multitask
       search, a :class:`~gptask.tuning.proposer.Proposer` or a registered name (with sources, a
       name only; its factory then receives the tuned tasks and their consensus designs).
@@ -172,7 +175,7 @@ def tune(
     tuner_options: dict[str, Any] = dict(
         kernel=kernel, restarts=restarts, refit_restarts=refit_restarts, pso_particles=pso_particles,
         pso_iters=pso_iters, output_transform=output_transform, provenance=provenance,
-        mix_machines=mix_machines, failure_model=failure_model, device=device)
+        mix_machines=mix_machines, failure_model=failure_model, device=device, ei_draws=ei_draws)
     if not (isinstance(refit_every, str) and refit_every == AUTO):
         tuner_options["refit_every"] = refit_every
     if not (isinstance(refit_on_drift, str) and refit_on_drift == AUTO):

@@ -21,7 +21,7 @@ import math
 import numpy as np
 from scipy.special import erfcx, log_ndtr, ndtr
 
-__all__ = ["expected_improvement", "log_ei", "log_h", "log_ehvi", "log_prob_below", "log_probability_of_improvement"]
+__all__ = ["expected_improvement", "log_ei", "log_ei_averaged", "log_h", "log_ehvi", "log_prob_below", "log_probability_of_improvement"]
 
 #: smallest predictive standard deviation used (a variance floor keeps z finite)
 STD_FLOOR = 1e-12
@@ -60,6 +60,15 @@ def log_ei(mean: np.ndarray, std: np.ndarray, best: float) -> np.ndarray:
     std = np.maximum(np.asarray(std, dtype=float), STD_FLOOR)
     z = (best - mean) / std
     return np.log(std) + log_h(z)
+
+
+def log_ei_averaged(means: np.ndarray, stds: np.ndarray, best: float) -> np.ndarray:
+    """``log`` of the mean EI over M models: means, stds (M, n) predictions of each model at the same n
+    points (minimisation, incumbent ``best`` in their common units); (n,). The models weigh alike (draws
+    of the hyperparameters' posterior, :meth:`gptask.model.numerics.LCM.laplace_draws`)."""
+    logs = log_ei(np.asarray(means, dtype=float), np.asarray(stds, dtype=float), best)
+    top = np.max(logs, axis=0)
+    return top + np.log(np.mean(np.exp(logs - top), axis=0))
 
 
 def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.ndarray:

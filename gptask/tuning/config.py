@@ -42,7 +42,9 @@ class TunerSettings:
     :mod:`gptask.evaluation.failed_runs`); provenance: the machine record stored with every trial ("auto", a
     record or label, None); mix_machines: accept this machine's trials in a history of another;
     failure_model: True, False or a probability p in [1/2, 1) (:class:`~gptask.tuning.Tuner`);
-    device: None or "cpu" (numpy), or a torch device such as "cuda".
+    device: None or "cpu" (numpy), or a torch device such as "cuda"; ei_draws: the searches' log-EI
+    averaged over the fit and this many Laplace draws of its hyperparameters, redrawn at every fit
+    (0: the fit alone, the default; issue 45, bench/results/suite.md).
     """
 
     n_latent: int | None = None
@@ -59,6 +61,7 @@ class TunerSettings:
     mix_machines: bool = False
     failure_model: bool | float = True
     device: str | None = None
+    ei_draws: int = 0
 
     def __post_init__(self) -> None:
         if self.n_latent is not None:
@@ -67,6 +70,7 @@ class TunerSettings:
         check_int("refit_restarts", self.refit_restarts, 1)
         check_int("pso_particles", self.pso_particles, 2)
         check_int("pso_iters", self.pso_iters, 1)
+        check_int("ei_draws", self.ei_draws, 0)
         if self.output_transform not in OUTPUT_TRANSFORMS:
             raise ValueError(f"output_transform must be 'auto', 'log' or 'none', got {self.output_transform!r}")
         if self.kernel not in KERNELS:

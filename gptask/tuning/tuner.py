@@ -272,7 +272,8 @@ class Tuner:
             self.mirror.close_storage()
             raise
         model_settings = ModelSettings(self.n_latent, self.kernel, self.restarts, self.refit_restarts,
-                                       transform_for(problem, self.output_transform), self.seed, self.device)
+                                       transform_for(problem, self.output_transform), self.seed, self.device,
+                                       settings.ei_draws)
         self.surrogate = self.make_surrogate(model_settings, policy, state["use_log"], int(state["iteration"]))
         meta = HistoryMeta(self.mirror.get_meta, self.mirror.set_meta if self.records_run else None)
         self.outputs = OutputModels(problem, self.tasks, self.surrogate, model_settings, policy, meta, comm,
@@ -640,10 +641,13 @@ class Tuner:
         claimed = space.encode([t.params for t in mine])
         view = self._search_view
         assert view is not None
+        acquisition = self.outputs.acquisition(view, i, claimed)
+        if acquisition is None and isinstance(view, SearchView) and view.draws:  # EI averaged over draws
+            best = view.best[i]
+            acquisition = view.log_ei(i, float(np.min(view.model.predict(i, claimed)[0])) if best is None else best)
         return search_task(view.model, i, self.problem, self.tasks[i], view.best[i], claimed,
                            self.incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
-                           self.pso_particles, self.pso_iters, self.outputs.acquisition(view, i, claimed),
-                           among=self.search_among(i))
+                           self.pso_particles, self.pso_iters, acquisition, among=self.search_among(i))
 
     def incumbents(self, i: int) -> np.ndarray | None:
         """Encoded configurations (m, D) placed in task ``i``'s initial swarm (the proposer's)."""

@@ -114,6 +114,15 @@ CALIBRATION_FRESH_STARTS = 2
 COLLAPSE_GAP_FRACTION = 1.0
 COLLAPSE_NATS = 2.0
 
+# ---- hyperparameter draws (issue 45: EI averaged over fits, TunerSettings.ei_draws) ---------------------
+#: step in theta (log length scales, W, log kappa, log noise) of the finite differences of the analytic
+#: gradient that give the Hessian of the log posterior at a fit (LCM.laplace_draws)
+LAPLACE_STEP = 1e-4
+#: the widest standard deviation of a Laplace draw along any direction of theta (eigenvalues of the
+#: Hessian floored at 1 / LAPLACE_MAX_SD^2): a flat or non-convex direction (a hyperparameter on its bound)
+#: is drawn this wide, not without limit
+LAPLACE_MAX_SD = 1.0
+
 # ---- numerics ---------------------------------------------------------------------------------------
 #: predictive variances are floored at this fraction of the prior variance
 VAR_FLOOR_REL = 1e-12

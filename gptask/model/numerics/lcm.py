@@ -57,7 +57,8 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
                        LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
                        COLLAPSE_NATS, CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS, CALIBRATION_LEVEL,
-                       CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS)
+                       CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS,
+                       LAPLACE_STEP, LAPLACE_MAX_SD)
 from .backend import get_backend
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
@@ -306,6 +307,27 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
         g_kappa[q] = 0.5 * np.diagonal(S_full)
         g_ls[q] = (0.5 if full else 1.0) * sq[q] / ls[q] ** 3  # 0.5 x the full sum (twice a halved one)
     return ll, (g_ls, g_W, g_kappa, g_noise), None, z, alpha, jitter
+
+
+def _neg_log_posterior(bk, data, lay: "_Layout", kern: str, prior_obj, s2: float, theta: np.ndarray):
+    """(-log posterior, its gradient (P,)) at theta (P,) of layout ``lay`` (minus the log-likelihood
+    without a prior); (FAIL_VALUE, zeros) where the covariance does not factorise or a value is not finite."""
+    ls, W, kappa, noise = lay.unpack(theta)
+    try:
+        ll, g, *_ = _lml_core(bk, data, ls, W, kappa, noise, kern, True)
+    except np.linalg.LinAlgError:
+        return FAIL_VALUE, np.zeros_like(theta)
+    g_ls, g_W, g_k, g_n = g
+    if prior_obj is not None:
+        lp, gp = prior_obj.log_density(
+            {"lengthscale": ls, "W": W, "kappa": kappa, "noise": noise}, s2)
+        ll += lp
+        g_ls, g_W = g_ls + gp["lengthscale"], g_W + gp["W"]
+        g_k, g_n = g_k + gp["kappa"], g_n + gp["noise"]
+    grad = np.concatenate([(g_ls * ls).ravel(), g_W.ravel(), (g_k * kappa).ravel(), g_n * noise])
+    if not (np.isfinite(ll) and np.all(np.isfinite(grad))):
+        return FAIL_VALUE, np.zeros_like(theta)
+    return -ll, -grad
 
 
 def _thread_cap(threads: Any, n_points: int) -> int | None:
@@ -732,22 +754,7 @@ class LCM:
             theta_init = np.clip(lay.pack(ip["lengthscale"], ip["W"], ip["kappa"], ip["noise"]), lo, hi)
 
         def objective(theta):
-            ls, W, kappa, noise = lay.unpack(theta)
-            try:
-                ll, g, *_ = _lml_core(self._bk, data, ls, W, kappa, noise, self._kernel, True)
-            except np.linalg.LinAlgError:
-                return FAIL_VALUE, np.zeros_like(theta)
-            g_ls, g_W, g_k, g_n = g
-            if prior_obj is not None:
-                lp, gp = prior_obj.log_density(
-                    {"lengthscale": ls, "W": W, "kappa": kappa, "noise": noise}, s2)
-                ll += lp
-                g_ls, g_W = g_ls + gp["lengthscale"], g_W + gp["W"]
-                g_k, g_n = g_k + gp["kappa"], g_n + gp["noise"]
-            grad = np.concatenate([(g_ls * ls).ravel(), g_W.ravel(), (g_k * kappa).ravel(), g_n * noise])
-            if not (np.isfinite(ll) and np.all(np.isfinite(grad))):
-                return FAIL_VALUE, np.zeros_like(theta)
-            return -ll, -grad
+            return _neg_log_posterior(self._bk, data, lay, self._kernel, prior_obj, s2, theta)
 
         rank, size = (0, 1) if comm is None else (int(comm.Get_rank()), int(comm.Get_size()))
 
@@ -881,6 +888,53 @@ class LCM:
                         "noise": p["noise"] * scale}
         self._condition_sorted(Xs, ys)
         return float(scale)
+
+    def laplace_draws(self, n: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
+        """``n`` hyperparameter sets drawn from the Laplace approximation of the posterior at this fit:
+        theta = [log lengthscale, W, log kappa, log noise] ~ N(theta_fit, H^-1), H the Hessian of the
+        negative log posterior (this model's prior; the log-likelihood without one) by forward differences
+        of its analytic gradient (P + 1 gradients, P hyperparameters), its eigenvalues floored at
+        1 / LAPLACE_MAX_SD^2, each draw clipped to the fit's bounds. A fit widened for calibration
+        (``fit_report.variance_scale``) is unwidened for the Hessian and each draw widened alike.
+        Returns a list of params dicts (lengthscale (Q, d), W (Q, T, rank), kappa (Q, T), noise (T,)) for
+        :meth:`condition`; empty when the Hessian cannot be computed (a gradient that fails)."""
+        self._require_params()
+        self._require_data()
+        n = _check_int(n, "n", 0)
+        if n == 0:
+            return []
+        Xs, ys = self.data()
+        T, d = len(Xs), Xs[0].shape[1]
+        lay = _Layout(self._Q, d, T, self._rank)
+        data = _sorted_data(Xs, ys, self._bk)
+        s2 = self._s2 if self._s2 is not None else _output_scale(data.y)
+        scale = 1.0 if self.fit_report is None else float(self.fit_report.variance_scale)
+        p = self._params
+        theta0 = lay.pack(p["lengthscale"], p["W"] / np.sqrt(scale), p["kappa"] / scale, p["noise"] / scale)
+        bounds = lay.bounds(s2)
+        lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
+        hi = np.array([np.inf if b[1] is None else b[1] for b in bounds])
+        f0, g0 = _neg_log_posterior(self._bk, data, lay, self._kernel, self.prior, s2, theta0)
+        if f0 >= FAIL_VALUE:
+            return []
+        P = theta0.size
+        H = np.empty((P, P))
+        for k in range(P):
+            step = np.zeros(P)
+            step[k] = LAPLACE_STEP
+            f, g = _neg_log_posterior(self._bk, data, lay, self._kernel, self.prior, s2, theta0 + step)
+            if f >= FAIL_VALUE:
+                return []
+            H[:, k] = (g - g0) / LAPLACE_STEP
+        evals, evecs = np.linalg.eigh(0.5 * (H + H.T))
+        evals = np.maximum(evals, 1.0 / LAPLACE_MAX_SD ** 2)
+        z = np.random.default_rng(_check_int(seed, "seed", 0)).standard_normal((n, P))
+        thetas = np.clip(theta0 + (z / np.sqrt(evals)) @ evecs.T, lo, hi)
+        out = []
+        for theta in thetas:
+            ls, W, kappa, noise = lay.unpack(theta)
+            out.append({"lengthscale": ls, "W": W * np.sqrt(scale), "kappa": kappa * scale, "noise": noise * scale})
+        return out
 
     def crossval_zscores(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, restandardize: bool | None = None,
                          fresh: bool | None = None) -> np.ndarray:

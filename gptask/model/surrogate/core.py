@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
+from ..acquisition import log_ei_averaged
 from ..numerics import LCM
 from ..numerics import defaults as model_defaults
 from ..numerics.priors import LCMPrior
@@ -64,7 +65,8 @@ class ModelSettings:
     refit_restarts: of a warm-started one; output_transform: "auto", "log" or "none"; seed: the
     run's seed (each fit draws from ``(seed, STAGE_FIT, iteration)``); device: where the LCM
     computes (None: numpy on the CPU; a torch device such as "cuda": the torch backend there,
-    equal to numpy's to rounding, :mod:`gptask.model.numerics.backend`)."""
+    equal to numpy's to rounding, :mod:`gptask.model.numerics.backend`); ei_draws: Laplace draws of the
+    hyperparameters after each fit that the search's log-EI is averaged over (0: none)."""
 
     n_latent: int
     kernel: str
@@ -73,6 +75,7 @@ class ModelSettings:
     output_transform: str
     seed: int
     device: str | None = None
+    ei_draws: int = 0
 
     def key(self) -> list:
         """What changes a fit's result besides the data (folded into the data key)."""
@@ -83,10 +86,28 @@ class ModelSettings:
 class SearchView:
     """What a search of task i maximises the acquisition on: ``model`` (the LCM with every pending
     trial as a noise-free fantasy) and ``best[i]``, the incumbent in model units (believed values
-    of pending trials included; None when the task has no measured value)."""
+    of pending trials included; None when the task has no measured value); ``draws``: the same model
+    under each Laplace draw of the hyperparameters (``ModelSettings.ei_draws``; empty: none), over
+    which, with ``model``, :meth:`log_ei` averages."""
 
     model: Any
     best: list[float | None]
+    draws: list = field(default_factory=list)
+
+    def log_ei(self, i: int, best: float) -> Callable[[np.ndarray], np.ndarray] | None:
+        """Task ``i``'s log of the EI averaged over ``model`` and ``draws`` (incumbent ``best`` in model
+        units), a function of encoded configurations (n, D) -> (n,); None without draws."""
+        if not self.draws:
+            return None
+        models = [self.model, *self.draws]
+
+        def acquisition(x: np.ndarray) -> np.ndarray:
+            preds = [m.predict(i, x) for m in models]
+            means = np.array([m for m, _ in preds])
+            stds = np.sqrt(np.maximum(np.array([v for _, v in preds]), 0.0))
+            return log_ei_averaged(means, stds, best)
+
+        return acquisition
 
 
 class Surrogate:
@@ -110,6 +131,10 @@ class Surrogate:
         self.data: TrainingData | None = None
         #: every model update made: {"kind", "seconds", "n_points", "reason"}
         self.updates: list[dict] = []
+        #: the Laplace draws of the last fit's hyperparameters (ModelSettings.ei_draws), and the seconds
+        #: each set of draws took
+        self.draws: list[dict] = []
+        self.draw_seconds: list[float] = []
 
     # ---- the output transform ------------------------------------------------------------------
     @property
@@ -212,6 +237,7 @@ class Surrogate:
                 return "reuse"
             model = self._fit(data)
         self._install_data(model, data, model_trials)
+        self._draw(model)
         self.iteration += 1
         params = {k: np.asarray(v).tolist() for k, v in model.get_params().items()}
         params["diagnostics"] = model.fit_record()  # what a model rebuilt from the history reports (issue 45)
@@ -219,6 +245,17 @@ class Surrogate:
         self.store.add_model(self.iteration, params, ll, data.key)
         log.info("iteration %d: LCM fitted on %d points, log-likelihood %.4g", self.iteration, data.n_points, ll)
         return "fit"
+
+    def _draw(self, model: LCM) -> None:
+        """The Laplace draws of ``model``'s fitted hyperparameters the searches average over (none
+        unless ``settings.ei_draws``); seeded by ``(seed, STAGE_FIT, iteration)``."""
+        n = self.settings.ei_draws
+        if not n:
+            return
+        t0 = time.perf_counter()
+        self.draws = model.laplace_draws(n, seed=int_seed(self.settings.seed, STAGE_FIT, self.iteration, 1))
+        self.draw_seconds.append(time.perf_counter() - t0)
+        log.debug("%d Laplace draws of the hyperparameters in %.3f s", len(self.draws), self.draw_seconds[-1])
 
     def _new_model(self) -> LCM:
         return LCM(n_latent=self.settings.n_latent, kernel=self.settings.kernel, device=self.settings.device)
@@ -362,4 +399,19 @@ class Surrogate:
         best = [self.state.best_z(i) if not believed[i].size else
                 believed_best(self.state.best_z(i), believed[i], float(noise_sd[i]))
                 for i in range(self.n_tasks)]
-        return SearchView(model, best)
+        return SearchView(model, best, self._draw_views(pending))
+
+    def _draw_views(self, pending: Sequence[np.ndarray]) -> list[LCM]:
+        """The model's data conditioned under each of ``draws`` (the hyperparameters held since the last
+        fit), with ``pending`` as fantasies at each one's means; a draw that does not factorise is left out."""
+        if not self.draws or self.model is None:
+            return []
+        X, y = self.model.data()
+        out = []
+        for params in self.draws:
+            try:
+                m = self._new_model().condition(X, y, params=params)
+            except (np.linalg.LinAlgError, ValueError):
+                continue
+            out.append(with_fantasies(m, pending)[0])
+        return out

@@ -329,6 +329,10 @@ class OutputModels:
             if best is None:
                 best = float(np.min(model.predict(i, claimed)[0]))
 
+        averaged = view.views[self.names[0] if self.names else ""].log_ei(i, best)  # over the draws, if any
+        if averaged is not None:
+            return averaged
+
         def term(x: np.ndarray) -> np.ndarray:
             mean, var = model.predict(i, x)
             return log_ei(mean, np.sqrt(np.maximum(var, 0.0)), best)
