@@ -26,18 +26,14 @@ import json
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
-from gptask.sources.replay import read_recording, replay_problem  # noqa: E402
 from run_free_speed import cholesky_seconds  # noqa: E402
-from source_scale import TASK, source_rows  # noqa: E402
-from suite_families import CONVOLUTION_DIR, CONVOLUTION_RESTRICTIONS  # noqa: E402
-from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
+from source_scale import TASK, held_out_case  # noqa: E402
 
 #: (stage, module, owner in the module or "", function name)
 STAGES = [
@@ -85,10 +81,7 @@ def main() -> None:
     ap.add_argument("--held", default="A100")
     ap.add_argument("--read-value", action="store_true")
     a = ap.parse_args()
-    recordings = {g: read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in GPUS}
-    rec = replace(recordings[a.held], label=TASK["kernel"])
-    prob = replay_problem([rec], CONVOLUTION_RESTRICTIONS, task_name="kernel", name="convolution")
-    sources = [gt.Source(source_rows(recordings[g], g), status="status") for g in GPUS if g != a.held]
+    prob, sources = held_out_case(a.held)
     seconds: dict[str, float] = {}
     for stage in STAGES:
         _wrap(seconds, *stage)

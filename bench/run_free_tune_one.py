@@ -15,17 +15,13 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptask as gt  # noqa: E402
-from gptask.sources.replay import read_recording, replay_problem  # noqa: E402
 from run_free_picks import cholesky_seconds  # noqa: E402
-from source_scale import TASK, source_rows  # noqa: E402
-from suite_families import CONVOLUTION_DIR, CONVOLUTION_RESTRICTIONS  # noqa: E402
-from suite_families import CONVOLUTION_GPUS as GPUS  # noqa: E402
+from source_scale import TASK, held_out_case  # noqa: E402
 
 
 def main() -> None:
@@ -34,10 +30,7 @@ def main() -> None:
     ap.add_argument("--held", default="A100")
     ap.add_argument("--cache", action="store_true")
     a = ap.parse_args()
-    recordings = {g: read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in GPUS}
-    rec = replace(recordings[a.held], label=TASK["kernel"])
-    prob = replay_problem([rec], CONVOLUTION_RESTRICTIONS, task_name="kernel", name="convolution")
-    sources = [gt.Source(source_rows(recordings[g], g), status="status") for g in GPUS if g != a.held]
+    prob, sources = held_out_case(a.held)
     row: dict = {"held": a.held, "file": gt.__file__, "cholesky_s": cholesky_seconds()}
     with tempfile.TemporaryDirectory() as tmp:
         extra = {"history": Path(tmp) / "h.sqlite", "cache": Path(tmp) / "cache"} if a.cache else {}

@@ -58,6 +58,14 @@ def source_rows(recording: Recording, gpu: str, picks: np.ndarray | None = None)
     return [{**row, "machine.label": gpu} for row in rows]
 
 
+def held_out_case(held: str) -> tuple[Any, list]:
+    """The run-free case of issue 46: the convolution problem of GPU ``held`` (its recording as the
+    replayed problem) and the five other GPUs' complete campaigns as ``gt.Source`` rows."""
+    recordings = {g: read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in GPUS}
+    rec = replace(recordings[held], label=TASK["kernel"])
+    prob = replay_problem([rec], CONVOLUTION_RESTRICTIONS, task_name="kernel", name="convolution")
+    return prob, [gt.Source(source_rows(recordings[g], g), status="status") for g in GPUS if g != held]
+
 def run_one(held: str, seed: int) -> dict[str, Any]:
     recordings = {g: read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in GPUS}
     rec = replace(recordings[held], label=TASK["kernel"])  # the held-out GPU's recording as the kernel's task
