@@ -57,9 +57,15 @@ def test_real_run_at_a_low_fraction_factors_the_scaled_matrix():
 @pytest.mark.mpi
 def test_tune_with_size_fidelity_runs_both_sizes_and_costs_their_wall_time():
     pb = problem(m_max=400, repeats=1, timeout=30, size_fractions=[0.25])
-    r = gt.tune(pb, [{"m": 400, "n": 400}], cost_budget=1e-3, budget=4, n_initial=2, seed=0, **FAST)
+    # the cheap level's design runs first, then the target's (its best cheap configuration promoted):
+    # a cost budget that does not bind, so that the run reaches the target's design
+    r = gt.tune(pb, [{"m": 400, "n": 400}], cost_budget=600.0, budget=3, n_initial=2, seed=0, **FAST)
     fractions = sorted(t.task[SIZE_FIDELITY] for t in r.history)
     assert fractions[0] == 0.25 and fractions[-1] == 1.0  # the initial designs at both levels
+    cheap = [t for t in r.history if t.task[SIZE_FIDELITY] == 0.25]
+    target = sorted((t for t in r.history if t.task[SIZE_FIDELITY] == 1.0), key=lambda t: t.id)
+    assert max(t.id for t in cheap[:2]) < target[0].id  # promotion: the target waited for the cheap design
+    assert target[0].params == min(cheap[:2], key=lambda t: (t.value, t.id)).params
     for t in r.history:
         assert t.status is Status.COMPLETE and t.extra["cost"] == pytest.approx(t.duration) and t.duration > 0
     assert r.cost_spent == pytest.approx(sum(t.duration for t in r.history))
