@@ -56,8 +56,8 @@ issue 46): the log length scales and log scale of the last fit, with the sha256 
 fitted on (the training inputs, labels and prior mean), as JSON in the run's history (and in the
 ``cache=`` folder of a tuned run with sources). A model restored from them on the same data refits
 nothing: one Laplace fit at the stored point gives the same probabilities (the grid and the L-BFGS-B
-search of the fit are skipped); on changed
-data they are one more start of the search, as the previous fit is in a run that was not stopped.
+search are skipped); on changed data they are one more start of the search, as the previous fit is
+in a run that was not stopped.
 """
 
 from __future__ import annotations
