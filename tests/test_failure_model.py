@@ -188,3 +188,95 @@ def test_above_the_fit_limit_the_failures_and_their_nearest_successes_place_the_
     failed = [t for t in trials if t.status is Status.FAILED]
     deep = [t for t in failed if t.params["a"] + t.params["b"] > 1.6 - 0.5 * t.task["t"]]
     assert len(failed) > 60 and deep and all(capped.explains(t) for t in deep)
+
+
+class _SpyFit:
+    """Counts the runs of _fit_ard (the grid's best start and the L-BFGS-B search) and their starts."""
+
+    def __init__(self, monkeypatch):
+        import gptask.model.surrogate.failure_model as fm
+        self.real, self.starts = fm._fit_ard, []
+        monkeypatch.setattr(fm, "_fit_ard", self)
+
+    def __call__(self, X, y, mean, starts):
+        self.starts.append([np.asarray(s, float) for s in starts])
+        return self.real(X, y, mean, starts)
+
+
+def test_kept_settings_on_the_same_runs_refit_nothing_and_a_changed_run_refits(monkeypatch):
+    # issue 46: the classifier's fitted settings, kept as JSON, make a resumed run's fit free
+    import json
+
+    spy = _SpyFit(monkeypatch)
+    rng = np.random.default_rng(3)
+    tasks = [{"t": 0.0}, {"t": 1.0}]
+    trials = trials_on(tasks, 25, rng)
+    first = FailureModel(PARAMS, TASKS)
+    first.update(trials)
+    assert len(spy.starts) == 1 and first.last_fit == "fitted"
+    kept = json.loads(json.dumps(first.settings()))  # as a history stores it
+    g = np.linspace(0.0, 1.0, 15)
+    X = PARAMS.encode([{"a": float(a), "b": float(b)} for a in g for b in g])
+    again = FailureModel(PARAMS, TASKS)
+    assert again.restore(kept)
+    again.update(trials)
+    assert len(spy.starts) == 1 and again.last_fit == "reused"  # no search ran
+    for task in tasks + [{"t": 0.5}]:
+        assert np.max(np.abs(again.prob_success(task, X) - first.prob_success(task, X))) < 1e-9
+    assert {t.id for t in trials if again.explains(t)} == {t.id for t in trials if first.explains(t)}
+    assert again.settings() == kept
+    # a changed run (one more failure) is other data: fitted again, from the kept point among the starts
+    changed = trials + [Trial(len(trials) + 1, 0, tasks[0], {"a": 0.1, "b": 0.1}, Status.FAILED, None, reason="x")]
+    third = FailureModel(PARAMS, TASKS)
+    third.restore(kept)
+    third.update(changed)
+    assert len(spy.starts) == 2 and third.last_fit == "fitted"
+    theta = np.array([*kept["log_length_scales"], kept["log_scale"]])
+    assert any(np.array_equal(s, theta) for s in spy.starts[1])
+    assert third.settings()["data_key"] != kept["data_key"]
+
+
+def test_settings_that_do_not_read_are_ignored_with_a_warning(caplog):
+    fm = FailureModel(PARAMS, TASKS)
+    with caplog.at_level("WARNING"):
+        assert not fm.restore({"data_key": "x", "log_length_scales": ["a"], "log_scale": 0.0})
+        assert not fm.restore({"log_scale": 0.0})
+    assert "stored settings do not read" in caplog.text
+    assert not fm.restore(None)
+
+
+def test_a_resumed_tune_reuses_the_classifier_its_history_kept(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from problems_for_tests import failing_problem
+    from gptask.data.storage import SQLiteStorage
+    from gptask.data.run_header import read_failure_fit
+
+    spy = _SpyFit(monkeypatch)
+    fits = []  # (how, probabilities on a grid of x at task t=0.5) of every update that fitted something
+    real_update = FailureModel.update
+
+    def update(self, trials):
+        before = self.fitted
+        real_update(self, trials)
+        if self.fitted is not None and self.fitted is not before:
+            fits.append((self.last_fit, self.prob_success({"t": 0.5}, np.linspace(0.0, 1.0, 41)[:, None])))
+
+    monkeypatch.setattr(FailureModel, "update", update)
+    path = tmp_path / "h.sqlite"
+    first = gt.tune(failing_problem(), tasks=2, budget=8, history=path, seed=1, progress=False)
+    assert any(r["status"] == Status.FAILED for r in first.history)
+    fitted = len(spy.starts)
+    assert fitted >= 1 and fits[-1][0] == "fitted"
+    with SQLiteStorage(path) as s:
+        kept = read_failure_fit(s)
+    assert kept is not None and set(kept) == {"data_key", "log_length_scales", "log_scale"}
+    n = len(fits)
+    gt.tune(failing_problem(), tasks=2, budget=9, history=path, seed=1, progress=False)  # resumed: one more run each
+    assert fits[n][0] == "reused"  # the resumed run's first fit: the kept one, no search
+    assert np.max(np.abs(fits[n][1] - fits[n - 1][1])) < 1e-9
+    assert len(spy.starts) > fitted  # the new runs are new data: fitted again
+    with SQLiteStorage(path) as s:
+        assert read_failure_fit(s) != kept

@@ -321,3 +321,45 @@ def test_a_lazy_prediction_replaced_or_given_all_its_fields_is_a_plain_one():
                            feasible=True, route="consensus")
     with pytest.raises(ValueError, match="not the pick made from the measurements"):
         wrong.value
+
+
+def test_a_resumed_tune_with_sources_and_cache_fits_no_failure_classifier_again(monkeypatch, tmp_path):
+    """Issue 46: sources with failed runs: the failure classifier fitted for the first call's result
+    is kept in the cache with the model's fit; the resumed call puts it in its history and reuses
+    it (no grid, no L-BFGS-B search: _fit_ard does not run), with the same probabilities."""
+    import gptask.model.surrogate.failure_model as fm
+    from gptask.data.run_header import read_failure_fit
+    from gptask.data.storage import SQLiteStorage
+
+    searches, fitted = [], []
+    real_ard, real_update = fm._fit_ard, fm.FailureModel.update
+    monkeypatch.setattr(fm, "_fit_ard", lambda *a: searches.append(1) or real_ard(*a))
+
+    def update(self, trials):
+        real_update(self, trials)
+        if self.fitted is not None:
+            fitted.append((self.last_fit, self.settings(), np.exp(self.fitted.log_prob_success(self.fitted.X))))
+
+    monkeypatch.setattr(fm.FailureModel, "update", update)
+
+    def with_failures(machine: str) -> gt.Source:
+        rows = [{**r, "status": "failed", "value": None} if r["x"] >= 9 else {**r, "status": "complete"}
+                for r in _measured(machine, drop=4)]
+        return gt.Source(rows, status="status")
+
+    sources = [with_failures(m) for m in MACHINE_OPTIMA]
+    args = dict(seed=0, sources=sources, provenance="new", progress=False, restarts=1,
+                history=tmp_path / "h.sqlite", cache=tmp_path / "cache")
+    first = gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, **args)
+    first.model  # fitted when read, kept in the cache
+    assert searches and fitted[-1][0] == "fitted"
+    last = fitted[-1]
+    searches.clear()
+    again = gt.tune(_grid_problem(), [{"kernel": "conv"}], 1, **args)  # resumed: the budget is spent
+    again.model
+    assert searches == []
+    assert fitted[-1][0] == "reused" and fitted[-1][1] == last[1]
+    assert np.max(np.abs(fitted[-1][2] - last[2])) < 1e-9
+    with SQLiteStorage(tmp_path / "h.sqlite") as s:
+        assert read_failure_fit(s) == last[1]
+

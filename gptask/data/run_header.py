@@ -16,6 +16,9 @@ newer histories)::
     defaults           [params dict | null, ...]: each task's default configuration
     source_selection   {"fingerprint": [...], "selection": {...}}: the sources judged by select_sources=True
     provenance         any JSON: a provenance record the report shows
+    failure_fit        {"data_key", "log_length_scales", "log_scale"}: the failure classifier's last fit
+                       (sha256 of its data, log of each input column's length scale, log latent scale);
+                       a resumed run on the same data reuses it instead of fitting (issue 46)
 
 :class:`RunHeader` is what a history holds, read at once (:meth:`RunHeader.read`); the ``write_*``
 functions store one value each. ``storage`` is anything with ``get_meta`` and ``set_meta`` (a
@@ -33,7 +36,7 @@ from typing import Any, Protocol
 __all__ = ["RunHeader", "MetaStore", "SEED", "SETTINGS", "USE_LOG", "UNIT", "DEFAULTS", "SOURCE_SELECTION",
            "PROVENANCE", "use_log_key", "model_key", "run_settings", "write_seed", "write_settings", "write_use_log",
            "write_unit", "write_defaults", "write_source_selection", "read_use_log", "read_output_model",
-           "write_output_model", "stored_unit"]
+           "write_output_model", "stored_unit", "FAILURE_FIT", "read_failure_fit", "write_failure_fit"]
 
 SEED = "seed"
 SETTINGS = "settings"
@@ -42,6 +45,8 @@ UNIT = "unit"
 DEFAULTS = "defaults"
 SOURCE_SELECTION = "source_selection"
 PROVENANCE = "provenance"
+#: the failure model's last fitted settings (gptask.model.surrogate.failure_model.FailureModel.settings)
+FAILURE_FIT = "failure_fit"
 
 
 class MetaStore(Protocol):
@@ -156,6 +161,18 @@ def write_output_model(storage: MetaStore, output: str, iteration: int, params: 
 def read_output_model(storage: MetaStore, output: str) -> dict | None:
     """The stored last fit of the modelled output ``output``; None when there is none."""
     return storage.get_meta(model_key(output))
+
+
+def write_failure_fit(storage: MetaStore, settings: dict) -> None:
+    """Store the failure model's last fitted settings (JSON values: its data key, log length scales
+    and log scale)."""
+    storage.set_meta(FAILURE_FIT, dict(settings))
+
+
+def read_failure_fit(storage: MetaStore) -> dict | None:
+    """The stored settings of the failure model's last fit; None when there are none."""
+    got = storage.get_meta(FAILURE_FIT)
+    return got if isinstance(got, dict) else None
 
 
 def write_unit(storage: MetaStore, unit: str) -> None:

@@ -14,7 +14,8 @@ fitted on them (issue 46).
   keyed by the sha256 of the rows the model is fitted on (after the summary), the fit's options and
   the combined problem's signature: a second call with the same sources loads it instead of fitting.
 * **the fit of a ``gt.tune(..., sources=..., cache=DIR)`` result's model** (``fit-<key>.json``: the
-  hyperparameters, their data key and the output transform), keyed by the run's trials when the
+  hyperparameters, their data key and the output transform, and the failure classifier's fitted
+  settings with their data key when the runs hold a failure), keyed by the run's trials when the
   fit was made (:meth:`SourceCache.keep_fit`): the result's model is fitted when first read
   (:class:`gptask.results.result.LazyModelResult`), after the run's history is closed, so it is kept
   here, and a run resumed on the same data with the same cache (or a second run) puts it in its
@@ -35,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data.run_header import write_use_log
+from ..data.run_header import write_failure_fit, write_use_log
 from ..data.trials import Status
 from .measurements import Measurement, Source
 
@@ -132,8 +133,8 @@ class SourceCache:
         return self.directory / f"fit-{content_key(problem.signature(), rows, dict(options))}.json"
 
     def keep_fit(self, path: Path, record: Mapping[str, Any]) -> None:
-        """Keep the fit ``record`` ({"iteration", "params", "log_likelihood", "data_key", "use_log"})
-        at ``path`` (from :meth:`fit_path`)."""
+        """Keep the fit ``record`` ({"iteration", "params", "log_likelihood", "data_key", "use_log"}, and
+        "failure": the failure model's settings when it was fitted) at ``path`` (from :meth:`fit_path`)."""
         self.fits += 1
         _write(path, {"fit": dict(record)})
 
@@ -147,12 +148,17 @@ class SourceCache:
             params = dict(fit["params"])
             iteration, ll, data_key = int(fit["iteration"]), float(fit["log_likelihood"]), str(fit["data_key"])
             use_log = fit["use_log"]
+            failure = fit.get("failure")
+            if failure is not None and not isinstance(failure, dict):
+                raise TypeError(f"the failure model's settings must be an object, got {failure!r}")
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("cache: %s does not read back (%s); the model is fitted again", path, exc)
             return False
         storage.add_model(iteration, params, ll, data_key)
         if use_log is not None:
             write_use_log(storage, bool(use_log))
+        if failure is not None:
+            write_failure_fit(storage, failure)
         return True
 
 

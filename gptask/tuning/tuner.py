@@ -836,6 +836,7 @@ class Tuner:
 
         def fit() -> tuple[LCM | None, Any, dict, dict | None]:
             kept, surrogate.store = surrogate.store, memory
+            meta, self.outputs.meta = self.outputs.meta, HistoryMeta(meta_absent, None)  # the history may be closed
             before = memory.last
             try:
                 outputs = self.outputs.current(model_trials, trials)
@@ -843,9 +844,12 @@ class Tuner:
                 log.error("the final model could not be fitted (%s): the result has no model", exc)
                 return None, None, {}, None
             finally:
-                surrogate.store = kept
+                surrogate.store, self.outputs.meta = kept, meta
             model, transform = next(iter(outputs.values()))
             record = None if memory.last is before else {**memory.last, "use_log": surrogate.use_log}
+            failure = None if self.outputs.failure is None else self.outputs.failure.settings()
+            if record is not None and failure is not None:
+                record["failure"] = failure
             return model, transform, {k: v for k, v in outputs.items() if k is not None}, record
 
         return fit
@@ -854,6 +858,11 @@ class Tuner:
         if not self.model_ready():
             raise ValueError("the model needs a finished trial of every task")
         return self.outputs.current(self.model_trials(), [t for t in self.trials if self.proposer.in_model(t)])
+
+
+def meta_absent(key: str) -> None:
+    """No stored meta value (what a lazy result's fit reads once the history may be closed)."""
+    return None
 
 
 class _KeptInMemory:

@@ -50,13 +50,22 @@ configuration a failure probability of at least :data:`EXPLAINED` (0.5): it lies
 classifier has learnt to fail, and the acquisition's factor keeps the search away from there. A
 failure the classifier smooths over (an isolated crash among successes) keeps the old rule: it is
 shown to the objective's model as the task's worst value (:mod:`gptask.model.surrogate.data`).
+
+**Its fitted settings are kept** (:meth:`FailureModel.settings`, :meth:`FailureModel.restore`,
+issue 46): the log length scales and log scale of the last fit, with the sha256 of the data it was
+fitted on (the training inputs, labels and prior mean), as JSON in the run's history (and in the
+``cache=`` folder of a tuned run with sources). A model restored from them on the same data refits
+nothing: one Laplace fit at the stored point gives the same probabilities (the grid and the L-BFGS-B
+search are skipped); on changed data they are one more start of the search, as the previous fit is
+in a run that was not stopped.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,7 +77,8 @@ from ...space.dimensions import Space
 from ...data.trials import Status, Trial
 
 __all__ = ["FailureModel", "success_threshold", "GRID_PARAMS", "GRID_TASKS", "GRID_SCALES", "LENGTH_BOUNDS", "SCALE_BOUNDS",
-           "LENGTH_PRIOR", "SCALE_PRIOR", "FIT_ITERS", "FIT_MAX_POINTS", "EXPLAINED", "SUCCESS_AT_LEAST", "BELOW_PENALTY"]
+           "LENGTH_PRIOR", "SCALE_PRIOR", "FIT_ITERS", "FIT_MAX_POINTS", "EXPLAINED", "SUCCESS_AT_LEAST", "BELOW_PENALTY",
+           "SETTINGS_FORMAT"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +107,9 @@ EXPLAINED = 0.5
 SUCCESS_AT_LEAST, BELOW_PENALTY = 0.5, 50.0
 #: Newton iterations of the Laplace mode search, and its tolerance on the objective
 NEWTON_ITERS, NEWTON_TOL = 30, 1e-8
+#: the version of the kept settings (:meth:`FailureModel.settings`): part of their data key, so
+#: settings kept by another version of the fit are a start of the search, never reused as they are
+SETTINGS_FORMAT = 1
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -245,6 +258,16 @@ def _fit_ard(X: np.ndarray, y: np.ndarray, mean: float, starts: Sequence[np.ndar
         return None
 
 
+def _data_key(X: np.ndarray, y: np.ndarray, mean: float) -> str:
+    """The sha256 (hex) of a fit's data: inputs X (n, c), labels y (n,), prior mean, with the
+    fit's constants (a change of them is a change of what the same data give)."""
+    h = hashlib.sha256(repr((SETTINGS_FORMAT, X.shape, float(mean), GRID_PARAMS, GRID_TASKS, GRID_SCALES,
+                             LENGTH_BOUNDS, SCALE_BOUNDS, LENGTH_PRIOR, SCALE_PRIOR, FIT_ITERS)).encode())
+    h.update(np.ascontiguousarray(X, dtype=float).tobytes())
+    h.update(np.ascontiguousarray(y, dtype=float).tobytes())
+    return h.hexdigest()
+
+
 def success_threshold(failure_model: bool | float) -> float | None:
     """The least probability of success a proposal needs under ``failure_model`` (a tuner's
     option): True, :data:`SUCCESS_AT_LEAST`; a number p with 1/2 <= p < 1, p; False, None (no
@@ -292,6 +315,38 @@ class FailureModel:
         self._key: tuple | None = None
         self._explained: set[int] = set()
         self._labels: np.ndarray | None = None
+        self._theta: np.ndarray | None = None  # log length scales, then log scale, of the last fit
+        self._data: str | None = None  # the data key of the last fit
+        self._stored: tuple[str, np.ndarray] | None = None  # restored settings: (data key, theta)
+        #: how the last fit was made: "reused" (restored settings, same data), "fitted", or None
+        self.last_fit: str | None = None
+
+    def settings(self) -> dict | None:
+        """The last fit's settings as JSON values ({"data_key", "log_length_scales", "log_scale"}:
+        the data's sha256, the log of each input column's length scale in unit-cube units, the log
+        of the latent standard deviation), or None without a fit."""
+        if self.fitted is None or self._theta is None or self._data is None:
+            return None
+        return {"data_key": self._data, "log_length_scales": [float(v) for v in self._theta[:-1]],
+                "log_scale": float(self._theta[-1])}
+
+    def restore(self, settings: Mapping | None) -> bool:
+        """Keep ``settings`` (from :meth:`settings`, e.g. read back from a history) for the next
+        :meth:`update`: reused when its data are those they were fitted on, a start of the search
+        otherwise. Settings that do not read (edited, another version) are ignored with a warning;
+        returns whether they were kept."""
+        if settings is None:
+            return False
+        try:
+            theta = np.array([*settings["log_length_scales"], settings["log_scale"]], dtype=float)
+            key = str(settings["data_key"])
+            if theta.ndim != 1 or theta.size < 2 or not np.all(np.isfinite(theta)):
+                raise ValueError(f"log_length_scales and log_scale must be finite numbers, got {theta.tolist()}")
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("the failure model's stored settings do not read (%s); it is fitted afresh", exc)
+            return False
+        self._stored = (key, theta)
+        return True
 
     @property
     def active(self) -> bool:
@@ -323,6 +378,43 @@ class FailureModel:
         mean = float(ndtri((n_ok + 1.0) / (len(y_all) + 2.0)))  # the base rate of every run, not the subset's
         rows = _training_rows(X_all, y_all, FIT_MAX_POINTS)
         X, y = X_all[rows], y_all[rows]
+        data = _data_key(X, y, mean)
+        best = self._reuse(X, y, mean, data)
+        if best is None:
+            best = self._fit(X, y, mean)
+        self.fitted, self._labels = best, y
+        if best is None:
+            log.warning("the failure model could not be fitted on %d trials; failures are imputed as before", len(y))
+            self._explained, self._theta, self._data = set(), None, None
+            return
+        self._theta, self._data = np.append(-np.log(best.inv_ls), math.log(best.scale)), data
+        p_fail = -np.expm1(best.log_prob_success(X_all[y_all < 0]))
+        self._explained = {t.id for t, p in zip(failed, p_fail) if p >= EXPLAINED}
+        log.info("failure model: %d failed of %d runs%s, length scales %s (parameters, then tasks), scale %.2g; "
+                 "%d failure(s) left to it%s", len(failed), len(y_all),
+                 f" (fitted on {len(y)} of them)" if len(y) < len(y_all) else "",
+                 " ".join(f"{v:.2g}" for v in 1.0 / best.inv_ls), best.scale, len(self._explained),
+                 "; its stored settings reused" if self.last_fit == "reused" else "")
+
+    def _reuse(self, X: np.ndarray, y: np.ndarray, mean: float, data: str) -> _Laplace | None:
+        """The classifier at the restored settings when they were fitted on these data (key
+        ``data``), by one Laplace fit; None otherwise (or when that fit fails)."""
+        stored = self._stored
+        if stored is None or stored[0] != data or stored[1].size != X.shape[1] + 1:
+            return None
+        theta = stored[1]
+        try:
+            fit = _fit_laplace(X, y, np.exp(-theta[:-1]), float(math.exp(theta[-1])), mean)
+        except np.linalg.LinAlgError:
+            return None
+        self.last_fit = "reused"
+        return fit
+
+    def _fit(self, X: np.ndarray, y: np.ndarray, mean: float) -> _Laplace | None:
+        """The classifier fitted on inputs X (n, c), labels y (n,) with prior mean ``mean``: the
+        best of the isotropic grid, then the ARD search from it, the previous fit and the restored
+        settings (module docstring); None when no Laplace fit succeeds."""
+        self.last_fit = "fitted"
         d = self.params.n_columns
         best = None
         for lp in GRID_PARAMS:
@@ -339,18 +431,10 @@ class FailureModel:
             starts = [np.append(-np.log(best.inv_ls), math.log(best.scale))]
             if self.fitted is not None and self.fitted.X.shape[1] == X.shape[1]:
                 starts.append(np.append(-np.log(self.fitted.inv_ls), math.log(self.fitted.scale)))
+            elif self._stored is not None and self._stored[1].size == X.shape[1] + 1:
+                starts.append(self._stored[1])
             best = _fit_ard(X, y, mean, starts) or best
-        self.fitted, self._labels = best, y
-        if best is None:
-            log.warning("the failure model could not be fitted on %d trials; failures are imputed as before", len(y))
-            self._explained = set()
-            return
-        p_fail = -np.expm1(best.log_prob_success(X_all[y_all < 0]))
-        self._explained = {t.id for t, p in zip(failed, p_fail) if p >= EXPLAINED}
-        log.info("failure model: %d failed of %d runs%s, length scales %s (parameters, then tasks), scale %.2g; "
-                 "%d failure(s) left to it", len(failed), len(y_all),
-                 f" (fitted on {len(y)} of them)" if len(y) < len(y_all) else "",
-                 " ".join(f"{v:.2g}" for v in 1.0 / best.inv_ls), best.scale, len(self._explained))
+        return best
 
     def evidence_drop(self, columns: slice) -> float:
         """How much the fitted classifier's log evidence (Laplace approximation) falls when the

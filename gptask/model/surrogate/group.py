@@ -59,7 +59,8 @@ from ...problem.objectives import Limit, Outputs
 from ..pareto import nondominated_boxes
 from ...space.dimensions import Space
 from ..transforms import OutputTransform
-from ...data.run_header import read_output_model, read_use_log, write_output_model, write_use_log
+from ...data.run_header import (read_failure_fit, read_output_model, read_use_log, write_failure_fit,
+                                 write_output_model, write_use_log)
 from ...data.trials import Status, Trial
 from .core import ModelSettings, SearchView, Surrogate
 from .data import usable
@@ -175,6 +176,13 @@ class OutputModels:
                                           comm=comm)
         at_least = success_threshold(failure_model)
         self.failure = None if at_least is None else FailureModel(self.space, problem.task_space, at_least)
+        #: the history's meta values the failure model's settings are kept in (its ``set`` None: not kept)
+        self.meta = meta
+        self._kept_failure: dict | None = None
+        if self.failure is not None:
+            stored = read_failure_fit(meta)
+            if self.failure.restore(stored):
+                self._kept_failure = stored
         self.records: list[Trial] = []  # the finished trials the models hold (explained failures left out)
 
     # ---- the models ----------------------------------------------------------------------------
@@ -206,8 +214,7 @@ class OutputModels:
     def update(self, model_trials: Sequence[Trial], trials: Sequence[Trial]) -> LCM:
         """Bring the failure model and every output's model up to date (``model_trials``: the
         finished trials the models are built on; ``trials``: every trial); returns the primary model."""
-        if self.failure is not None:
-            self.failure.update(model_trials)
+        self._update_failure(model_trials)
         kept, every = self._kept(model_trials), self._kept(trials)
         self.records = kept
         model = None
@@ -220,12 +227,22 @@ class OutputModels:
     def current(self, model_trials: Sequence[Trial], trials: Sequence[Trial]) -> dict[str | None, tuple[LCM, OutputTransform]]:
         """Every output's model conditioned on every finished trial (:meth:`Surrogate.current`), the
         primary first: what a result reports."""
-        if self.failure is not None:
-            self.failure.update(model_trials)
+        self._update_failure(model_trials)
         kept, every = self._kept(model_trials), self._kept(trials)
         self.records = kept
         return {name: s.current(project(kept, name, self._sign(name)), project(every, name, self._sign(name)))
                 for name, s in self.surrogates().items()}
+
+    def _update_failure(self, model_trials: Sequence[Trial]) -> None:
+        """Bring the failure model up to date and keep its fitted settings in the history when they
+        changed (:mod:`.failure_model`: a resumed run reuses them)."""
+        if self.failure is None:
+            return
+        self.failure.update(model_trials)
+        settings = self.failure.settings()
+        if settings is not None and settings != self._kept_failure and self.meta.set is not None:
+            write_failure_fit(self.meta, settings)
+            self._kept_failure = settings
 
     # ---- searches ------------------------------------------------------------------------------
     @property
