@@ -12,6 +12,7 @@ Collapse: a length scale shorter than the gap between its input's values, checke
 counted by hand, and a fit whose short length scale the data do not prefer is refitted bounded.
 """
 
+import math
 import sys
 
 import numpy as np
@@ -250,6 +251,13 @@ def test_a_standardised_task_is_restandardised_on_each_fold_and_warm_folds_start
     # the units that included the held-out point bound it: |y| <= (n-1)/sqrt(n) within its own task
     assert np.max(np.abs(np.concatenate(y))) <= 5 / np.sqrt(6) + 1e-9
     assert not np.allclose(np.abs(got), np.abs(model.crossval_zscores(3, 2, restandardize=False, fresh=False)))
+
+
+def test_fold_units_are_the_remaining_points_mean_and_sd_of_standardised_tasks_only():
+    kept = [np.array([1.0, 2.0, 4.0]), np.array([1.0, 2.0, 4.0]), np.array([3.0]), np.array([2.0, 2.0])]
+    units = LCM.fold_units(kept, [True, False, True, True])
+    assert units[0] == pytest.approx((7 / 3, math.sqrt(((1 - 7 / 3) ** 2 + (2 - 7 / 3) ** 2 + (4 - 7 / 3) ** 2) / 3)))
+    assert units[1:] == [(0.0, 1.0)] * 3  # not standardised, a single point, no spread: used as given
 
 
 def test_scarce_sizes_the_calibrated_intervals_cover_on_the_seeds_that_were_worst():

@@ -4,13 +4,17 @@ Both checks keep the fitted hyperparameters and re-condition the model on the da
 (:meth:`gptask.model.numerics.LCM.subset`: one factorisation per fold, no refit), then score the
 predictions of every held-out COMPLETE trial against its measured value. The hyperparameters did see
 the held-out points, so the figures are slightly optimistic; ``bench/run_free.py`` measures the
-same with a full refit per fold. Failed and censored trials are never held out (they stay in the
+same with a full refit per fold. The units did not see them: within a task, a fold puts a per-task
+standardised task (:meth:`~gptask.model.numerics.LCM.standardized_tasks`, the tuner's output
+transform) in the units of its remaining points (:meth:`~gptask.model.numerics.LCM.fold_units`), as
+the tuner would see a new point (issue 45: with the held-out point inside the sample that set its
+units, its standardised value is bounded by (n-1)/sqrt(n), and small tasks covered too much). Failed and censored trials are never held out (they stay in the
 data of every fold, as the model sees them).
 
 * :func:`within_task_cv`: each task's complete trials are split at random (seeded) into ``folds``
   parts; fold k of every task is held out at once. A prediction is the model's posterior for that
-  task *with its noise* (a new measurement), in user units through the output transform (the
-  transform's per-task mean and scale stay those fitted on all data).
+  task *with its noise* (a new measurement), in the fold's units (above), mapped back to the model's
+  units of all data and to user units through the output transform.
 * :func:`leave_one_task_out`: task i is removed from the model altogether (its data, its rows of the
   task covariance, its output transform) and its trials are predicted with :func:`gptask.predict`
   as for a task never seen: the run-free path a user gets for a new problem instance.
@@ -180,16 +184,24 @@ def within_task_cv(result: TuningResult, folds: int = 5, seed: int = 0) -> CVRep
         fold_of.append(f)
     report = CVReport(f"within-task {folds}-fold", defaults=_defaults(result))
     T = len(result.tasks)
+    standardized = model.standardized_tasks()
     for k in range(folds):
         keep = [fold_of[i] != k for i in range(T)]
-        sub = model.subset(range(T), [Xs[i][keep[i]] for i in range(T)], [ys[i][keep[i]] for i in range(T)])
+        # a per-task standardised task is re-standardised on the fold's remaining points (its held-out
+        # points must not set the units they are scored in: issue 45)
+        units = model.fold_units([ys[i][keep[i]] for i in range(T)], standardized)
+        sub = model.subset(range(T), [Xs[i][keep[i]] for i in range(T)],
+                           [(ys[i][keep[i]] - units[i][0]) / units[i][1] for i in range(T)])
         for i in range(T):
             held = np.flatnonzero(fold_of[i] == k)
             if not held.size:
                 continue
-            # the calibrated predictive (LCM.calibration_factor, from the fold's own points)
+            # the calibrated predictive (LCM.calibration_factor, from the fold's own points), back in
+            # the model's units of all data
+            a, b = units[i]
             m, v = sub.predict_calibrated(i, Xs[i][held], include_noise=True)
             _, v_latent = sub.predict_calibrated(i, Xs[i][held])
+            m, v, v_latent = a + b * m, b * b * v, b * b * v_latent
             s = np.sqrt(np.maximum(v, 0.0))
             s_latent = np.sqrt(np.maximum(v_latent, 0.0))
             lo = tr.backward(i, m - Z95 * s)

@@ -964,8 +964,7 @@ class LCM:
             if not any(h.any() for h in held):
                 continue
             keep = [y[~h] for y, h in zip(ys, held)]
-            units = [(float(np.mean(y)), float(np.std(y))) if s and len(y) >= 2 and np.std(y) > 0 else (0.0, 1.0)
-                     for y, s in zip(keep, std)]
+            units = self.fold_units(keep, std)
             sub = self._like()
             start = dict(restarts=CALIBRATION_FRESH_STARTS, seed=_check_int(seed, "seed", 0) + 1 + k) if fresh \
                 else dict(restarts=1, seed=seed, init=self._params)
@@ -986,6 +985,16 @@ class LCM:
         _, ys = self.data()
         return np.array([len(y) >= 3 and abs(float(np.mean(y))) <= CALIBRATION_STANDARD_TOL
                          and abs(float(np.std(y)) - 1.0) <= CALIBRATION_STANDARD_TOL for y in ys])
+
+    @staticmethod
+    def fold_units(kept: Sequence[np.ndarray], standardized: Sequence[bool]) -> list[tuple[float, float]]:
+        """Per task, the units (mean, sd) of a cross-validation fold: the mean and numpy ``std`` of the
+        task's remaining points ``kept[i]`` (n_i,) where ``standardized[i]`` (:meth:`standardized_tasks`)
+        and they have at least two distinct values, else (0.0, 1.0) (the task used as given). A fold fits
+        on ``(kept[i] - mean) / sd`` and scores its held-out points in those units, as the tuner would see
+        a new point (:meth:`crossval_zscores`, :func:`gptask.transfer.crossval.within_task_cv`)."""
+        return [(float(np.mean(y)), float(np.std(y))) if s and len(y) >= 2 and np.std(y) > 0 else (0.0, 1.0)
+                for y, s in zip(kept, standardized)]
 
     def calibration_factor(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> float:
         """The factor s >= 1 the intervals users see multiply the predictive variances by (the search keeps
