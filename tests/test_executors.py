@@ -18,6 +18,7 @@ import gptask as gt
 from gptask.evaluation.noise import Pruner, StaticResampling
 from gptask.data.storage import NotAHistory, SQLiteStorage
 from gptask.data.trials import Status
+from gptask.evaluation.journal import journals
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -156,6 +157,10 @@ def test_a_run_killed_with_its_workers_resumes_to_the_same_records(tmp_path):
     done_before = [t for t in before if t.status.finished]
     pending_before = [t for t in before if not t.status.finished]
     assert len(done_before) >= 7 and len(done_before) < 16 and pending_before
+    # runs that had ended and were waiting for the tuner's commit are journalled beside the history
+    # (gptask/evaluation/journal.py): the resume commits them instead of running them again
+    journalled = set(journals(hist))
+    assert journalled <= {t.id for t in pending_before}
     n_calls = len(calls(log))
     with cf.ProcessPoolExecutor(3) as ex:
         res = gt.tune(sleepy_problem(str(log), median=0.1), tasks=2, budget=8, n_initial=4, seed=0, history=hist,
@@ -167,8 +172,9 @@ def test_a_run_killed_with_its_workers_resumes_to_the_same_records(tmp_path):
         assert after[t.id].params == t.params and after[t.id].attempts == t.attempts + 1
     for i in range(2):
         assert len({key(r["params"]) for r in res.records(i, status=None)}) == 8
-    # the resumed run evaluated exactly the trials that were not finished
-    assert len(calls(log)) - n_calls == 16 - len(done_before)
+    # the resumed run evaluated exactly the trials that were neither finished nor journalled
+    assert len(calls(log)) - n_calls == 16 - len(done_before) - len(journalled)
+    assert journals(hist) == {}
 
 
 def test_max_time_on_an_executor_stops_forked_runs_and_leaves_them_pending(tmp_path):

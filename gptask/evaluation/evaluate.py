@@ -47,12 +47,13 @@ import numpy as np
 
 from ..core.checks import check_int, check_seconds
 from .child import ChildDied, ChildTimeout, Guard, die_with, exception_text, run_in_process_group
+from . import journal as result_journal
 from .noise import AGGREGATES, RunCensored, Session, accepts_deadline, check_aggregate, evaluate_with_state
 from ..problem.objectives import Outputs
 from ..data.trials import Status, check_value, point_key
 
 __all__ = ["EvaluationFailed", "EvaluationInterrupted", "Outcome", "Evaluator", "Job", "JobResult", "run_job",
-           "AGGREGATES"]
+           "journal_result", "AGGREGATES"]
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +188,10 @@ class Job:
     machine), or None; guard: the tuner's :class:`gptask.evaluation.child.Guard` when the job goes to an executor
     (a worker that descends from the tuner then runs every run in a child process group that dies
     with the tuner or when it is interrupted, and ends itself when the tuner dies), else None;
-    outputs: the problem's named outputs (:class:`gptask.problem.objectives.Outputs`), or None for one number.
+    outputs: the problem's named outputs (:class:`gptask.problem.objectives.Outputs`), or None for one number;
+    trial: the id of the trial this job evaluates (None: not a trial of a history); journal: the file
+    where :func:`run_job` writes its result before returning it (:mod:`gptask.evaluation.journal`),
+    or None.
     """
 
     objective: Callable[..., Any]
@@ -202,6 +206,8 @@ class Job:
     deadline: float | None = None
     guard: Guard | None = None
     outputs: Outputs | None = None
+    trial: int | None = None
+    journal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -307,15 +313,31 @@ def _with_policy(job: Job, stop_at: float | None, forked: bool) -> JobResult:
 
 def run_job(job: Job) -> JobResult:
     """Run ``job`` (repeats and aggregation, or its noise policy and pruner; its timeout in a child
-    process group); never raises for a failing objective, whose failure is the outcome."""
+    process group); never raises for a failing objective, whose failure is the outcome. With
+    ``job.journal`` a complete or censored outcome is written there before it is returned
+    (:func:`journal_result`)."""
     stop_at = None if job.deadline is None else time.monotonic() + (job.deadline - time.time())
     forked = _forks(job)
     try:
         if job.noise is not None:
-            return _with_policy(job, stop_at, forked)
-        return JobResult(_repeated(job, stop_at, forked))
+            result = _with_policy(job, stop_at, forked)
+        else:
+            result = JobResult(_repeated(job, stop_at, forked))
     except EvaluationInterrupted as exc:
         return JobResult(None, interrupted=str(exc))
+    journal_result(job, result)
+    return result
+
+
+def journal_result(job: Job, result: JobResult, path: str | None = None) -> bool:
+    """Write ``result``'s outcome to the journal file ``path`` (default ``job.journal``) when it is
+    one that is journalled (complete or censored, :mod:`gptask.evaluation.journal`); whether it was
+    written."""
+    path = path or job.journal
+    if path is None or job.trial is None or result.outcome is None or \
+            not result_journal.journalled(result.outcome.status):
+        return False
+    return result_journal.write(path, job.trial, job.task, job.params, result.outcome.to_json())
 
 
 class Evaluator:
@@ -373,13 +395,13 @@ class Evaluator:
         return self._sessions[key]
 
     def job(self, task: Mapping[str, Any], params: Mapping[str, Any], stop_at: float | None = None,
-            guard: Guard | None = None) -> Job:
+            guard: Guard | None = None, trial: int | None = None, journal: str | None = None) -> Job:
         """The :class:`Job` evaluating ``params`` on ``task`` now; ``stop_at``: a ``time.monotonic()``
-        instant at which a forked run is stopped; guard: see :class:`Job`."""
+        instant at which a forked run is stopped; guard, trial, journal: see :class:`Job`."""
         state = self._session(task).state() if self.noise is not None else None
         deadline = None if stop_at is None else time.time() + (stop_at - time.monotonic())
         return Job(self.objective, dict(task), dict(params), self.repeats, self.aggregate, self.timeout,
-                   self.noise, self.pruner, state, deadline, guard, self.outputs)
+                   self.noise, self.pruner, state, deadline, guard, self.outputs, trial, journal)
 
     def record(self, job: Job, result: JobResult) -> Outcome:
         """The outcome of ``job``, its policy result folded into the task's session. Raises

@@ -30,6 +30,11 @@ released; when this process is killed (``kill -9``), the workers that descend fr
 the executor's machinery (a Dask nanny, ``mpiexec``).
 An executor failure (a worker process that died, a job that could not be sent) stops the loop with
 an error naming the trial, after telling every result that did come back.
+
+Nothing finished is lost when this process is killed (``kill -9``, ``scancel --signal=KILL``)
+between a run's end and its commit: the worker that has the result journals it beside a file
+history first (:mod:`gptask.evaluation.journal`), and the campaign that takes the trial over
+commits it instead of running it again (:meth:`Tuner.ask <gptask.tuning.tuner.Tuner.ask>`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from typing import Any
 
 from ..evaluation.child import guarded_runs
 from ..evaluation.evaluate import Evaluator, Job, run_job
+from ..evaluation.journal import remove as forget
 from ..data.trials import Trial
 from ..core.progress import Progress
 from .steps import Waiting, report, tell_once
@@ -120,8 +126,9 @@ def _loop(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_flig
                 t0 = time.monotonic()
                 trials = tuner.ask(max_in_flight - len(running))
                 ask_s += time.monotonic() - t0
-                for t in trials:
-                    job = evaluator.job(t.task, t.params, stop_at=stop_at, guard=guard)
+                for t in trials:  # each result is journalled where it is known, before it travels back
+                    job = evaluator.job(t.task, t.params, stop_at=stop_at, guard=guard, trial=t.id,
+                                        journal=tuner.journal_path(t.id))
                     try:
                         running[executor.submit(run_job, job)] = (t, job)
                     except Exception as exc:  # e.g. a process pool broken by a worker that died
@@ -149,6 +156,7 @@ def _loop(tuner: Tuner, evaluator: Evaluator, executor: cf.Executor, max_in_flig
                                      result.interrupted)
                     continue
                 tell_once(tuner, trial, evaluator.record(job, result), reporter=reporter)
+                forget(job.journal)  # committed (or told by another process first)
                 reporter.advance()
                 told += 1
                 if told % per_line == 0:

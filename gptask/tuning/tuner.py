@@ -55,6 +55,7 @@ from threadpoolctl import threadpool_limits
 
 from ..results.baseline import defaults_of, record_defaults
 from ..core.checks import check_int, check_seconds
+from ..evaluation import journal as result_journal
 from ..evaluation.evaluate import Outcome
 from ..evaluation.failed_runs import FailureWatch
 from ..model.numerics import LCM
@@ -515,7 +516,7 @@ class Tuner:
         if self.cost_spent_up():
             return []  # the cost budget is spent: no run starts
         self._check_outputs_recorded()
-        out = self.mirror.reclaim(n)
+        out = self._commit_journalled(self.mirror.reclaim(n))
         out += self._ask_initial(None if n is None else n - len(out))
         if n is None and any(t.source in (SOURCE_INITIAL, SOURCE_DEFAULT) for t in out):
             return out
@@ -527,6 +528,62 @@ class Tuner:
                 break
             out += got
         return out
+
+    def journal_path(self, trial_id: int) -> str | None:
+        """The file where a run of trial ``trial_id`` journals its result before it is committed
+        (:mod:`gptask.evaluation.journal`); None for a history that is no file (in memory,
+        PostgreSQL) or on a rank other than 0."""
+        path = getattr(self.mirror.storage, "path", None)
+        return None if path is None else result_journal.entry_path(path, trial_id)
+
+    def _commit_journalled(self, reclaimed: list[Trial]) -> list[Trial]:
+        """``reclaimed`` (trials just taken over from a holder that died or released them) less
+        those whose run had ended and journalled its result before it was committed: those are
+        committed now from the journal, not run again. Journal files of trials the history holds
+        finished are removed (committed by a process killed before it removed them)."""
+        def read() -> dict[str, Any]:
+            path = getattr(self.mirror.storage, "path", None)
+            files = {} if path is None else result_journal.journals(path)
+            if not files:
+                return {}
+            finished = {t.id for t in self.mirror.records}
+            for tid in sorted(set(files) & finished):
+                result_journal.remove(files[tid])
+            found: dict[str, Any] = {}
+            for t in reclaimed:
+                entry = result_journal.read(files[t.id]) if t.id in files else None
+                if entry is None:
+                    continue
+                if not entry.matches(t.id, t.task, t.params):
+                    log.warning("journal file %s is not trial %d's result (task %s, params %s there; %s, %s in the "
+                                "history): removed, the trial runs again", entry.path, t.id, entry.task, entry.params,
+                                t.task, t.params)
+                    result_journal.remove(entry.path)
+                    continue
+                found[str(t.id)] = {"outcome": entry.outcome, "path": entry.path}
+            return found
+
+        found = self.mirror.on_root(read, "reading the result journal")
+        if not found:
+            return reclaimed
+        rest = []
+        for t in reclaimed:
+            got = found.get(str(t.id))
+            if got is None:
+                rest.append(t)
+                continue
+            try:
+                self.tell(t, Outcome.from_json(got["outcome"]))
+            except ValueError as exc:  # e.g. a run_cost that refuses it: the trial runs again
+                log.warning("trial %d's journalled result could not be committed (%s): it runs again", t.id, exc)
+                rest.append(t)
+            else:
+                log.warning("trial %d (task %d, %s): its run had ended and journalled its result, and the process "
+                            "that ran it ended before committing it: committed from %s, not run again",
+                            t.id, t.task_index, dict(t.params), got["path"])
+            if self.rank == 0:
+                result_journal.remove(got["path"])
+        return rest
 
     def _ask_initial(self, room: int | None) -> list[Trial]:
         """Design points round robin over tasks (the k-th point of every task before any k+1-th)."""

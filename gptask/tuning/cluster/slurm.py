@@ -32,6 +32,10 @@ command resumes. SIGTERM stops the loop at once (:mod:`gptask.tuning.loop`); Slu
 A SIGTERM requeues only a job ended for its time limit (:func:`ending_at_time_limit`), never one
 ended by ``scancel``, whose cancel it would undo.
 
+Killed outright (``scancel --signal=KILL``, the OOM killer): a step's result is journalled beside
+the history (:mod:`gptask.evaluation.journal`) by the thread that ran it, before the campaign's main
+thread commits it; the campaign submitted again commits it from there instead of running it again.
+
 slurmctld restarting (or failing over): a step that srun could not create because the controller
 did not answer, or did not know its nodes yet, is tried again with backoff for CONTROLLER_WAIT_S
 (it never ran, so nothing runs twice); nodes that are unknown or not responding take no new step
@@ -58,7 +62,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...evaluation.evaluate import JobResult, Outcome
+from ...evaluation.evaluate import Job, JobResult, Outcome, journal_result
 from ...data.trials import Status
 from ...problem.fidelity import FidelityObjective
 
@@ -426,6 +430,7 @@ class _Waiting:
     args: tuple
     resources: Resources
     passes: int = 0
+    journalled: Job | None = None  # the job whose result this executor journals (with its resources)
 
 
 def _level_key(fidelity: Mapping[str, Any], names: Sequence[str]) -> Any:
@@ -586,10 +591,15 @@ class SlurmSteps(cf.Executor):
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future:
         res = self.needs(fn, args)
         future: cf.Future = cf.Future()
+        journalled = None
+        if args and isinstance(args[0], Job) and args[0].journal is not None:
+            # journalled here, once the result is final (its step's resources added, a cancelled
+            # step's failure made an interruption), not by run_job
+            journalled, args = args[0], (dataclasses.replace(args[0], journal=None), *args[1:])
         with self._cond:
             if self._shutdown:
                 raise RuntimeError("cannot submit to a SlurmSteps executor after shutdown")
-            self._queue.append(_Waiting(future, lambda: fn(*args, **kwargs), args, res))
+            self._queue.append(_Waiting(future, lambda: fn(*args, **kwargs), args, res, journalled=journalled))
             self._cond.notify_all()
         return future
 
@@ -695,6 +705,8 @@ class SlurmSteps(cf.Executor):
             if isinstance(result, JobResult) and result.outcome is not None:  # recorded with the run
                 result = dataclasses.replace(result, outcome=dataclasses.replace(
                     result.outcome, extra={**result.outcome.extra, "resources": step.resources.record()}))
+            if w.journalled is not None and isinstance(result, JobResult):
+                journal_result(w.journalled, result)  # before the campaign may be killed (journal.py)
             w.future.set_result(result)
         finally:
             _here.step = None

@@ -1,0 +1,168 @@
+"""The step-result journal: a finished run's result kept beside the history until it is committed.
+
+Between an objective's return and the commit of its trial to the history there is a gap: the
+result travels back from the executor's worker (a pipe, a future) and waits while the tuner's main
+thread fits a model or searches. A campaign killed in that gap (``scancel --signal=KILL``, the OOM
+killer, a node lost under the tuner) lost the run, and the resumed campaign ran it again. So the
+process that has the result writes it first, as one small JSON file per trial in a folder beside a
+file history (``<history>.results/trial-<id>.json``: the trial's id, task and configuration, and
+the :class:`~gptask.evaluation.evaluate.Outcome`), atomically (a temporary file, ``fsync``,
+``rename``), before handing it back. The tuner removes the file once the trial is committed; a
+resumed campaign that takes over the trial (its holder died or released it) commits the journalled
+result instead of running the configuration again (:meth:`gptask.tuning.tuner.Tuner.ask`).
+
+Only results that judge the configuration are journalled: COMPLETE and CENSORED. A FAILED run is
+not: a step killed because the campaign itself is dying fails too, and that is no verdict on its
+configuration; such a trial runs again, as before. No pickle: the file is JSON and is checked when
+read (a file that does not parse, or whose trial, task or configuration differ from the history's,
+is removed with a warning and the trial runs again).
+
+Histories that are no file (in memory, PostgreSQL) have no journal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..data.storage.base import json_text
+from ..data.trials import Status, point_key
+
+__all__ = ["JOURNAL_SUFFIX", "FORMAT", "journal_dir", "entry_path", "journals", "write", "read", "remove",
+           "Entry"]
+
+log = logging.getLogger(__name__)
+
+#: the journal folder of history ``h.db`` is ``h.db.results`` (not SQLite's ``h.db-journal``)
+JOURNAL_SUFFIX = ".results"
+#: the version of an entry's JSON
+FORMAT = 1
+_NAME = re.compile(r"^trial-(\d+)\.json$")
+
+
+def journal_dir(history: str | os.PathLike) -> Path:
+    """The journal folder of the history file ``history``."""
+    return Path(f"{os.fspath(history)}{JOURNAL_SUFFIX}")
+
+
+def entry_path(history: str | os.PathLike, trial_id: int) -> str:
+    """The journal file of trial ``trial_id`` of the history file ``history``."""
+    return str(journal_dir(history) / f"trial-{int(trial_id)}.json")
+
+
+def journals(history: str | os.PathLike) -> dict[int, str]:
+    """trial id -> journal file, of every entry in ``history``'s journal folder (empty when none)."""
+    try:
+        names = os.listdir(journal_dir(history))
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    return {int(m.group(1)): str(journal_dir(history) / n) for n in names if (m := _NAME.match(n))}
+
+
+def journalled(status: Status | str | None) -> bool:
+    """Whether a run's outcome of ``status`` is journalled: a finished verdict on its configuration
+    (COMPLETE or CENSORED), not a failure (module docstring); None (no outcome): no."""
+    return status is not None and Status.parse(status) in (Status.COMPLETE, Status.CENSORED)
+
+
+def write(path: str, trial_id: int, task: Mapping[str, Any], params: Mapping[str, Any],
+          outcome: Mapping[str, Any]) -> bool:
+    """Write trial ``trial_id``'s ``outcome`` (:meth:`Outcome.to_json
+    <gptask.evaluation.evaluate.Outcome.to_json>`) to ``path`` atomically (a temporary file in the same
+    folder, fsync, rename; the folder made when missing). Returns whether it was written: a file
+    system that refuses it is logged as a warning, never an error of the run (the result still goes
+    back to the tuner; only the protection against a kill in the gap is missing)."""
+    record = {"format": FORMAT, "trial": int(trial_id), "task": dict(task), "params": dict(params),
+              "outcome": dict(outcome), "written": time.time(), "host": socket.gethostname(),
+              "pid": os.getpid()}
+    folder = os.path.dirname(path) or "."
+    tmp = None
+    try:
+        text = json_text(record)
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".trial-", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        try:  # the rename itself survives a crash of the node only once the folder is synced
+            dfd = os.open(folder, os.O_RDONLY)
+        except OSError:
+            return True
+        try:
+            os.fsync(dfd)
+        except OSError:
+            pass
+        finally:
+            os.close(dfd)
+        return True
+    except (OSError, TypeError, ValueError) as exc:
+        log.warning("could not journal the result of trial %d to %s (%s): a campaign killed before it is "
+                    "committed runs it again", trial_id, path, exc)
+        return False
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+class Entry:
+    """One journal file as read: ``trial`` (id), ``task``, ``params``, ``outcome`` (the JSON of
+    an :class:`~gptask.evaluation.evaluate.Outcome`, COMPLETE or CENSORED) and ``path``."""
+
+    __slots__ = ("trial", "task", "params", "outcome", "path")
+
+    def __init__(self, trial: int, task: dict, params: dict, outcome: dict, path: str) -> None:
+        self.trial, self.task, self.params, self.outcome, self.path = trial, task, params, outcome, path
+
+    def matches(self, trial_id: int, task: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+        """Whether this entry is the result of that trial (same id, task and configuration)."""
+        return (self.trial == trial_id and point_key(self.task) == point_key(task)
+                and point_key(self.params) == point_key(params))
+
+
+def read(path: str) -> Entry | None:
+    """The entry in ``path``; None (with a warning) when it cannot be read or is not a journal
+    entry of this format, None silently when the file is gone."""
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("journal file %s cannot be read (%s): ignored", path, exc)
+        return None
+    try:
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise ValueError(f"format {d.get('format') if isinstance(d, dict) else None!r}, expected {FORMAT}")
+        outcome = dict(d["outcome"])
+        if not journalled(outcome.get("status")):
+            raise ValueError(f"status {outcome.get('status')!r} is never journalled")
+        return Entry(int(d["trial"]), dict(d["task"]), dict(d["params"]), outcome, path)
+    except (KeyError, TypeError, ValueError) as exc:
+        log.warning("journal file %s is not a result gptask wrote (%s): ignored", path, exc)
+        return None
+
+
+def remove(path: str | None) -> None:
+    """Remove the journal file ``path`` (nothing when None or already gone)."""
+    if path is None:
+        return
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("could not remove journal file %s: %s", path, exc)
