@@ -1,6 +1,7 @@
 """The local Slurm cluster for the tests (scripts/slurm_local.sh), an allocation on it, objectives
 that run as job steps, and polling helpers (no timing assertions: every wait has a generous deadline)."""
 
+import datetime
 import os
 import subprocess
 import time
@@ -54,12 +55,33 @@ def wait_for(what: str, check, deadline: float = DEADLINE_S, every: float = 0.5)
         time.sleep(every)
 
 
-def job_state(job: str) -> str:
+def job_field(job: str, name: str) -> str:
+    """Field ``name`` of ``scontrol show job``'s record of ``job`` ("" when not shown)."""
     out = subprocess.run(["scontrol", "show", "job", job, "-o"], capture_output=True, text=True).stdout
     for field in out.split():
-        if field.startswith("JobState="):
+        if field.startswith(f"{name}="):
             return field.split("=", 1)[1]
     return ""
+
+
+def job_state(job: str) -> str:
+    return job_field(job, "JobState")
+
+
+#: seconds after a requeue before which the requeued job may not start: slurmd refuses the new run's
+#: credential when it was made in the same second as the revocation of the previous run's (Slurm
+#: keeps both to the second), and the job ends FAILED ("Killing non-startable batch JobId=N: Job
+#: credential revoked"); Slurm's own hold after a requeue is 121 s for that reason
+REQUEUE_CREDENTIAL_S = 2
+
+
+def release_requeued(job: str) -> None:
+    """Let requeued (PENDING) ``job`` start without Slurm's hold of about two minutes, but not
+    within REQUEUE_CREDENTIAL_S seconds of its requeue (its SubmitTime, which the requeue resets):
+    released with ``StartTime=now`` in the second of the requeue it failed at once."""
+    submitted = datetime.datetime.fromisoformat(job_field(job, "SubmitTime"))
+    start = submitted + datetime.timedelta(seconds=REQUEUE_CREDENTIAL_S)
+    subprocess.run(["scontrol", "update", f"jobid={job}", f"StartTime={start.isoformat()}"], capture_output=True)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from gptask.evaluation.evaluate import Evaluator, run_job
 from gptask.data.storage import open_storage
 from gptask.data.trials import Status
 from tests.slurm_helpers import (ROOT, allocation, fidelity_steps_problem, job_state, nodes_of, nodes_up,  # noqa: F401
-                                 slurm, steps_problem, wait_for)
+                                 release_requeued, slurm, steps_problem, wait_for)
 
 SMALL = dict(progress=False, pso_iters=5, pso_particles=10, restarts=1)
 
@@ -196,8 +196,8 @@ def test_campaign_job_requeued_at_its_walltime_signal_resumes_exactly(slurm, tmp
         wait_for("the requeue", lambda: "Restarts=1" in subprocess.run(
             ["scontrol", "show", "job", job], capture_output=True, text=True).stdout, deadline=120)
         if job_state(job) == "PENDING":  # Slurm holds a requeued job about two minutes (its BeginTime):
-            # release it now; the test is about the resume, not that wait
-            subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], capture_output=True)
+            # release it sooner (never in the requeue's second); the test is about the resume, not that wait
+            release_requeued(job)
         wait_for("the requeued job's end", lambda: job_state(job) in ("COMPLETED", "FAILED", "CANCELLED"),
                  deadline=420, every=2)
     finally:
@@ -210,6 +210,34 @@ def test_campaign_job_requeued_at_its_walltime_signal_resumes_exactly(slurm, tmp
     assert len(trials) == 10 == len(runs), out
     assert len({(t.params["x"], t.params["n"]) for t in trials}) == 10
     assert sorted(f"{t.params['x']} {t.params['n']}" for t in trials) == sorted(" ".join(r.split()[:2]) for r in runs)
+
+
+def test_a_requeued_job_released_at_once_runs_again(slurm, tmp_path):
+    """What the requeue tests do after a requeue: a job that requeues itself (exec scontrol requeue,
+    as the campaign's last act) is released at once by release_requeued and runs again to its end,
+    COMPLETED. Released with StartTime=now, as those tests did, a restart in the second of the
+    requeue ended FAILED ("Killing non-startable batch JobId=N: Job credential revoked"; 4 of 5
+    tries here, and test_campaign_job_requeued_at_its_walltime_signal_resumes_exactly's job 299)."""
+    script = tmp_path / "requeue.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --requeue\n#SBATCH --open-mode=append\n#SBATCH --nodes=1\n"
+                      "#SBATCH --time=5\n"
+                      'echo "restart ${SLURM_RESTART_COUNT:-0}"\n'
+                      '[ "${SLURM_RESTART_COUNT:-0}" = 0 ] && exec scontrol requeue "$SLURM_JOB_ID"\n'
+                      "echo finished\n")
+    sub = subprocess.run(["sbatch", "--parsable", "-o", str(tmp_path / "%j.out"), str(script)], capture_output=True,
+                         text=True, cwd=tmp_path)
+    assert sub.returncode == 0, sub.stderr
+    job = sub.stdout.strip().split(";")[0]
+    try:
+        wait_for("the requeue", lambda: "Restarts=1" in subprocess.run(
+            ["scontrol", "show", "job", job], capture_output=True, text=True).stdout and job_state(job) == "PENDING",
+                 deadline=120, every=0.05)
+        release_requeued(job)
+        wait_for("the job's end", lambda: job_state(job) in ("COMPLETED", "FAILED", "CANCELLED"), deadline=120)
+    finally:
+        subprocess.run(["scancel", job])
+    out = (tmp_path / f"{job}.out").read_text()
+    assert job_state(job) == "COMPLETED" and "restart 1" in out and "finished" in out, (job_state(job), out)
 
 
 def test_one_job_per_trial_through_submitit(slurm, tmp_path, monkeypatch):
