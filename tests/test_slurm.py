@@ -301,12 +301,28 @@ def _sleep_problem() -> gt.Problem:
                       param_space=gt.Space([gt.Integer("x", 0, 99)]), objective=_sleep_objective)
 
 
-def _tune_in_thread(ex, budget: int, history: Path):
+def _gated_objective(task, params):
+    """A one-node step that writes 'node step' to ``$GPTASK_TEST_STARTED`` once it runs, then waits
+    for the file ``$GPTASK_TEST_GATE`` (at most 300 s) and writes 'node start end step' to the step
+    log: a step the test can catch running and keep running until it lets it go."""
+    step = gt.cluster.current_step()
+    started, gate = os.environ["GPTASK_TEST_STARTED"], os.environ["GPTASK_TEST_GATE"]
+    cmd = (f'echo "$SLURMD_NODENAME {step.name}" >> {started}; s=$(date +%s.%N); '
+           f'for i in $(seq 3000); do [ -e {gate} ] && break; sleep 0.1; done; '
+           'echo "$SLURMD_NODENAME $s $(date +%s.%N) ' + step.name + '" >> ' + os.environ["GPTASK_TEST_STEP_LOG"])
+    step.run(["bash", "-c", cmd])
+    return float(params["x"])
+
+
+def _tune_in_thread(ex, budget: int, history: Path, objective=_sleep_objective):
     import threading
     box = {}
+    problem = _sleep_problem()
+    problem = gt.Problem(name=problem.name, task_space=problem.task_space, param_space=problem.param_space,
+                         objective=objective)
 
     def target():
-        box["result"] = gt.tune(_sleep_problem(), tasks=[{"size": 1}], budget=budget, n_initial=budget, executor=ex,
+        box["result"] = gt.tune(problem, tasks=[{"size": 1}], budget=budget, n_initial=budget, executor=ex,
                                 history=str(history), **SMALL)
     t = threading.Thread(target=target, daemon=True)
     t.start()
@@ -319,19 +335,39 @@ def _steps_running(job: str) -> dict:
     return {w[0]: w[1] for w in (ln.split() for ln in out.splitlines()) if len(w) == 2 and w[0].startswith("gptask-")}
 
 
+def _step_processes(name: str) -> list[str]:
+    """The processes on this host whose command line names step ``name`` (its srun, and on the local
+    Slurm its program)."""
+    out = subprocess.run(["pgrep", "-f", "--", f"{name}[\" ]"], capture_output=True, text=True).stdout
+    return out.split()
+
+
 def test_a_node_going_down_fails_its_step_and_the_campaign_goes_on(allocation, tmp_path, monkeypatch):
     """scontrol update state=down on a node running a step of a --no-kill allocation: that trial is
     FAILED with 'lost a node', every other trial COMPLETE, no step starts on that node afterwards,
-    and the budget is met on the remaining nodes."""
+    and the budget is met on the remaining nodes. The step is caught running (it says so from its
+    node) and held there until Slurm has ended it: the node goes down neither before the step has
+    started (srun then reports a failed launch) nor after it has ended."""
     log = tmp_path / "steps.log"
+    started, gate = tmp_path / "started", tmp_path / "gate"
     monkeypatch.setenv("GPTASK_TEST_STEP_LOG", str(log))
+    monkeypatch.setenv("GPTASK_TEST_STARTED", str(started))
+    monkeypatch.setenv("GPTASK_TEST_GATE", str(gate))
     down = None
     try:
         with SlurmSteps(allocation=allocation) as ex:
-            t, box = _tune_in_thread(ex, 10, tmp_path / "h.db")
-            running = wait_for("a step running", lambda: _steps_running(allocation.job_id), deadline=180)
-            down = sorted(running.values())[0]
-            subprocess.run(["scontrol", "update", f"nodename={down}", "state=down", "reason=gptask-test"], check=True)
+            t, box = _tune_in_thread(ex, 10, tmp_path / "h.db", _gated_objective)
+            try:
+                first = wait_for("a step running", lambda: started.exists() and started.read_text().splitlines(),
+                                 deadline=180)[0]
+                down, name = first.split()
+                subprocess.run(["scontrol", "update", f"nodename={down}", "state=down", "reason=gptask-test"],
+                               check=True)
+                # its srun and its program gone (on the local Slurm they run here): only then do the others go on
+                wait_for(f"step {name} ended by Slurm", lambda: name not in _steps_running(allocation.job_id)
+                         and not _step_processes(name), deadline=120)
+            finally:
+                gate.write_text("")
             t.join(timeout=600)
         assert not t.is_alive()
     finally:
