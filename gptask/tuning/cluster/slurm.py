@@ -22,7 +22,9 @@ The objective runs in a thread of the tuner's process (no pickling) and launches
 :func:`current_step`: ``current_step().run(["./app", ...])`` or ``current_step().prefix + [...]``
 (``srun --nodes=K --ntasks=... --nodelist=... --exclusive --time=...``: a step of its own nodes,
 never sharing their CPUs with another step). A step that fails to start, is killed at its time
-limit or loses a node raises :class:`StepFailed` with that reason: a FAILED trial.
+limit or loses a node raises :class:`StepFailed` with that reason: a FAILED trial. A step placed
+on a node that left the allocation after the node states were last read (they are read at most
+every NODE_CHECK_S) never starts and its trial is placed again on other nodes, not failed.
 
 Stopping (walltime): ``with SlurmSteps(...) as ex:`` installs a SIGUSR1 handler (``sbatch
 --signal=B:USR1@S``); at the signal the loop stops proposing, the running steps are cancelled
@@ -273,6 +275,10 @@ class Step:
     job_id: str
     name: str
     cancelled: bool = False
+    #: srun could not create this step at its first run, nothing of it ran (SlurmSteps then checks
+    #: whether its nodes left the allocation meanwhile, and places the trial again if so)
+    never_created: bool = False
+    _created: bool = False
     _procs: list = dataclasses.field(default_factory=list, repr=False)
     _stopped: threading.Event = dataclasses.field(default_factory=threading.Event, repr=False)
 
@@ -312,6 +318,10 @@ class Step:
                 break
             log.info("step %s not created (%s): trying again", self.name, _last_line(text))
         done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        if proc.returncode != 0 and "UNABLE TO CREATE STEP" in text.upper():
+            self.never_created = not self._created
+        else:
+            self._created = True
         if proc.returncode != 0 or _lost_node(err or ""):  # srun may exit 0 when its node failed
             raise StepFailed(self.reason(proc.returncode, err or ""))
         return done
@@ -671,7 +681,8 @@ class SlurmSteps(cf.Executor):
                     continue
                 w, nodes = picked
                 self._queue.remove(w)
-                if not w.future.set_running_or_notify_cancel():
+                # a trial placed again (its nodes left the allocation before its step started) is running already
+                if not w.future.running() and not w.future.set_running_or_notify_cancel():
                     continue
                 if not nodes:
                     up = len(self.allocation.nodes) - len(self._down)
@@ -689,9 +700,24 @@ class SlurmSteps(cf.Executor):
                 self._threads.append(t)
                 t.start()
 
+    def _left_before_start(self, step: Step) -> bool:
+        """Whether ``step`` was never created because a node of it left the allocation (down, drained,
+        lost by the --no-kill job) after the node states were last read: read them again now."""
+        if not step.never_created or step.cancelled or self.stopped_by:
+            return False
+        with self._cond:
+            self._checked = 0.0
+            self._usable()
+            gone = sorted(set(step.nodes) & self._down)
+        if gone:
+            log.warning("step %s could not start: node(s) %s left the allocation before it; its trial waits for "
+                        "other nodes", step.name, ", ".join(gone))
+        return bool(gone)
+
     def _run(self, w: _Waiting, step: Step) -> None:
         _here.step = step
         failed = True
+        again = False
         try:
             result = w.fn()
         except BaseException as exc:  # noqa: BLE001 - handed to the future, as any executor does
@@ -699,6 +725,11 @@ class SlurmSteps(cf.Executor):
         else:
             failed = not isinstance(result, JobResult) or result.outcome is None or \
                 result.outcome.status is Status.FAILED
+            # placed on a node that had just gone: nothing ran, so the trial is placed again (no FAILED
+            # trial for a configuration that never ran); at most once per node of the allocation
+            again = failed and self._left_before_start(step)
+            if again:
+                return
             if step.cancelled and isinstance(result, JobResult) and (
                     result.outcome is None or result.outcome.status is Status.FAILED):
                 result = JobResult(None, interrupted=f"{self.stopped_by or 'stopped'}: step {step.name} cancelled")
@@ -713,6 +744,8 @@ class SlurmSteps(cf.Executor):
             with self._cond:
                 self._running.pop(w.future, None)
                 self._free.extend(step.nodes)
+                if again:
+                    self._queue.insert(0, w)
                 if failed:  # a node may be lost: read the node states before its next step
                     self._checked = 0.0
                 self._threads = [t for t in self._threads if t is not threading.current_thread()]
