@@ -26,6 +26,17 @@ def resources(task, params):
 objective.resources = resources
 
 
+def fidelity_job_objective(task, params):
+    """A run as one submitit job (SlurmJobs) whose every rank appends 'iterations x nodes ntasks
+    jobid' to ``$GPTASK_TEST_STEP_LOG``, read from the job's own environment; (x - 3)^2 shifted a
+    little at the cheaper levels."""
+    env = os.environ
+    with open(env["GPTASK_TEST_STEP_LOG"], "a") as f:
+        f.write(f"{params['iterations']} {params['x']} {env['SLURM_JOB_NUM_NODES']} {env['SLURM_NTASKS']} "
+                f"{env['SLURM_JOB_ID']}\n")
+    return (params["x"] - 3) ** 2 + 0.5 * (9 - params["iterations"]) / 9 * params["x"]
+
+
 def problem() -> gt.Problem:
     return gt.Problem(name="campaign", task_space=gt.Space([gt.Integer("size", 1, 9)]),
                       param_space=gt.Space([gt.Integer("x", 0, 30), gt.Categorical("n", [1, 2])]),

@@ -14,23 +14,28 @@ untested here). Job arrays (``array=True``, the default): the trials the loop ha
 (the initial design, several slots freed at once) go to Slurm as one job array (``sbatch --array``,
 submitit's ``executor.batch()``), one submission for the scheduler instead of one per trial; a trial
 handed over alone is a plain job. Each array task is still one trial with its own state and
-``scancel`` (``JOB_TASK``).
+``scancel`` (``JOB_TASK``). A problem with fidelity: ``fidelity_resources`` (as for
+:class:`~gptask.tuning.cluster.slurm.SlurmSteps`) gives each fidelity level's job its own nodes,
+ranks per node, CPUs per rank and time limit; trials handed over together go as one array per level.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import logging
+import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...evaluation.evaluate import JobResult, Outcome
 from ...data.trials import Status
-from .slurm import ClusterError
+from .slurm import ClusterError, Resources, check_fidelity_resources, check_level_resources, resources_at_level, \
+    split_fidelity
 
 __all__ = ["SlurmJobs"]
 
@@ -40,6 +45,8 @@ log = logging.getLogger(__name__)
 POLL_S = 2.0
 #: seconds a trial handed over waits for others to go with it in one job array
 ARRAY_GATHER_S = 0.5
+#: submitit's time limit of a job when neither ``timeout_min`` nor a level's ``time_limit`` gives one
+SUBMITIT_TIMEOUT_MIN = 5
 
 
 class SlurmJobs(cf.Executor):
@@ -50,16 +57,26 @@ class SlurmJobs(cf.Executor):
     over within ARRAY_GATHER_S of each other go as one job array; ``slurm_options``: submitit's
     ``update_parameters`` (``nodes``, ``tasks_per_node``, ``timeout_min``, ``slurm_partition``,
     ``slurm_array_parallelism``, ...). ``job_ids``: the Slurm ids of every trial's job, in order of
-    submission (``123`` for a plain job, ``123_4`` for task 4 of array 123)."""
+    submission (``123`` for a plain job, ``123_4`` for task 4 of array 123). fidelity_resources: for a
+    problem with fidelity, what a job at each level needs in place of ``nodes``, ``tasks_per_node``,
+    ``cpus_per_task`` and ``timeout_min`` (a level's ``time_limit``, seconds, rounded up to minutes):
+    a mapping ``{level: Resources | nodes | {field: value}}`` or ``f(fidelity: dict)``, as
+    :class:`~gptask.tuning.cluster.slurm.SlurmSteps` takes it (None: the objective's
+    ``fidelity_resources`` attribute, else ``slurm_options`` at every level); each trial then
+    records its job's resources in ``trial.extra["resources"]``."""
 
     def __init__(self, folder: str | Path, max_jobs: int = 4, signals: Sequence[str] = ("USR1",),
-                 array: bool = True, **slurm_options: Any) -> None:
+                 array: bool = True, fidelity_resources: Mapping[Any, Any] | Callable[[dict], Any] | None = None,
+                 **slurm_options: Any) -> None:
         try:
             import submitit
         except ImportError:
             raise ClusterError("SlurmJobs needs submitit: pip install 'gptask[slurm]'") from None
         if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
             raise ClusterError(f"max_jobs must be an integer >= 1, got {max_jobs!r}")
+        check_fidelity_resources(fidelity_resources)
+        self.fidelity_resources = fidelity_resources
+        self._base = _base_resources(slurm_options)
         self._executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
         self._executor.update_parameters(**slurm_options)
         self.max_in_flight = max_jobs
@@ -68,8 +85,8 @@ class SlurmJobs(cf.Executor):
         self.stopped_by = ""
         self.job_ids: list[str] = []
         self._lock = threading.Condition()
-        self._jobs: dict[cf.Future, Any] = {}
-        self._handed: list[tuple[cf.Future, Callable[..., Any], tuple, dict]] = []
+        self._jobs: dict[cf.Future, tuple[Any, Resources | None]] = {}  # a trial's job, its resources
+        self._handed: list[tuple[cf.Future, Callable[..., Any], tuple, dict, Resources | None]] = []
         self._shutdown = False
         self._previous: dict[int, Any] = {}
         self._submitter = threading.Thread(target=self._submit_handed, name="gptask-slurm-submit", daemon=True)
@@ -97,13 +114,32 @@ class SlurmJobs(cf.Executor):
             signal.signal(s, previous)
         self.shutdown(wait=True, cancel_futures=True)
 
+    def check_problem(self, problem: Any) -> None:
+        """Check the ``fidelity_resources`` (given here or the objective's attribute) against
+        ``problem``'s fidelity levels before any run (``gt.tune`` calls it): ClusterError naming a
+        level it gives nothing for, a key that is no level, a bad value, or fidelity_resources for a
+        problem without fidelity."""
+        by_level = self.fidelity_resources or getattr(getattr(problem, "objective", None), "fidelity_resources", None)
+        check_level_resources(by_level, problem, self._base, None, "")
+
+    def needs(self, fn: Callable[..., Any], args: tuple) -> Resources | None:
+        """The Resources of the job of ``fn(*args)`` (args[0] a :class:`gptask.evaluation.evaluate.Job`)
+        at its fidelity level: ``slurm_options``' with the level's ``fidelity_resources`` fields
+        replaced; None without fidelity_resources or fidelity (the job gets ``slurm_options``)."""
+        _, _, fidelity, objective = split_fidelity(args[0] if args else None)
+        by_level = self.fidelity_resources or getattr(objective, "fidelity_resources", None)
+        if fidelity is None or by_level is None:
+            return None
+        return resources_at_level(by_level, fidelity, list(fidelity), self._base)
+
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future:
         if self._shutdown:
             raise RuntimeError("cannot submit to a SlurmJobs executor after shutdown")
+        res = self.needs(fn, args)
         future: cf.Future = cf.Future()
         future.set_running_or_notify_cancel()
         with self._lock:
-            self._handed.append((future, fn, args, kwargs))
+            self._handed.append((future, fn, args, kwargs, res))
             self._lock.notify_all()
         return future
 
@@ -121,25 +157,36 @@ class SlurmJobs(cf.Executor):
                         and time.monotonic() < end:
                     self._lock.wait(timeout=end - time.monotonic())
                 batch, self._handed = self._handed, []
-            try:
-                if len(batch) > 1 and self.array:
-                    with self._executor.batch():
-                        jobs = [self._executor.submit(fn, *args, **kwargs) for _, fn, args, kwargs in batch]
-                else:
-                    jobs = [self._executor.submit(fn, *args, **kwargs) for _, fn, args, kwargs in batch]
-            except Exception as exc:  # noqa: BLE001 - sbatch refused: the trials fail with its reason
-                reason = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__
-                for future, *_ in batch:
-                    future.set_result(JobResult(Outcome(None, (), Status.FAILED,
-                                                        f"Slurm refused the trial's job: {reason}", 0.0)))
-                continue
-            with self._lock:
-                for (future, *_), job in zip(batch, jobs):
-                    self._jobs[future] = job
-                    self.job_ids.append(str(job.job_id))
-            log.info("%d trial(s) submitted as Slurm job(s) %s", len(jobs), ", ".join(str(j.job_id) for j in jobs))
+            groups: dict[Resources | None, list] = {}
+            for item in batch:  # one array per level's resources
+                groups.setdefault(item[4], []).append(item)
+            for res, group in groups.items():
+                self._submit_group(res, group)
             if self.stopped_by:  # a stop came while these were submitted
                 self._cancel_all(interrupted=True)
+
+    def _submit_group(self, res: Resources | None, group: list) -> None:
+        """Submit trials of the same resources: as one job array when several (and ``array``)."""
+        try:
+            if res is not None:
+                self._executor.update_parameters(**_submitit_parameters(res))
+            if len(group) > 1 and self.array:
+                with self._executor.batch():
+                    jobs = [self._executor.submit(fn, *args, **kwargs) for _, fn, args, kwargs, _ in group]
+            else:
+                jobs = [self._executor.submit(fn, *args, **kwargs) for _, fn, args, kwargs, _ in group]
+        except Exception as exc:  # noqa: BLE001 - sbatch refused: the trials fail with its reason
+            reason = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__
+            for future, *_ in group:
+                future.set_result(JobResult(Outcome(None, (), Status.FAILED,
+                                                    f"Slurm refused the trial's job: {reason}", 0.0)))
+            return
+        with self._lock:
+            for (future, *_), job in zip(group, jobs):
+                self._jobs[future] = (job, res)
+                self.job_ids.append(str(job.job_id))
+        log.info("%d trial(s) submitted as Slurm job(s) %s%s", len(jobs), ", ".join(str(j.job_id) for j in jobs),
+                 "" if res is None else f" ({res.nodes} node(s), {res.ntasks} rank(s) each)")
 
     def _cancel_all(self, interrupted: bool) -> None:
         with self._lock:
@@ -150,7 +197,7 @@ class SlurmJobs(cf.Executor):
             future.set_result(JobResult(None, interrupted=f"{self.stopped_by}: not submitted") if interrupted
                               else JobResult(Outcome(None, (), Status.FAILED, "cancelled before its job was "
                                                      "submitted", 0.0)))
-        for future, job in items:
+        for future, (job, _) in items:
             try:
                 job.cancel(check=False)
             except Exception as exc:  # noqa: BLE001 - scancel failing leaves the job to Slurm
@@ -164,14 +211,14 @@ class SlurmJobs(cf.Executor):
         while not self._shutdown or self._jobs or self._handed or self._submitter.is_alive():
             with self._lock:
                 items = list(self._jobs.items())
-            for future, job in items:
+            for future, (job, res) in items:
                 if not job.done():
                     continue
                 with self._lock:
                     if self._jobs.pop(future, None) is None:
                         continue
                 try:  # a job of several tasks runs the call in each: rank 0's result is the trial's
-                    future.set_result(job.results()[0])
+                    future.set_result(_with_resources(job.results()[0], res))
                 except Exception as exc:  # noqa: BLE001 - the job's failure is the trial's
                     state = job.state
                     future.set_result(JobResult(Outcome(None, (), Status.FAILED,
@@ -193,3 +240,27 @@ class SlurmJobs(cf.Executor):
         if wait:
             self._submitter.join()
             self._poller.join()
+
+
+def _base_resources(slurm_options: Mapping[str, Any]) -> Resources:
+    """The Resources ``slurm_options`` (submitit's names) give a job: ``nodes``, ``tasks_per_node``,
+    ``cpus_per_task``, ``timeout_min`` (as ``time_limit`` in seconds); Slurm's defaults for the others."""
+    timeout = slurm_options.get("timeout_min")
+    return Resources(nodes=slurm_options.get("nodes", 1), tasks_per_node=slurm_options.get("tasks_per_node", 1),
+                     cpus_per_task=slurm_options.get("cpus_per_task", 1),
+                     time_limit=None if timeout is None else 60.0 * timeout)
+
+
+def _submitit_parameters(res: Resources) -> dict[str, int]:
+    """submitit's ``update_parameters`` for a job of ``res`` (its time limit rounded up to minutes)."""
+    minutes = SUBMITIT_TIMEOUT_MIN if res.time_limit is None else max(1, math.ceil(res.time_limit / 60.0))
+    return {"nodes": res.nodes, "tasks_per_node": res.tasks_per_node, "cpus_per_task": res.cpus_per_task,
+            "timeout_min": minutes}
+
+
+def _with_resources(result: Any, res: Resources | None) -> Any:
+    """``result`` (a JobResult) with ``res`` recorded in its outcome's ``extra["resources"]``."""
+    if res is None or not isinstance(result, JobResult) or result.outcome is None:
+        return result
+    return dataclasses.replace(result, outcome=dataclasses.replace(
+        result.outcome, extra={**result.outcome.extra, "resources": res.record()}))

@@ -69,6 +69,7 @@ from ...data.trials import Status
 from ...problem.fidelity import FidelityObjective
 
 __all__ = ["Allocation", "ClusterError", "Resources", "SlurmSteps", "Step", "StepFailed", "current_step",
+           "check_fidelity_resources", "check_level_resources", "level_key", "resources_at_level", "split_fidelity",
            "ending_at_time_limit", "requeue", "ON_STOP"]
 
 log = logging.getLogger(__name__)
@@ -443,7 +444,7 @@ class _Waiting:
     journalled: Job | None = None  # the job whose result this executor journals (with its resources)
 
 
-def _level_key(fidelity: Mapping[str, Any], names: Sequence[str]) -> Any:
+def level_key(fidelity: Mapping[str, Any], names: Sequence[str]) -> Any:
     """The key of a fidelity level in a ``fidelity_resources`` mapping: the value of a problem's one
     fidelity dimension, else the tuple of the values in the fidelity space's order."""
     return fidelity[names[0]] if len(names) == 1 else tuple(fidelity[n] for n in names)
@@ -473,7 +474,7 @@ class SlurmSteps(cf.Executor):
             raise ClusterError(f"on_stop must be 'cancel' or 'finish', got {on_stop!r}")
         if resources is not None and not callable(resources):
             raise ClusterError(f"resources must be a function of (task, params), got {resources!r}")
-        _check_fidelity_resources(fidelity_resources)
+        check_fidelity_resources(fidelity_resources)
         for name, v in (("lookahead", lookahead), ("max_passes", max_passes)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
                 raise ClusterError(f"{name} must be an integer >= 1, got {v!r}")
@@ -552,18 +553,12 @@ class SlurmSteps(cf.Executor):
         fidelity (the job's objective a :class:`~gptask.problem.fidelity.FidelityObjective`) the rule
         sees the fidelity values in ``params``, and the level's ``fidelity_resources`` replace the
         fields they give."""
-        job = args[0] if args else None
-        task, params = dict(getattr(job, "task", {})), dict(getattr(job, "params", {}))
-        objective = getattr(job, "objective", None)
-        fidelity = None
-        if isinstance(objective, FidelityObjective):
-            task, params, fidelity = objective.split(task, params)
-            objective = objective.objective
+        task, params, fidelity, objective = split_fidelity(args[0] if args else None)
         rule = self.resources or getattr(objective, "resources", None)
         res = Resources() if rule is None else Resources.of(rule(task, params))
         by_level = self.fidelity_resources or getattr(objective, "fidelity_resources", None)
         if fidelity is not None and by_level is not None:
-            res = _at_level(by_level, fidelity, list(fidelity), res)
+            res = resources_at_level(by_level, fidelity, list(fidelity), res)
         n = len(self.allocation.nodes)
         if res.nodes > n:
             raise ClusterError(f"resources: a run of task {task} with {params} asks {res.nodes} nodes, "
@@ -577,26 +572,8 @@ class SlurmSteps(cf.Executor):
         gives nothing for, a key that is no level (with the levels), a bad value, a level asking
         more nodes than the allocation has, or fidelity_resources for a problem without fidelity."""
         by_level = self.fidelity_resources or getattr(getattr(problem, "objective", None), "fidelity_resources", None)
-        if by_level is None:
-            return
-        _check_fidelity_resources(by_level)
-        if getattr(problem, "fidelity", None) is None:
-            raise ClusterError(f"fidelity_resources is for a problem with fidelity dimensions, and problem "
-                               f"{problem.name!r} has none")
-        names = list(problem.fidelity.names)
-        levels = problem.fidelity_levels()
-        if isinstance(by_level, Mapping):
-            keys = [_level_key(lv, names) for lv in levels]
-            stray = [k for k in by_level if k not in keys]
-            if stray:
-                raise ClusterError(f"fidelity_resources: {stray[0]!r} is not a fidelity level of problem "
-                                   f"{problem.name!r}; its levels ({', '.join(names)}) are {keys}")
-        n = len(self.allocation.nodes)
-        for lv in levels:
-            res = _at_level(by_level, lv, names, Resources())
-            if res.nodes > n:
-                raise ClusterError(f"fidelity_resources: a run at fidelity {lv} asks {res.nodes} nodes, and the "
-                                   f"allocation (job {self.allocation.job_id}) has {n}")
+        check_level_resources(by_level, problem, Resources(), len(self.allocation.nodes),
+                              f"the allocation (job {self.allocation.job_id})")
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future:
         res = self.needs(fn, args)
@@ -752,7 +729,47 @@ class SlurmSteps(cf.Executor):
                 self._cond.notify_all()
 
 
-def _check_fidelity_resources(spec: Any) -> None:
+def split_fidelity(job: Any) -> tuple[dict, dict, dict | None, Any]:
+    """``(task, params, fidelity, objective)`` of a :class:`gptask.evaluation.evaluate.Job`: for a
+    problem with fidelity (the job's objective a :class:`~gptask.problem.fidelity.FidelityObjective`)
+    the fidelity values apart and the user's objective; else ``fidelity`` None."""
+    task, params = dict(getattr(job, "task", {})), dict(getattr(job, "params", {}))
+    objective = getattr(job, "objective", None)
+    if not isinstance(objective, FidelityObjective):
+        return task, params, None, objective
+    task, params, fidelity = objective.split(task, params)
+    return task, params, fidelity, objective.objective
+
+
+def check_level_resources(by_level: Any, problem: Any, base: "Resources", max_nodes: int | None,
+                          where: str) -> None:
+    """Check a ``fidelity_resources`` (None: nothing to check) against ``problem``'s fidelity levels,
+    each level's resources being ``base`` with the fields it gives replaced: ClusterError naming a level
+    it gives nothing for, a key that is no level (with the levels), a bad value, a level asking more
+    than ``max_nodes`` nodes (``where`` names what has them; None: no bound), or fidelity_resources
+    for a problem without fidelity."""
+    if by_level is None:
+        return
+    check_fidelity_resources(by_level)
+    if getattr(problem, "fidelity", None) is None:
+        raise ClusterError(f"fidelity_resources is for a problem with fidelity dimensions, and problem "
+                           f"{problem.name!r} has none")
+    names = list(problem.fidelity.names)
+    levels = problem.fidelity_levels()
+    if isinstance(by_level, Mapping):
+        keys = [level_key(lv, names) for lv in levels]
+        stray = [k for k in by_level if k not in keys]
+        if stray:
+            raise ClusterError(f"fidelity_resources: {stray[0]!r} is not a fidelity level of problem "
+                               f"{problem.name!r}; its levels ({', '.join(names)}) are {keys}")
+    for lv in levels:
+        res = resources_at_level(by_level, lv, names, base)
+        if max_nodes is not None and res.nodes > max_nodes:
+            raise ClusterError(f"fidelity_resources: a run at fidelity {lv} asks {res.nodes} nodes, and {where} "
+                               f"has {max_nodes}")
+
+
+def check_fidelity_resources(spec: Any) -> None:
     """ClusterError unless ``spec`` is None, a function, or a mapping whose values are each
     Resources, a number of nodes or a dict of fields (named with its key)."""
     if spec is None or callable(spec):
@@ -764,12 +781,12 @@ def _check_fidelity_resources(spec: Any) -> None:
         Resources().updated(value, f"fidelity_resources[{key!r}]")
 
 
-def _at_level(spec: Any, fidelity: Mapping[str, Any], names: Sequence[str], base: Resources) -> Resources:
+def resources_at_level(spec: Any, fidelity: Mapping[str, Any], names: Sequence[str], base: Resources) -> Resources:
     """``base`` with the fields that ``spec`` (a ``fidelity_resources``) gives at ``fidelity``
     replaced; ClusterError naming the level when a mapping has no entry for it."""
     if callable(spec) and not isinstance(spec, Mapping):
         return base.updated(spec(dict(fidelity)), f"fidelity_resources({dict(fidelity)})")
-    key = _level_key(fidelity, names)
+    key = level_key(fidelity, names)
     if key not in spec:
         raise ClusterError(f"fidelity_resources gives nothing for the fidelity level {key!r} "
                            f"({dict(fidelity)}); its keys are {list(spec)}")
