@@ -317,6 +317,34 @@ def test_slurm_jobs_give_each_fidelity_level_its_own_resources(slurm, tmp_path, 
         SlurmJobs(tmp_path / "jobs2", fidelity_resources={9: 2, 3: {"node": 1}, 1: 1})
 
 
+def test_slurm_jobs_journal_each_result_in_the_tuner(slurm, tmp_path, monkeypatch):
+    """SlurmJobs journals a trial's result in the tuner when it reads it (not in the job, on a compute
+    node where the history's folder may not be), before handing it on; the files are gone once the
+    trials are committed."""
+    from gptask.evaluation import journal
+    from gptask.tuning.cluster import jobs as jobs_module
+    from gptask.tuning.cluster.jobs import SlurmJobs
+    from tests.slurm_scripts.campaign import plain_objective
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    written = []
+    real = jobs_module.journal_result
+
+    def spy(job, result, path=None):
+        ok = real(job, result, path)
+        written.append((job.trial, ok, os.getpid(), journal.read(job.journal).outcome["value"] if ok else None))
+        return ok
+    monkeypatch.setattr(jobs_module, "journal_result", spy)
+    problem = gt.Problem(name="jobs", task_space=gt.Space([gt.Integer("size", 1, 9)]),
+                         param_space=gt.Space([gt.Integer("x", 0, 9)]), objective=plain_objective)
+    history = tmp_path / "h.db"
+    with SlurmJobs(tmp_path / "jobs", max_jobs=3, nodes=1, timeout_min=5) as ex:
+        result = gt.tune(problem, tasks=[{"size": 1}], budget=3, n_initial=3, executor=ex, history=str(history),
+                         **SMALL)
+    assert sorted(written) == sorted((t.id, True, os.getpid(), t.value) for t in result.history)
+    assert journal.journals(history) == {}
+
+
 def test_the_docs_sbatch_script_is_what_slurm_script_writes(root):
     """docs/cluster.md's sbatch script is gptask slurm-script's output for the command it shows (the
     same generator whose script the requeue test runs under sbatch). The two blocks of the page:

@@ -337,6 +337,8 @@ def journal_result(job: Job, result: JobResult, path: str | None = None) -> bool
     if path is None or job.trial is None or result.outcome is None or \
             not result_journal.journalled(result.outcome.status):
         return False
+    if job.guard is not None and not job.guard.on_this_host():
+        return False  # a worker on another host (MPI, Dask): the history's folder may not be there
     return result_journal.write(path, job.trial, job.task, job.params, result.outcome.to_json())
 
 

@@ -11,6 +11,12 @@ the :class:`~gptask.evaluation.evaluate.Outcome`), atomically (a temporary file,
 resumed campaign that takes over the trial (its holder died or released it) commits the journalled
 result instead of running the configuration again (:meth:`gptask.tuning.tuner.Tuner.ask`).
 
+Who writes it: :func:`~gptask.evaluation.evaluate.run_job` in a worker on the tuner's host (a
+process or thread pool); :class:`~gptask.tuning.cluster.slurm.SlurmSteps` in the thread that ran the
+step, once the result is final; :class:`~gptask.tuning.cluster.jobs.SlurmJobs` in the tuner when it
+reads the job's result. A worker on another host (MPI ranks, Dask) writes none: the history's
+folder may not be there.
+
 Only results that judge the configuration are journalled: COMPLETE and CENSORED. A FAILED run is
 not: a step killed because the campaign itself is dying fails too, and that is no verdict on its
 configuration; such a trial runs again, as before. No pickle: the file is JSON and is checked when

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...evaluation.evaluate import JobResult, Outcome
+from ...evaluation.evaluate import Job, JobResult, Outcome, journal_result
 from ...data.trials import Status
 from .slurm import ClusterError, Resources, check_fidelity_resources, check_level_resources, resources_at_level, \
     split_fidelity
@@ -85,6 +85,7 @@ class SlurmJobs(cf.Executor):
         self.stopped_by = ""
         self.job_ids: list[str] = []
         self._lock = threading.Condition()
+        self._journalled: dict[cf.Future, Job] = {}  # the jobs whose results this executor journals
         self._jobs: dict[cf.Future, tuple[Any, Resources | None]] = {}  # a trial's job, its resources
         self._handed: list[tuple[cf.Future, Callable[..., Any], tuple, dict, Resources | None]] = []
         self._shutdown = False
@@ -138,6 +139,10 @@ class SlurmJobs(cf.Executor):
         res = self.needs(fn, args)
         future: cf.Future = cf.Future()
         future.set_running_or_notify_cancel()
+        if args and isinstance(args[0], Job) and args[0].journal is not None:
+            # journalled here when its result is read, not on the compute node (where the history's
+            # folder may not be)
+            self._journalled[future], args = args[0], (dataclasses.replace(args[0], journal=None), *args[1:])
         with self._lock:
             self._handed.append((future, fn, args, kwargs, res))
             self._lock.notify_all()
@@ -198,6 +203,7 @@ class SlurmJobs(cf.Executor):
                               else JobResult(Outcome(None, (), Status.FAILED, "cancelled before its job was "
                                                      "submitted", 0.0)))
         for future, (job, _) in items:
+            self._journalled.pop(future, None)
             try:
                 job.cancel(check=False)
             except Exception as exc:  # noqa: BLE001 - scancel failing leaves the job to Slurm
@@ -218,7 +224,11 @@ class SlurmJobs(cf.Executor):
                     if self._jobs.pop(future, None) is None:
                         continue
                 try:  # a job of several tasks runs the call in each: rank 0's result is the trial's
-                    future.set_result(_with_resources(job.results()[0], res))
+                    result = _with_resources(job.results()[0], res)
+                    journalled = self._journalled.pop(future, None)
+                    if journalled is not None and isinstance(result, JobResult):
+                        journal_result(journalled, result)  # before the campaign may be killed (journal.py)
+                    future.set_result(result)
                 except Exception as exc:  # noqa: BLE001 - the job's failure is the trial's
                     state = job.state
                     future.set_result(JobResult(Outcome(None, (), Status.FAILED,
