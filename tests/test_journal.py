@@ -156,17 +156,23 @@ def test_a_journal_file_that_is_not_the_trials_result_is_removed_and_the_trial_r
 
 def test_a_journal_file_of_a_committed_trial_is_removed(tmp_path):
     """Killed after the commit and before the file's removal: the next campaign removes it and
-    leaves the committed result as it is."""
+    leaves the committed result as it is; so is the temporary file of a write killed in the middle,
+    once it is older than STALE_TEMP_S (a recent one may be a write going on)."""
     hist = tmp_path / "h.sqlite"
     prob = counting_problem()
     with Tuner(prob, [{"t": 0.4}], budget=4, n_initial=4, history=hist, **FAST) as tuner:
         (t,) = tuner.ask(1)
         tuner.tell(t, 2.0)
     journal.write(journal.entry_path(hist, t.id), t.id, t.task, t.params, Outcome.of(9.0).to_json())
+    old, new = journal.journal_dir(hist) / ".trial-a1.tmp", journal.journal_dir(hist) / ".trial-b2.tmp"
+    old.write_text('{"format": 1, "tri')
+    new.write_text('{"format": 1, "tri')
+    os.utime(old, (old.stat().st_atime, old.stat().st_mtime - journal.STALE_TEMP_S - 60))
     with Tuner(prob, [{"t": 0.4}], budget=4, n_initial=4, history=hist, **FAST) as tuner:
         tuner.ask(1)
         assert [r.value for r in tuner.records] == [2.0]
     assert journal.journals(hist) == {}
+    assert sorted(os.listdir(journal.journal_dir(hist))) == [".trial-b2.tmp"]
 
 
 def test_the_journal_file_is_written_atomically_and_only_for_a_verdict(tmp_path):

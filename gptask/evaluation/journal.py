@@ -42,7 +42,7 @@ from typing import Any
 from ..data.storage.base import json_text
 from ..data.trials import Status, point_key
 
-__all__ = ["JOURNAL_SUFFIX", "FORMAT", "journal_dir", "entry_path", "journals", "write", "read", "remove",
+__all__ = ["JOURNAL_SUFFIX", "FORMAT", "STALE_TEMP_S", "journal_dir", "entry_path", "journals", "write", "read", "remove",
            "Entry"]
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,11 @@ log = logging.getLogger(__name__)
 JOURNAL_SUFFIX = ".results"
 #: the version of an entry's JSON
 FORMAT = 1
+#: seconds after which a temporary file of a write that never finished (its writer killed in the
+#: middle) is removed; a write takes milliseconds
+STALE_TEMP_S = 3600.0
 _NAME = re.compile(r"^trial-(\d+)\.json$")
+_TEMP = re.compile(r"^\.trial-.*\.tmp$")
 
 
 def journal_dir(history: str | os.PathLike) -> Path:
@@ -64,13 +68,23 @@ def entry_path(history: str | os.PathLike, trial_id: int) -> str:
     return str(journal_dir(history) / f"trial-{int(trial_id)}.json")
 
 
-def journals(history: str | os.PathLike) -> dict[int, str]:
-    """trial id -> journal file, of every entry in ``history``'s journal folder (empty when none)."""
+def journals(history: str | os.PathLike, now: float | None = None) -> dict[int, str]:
+    """trial id -> journal file, of every entry in ``history``'s journal folder (empty when none).
+    With ``now`` (a ``time.time()``), temporary files older than STALE_TEMP_S are removed."""
+    folder = journal_dir(history)
     try:
-        names = os.listdir(journal_dir(history))
+        names = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return {}
-    return {int(m.group(1)): str(journal_dir(history) / n) for n in names if (m := _NAME.match(n))}
+    if now is not None:
+        for n in names:
+            if _TEMP.match(n):
+                try:
+                    if now - os.stat(folder / n).st_mtime > STALE_TEMP_S:
+                        os.unlink(folder / n)
+                except OSError:
+                    pass
+    return {int(m.group(1)): str(folder / n) for n in names if (m := _NAME.match(n))}
 
 
 def journalled(status: Status | str | None) -> bool:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import numbers
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -543,7 +544,7 @@ class Tuner:
         finished are removed (committed by a process killed before it removed them)."""
         def read() -> dict[str, Any]:
             path = getattr(self.mirror.storage, "path", None)
-            files = {} if path is None else result_journal.journals(path)
+            files = {} if path is None else result_journal.journals(path, now=time.time())
             if not files:
                 return {}
             finished = {t.id for t in self.mirror.records}
