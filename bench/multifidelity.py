@@ -59,15 +59,18 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "smac_hb", "dehb", "optuna_hb", "bohb")
 #: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
 #: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
-#: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs)
-VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4}}
+#: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs);
+#: gptask_mf_early promotes once the cheap design's first runs cost half a target run (issue 44's
+#: 10 % checkpoint: every task's first target run within it), the cheap design's rest after
+VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4},
+            "gptask_mf_early": {"PROMOTE_AFTER_COST": 0.5}}
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
 #: what reports show, in order: the methods and the recorded rows of gptask's first fidelity proposer
 #: (branch i44-fidelity, renamed from gptask_mf: bench/results/fidelity_mf_i44.json), not run any more
-SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf_base", "gptask_mf", *PEERS)
+SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf_base", "gptask_mf", "gptask_mf_early", *PEERS)
 #: families with the same target as another: gptask_sf never runs a low fidelity, so its rows on
 #: the other family are its rows here (the same function, tasks and seeds give the same runs)
 SAME_TARGET = {"currin_noinfo": "currin"}
