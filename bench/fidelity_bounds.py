@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"Per task budget {args.budget:g} s (target run 1 s), {args.draws} Monte Carlo draws per task; "
                 "regrets are means over the family's tasks (gptask_sf, gptask_mf: measured means over 10 seeds). "
                 "Columns: see the docstring of bench/fidelity_bounds.py.", ""]
-        Path(args.md).write_text("\n".join(head) + text)
+        Path(args.md).write_text("\n".join(head) + "\n" + text)
     return 0
 
 
