@@ -82,7 +82,7 @@ PROMOTE = 3
 #: at the target; then the cheap design's rest, then the target's other design points, promoted
 #: from all of it (the first stays first). None: the whole cheap design first. 0.5: every task's
 #: first target run within 1.5 target-run costs (bench/results/fidelity.md: 10 % of the budget
-#: 0.19-0.30 lower on every informative family, 25-100 % the same within noise)
+#: 0.20-0.32 lower on every informative family, 25-100 % the same within noise)
 PROMOTE_AFTER_COST: float | None = 0.5
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
