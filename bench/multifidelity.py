@@ -59,15 +59,20 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "smac_hb", "dehb", "optuna_hb", "bohb")
 #: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
 #: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
-#: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs)
-VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4}}
+#: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs);
+#: gptask_mf_early promotes once the cheap design's first runs cost half a target run (issue 44's
+#: 10 % checkpoint: every task's first target run within it), the cheap design's rest after (the
+#: default since: PROMOTE_AFTER_COST); gptask_mf_whole the whole cheap design first (the default before)
+VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOTE_AFTER_COST": None},
+            "gptask_mf_early": {"PROMOTE_AFTER_COST": 0.5},
+            "gptask_mf_whole": {"PROMOTE_AFTER_COST": None}}
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
 #: what reports show, in order: the methods and the recorded rows of gptask's first fidelity proposer
 #: (branch i44-fidelity, renamed from gptask_mf: bench/results/fidelity_mf_i44.json), not run any more
-SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf_base", "gptask_mf", *PEERS)
+SHOWN = ("gptask_sf", "gptask_mf_i44", "gptask_mf_base", "gptask_mf_whole", "gptask_mf", "gptask_mf_early", *PEERS)
 #: families with the same target as another: gptask_sf never runs a low fidelity, so its rows on
 #: the other family are its rows here (the same function, tasks and seeds give the same runs)
 SAME_TARGET = {"currin_noinfo": "currin"}
@@ -413,13 +418,14 @@ def report(rows: list[dict[str, Any]], machine: dict[str, Any], commands: list[s
 
 def side_by_side(s: dict[tuple[str, str], dict[str, Any]], families: list[str]) -> str:
     """A table per family and checkpoint: mean regret of gptask with fidelity (and its schedule
-    before, gptask_mf_base, where run), without it, the best peer (named), and whether gptask_mf
-    is ahead of the best peer ("win"), and of gptask_mf_base's own count beside it."""
-    base = any(k[1] == "gptask_mf_base" for k in s)
-    head = "| family | checkpoint | gptask_mf |" + (" gptask_mf_base |" if base else "") + \
-        " gptask_sf | best peer | mf ahead of the best peer |" + (" base ahead |" if base else "")
+    before, gptask_mf_whole or else gptask_mf_base, where run), without it, the best peer (named),
+    and whether gptask_mf is ahead of the best peer ("win"), and the schedule before beside it."""
+    prev = "gptask_mf_whole" if any(k[1] == "gptask_mf_whole" for k in s) else "gptask_mf_base"
+    base = any(k[1] == prev for k in s)
+    head = "| family | checkpoint | gptask_mf |" + (f" {prev} |" if base else "") + \
+        " gptask_sf | best peer | mf ahead of the best peer |" + (" before ahead |" if base else "")
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
-    wins = {"gptask_mf": [0, 0], "gptask_mf_base": [0, 0]}
+    wins = {"gptask_mf": [0, 0], prev: [0, 0]}
     for f in families:
         mf = s.get((f, "gptask_mf"))
         if mf is None:
@@ -428,14 +434,14 @@ def side_by_side(s: dict[tuple[str, str], dict[str, Any]], families: list[str]) 
             peers = [(s[(f, p)]["mean"][k], p) for p in PEERS if (f, p) in s]
             best = min(peers) if peers else None
             cells = [f"{mf['mean'][k]:.3f}"]
-            b = s.get((f, "gptask_mf_base"))
+            b = s.get((f, prev))
             if base:
                 cells.append(f"{b['mean'][k]:.3f}" if b is not None else "-")
             sf = s.get((f, "gptask_sf"))
             cells.append(f"{sf['mean'][k]:.3f}" if sf is not None else "-")
             cells.append(f"{best[0]:.3f} ({best[1]})" if best else "-")
-            for m, row in (("gptask_mf", mf), ("gptask_mf_base", b)):
-                if best is None or (m == "gptask_mf_base" and not base):
+            for m, row in (("gptask_mf", mf), (prev, b)):
+                if best is None or (m == prev and not base):
                     continue
                 if row is None:
                     cells.append("-")
@@ -447,7 +453,7 @@ def side_by_side(s: dict[tuple[str, str], dict[str, Any]], families: list[str]) 
             lines.append(f"| {f} | {int(cp * 100)} % | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(f"gptask_mf ahead of the best peer at {wins['gptask_mf'][0]}/{wins['gptask_mf'][1]} family-checkpoints"
-                 + (f"; gptask_mf_base at {wins['gptask_mf_base'][0]}/{wins['gptask_mf_base'][1]}." if base else "."))
+                 + (f"; {prev} at {wins[prev][0]}/{wins[prev][1]}." if base else "."))
     return "\n".join(lines)
 
 

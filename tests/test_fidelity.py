@@ -598,3 +598,61 @@ def test_a_resumed_run_promotes_the_same_configurations(tmp_path):
     assert [i for i, _ in whole[:first_target]] == [3] * sum(i == 3 for i, _ in whole) and first_target >= 2
     assert designs(tmp_path / "b.sqlite", stop_after=first_target + 1) is None
     assert designs(tmp_path / "b.sqlite") == whole
+
+
+# ---- the schedule's stages ---------------------------------------------------------------------
+def _run_in_batches(tuner, n, stop=None):
+    """Ask ``n`` at a time and tell every trial its objective, until done (or ``stop`` trials);
+    returns the (trial, value) pairs in the order they ran."""
+    order = []
+    while not tuner.done and (stop is None or len(order) < stop):
+        batch = tuner.ask(n)
+        if not batch:
+            break
+        for trial in batch:
+            value = tuner.problem.objective(trial.task, trial.params)
+            tuner.tell(trial, value)
+            order.append((trial, value))
+    return order
+
+
+def test_promotion_after_a_first_stage_gets_every_target_run_in_early(monkeypatch):
+    """PROMOTE_AFTER_COST=0.5 (bench/results/fidelity.md's gptask_mf_early): each tuned task's first
+    5 cheap runs (0.5 of a target run's cost), then every target's first run, the best of those 5;
+    then the cheap designs' rest, then the targets' designs go on with the 2 best of all 10 cheap
+    runs (the first kept). gt.tune asks 6 at a time: the room a batch of the cheap designs' last
+    points left was filled by a search at the targets waiting for them (their second runs were
+    searched, not promoted) until a waiting design stopped the search (Tuner._search_tasks)."""
+    from gptask.data.trials import params_key
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "PROMOTE_AFTER_COST", 0.5)
+    two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
+    r = gt.tune(problem(fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=20.0, n_initial=10, seed=0,
+                **FAST)
+    runs = sorted(r.history, key=lambda t: t.id)
+    at = {t.id: k for k, t in enumerate(runs)}
+    firsts = []
+    for b in range(3):
+        cheap = [t for t in runs if t.task_index == 3 + b and t.source != "search"]
+        target = [t for t in runs if t.task_index == b]
+        assert len(cheap) == 10 and len(target) >= 3
+        stage = cheap[:5]
+        assert max(at[t.id] for t in stage) < at[target[0].id] < at[cheap[5].id]
+        firsts.append(target[0])
+        # the first target run: the best of the first stage's 5 cheap runs
+        assert params_key(target[0].params) == params_key(min(stage, key=lambda t: t.value).params)
+        # the next two: the best two of all 10 cheap runs but the first, run after all of them
+        rest = [t for t in sorted(cheap, key=lambda t: t.value) if params_key(t.params) != params_key(target[0].params)]
+        assert [params_key(t.params) for t in target[1:3]] == [params_key(t.params) for t in rest[:2]]
+        assert all(t.source != "search" for t in target[:3])
+        assert min(at[t.id] for t in target[1:]) > max(at[t.id] for t in cheap)
+    # every target's first run before any cheap design's second stage: by 4.5 s (10 % of 45 s)
+    stage_two = [t for b in range(3) for t in [t for t in runs if t.task_index == 3 + b and t.source != "search"][5:]]
+    assert max(at[t.id] for t in firsts) < min(at[t.id] for t in stage_two)
+    spent = 0.0
+    for t in runs:
+        spent += t.extra["cost"]
+        if t.id == max(f.id for f in firsts):
+            break
+    assert spent == pytest.approx(4.5)

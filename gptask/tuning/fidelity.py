@@ -10,9 +10,10 @@ coregionalisation learns how the levels relate.
 :class:`FidelityProposer` (the tuner's proposer slot) chooses what to buy:
 
 * initial designs (:meth:`FidelityProposer._plan`): a tuned task's cheapest level runs its whole
-  Latin hypercube first; the target level then runs :data:`TARGET_DESIGN_SHARE` of its size, the
-  :data:`PROMOTE` best configurations of the cheap runs first (:meth:`FidelityProposer._promote`,
-  Hyperband's promotion), the levels between :data:`INTERMEDIATE_DESIGN` of the target's points
+  Latin hypercube first (with :data:`PROMOTE_AFTER_COST`, the target's first run, the best of the
+  cheap runs costing half of it, comes between that design's first runs and its rest); the target
+  level then runs :data:`TARGET_DESIGN_SHARE` of its size, the :data:`PROMOTE` best configurations
+  of the cheap runs first (:meth:`FidelityProposer._promote`, Hyperband's promotion), the levels between :data:`INTERMEDIATE_DESIGN` of the target's points
   (shared configurations, to judge the levels on), the cheaper designs cut to
   :data:`LOW_DESIGN_SHARE` of the cost budget when ``run_cost`` prices them (one point per level kept);
 * then, per tuned task and round, the configuration is the maximiser of the target's acquisition
@@ -44,7 +45,7 @@ from ..problem.fidelity import ETA, check_cost, role_of
 from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "at_target_fidelity", "fidelity_tuner",
            "level_correlations", "spearman"]
 
@@ -75,6 +76,14 @@ TARGET_DESIGN_SHARE, INTERMEDIATE_DESIGN, LOW_DESIGN_SHARE = 0.5, 2, 0.2
 #: configurations of that design (by their cheap values), the rest its Latin hypercube's next points
 #: (spread for the guard's rank correlation); 0: the Latin hypercube alone, run alongside
 PROMOTE = 3
+#: with a number (and a ``run_cost``), a tuned task's first target run does not wait for the whole
+#: cheap design: once the cheapest level's first design runs have cost PROMOTE_AFTER_COST of one
+#: target run (at least one run; a design cheaper than that runs whole first), the best of them runs
+#: at the target; then the cheap design's rest, then the target's other design points, promoted
+#: from all of it (the first stays first). None: the whole cheap design first. 0.5: every task's
+#: first target run within 1.5 target-run costs (bench/results/fidelity.md: 10 % of the budget
+#: 0.20-0.32 lower on every informative family, 25-100 % the same within noise)
+PROMOTE_AFTER_COST: float | None = 0.5
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
@@ -183,6 +192,9 @@ class FidelityProposer(Proposer):
         self._full: dict[int, list[dict]] = {}  # base task -> its whole Latin hypercube
         self._waits_for: dict[int, int] = {}  # task -> the cheapest level's task whose design it waits for
         self._promoted: set[int] = set()  # tasks whose designs :meth:`_promote` ordered
+        self._stage: dict[int, int] = {}  # cheapest level's task -> its design runs before the first promotion
+        self._first: set[int] = set()  # targets whose first design point came from that first stage
+        self._renew: set[int] = set()  # targets whose design the tuner has to read again
         self._judged_model: Any = None
         self._low: dict[int, int] = {}  # task index -> judgements in a row below RHO_MIN
 
@@ -238,7 +250,27 @@ class FidelityProposer(Proposer):
             cheap = (self.n_levels - 1) * self.n_base
             self._waits_for = {lv * self.n_base + b: cheap + b for b in range(self.n_tuned)
                                for lv in range(self.n_levels - 1)}
+            self._stage = {cheap + b: n for b in range(self.n_tuned)
+                           if (n := self._stage_size(out[b], out[cheap + b], cheap + b)) < len(out[cheap + b])}
         return out
+
+    def _stage_size(self, target: list[dict], design: list[dict], j: int) -> int:
+        """How many of cheap task ``j``'s design runs the promotion waits for: all of them, or
+        with PROMOTE_AFTER_COST and a ``run_cost``, the first ones costing at most that share of
+        the target's first design point (at least one)."""
+        if PROMOTE_AFTER_COST is None or not target or not design:
+            return len(design)
+        b = self.base_of(j)[0]
+        top = self._price(b, target[0])
+        prices = [self._price(j, p) for p in design]
+        if top is None or any(c is None for c in prices):
+            return len(design)
+        n, spent = 0, 0.0
+        for c in prices:
+            if n and spent + c > PROMOTE_AFTER_COST * top * (1 + 1e-9):
+                break
+            n, spent = n + 1, spent + c
+        return n
 
     def waiting(self, i: int) -> bool:
         """Whether task ``i`` (a tuned task's target or intermediate level) still waits for its
@@ -248,21 +280,57 @@ class FidelityProposer(Proposer):
         j = self._waits_for.get(i)
         if j is None or i in self._promoted:
             return False
+        if j in self._stage and self.base_of(i)[1] == 0:
+            if i not in self._first:
+                return not self._stage_done(j)
+            if not self.tuner.trials_of(i):
+                return False  # its first point, promoted from the first stage
+        return not self._design_done(j)
+
+    def _design_done(self, j: int) -> bool:
+        """Whether cheap task ``j``'s whole design has run (every run finished, failed ones too)."""
         mine = self.tuner.trials_of(j)
-        return len(mine) < len(self._designs[j]) or not all(t.status.finished for t in mine)
+        return not (len(mine) < len(self._designs[j]) or not all(t.status.finished for t in mine))
+
+    def _stage_done(self, j: int) -> bool:
+        """Whether cheap task ``j``'s first stage (PROMOTE_AFTER_COST) has finished."""
+        return sum(t.status.finished for t in self._first_runs(j)) >= self._stage[j]
+
+    def _first_runs(self, j: int) -> list:
+        """Cheap task ``j``'s first-stage runs: its first runs by id (a resumed run sees the same)."""
+        return sorted(self.tuner.trials_of(j), key=lambda t: t.id)[:self._stage[j]]
 
     def _promote(self, b: int) -> None:
         """Tuned base task ``b``'s target design: the PROMOTE best configurations of its cheapest
         level's finished design runs (feasible at the target), then its Latin hypercube's next
         points, as many as planned; each level between the target's first points likewise (shared
-        configurations). Deterministic in the history: a resumed run orders them the same way."""
+        configurations). With a first stage (PROMOTE_AFTER_COST): first the target's first point
+        alone, the best of that stage's runs; once the whole cheap design has run, the rest, that
+        point kept first. Deterministic in the history: a resumed run orders them the same way."""
         tu = self.tuner
         cheap = (self.n_levels - 1) * self.n_base + b
-        runs = sorted((t for t in tu.trials_of(cheap) if t.status is Status.COMPLETE and t.value is not None),
+        staged = cheap in self._stage
+        if staged and b not in self._first:
+            pool = self._first_runs(cheap)
+        elif staged and not self._design_done(cheap):
+            return
+        else:
+            pool = tu.trials_of(cheap)
+        runs = sorted((t for t in pool if t.status is Status.COMPLETE and t.value is not None),
                       key=lambda t: (t.value, t.id))
         best = [t.params for t in runs if tu.problem.is_feasible(tu.tasks[b], t.params)][:PROMOTE]
-        keys = {params_key(p) for p in best}
         n_t = len(self._designs[b])
+        if staged and b not in self._first:
+            best = best[:1]
+            self._designs[b] = (best + [p for p in self._full[b] if params_key(p) not in {params_key(q) for q in best}])[:n_t]
+            self._first.add(b)
+            log.info("task %d: the target's first run is the best of its cheapest level's first %d runs", b, len(runs))
+            return
+        if staged:
+            first = self._designs[b][0]
+            best = [first] + [p for p in best if params_key(p) != params_key(first)][:PROMOTE - 1]
+            self._renew.add(b)
+        keys = {params_key(p) for p in best}
         target = (best + [p for p in self._full[b] if params_key(p) not in keys])[:n_t]
         for lv in range(self.n_levels - 1):
             i = lv * self.n_base + b
@@ -278,8 +346,43 @@ class FidelityProposer(Proposer):
                      b, len(best), len(runs))
 
     def design_open(self, i: int) -> bool:
-        """A waiting task's design takes no points yet (:meth:`waiting`)."""
-        return not self.waiting(i)
+        """A waiting task's design takes no points yet (:meth:`waiting`); with PROMOTE_AFTER_COST,
+        a cheapest level's design past its first stage waits for its target's first run (or for
+        the target to close)."""
+        if self.waiting(i):
+            return False
+        n = self._stage.get(i)
+        if n is None or len(self.tuner.trials_of(i)) < n:
+            return True
+        b = self.base_of(i)[0]
+        return bool(self.tuner.trials_of(b)) or self.tuner.closed_reason(b) is not None
+
+    def design_room(self, i: int) -> int | None:
+        """With PROMOTE_AFTER_COST: a cheapest level's first stage's runs until its target's first
+        run has begun (:meth:`design_open`), then all of it; that target one run until then."""
+        if not self._designs:
+            self._designs = self._plan()
+        self._catch_up(i)
+        if i in self._first and i not in self._promoted:
+            return 1  # the first stage's best only, until the whole cheap design has run
+        n = self._stage.get(i)
+        if n is None or len(self.tuner.trials_of(i)) >= n and self.design_open(i):
+            return None
+        return n
+
+    def design_renewed(self, i: int) -> bool:
+        """A target whose first point came from the first stage takes its whole design once the
+        cheap design has run (:meth:`_promote`): the tuner reads it again, once."""
+        self._catch_up(i)
+        if i in self._renew:
+            self._renew.discard(i)
+            return True
+        return False
+
+    def _catch_up(self, i: int) -> None:
+        """Target ``i``'s second promotion once its cheap design has run (first stage: one point)."""
+        if i in self._first and i not in self._promoted and self.tuner.trials_of(i) and not self.waiting(i):
+            self._promote(self.base_of(i)[0])
 
     def _trim(self, designs: dict[int, list[dict]]) -> dict[int, list[dict]]:
         """``designs`` with the cheaper levels' and auxiliary tasks' points cut, last points of

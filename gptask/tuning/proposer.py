@@ -126,6 +126,16 @@ class Proposer:
         proposer ends a design early)."""
         return True
 
+    def design_room(self, i: int) -> int | None:
+        """How many of task ``i``'s design runs may be claimed so far, counting those already
+        claimed (None here: all of them; the fidelity proposer runs a cheap design in stages)."""
+        return None
+
+    def design_renewed(self, i: int) -> bool:
+        """Whether task ``i``'s initial design changed since the tuner read it (never here; the
+        fidelity proposer promotes a target's design in two stages): the tuner reads it again."""
+        return False
+
     def in_model(self, trial: Trial) -> bool:
         """Whether ``trial`` (finished or pending) enters the model (every one here; the fidelity
         proposer leaves out the runs of a level its guard dropped)."""

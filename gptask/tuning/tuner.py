@@ -483,7 +483,7 @@ class Tuner:
     def initial_design(self, i: int) -> list[dict]:
         """Task ``i``'s initial configurations, asked of the proposer once and kept (a steered
         design replaces points of it: :meth:`_steered`)."""
-        if i not in self._initial:
+        if i not in self._initial or self.proposer.design_renewed(i):
             self._initial[i] = list(self.proposer.initial_design(i))
         return self._initial[i]
 
@@ -494,6 +494,9 @@ class Tuner:
             return []
         mine = self.trials_of(i)
         need = self.n_initial - len(mine)
+        room = self.proposer.design_room(i)
+        if room is not None:
+            need = min(need, room - len(mine))
         used = {params_key(t.params) for t in mine}
         todo = [p for p in self.initial_design(i) if params_key(p) not in used]
         if self.defaults[i] is not None and params_key(self.defaults[i]) not in used:
@@ -638,8 +641,10 @@ class Tuner:
 
     def _search_tasks(self, skip: set[int], room: int) -> list[int]:
         """The tasks of the next search round: those in their search phase that take new trials,
-        fewest trials first, at most ``room``; none until the model can be fitted."""
-        active = [i for i in range(self.n_tasks) if i not in skip and self._takes_new(i) and not self._initial_todo(i)]
+        fewest trials first, at most ``room``; none until the model can be fitted. A task whose
+        design waits (a fidelity run's target before its cheap design has run) does not search."""
+        active = [i for i in range(self.n_tasks) if i not in skip and self._takes_new(i) and not self._initial_todo(i)
+                  and self.proposer.design_open(i)]
         if room <= 0 or not active or not self.model_ready():
             return []
         return sorted(active, key=lambda i: (len(self.trials_of(i)), i))[:room]
