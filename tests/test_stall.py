@@ -106,3 +106,16 @@ def test_far_rows_keep_the_domains_order(radius):
     domain = problem.domain({"gpu": "a"})
     rows = far_rows(domain, domain.encode([0])[0], None, radius)
     assert np.all(np.diff(rows) > 0) and 0 not in rows
+
+
+def test_stall_after_none_turns_the_rule_off(monkeypatch):
+    import gptask.tuning.stall as stall
+
+    problem = _problem()
+    domain = problem.domain({"gpu": "a"})
+    every = domain.params(np.arange(len(domain)))
+    trials = [_trial(0, every[0], 1.0, SOURCE_INITIAL)]
+    trials += [_trial(k, every[k], 2.0, SOURCE_SEARCH) for k in range(1, 8)]
+    assert stall.stall_escape(problem, {"gpu": "a"}, trials, domain, after=3) is not None
+    monkeypatch.setattr(stall, "STALL_AFTER", None)
+    assert stall.stall_escape(problem, {"gpu": "a"}, trials, domain) is None

@@ -67,11 +67,14 @@ def far_rows(domain: Domain, incumbent: np.ndarray, claimed: np.ndarray | None, 
 
 
 def stall_escape(problem: Problem, task: Any, trials: Sequence[Trial], domain: Domain | None,
-                 after: int = STALL_AFTER, radius: int = STALL_RADIUS) -> np.ndarray | None:
+                 after: int | None = None, radius: int | None = None) -> np.ndarray | None:
     """Encoded configurations (m, D) that a stalled task's next search chooses from (module
     docstring), or None: no listed domain, not stalled (fewer than ``after`` searched runs since its
-    best), or nothing left that far from its incumbent. trials: the task's trials in the order run."""
-    if domain is None:
+    best), or nothing left that far from its incumbent. trials: the task's trials in the order run;
+    after, radius: None for STALL_AFTER and STALL_RADIUS (STALL_AFTER None: the rule is off)."""
+    after = STALL_AFTER if after is None else after
+    radius = STALL_RADIUS if radius is None else radius
+    if domain is None or after is None:
         return None
     since, best = searched_since_best(trials, problem)
     if best is None or since < after:
