@@ -10,10 +10,12 @@ import pytest
 import gptask as gt
 from gptask.data.trials import Status, Trial
 from gptask.space.dimensions import Space
-from gptask.tuning.settings import SOURCE_INITIAL, SOURCE_SEARCH, STALL_AFTER, STALL_RADIUS
+from gptask.tuning.settings import SOURCE_INITIAL, SOURCE_SEARCH, STALL_RADIUS
 from gptask.tuning.stall import far_rows, searched_since_best, stall_escape
 
 NAMES = ["bx", "by", "tx", "ty", "ro"]
+#: the stall length the rule was measured with (settings.STALL_AFTER is None: off by default)
+AFTER = 3
 VALUES = [[16, 32, 64, 128, 256], [1, 2, 4, 8], [1, 2, 3, 4], [1, 2, 3, 4], [0, 1]]
 
 
@@ -62,18 +64,18 @@ def test_stall_escape_offers_far_configurations_only_after_enough_searched_runs_
     every = domain.params(np.arange(len(domain)))
     best = {"bx": 64, "by": 2, "tx": 2, "ty": 3, "ro": 1}
     trials = [_trial(0, best, 1.0, SOURCE_INITIAL)]
-    trials += [_trial(k, every[k], 2.0, SOURCE_SEARCH) for k in range(1, STALL_AFTER)]
-    assert stall_escape(problem, {"gpu": "a"}, trials, domain) is None  # one searched run short
-    trials.append(_trial(STALL_AFTER, every[STALL_AFTER], 2.0, SOURCE_SEARCH))
-    offer = stall_escape(problem, {"gpu": "a"}, trials, domain)
+    trials += [_trial(k, every[k], 2.0, SOURCE_SEARCH) for k in range(1, AFTER)]
+    assert stall_escape(problem, {"gpu": "a"}, trials, domain, after=AFTER) is None  # one short
+    trials.append(_trial(AFTER, every[AFTER], 2.0, SOURCE_SEARCH))
+    offer = stall_escape(problem, {"gpu": "a"}, trials, domain, after=AFTER)
     offered = problem.param_space.decode(offer)
     run = {tuple(t.params.values()) for t in trials}
     assert offered and all(sum(p[n] != best[n] for n in NAMES) > STALL_RADIUS for p in offered)
     assert not run & {tuple(p.values()) for p in offered}
-    assert stall_escape(problem, {"gpu": "a"}, trials, None) is None  # no listed domain: no escape
+    assert stall_escape(problem, {"gpu": "a"}, trials, None, after=AFTER) is None  # no listed domain: no escape
 
 
-def test_a_tuned_needle_task_leaves_the_incumbent_basin_after_a_stall():
+def test_a_tuned_needle_task_leaves_the_incumbent_basin_after_a_stall(monkeypatch):
     """A searched run of a listed one-task problem made after STALL_AFTER searched runs without gain,
     unless the run before it was such an escape, lies more than STALL_RADIUS parameters from the
     incumbent of that moment (read off the history)."""
@@ -84,6 +86,9 @@ def test_a_tuned_needle_task_leaves_the_incumbent_basin_after_a_stall():
             return 0.1
         return 1.0 + 0.1 * (np.log2(p["bx"]) - 5) ** 2 + 0.1 * np.log2(p["by"]) + 0.05 * (p["tx"] - 1) ** 2
 
+    import gptask.tuning.stall as stall
+
+    monkeypatch.setattr(stall, "STALL_AFTER", AFTER)  # the rule is off by default (settings.STALL_AFTER)
     res = gt.tune(_problem(objective), tasks=[{"gpu": "a"}], budget=24, n_initial=6, seed=1, progress=False)
     trials = sorted(res.history, key=lambda t: t.id)
     escapes, previous = 0, False
@@ -91,7 +96,7 @@ def test_a_tuned_needle_task_leaves_the_incumbent_basin_after_a_stall():
         if t.source != SOURCE_SEARCH:
             continue
         since, best = searched_since_best(trials[:k], _problem())
-        due = best is not None and since >= STALL_AFTER and not previous  # never two in a row
+        due = best is not None and since >= AFTER and not previous  # never two in a row
         if due:
             escapes += 1
             assert sum(t.params[n] != best.params[n] for n in NAMES) > STALL_RADIUS

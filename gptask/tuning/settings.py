@@ -51,9 +51,12 @@ CROSS_PICK_LOO_POINTS = 200
 #: a stalled task leaves its basin (gptask.tuning.stall): on a listed or enumerated domain, once a
 #: task's best has not improved over its last STALL_AFTER searched runs, its next search that is not a
 #: cross-task pick chooses by the acquisition only among the configurations that differ from its
-#: incumbent in more than STALL_RADIUS parameters, never two such searches in a row (issue 45:
-#: bench/results/convolution_worst.md)
-STALL_AFTER, STALL_RADIUS = 3, 2
+#: incumbent in more than STALL_RADIUS parameters, never two such searches in a row. Off (None):
+#: measured with STALL_AFTER = 3 on the convolution campaign's 32 seeds at 40 runs, -0.018 (standard
+#: error 0.016) in mean, worst seed 0.678 -> 0.689, and -0.002 to -0.003 in regret on the smooth
+#: listed families (issue 45: bench/results/convolution_worst.md)
+STALL_AFTER: int | None = None
+STALL_RADIUS = 2
 #: with sources that measured a tuned task on other machines: its first CONSENSUS_FIRST searched runs,
 #: then every CONSENSUS_EVERY-th, choose by the acquisition among the next CONSENSUS_WINDOW
 #: configurations of their consensus order it has not run (gptask.tuning.sourced)
