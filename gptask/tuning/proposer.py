@@ -33,7 +33,6 @@ from ..problem.definition import Problem
 from ..model.surrogate.data import usable
 from ..data.trials import Trial, params_key
 from .crosstask import cross_task_picks
-from .stall import stall_escape
 from ..propose.proposals import initial_design
 from .settings import SOURCE_SEARCH, STAGE_INITIAL, rng
 
@@ -68,8 +67,6 @@ class Proposer:
 
     def __init__(self) -> None:
         self._tuner: TunerView | None = None
-        #: (task, its number of trials) where a stalled task's search was offered far configurations
-        self._escapes: set[tuple[int, int]] = set()
 
     def bind(self, tuner: TunerView) -> None:
         """Called once by the tuner that asks: the proposer reads ``tuner`` from now on. A proposer
@@ -115,28 +112,29 @@ class Proposer:
     def search_among(self, i: int) -> np.ndarray | None:
         """Encoded configurations (m, D) that task ``i``'s next search chooses from by the
         acquisition, None for its whole space: the cross-task picks of
-        :mod:`gptask.tuning.crosstask`, else, when the task has stalled, the configurations far from
-        its incumbent (:mod:`gptask.tuning.stall`) (listed or enumerated domains only)."""
+        :mod:`gptask.tuning.crosstask` (listed or enumerated domains only)."""
         tu = self.tuner
         model = tu.model
         if model is None:
             return None
-        mine = tu.trials_of(i)
-        searched = [k for k, t in enumerate(mine) if t.source == SOURCE_SEARCH]
-        domain = tu.problem.domain(tu.tasks[i])
-        picks = cross_task_picks(model, i, len(searched), domain)
-        if picks is not None or (searched and (i, searched[-1]) in self._escapes):
-            return picks  # never two escapes in a row: the acquisition's own choice in between
-        far = stall_escape(tu.problem, tu.tasks[i], mine, domain)
-        if far is not None:
-            self._escapes.add((i, len(mine)))
-        return far
+        searched = sum(1 for t in tu.trials_of(i) if t.source == SOURCE_SEARCH)
+        return cross_task_picks(model, i, searched, tu.problem.domain(tu.tasks[i]))
 
 
     def design_open(self, i: int) -> bool:
         """Whether task ``i``'s initial design still takes points (always here; a cost-aware
         proposer ends a design early)."""
         return True
+
+    def design_room(self, i: int) -> int | None:
+        """How many of task ``i``'s design runs may be claimed so far, counting those already
+        claimed (None here: all of them; the fidelity proposer runs a cheap design in stages)."""
+        return None
+
+    def design_renewed(self, i: int) -> bool:
+        """Whether task ``i``'s initial design changed since the tuner read it (never here; the
+        fidelity proposer promotes a target's design in two stages): the tuner reads it again."""
+        return False
 
     def in_model(self, trial: Trial) -> bool:
         """Whether ``trial`` (finished or pending) enters the model (every one here; the fidelity

@@ -15,7 +15,7 @@ __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_S
            "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS",
            "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH", "SOURCE_IMPORTED", "CROSS_PICK_EVERY",
            "CROSS_PICK_TOP", "CROSS_PICK_OWN_BELOW", "CROSS_PICK_MIN_POINTS", "CROSS_PICK_LOO_POINTS",
-           "STALL_AFTER", "STALL_RADIUS", "CONSENSUS_FIRST", "CONSENSUS_EVERY", "CONSENSUS_WINDOW", "NEW_TASK_INITIAL_SHARE", "new_task_initial",
+           "CONSENSUS_FIRST", "CONSENSUS_EVERY", "CONSENSUS_WINDOW", "NEW_TASK_INITIAL_SHARE", "new_task_initial",
            "rng", "int_seed"]
 
 #: ``Trial.source`` of the engine's trials: the initial Latin hypercube, the problem's default
@@ -48,15 +48,6 @@ SEARCH_BLAS_THREADS = 1
 #: more than CROSS_PICK_LOO_POINTS values (imported runs) is judged on that many of them
 CROSS_PICK_EVERY, CROSS_PICK_TOP, CROSS_PICK_OWN_BELOW, CROSS_PICK_MIN_POINTS = 2, 2, 0.93, 4
 CROSS_PICK_LOO_POINTS = 200
-#: a stalled task leaves its basin (gptask.tuning.stall): on a listed or enumerated domain, once a
-#: task's best has not improved over its last STALL_AFTER searched runs, its next search that is not a
-#: cross-task pick chooses by the acquisition only among the configurations that differ from its
-#: incumbent in more than STALL_RADIUS parameters, never two such searches in a row. Off (None):
-#: measured with STALL_AFTER = 3 on the convolution campaign's 32 seeds at 40 runs, -0.018 (standard
-#: error 0.016) in mean, worst seed 0.678 -> 0.689, and -0.002 to -0.003 in regret on the smooth
-#: listed families (issue 45: bench/results/convolution_worst.md)
-STALL_AFTER: int | None = None
-STALL_RADIUS = 2
 #: with sources that measured a tuned task on other machines: its first CONSENSUS_FIRST searched runs,
 #: then every CONSENSUS_EVERY-th, choose by the acquisition among the next CONSENSUS_WINDOW
 #: configurations of their consensus order it has not run (gptask.tuning.sourced)
