@@ -80,8 +80,10 @@ def describe_fits(fits: list[dict]) -> str:
     ls = np.asarray(last["lengthscales"], float)
     n_coll = sum(bool(f.get("collapsed")) for f in fits)
     n_refit = sum(bool(f.get("collapse_refit")) for f in fits)
+    n_floor = sum(bool(f.get("at_floor")) for f in fits)
     flags = "; ".join(last.get("flags") or []) or "none"
-    return (f"{len(fits)} fits, {n_refit} refitted away from a collapsed length scale, {n_coll} left with one; last fit: "
+    return (f"{len(fits)} fits, {n_refit} refitted away from a collapsed length scale ({n_floor} with a length scale "
+            f"held at its floor), {n_coll} left with one; last fit: "
             f"shortest length scale {ls.min():.3g}, relative noise {np.min(last['noise']):.2g}-{np.max(last['noise']):.2g}, "
             f"flags: {flags}" + "".join(f"; fit {k + 1} collapsed: {'; '.join(f['collapsed'])}"
                                          for k, f in enumerate(fits) if f.get("collapsed")))

@@ -28,7 +28,8 @@ class ReportData:
     trials: every trial (pending ones included), in id order; confirmations: the confirmation runs;
     result: a TuningResult rebuilt from the history (None when it has no task); unit; budget,
     n_initial: the run's settings (None when not recorded); closed: task index -> why it stopped;
-    n_models: model fits recorded; provenance: the recorded provenance (None: not recorded);
+    n_models: model fits recorded; fits: each recorded fit's diagnostics (LCM.fit_record; {} where not
+    recorded), in order; provenance: the recorded provenance (None: not recorded);
     missing: what the history does not hold yet, one line each."""
 
     path: Path
@@ -43,6 +44,7 @@ class ReportData:
     n_initial: int | None = None
     closed: dict[int, str] = field(default_factory=dict)
     n_models: int = 0
+    fits: list[dict] = field(default_factory=list)
     provenance: Any = None
     missing: list[str] = field(default_factory=list)
 
@@ -124,7 +126,7 @@ def load_report_data(path: str | Path) -> ReportData:
         data = ReportData(path=p, name=str(sig.get("name", "problem")), signature=sig, tasks=tasks, trials=trials,
                           confirmations=h.confirmations(), result=result, unit=header.unit,
                           budget=header.budget, n_initial=header.n_initial,
-                          closed=h.closed_tasks(), n_models=len(h.models()),
+                          closed=h.closed_tasks(), n_models=len(h.models()), fits=h.fit_diagnostics(),
                           provenance=_provenance(header.provenance, h.machines(), trials))
     data.missing = _missing(data)
     return data

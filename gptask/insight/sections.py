@@ -372,7 +372,7 @@ def accuracy(data: ReportData, opts: ReportOptions) -> str:
                     "Spearman: rank correlation of predicted and measured values, mean over tasks; coverage: "
                     "fraction of measurements inside their central 95 % predictive interval (a calibrated model: "
                     "about 95 %); coverage_latent: inside the interval of the function alone, without the noise.")
-    out += _fit_note(result.model)
+    out += _fit_note(result.model) + _fits_note(data.fits)
     rows, shown = [], None
     try:
         cv = within_task_cv(result, folds=5)
@@ -424,9 +424,36 @@ def _fit_note(model: Any) -> str:
     recorded = diag.get("recorded") or {}
     if recorded.get("collapse_refit"):
         text += " The fit was refitted away from a collapsed length scale."
+    if recorded.get("at_floor"):
+        text += " Held at the floor of their input's gap: " + "; ".join(recorded["at_floor"]) + "."
     if diag["collapsed"]:
         return note_html(text + " Collapsed: " + "; ".join(diag["collapsed"]) + ".", "missing")
     return note_html(text)
+
+
+def _fits_note(fits: list[dict]) -> str:
+    """One line on the run's earlier fits (issue 45: a collapse in the first fits after the initial design steers
+    the search even when the last fit is sound): which fits had a collapsed length scale, whether each was refitted
+    with its floor, and which ended with a length scale held at that floor. Empty when none had either."""
+    collapsed = [k + 1 for k, f in enumerate(fits) if f.get("collapsed") or f.get("collapse_refit")]
+    if not collapsed:
+        return ""
+    refitted = [k for k in collapsed if fits[k - 1].get("collapse_refit")]
+    left = [k for k in collapsed if fits[k - 1].get("collapsed")]
+    floor = [k + 1 for k, f in enumerate(fits) if f.get("at_floor")]
+    text = (f"Fits of this run with a length scale shorter than the gap between its input's values (collapsed): "
+            f"{_fit_numbers(collapsed)} of {len(fits)}")
+    if refitted:
+        text += f"; refitted with every length scale at least that gap: {_fit_numbers(refitted)}"
+    if floor:
+        text += f"; a length scale held at that floor (the data alone would make it shorter): {_fit_numbers(floor)}"
+    if left:
+        return note_html(text + f"; left collapsed: {_fit_numbers(left)}.", "missing")
+    return note_html(text + ".")
+
+
+def _fit_numbers(ks: list[int]) -> str:
+    return ("fit " if len(ks) == 1 else "fits ") + ", ".join(str(k) for k in ks)
 
 
 def _in_percent(row: dict[str, Any]) -> dict[str, Any]:

@@ -276,6 +276,11 @@ class Storage(abc.ABC):
     def models(self) -> list[dict[str, Any]]:
         """Every stored model's {"iteration", "created", "log_likelihood", "data_key"}."""
 
+    def fit_diagnostics(self) -> list[dict[str, Any]]:
+        """Every stored model's fit diagnostics (``params["diagnostics"]``: LCM.fit_record, issue 45), in the
+        order stored; {} for a model stored without them. A storage that does not keep them returns []."""
+        return []
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release the connection (idempotent)."""

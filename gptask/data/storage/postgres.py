@@ -860,6 +860,10 @@ class PostgresStorage(Storage):
         rows = self._q("SELECT iteration, created, log_likelihood, data_key FROM {s}.models ORDER BY id")
         return [{"iteration": r[0], "created": r[1], "log_likelihood": r[2], "data_key": r[3]} for r in rows]
 
+    def fit_diagnostics(self) -> list[dict[str, Any]]:
+        rows = self._q("SELECT params FROM {s}.models ORDER BY id")
+        return [dict(stored_json(r[0], "a model's parameters", self.url).get("diagnostics") or {}) for r in rows]
+
 
 def _clean(text: str, conninfo: str) -> str:
     """libpq's message without the password of ``conninfo`` in it (libpq does not echo it, but be sure)."""

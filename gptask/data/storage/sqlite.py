@@ -816,6 +816,10 @@ class SQLiteStorage(Storage):
         rows = self.db.execute("SELECT iteration, created, log_likelihood, data_key FROM models ORDER BY id").fetchall()
         return [{"iteration": r[0], "created": r[1], "log_likelihood": r[2], "data_key": r[3]} for r in rows]
 
+    def fit_diagnostics(self) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT params FROM models ORDER BY id").fetchall()
+        return [dict(stored_json(r[0], "a model's parameters", self.db.where).get("diagnostics") or {}) for r in rows]
+
 
 
 

@@ -56,9 +56,9 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
                        LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
-                       COLLAPSE_NATS, CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS, CALIBRATION_LEVEL,
+                       CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS, CALIBRATION_LEVEL,
                        CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS,
-                       LAPLACE_STEP, LAPLACE_MAX_SD)
+                       LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR)
 from .backend import get_backend
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
@@ -96,6 +96,23 @@ def _check_data(X_list: Any, y_list: Any) -> tuple[list[np.ndarray], list[np.nda
         Xs.append(Xi)
         ys.append(as_outputs(y, f"y_list[{i}]", Xi.shape[0]))
     return Xs, ys
+
+
+def input_gaps(X_list: Sequence[np.ndarray]) -> np.ndarray:
+    """(d,) the typical gap between the distinct values of each input within a task: range / (distinct
+    values - 1), median over the tasks (X_list[i]: (n_i, d)) with at least three distinct values; 0 for
+    an input no task has three distinct values of (not checked for collapse, not floored)."""
+    d = X_list[0].shape[1]
+    gaps = np.zeros(d)
+    for j in range(d):
+        per = []
+        for X in X_list:
+            v = np.unique(X[:, j])
+            if v.size >= 3:
+                per.append((v[-1] - v[0]) / (v.size - 1))
+        if per:
+            gaps[j] = float(np.median(per))
+    return gaps
 
 
 def _check_int(value: Any, name: str, lo: int) -> int:
@@ -496,9 +513,12 @@ class FitReport:
     when fitted under a prior; flags: what :meth:`LCM.diagnose` found on the first winner;
     explored: whether fresh starts were run because of them; flags_after: the final model's.
     collapsed: the length scales the data did not support (:meth:`LCM.collapsed_lengthscales`) on the
-    winner; collapse_refit: whether the fit bounded away from them was kept; collapsed_after: the
-    final model's; variance_scale: the factor the predictive variances were widened by (1: none; see
-    defaults.CALIBRATE_VARIANCE)."""
+    winner; collapse_refit: whether it was refitted with every length scale bounded below by its input's gap
+    (and that fit kept); collapsed_after: the final model's (none after a refit); variance_scale: the factor
+    the predictive variances were widened by (1: none; see defaults.CALIBRATE_VARIANCE); lengthscale_floor:
+    (d,) the lower bound of each input's length scales in the refit (empty: no refit); at_floor: the length
+    scales of the refitted model that ended on that floor, as readable strings (the data alone would have
+    made them shorter than the gaps between their values let them resolve)."""
 
     n_starts: int
     objective: np.ndarray
@@ -510,6 +530,8 @@ class FitReport:
     collapse_refit: bool = False
     collapsed_after: tuple[str, ...] = ()
     variance_scale: float = 1.0
+    lengthscale_floor: tuple[float, ...] = ()
+    at_floor: tuple[str, ...] = ()
 
 
 class LCM:
@@ -700,9 +722,10 @@ class LCM:
         explore: check the winner with :meth:`diagnose`; when it has a length scale or kappa on a
         bound, a noise on its floor, or wild predictions, run EXPLORE_RESTARTS more random starts
         (k = restarts, restarts + 1, ...) and keep the best of all; the outcome is logged and kept
-        in ``fit_report``. With ``explore``, a length scale the data do not support
-        (:meth:`collapsed_lengthscales`) is also refitted bounded away from it, and the bounded fit kept
-        when the data do not clearly prefer the collapsed one (defaults.COLLAPSE_NATS).
+        in ``fit_report``. With ``explore``, a winner with a length scale the data do not support
+        (:meth:`collapsed_lengthscales`) is refitted from itself and from every start so far with each length
+        scale bounded below by defaults.LENGTHSCALE_GAP_FLOOR x its input's gap (:func:`input_gaps`), and the
+        best such fit kept: the fit does not end collapsed.
         calibrate: widen the predictive variances by the hyperparameter-count factor of
         defaults.CALIBRATE_VARIANCE (None: CALIBRATE_VARIANCE under a prior, never without one);
         the factor is ``fit_report.variance_scale``.
@@ -758,30 +781,38 @@ class LCM:
 
         rank, size = (0, 1) if comm is None else (int(comm.Get_rank()), int(comm.Get_size()))
 
-        def run_start(k: int) -> np.ndarray:
-            """(size + 1,): start k's optimum theta and its objective value."""
-            if k == 0 and theta_init is not None:
+        def run_start(k: int, low: np.ndarray | None = None) -> np.ndarray:
+            """(size + 1,): start k's optimum theta and its objective value; ``low``: lower bounds (size,)
+            other than the box's (the floored refit), the start clipped into them; k = -1 starts at the
+            current winner."""
+            if k == -1:
+                p = self._params
+                x0 = lay.pack(p["lengthscale"], p["W"], p["kappa"], p["noise"])
+            elif k == 0 and theta_init is not None:
                 x0 = theta_init
             else:
                 x0 = lay.random(np.random.default_rng(np.random.SeedSequence([seed, k])), s2)
-            res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+            box = bounds
+            if low is not None:
+                x0, box = np.clip(x0, low, hi), [(float(a), b[1]) for a, b in zip(low, bounds)]
+            res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=box,
                            options={"maxiter": maxiter}, callback=_stall_callback())
             f = float(res.fun)
             ok = np.isfinite(f) and f < FAIL_VALUE
             logger.debug("LCM start %d: objective %.6g (%s)", k, -f, res.message)
             return np.append(res.x, -f if ok else -np.inf)
 
-        def run_starts(keys: list[int]) -> np.ndarray:
+        def run_starts(keys: list[int], low: np.ndarray | None = None) -> np.ndarray:
             """(len(keys), size + 1): the optimum theta of each start and its objective value."""
             out = np.full((len(keys), lay.size + 1), np.nan)
             mine = list(range(rank, len(keys), size))
             if workers > 1 and len(mine) > 1:
                 with ThreadPoolExecutor(max_workers=min(workers, len(mine))) as pool:
-                    for j, row in zip(mine, pool.map(run_start, [keys[j] for j in mine])):
+                    for j, row in zip(mine, pool.map(lambda k: run_start(k, low), [keys[j] for j in mine])):
                         out[j] = row
             else:
                 for j in mine:
-                    out[j] = run_start(keys[j])
+                    out[j] = run_start(keys[j], low)
             if comm is not None and size > 1:
                 gathered = np.empty((size,) + out.shape)
                 comm.Allgather(out, gathered)
@@ -809,20 +840,31 @@ class LCM:
                 EXPLORE_RESTARTS, f"found a better fit (start {winner})" if winner >= restarts
                 else "kept the first fit", f", which still has: {'; '.join(flags_after)}" if flags_after else "")
         collapsed = self.collapsed_lengthscales() if explore else []
-        collapsed_after, kept = collapsed, False
-        if collapsed:
-            kept = self._refit_bounded(lay, objective, lo, hi, float(np.max(results[:, -1])), maxiter, Xs, ys)
+        collapsed_after, refit, floor, at_floor = collapsed, False, np.zeros(0), []
+        if collapsed and LENGTHSCALE_GAP_FLOOR is not None:
+            # refit from the collapsed winner and every start of the first round and of exploring, each length
+            # scale bounded below by its input's gap; the best floored fit is kept (defaults.LENGTHSCALE_GAP_FLOOR)
+            floor = np.maximum(LENGTHSCALE_GAP_FLOOR * input_gaps(Xs), LENGTHSCALE_BOUNDS[0])
+            low = lo.copy()
+            low[: lay.Q * d] = np.maximum(lo[: lay.Q * d], np.tile(np.log(floor), lay.Q))
+            floored = run_starts([-1] + list(range(restarts + EXPLORE_RESTARTS)), low)
+            if np.any(np.isfinite(floored[:, -1])):
+                self._adopt_best(lay, floored, Xs, ys)
+                results, refit = np.vstack([results, floored]), True
+                at_floor = self._at_floor(floor)
             collapsed_after = self.collapsed_lengthscales()
             logger.info("LCM fit (%d tasks, %d points): %s; %s", T, len(y), "; ".join(collapsed),
-                        "kept the fit bounded away from it" if kept else "the data prefer it, kept")
+                        "refitted with every length scale at least its input's gap" + (
+                            f" ({'; '.join(at_floor)})" if at_floor else "") if refit else "the floored refit failed")
         scale = 1.0
         if calibrate if calibrate is not None else (CALIBRATE_VARIANCE and prior_obj is not None):
             scale = self._widen(lay.size, Xs, ys)
         objective_values = results[:, -1].copy()
         self.fit_report = FitReport(n_starts=len(results), explored=explored, flags=tuple(flags),
                                     flags_after=tuple(flags_after), objective=objective_values,
-                                    map=prior_obj is not None, collapsed=tuple(collapsed), collapse_refit=kept,
-                                    collapsed_after=tuple(collapsed_after), variance_scale=scale)
+                                    map=prior_obj is not None, collapsed=tuple(collapsed), collapse_refit=refit,
+                                    collapsed_after=tuple(collapsed_after), variance_scale=scale,
+                                    lengthscale_floor=tuple(float(v) for v in floor), at_floor=tuple(at_floor))
         return self
 
     def collapsed_lengthscales(self) -> list[str]:
@@ -841,39 +883,18 @@ class LCM:
         return out
 
     def input_gaps(self) -> np.ndarray:
-        """(d,) the typical gap between the distinct values of each input within a task: range /
-        (distinct values - 1), median over the tasks with at least three distinct values; 0 for an
-        input no task has three distinct values of (not checked for collapse)."""
+        """(d,) the typical gap between the distinct values of each input within a task (:func:`input_gaps` of
+        this model's data)."""
         self._require_data()
-        d = self._X.shape[1]
-        gaps = np.zeros(d)
-        for j in range(d):
-            per = []
-            for i in range(self.n_tasks):
-                v = np.unique(self._X[self._t == i, j])
-                if v.size >= 3:
-                    per.append((v[-1] - v[0]) / (v.size - 1))
-            if per:
-                gaps[j] = float(np.median(per))
-        return gaps
+        return input_gaps([self._X[self._t == i] for i in range(self.n_tasks)])
 
-    def _refit_bounded(self, lay: "_Layout", objective, lo: np.ndarray, hi: np.ndarray, best: float,
-                       maxiter: int, Xs, ys) -> bool:
-        """One L-BFGS-B start from the current fit with every length scale bounded below by
-        COLLAPSE_GAP_FRACTION x its input's gap; adopted (returns True) when its objective is within
-        COLLAPSE_NATS of ``best``, the collapsed fit's."""
-        floor = np.log(np.maximum(COLLAPSE_GAP_FRACTION * self.input_gaps(), LENGTHSCALE_BOUNDS[0]))
-        lo2 = lo.copy()
-        lo2[: lay.Q * lay.d] = np.maximum(lo[: lay.Q * lay.d], np.tile(floor, lay.Q))
-        p = self._params
-        x0 = np.clip(lay.pack(p["lengthscale"], p["W"], p["kappa"], p["noise"]), lo2, hi)
-        res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=list(zip(lo2, hi)),
-                       options={"maxiter": maxiter}, callback=_stall_callback())
-        f = float(res.fun)
-        if not (np.isfinite(f) and f < FAIL_VALUE) or -f < best - COLLAPSE_NATS:
-            return False
-        self._adopt_best(lay, np.append(res.x, -f)[None, :], Xs, ys)
-        return True
+    def _at_floor(self, floor: np.ndarray) -> list[str]:
+        """The length scales l_qj within BOUND_TOL_LOG (in log) of their floor ``floor[j]`` (d,), where that floor
+        is above LENGTHSCALE_BOUNDS, as readable strings (empty when none)."""
+        ls = self._params["lengthscale"]
+        on = (np.log(ls) <= np.log(floor)[None, :] + BOUND_TOL_LOG) & (floor > LENGTHSCALE_BOUNDS[0])[None, :]
+        return [f"length scale {ls[q, j]:.3g} of input {j} (latent {q}) held at its floor, the gap {floor[j]:.3g} "
+                "between the input's values" for q, j in zip(*np.nonzero(on))]
 
     def _widen(self, n_hyper: int, Xs, ys) -> float:
         """Scale B_q and the noises by min(VARIANCE_SCALE_MAX, (N / (N - n_hyper))^VARIANCE_SCALE_POWER) and
@@ -1024,7 +1045,8 @@ class LCM:
     def fit_record(self) -> dict[str, Any]:
         """The fit's diagnostics to store with its hyperparameters (JSON types, no computation beyond a
         look at the data): lengthscales (Q, d) lists, noise (T,) relative to the output scale, collapsed
-        (:meth:`collapsed_lengthscales`), collapse_refit, flags (:meth:`diagnose`'s after the fit) and
+        (:meth:`collapsed_lengthscales`), collapse_refit, at_floor (``fit_report``'s), flags (:meth:`diagnose`'s
+        after the fit) and
         variance_scale; the fit's own record when the model was rebuilt from a stored one."""
         self._require_data()
         rep = self.fit_report
@@ -1035,6 +1057,7 @@ class LCM:
                 "noise": (self._params["noise"] / s2).tolist(),
                 "collapsed": self.collapsed_lengthscales(),
                 "collapse_refit": False if rep is None else bool(rep.collapse_refit),
+                "at_floor": [] if rep is None else list(rep.at_floor),
                 "flags": [] if rep is None else list(rep.flags_after),
                 "variance_scale": None if rep is None else float(rep.variance_scale)}
 

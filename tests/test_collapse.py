@@ -1,0 +1,121 @@
+"""No collapsed fits (issue 45, item 2): a fit whose winner has a length scale shorter than the gap between
+its input's values is refitted with every length scale bounded below by that gap, and the floored fit is
+kept (defaults.LENGTHSCALE_GAP_FLOOR), so the tuner's fits do not end collapsed; the collapse and the
+length scales held at the floor are recorded (fit_record: the history, the report).
+
+The data set: one task, nine points on a regular grid of one input (gap 0.125) whose values alternate
+(a cosine of period two gaps, plus a slow term). Under the tuner's prior the best explanation is a
+length scale a third of the gap (the noise prior makes "noise" dearer than "wiggles between the points"),
+1.25 nats above the best length scale of at least the gap. On main the fit kept the collapsed winner: its
+one bounded refit, a single start from the collapsed point, missed the floored optimum. Checked against a
+brute-force profile of the log posterior over a grid of length scales (the other hyperparameters
+maximised by Nelder-Mead from several starts at each grid point, through LCM.condition and
+LCM.log_posterior, not the fitting code).
+"""
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from gptask.model.numerics import LCM
+from gptask.model.numerics import defaults
+from gptask.model.numerics.lcm import input_gaps
+from gptask.model.numerics.priors import LCMPrior
+
+GAP = 0.125
+
+
+def alternating():
+    x = np.linspace(0.0, 1.0, 9)[:, None]
+    y = np.cos(8 * np.pi * x[:, 0]) + 0.3 * np.sin(5 * x[:, 0])
+    return [x], [(y - y.mean()) / y.std()]
+
+
+def profile(X, y, lengthscales):
+    """The log posterior maximised over W, kappa and the noise at each fixed length scale (brute force)."""
+    model = LCM(1, "matern52").fit(X, y, restarts=1, seed=0, explore=False)  # sets the prior and the output scale
+    out = []
+    for ls in lengthscales:
+        def neg(u):
+            params = {"lengthscale": np.array([[ls]]), "W": np.array([[[u[0]]]]), "kappa": np.array([[np.exp(u[1])]]),
+                      "noise": np.array([np.exp(u[2])])}
+            try:
+                return -model.condition(X, y, params).log_posterior()
+            except (np.linalg.LinAlgError, ValueError):
+                return np.inf
+        starts = [(1.0, np.log(0.1), np.log(1e-2)), (0.3, np.log(0.01), np.log(0.5)), (1.0, np.log(1.0), np.log(1e-4))]
+        out.append(-min(minimize(neg, s, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-6,
+                                                                          "maxiter": 2000}).fun for s in starts))
+    return np.array(out)
+
+
+def test_the_alternating_data_set_prefers_a_length_scale_shorter_than_the_gap():
+    X, y = alternating()
+    assert input_gaps(X)[0] == pytest.approx(GAP)
+    grid = np.exp(np.linspace(np.log(0.02), np.log(20.0), 15))
+    lp = profile(X, y, grid)
+    assert grid[np.argmax(lp)] < GAP / 2  # the data's own preference: a collapse, whatever the starts
+    best_supported = lp[grid >= GAP].max()
+    assert 0.5 < lp.max() - best_supported < 2.0  # within defaults.COLLAPSE_NATS (2): main should have refitted
+    # the fit: its winner collapsed, it was refitted with the floor and kept that fit, which is the best
+    # supported fit of the brute-force profile (to its grid's resolution)
+    model = LCM(1, "matern52").fit(X, y, seed=0)
+    rep = model.fit_report
+    assert rep.collapsed and "input 0" in rep.collapsed[0]
+    assert rep.collapse_refit and rep.collapsed_after == () and model.collapsed_lengthscales() == []
+    assert model.lengthscales[0, 0] >= GAP * (1 - 1e-9)
+    assert rep.lengthscale_floor == pytest.approx((GAP,))
+    assert model.log_posterior() >= best_supported - 0.02
+    assert model.log_posterior() <= lp.max() + 0.02
+
+
+def test_without_the_floor_the_collapse_is_only_reported(monkeypatch):
+    import gptask.model.numerics.lcm as lcm
+
+    X, y = alternating()
+    monkeypatch.setattr(lcm, "LENGTHSCALE_GAP_FLOOR", None)
+    model = LCM(1, "matern52").fit(X, y, seed=0)
+    assert model.lengthscales[0, 0] < GAP / 2
+    assert model.fit_report.collapsed and not model.fit_report.collapse_refit
+    record = model.fit_record()
+    assert record["collapsed"] and record["collapse_refit"] is False and record["at_floor"] == []
+
+
+def test_a_length_scale_held_at_its_floor_is_recorded():
+    # the same grid with a stronger slow term: the floored fit keeps the wiggles (length scale on its floor,
+    # the gap; small noise) and the fit's record says so
+    x = np.linspace(0.0, 1.0, 9)[:, None]
+    y = 0.5 * np.cos(8 * np.pi * x[:, 0]) + np.sin(5 * x[:, 0])
+    model = LCM(1, "matern52").fit([x], [(y - y.mean()) / y.std()], seed=0)
+    rep = model.fit_report
+    assert rep.collapsed and rep.collapse_refit
+    assert model.lengthscales[0, 0] == pytest.approx(GAP, rel=defaults.BOUND_TOL_LOG)
+    assert len(rep.at_floor) == 1 and "input 0" in rep.at_floor[0] and "floor" in rep.at_floor[0]
+    record = model.fit_record()
+    assert record["at_floor"] == list(rep.at_floor) and record["collapsed"] == []
+
+
+def test_every_fits_diagnostics_reach_the_history_and_the_report(tmp_path):
+    # the first fits after the initial design are the ones that steer the search (gen:1016 seed 4): the history
+    # keeps each fit's record and the report names the fits that collapsed, were refitted, or were left so
+    from gptask.data.storage.sqlite import SQLiteStorage
+    from gptask.insight.sections import _fits_note
+
+    X, y = alternating()
+    refitted = LCM(1, "matern52").fit(X, y, seed=0).fit_record()
+    plain = LCM(1, "matern52").fit(X, y, seed=0, explore=False)
+    left = {**plain.fit_record(), "collapsed": plain.collapsed_lengthscales()}
+    assert left["collapsed"] and not left["collapse_refit"]
+    sound = {**refitted, "collapse_refit": False, "at_floor": []}
+    path = tmp_path / "h.sqlite"
+    with SQLiteStorage(path, signature={"name": "collapse"}) as h:
+        for k, rec in enumerate([refitted, left, sound]):
+            h.add_model(k + 1, {"lengthscale": rec["lengthscales"], "diagnostics": rec}, -1.0)
+        h.add_model(4, {"lengthscale": [[1.0]]}, -1.0)  # a model stored before fits were recorded
+    with SQLiteStorage(path, read_only=True) as h:
+        fits = h.fit_diagnostics()
+    assert fits == [refitted, left, sound, {}]
+    note = _fits_note(fits)
+    assert "fits 1, 2 of 4" in note and "refitted with every length scale at least that gap: fit 1" in note
+    assert "left collapsed: fit 2" in note
+    assert _fits_note([sound, {}]) == ""
