@@ -18,7 +18,10 @@ and the same folds (no refit per rule):
     export PYTHONPATH=$PWD OMP_NUM_THREADS=1
     nice -n 5 /work/venvs/i45b/bin/python bench/calibration_variants.py run --families quick --sizes 5,12,20,30 \\
         --seeds 0-9 --out /tmp/i45s/suite.jsonl
-    python bench/calibration_variants.py analyse /tmp/i45s/suite.jsonl --json bench/results/calibration_variants.json
+    python bench/calibration_variants.py analyse /tmp/i45s/suite.jsonl --markdown main,lib \
+        --json bench/results/calibration_variants_suite.json
+
+``lib`` is the library's rule (LCM.calibration_factors), ``main`` the one before it (bench/results/calibrated.md).
 
 Runs append to ``--out`` (one JSON line per family-size-seed) and are skipped when already there.
 """
