@@ -10,6 +10,7 @@ import pytest
 import gptask as gt
 from gptask.transfer.crossval import Z95, interval95, leave_one_task_out, within_task_cv
 from gptask.model.numerics import LCM
+from gptask.model.numerics.defaults import CALIBRATION_MIN
 from gptask.results.result import TuningResult
 from gptask.model.transforms import OutputTransform
 
@@ -88,7 +89,7 @@ def test_within_task_folds_hold_every_complete_trial_out_once_and_predict_from_t
     ref, (a, b) = _without_fold(fitted, rep, pt)
     # the intervals are the calibrated predictive's, its factor from the fold's own points
     mean, var = ref.predict_calibrated(i, space.encode([pt.params]), include_noise=True)
-    assert ref.calibration_factor() >= 1.0
+    assert ref.calibration_factor() >= CALIBRATION_MIN
     mean, s = a + b * mean, b * math.sqrt(var[0])
     tr = fitted.transform
     assert pt.predicted == pytest.approx(float(tr.backward(i, mean)[0]), rel=1e-9)
@@ -222,4 +223,6 @@ def test_within_task_units_come_from_the_folds_remaining_points_at_5_points_per_
         # the widths carry the calibration factor, from fresh fits on each fold's points: the same data up
         # to rounding (standardised twice against once), which the optimiser turns into ~1e-6
         assert (p.lower, p.upper) == pytest.approx((lo, hi), rel=1e-4)
-    assert rep.summary()["coverage"] == pytest.approx(np.mean(inside)) == pytest.approx(0.90)
+    # 0.90 with the empirical-quantile factor of the time; the upper-bound factor (issue 45, the worst seed)
+    # widens these 16-point folds' intervals: what is checked is that the report's intervals are the loop's
+    assert rep.summary()["coverage"] == pytest.approx(np.mean(inside))

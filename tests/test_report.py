@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.model.numerics.defaults import CALIBRATION_MAX
+from gptask.model.numerics.defaults import CALIBRATION_MAX, CALIBRATION_MIN
 from gptask.cli.main import main
 from gptask.insight.report import write_report
 from gptask.results.rebuild import result_from_history
@@ -448,5 +448,7 @@ def test_the_fit_diagnostics_round_trip_through_the_history_and_the_report_shows
     assert rebuilt.fit_record() == stored
     diag = rebuilt.diagnostics()
     assert diag["recorded"] == stored and diag["collapse_refit"] == stored["collapse_refit"]
-    assert 1.0 <= diag["calibration_factor"] <= CALIBRATION_MAX
-    assert f"variances x{diag['calibration_factor']:.3g}" in Path(finished_page).read_text()
+    assert CALIBRATION_MIN <= diag["calibration_factor"] <= CALIBRATION_MAX
+    assert CALIBRATION_MIN <= diag["calibration_factor_latent"] <= CALIBRATION_MAX
+    assert (f"variances x{diag['calibration_factor']:.3g} (a new measurement), x{diag['calibration_factor_latent']:.3g} "
+            "(the latent function") in Path(finished_page).read_text()

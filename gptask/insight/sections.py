@@ -420,7 +420,9 @@ def _fit_note(model: Any) -> str:
                if diag["variance_scale"] is not None else "")
             + f"leave-one-out coverage of the 95 % intervals {100 * diag['loo_coverage']:.1f} % "
             f"(latent alone {100 * diag['loo_coverage_latent']:.1f} %); intervals shown calibrated by 5-fold "
-            f"cross-validation: variances x{diag['calibration_factor']:.3g}.")
+            f"cross-validation: variances x{diag['calibration_factor']:.3g} (a new measurement)"
+            + (f", x{diag['calibration_factor_latent']:.3g} (the latent function, at most the former)"
+               if diag.get("calibration_factor_latent") is not None else "") + ".")
     recorded = diag.get("recorded") or {}
     if recorded.get("collapse_refit"):
         text += " The fit was refitted away from a collapsed length scale."

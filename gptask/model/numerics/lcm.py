@@ -48,7 +48,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy.optimize import minimize
 
-from scipy.stats import norm, qmc
+from scipy.stats import chi2, qmc
 
 from . import linalg as _la
 from .arrays import as_inputs, as_outputs
@@ -56,8 +56,9 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
                        LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
-                       CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS, CALIBRATION_LEVEL,
+                       CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS,
                        CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS,
+                       CALIBRATION_CONFIDENCE, CALIBRATION_MIN, CALIBRATION_SHRINK_MIN_POINTS,
                        LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR)
 from .backend import get_backend
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
@@ -497,8 +498,6 @@ def _check_params(params, Q, d, T, r) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------------------------
 
 
-#: the two-sided normal quantile of CALIBRATION_LEVEL (1.96 for 95 %)
-_Z_LEVEL = float(norm.ppf(0.5 + CALIBRATION_LEVEL / 2))
 #: how :meth:`LCM.diagnose` ends the flag of a noise on its floor (what a deterministic objective gives)
 NOISE_FLOOR_FLAG = "on the floor"
 #: whether a noise on its floor alone (and no other flag) runs EXPLORE_RESTARTS fresh starts; a bench
@@ -580,7 +579,7 @@ class LCM:
         #: how the last fit went (starts, objective per start, post-fit check)
         self.fit_report: FitReport | None = None
         #: the last calibration factor computed, with the state it was computed on (see calibration_factor)
-        self._calibration: tuple[tuple, float] | None = None
+        self._calibration: tuple[tuple, tuple[float, float]] | None = None
         #: what :meth:`fit_record` gave when the hyperparameters were fitted, as stored in a history (a
         #: model rebuilt from one: gptask.results.rebuild); None for a model fitted here or never stored
         self.recorded_fit: dict[str, Any] | None = None
@@ -960,8 +959,16 @@ class LCM:
     def crossval_zscores(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, restandardize: bool | None = None,
                          fresh: bool | None = None) -> np.ndarray:
         """The z-scores (y - mean) / sd (with noise) of every held-out observation of a ``folds``-fold
-        cross-validation, each fold's model refitted on the others (this model's prior, no exploration):
-        (n_held,) in fold order. Every task with at least two points is split at random
+        cross-validation (:meth:`crossval_residuals`, same arguments): (n_held,) in fold order."""
+        r, v, n = self.crossval_residuals(folds, seed, restandardize, fresh)
+        return r / np.sqrt(v + n)
+
+    def crossval_residuals(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, restandardize: bool | None = None,
+                           fresh: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The residuals y - mean of every held-out observation of a ``folds``-fold cross-validation, each
+        fold's model refitted on the others (this model's prior, no exploration), with the fold model's
+        latent variance and noise variance there: three (n_held,) arrays in fold order, in the fold's
+        units. Every task with at least two points is split at random
         (``np.random.default_rng(seed)``) into ``folds`` parts of its own, so every fold keeps a point of
         every task; tasks of one point are never held out.
 
@@ -993,10 +1000,13 @@ class LCM:
                     prior=self.prior, explore=False, calibrate=False, threads=1, **start)
             for i, h in enumerate(held):
                 if h.any():
-                    m, v = sub.predict(i, Xs[i][h], include_noise=True)
+                    m, v = sub.predict(i, Xs[i][h])
                     a, b = units[i]
-                    out.append(((ys[i][h] - a) / b - m) / np.sqrt(v))
-        return np.concatenate(out) if out else np.zeros(0)
+                    out.append(((ys[i][h] - a) / b - m, v, np.full(len(m), float(sub._params["noise"][i]))))
+        if not out:
+            return np.zeros(0), np.zeros(0), np.zeros(0)
+        r, v, n = (np.concatenate(c) for c in zip(*out))
+        return r, v, n
 
     def standardized_tasks(self) -> np.ndarray:
         """(T,) bool: the tasks of at least three points whose outputs have mean 0 and sd 1 (numpy's
@@ -1017,30 +1027,52 @@ class LCM:
         return [(float(np.mean(y)), float(np.std(y))) if s and len(y) >= 2 and np.std(y) > 0 else (0.0, 1.0)
                 for y, s in zip(kept, standardized)]
 
-    def calibration_factor(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> float:
-        """The factor s >= 1 the intervals users see multiply the predictive variances by (the search keeps
-        the raw model): s = (q / 1.96)^2 for q the empirical CALIBRATION_LEVEL quantile of |z| over
-        :meth:`crossval_zscores`, clipped to [1, CALIBRATION_MAX]; 1 with fewer than CALIBRATION_MIN_POINTS
-        held-out points. The folds re-standardise per-task standardised tasks and, when data are scarce, start
-        afresh (:meth:`crossval_zscores`). Costs one to a few fits; cached for this model's state (data and
-        hyperparameters)."""
+    def calibration_factors(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> tuple[float, float]:
+        """The factors (latent, noisy) the intervals users see multiply this model's variances by (the search
+        keeps the raw model), from the residuals r of :meth:`crossval_residuals` (fold latent variance v,
+        noise variance n):
+
+        * noisy: the variance ratio of z = r / sqrt(v + n), a one-sided CALIBRATION_CONFIDENCE upper
+          confidence bound s = sum(z^2) / chi2.ppf(1 - CALIBRATION_CONFIDENCE, N) over the N held-out points
+          (wider when few points are held out, the bound of a mean square when many are);
+        * latent: the same bound on r / sqrt(v), the residuals against the latent sd alone: a measurement
+          cannot tell the noise from roughness of the function on scales finer than the data, so the latent
+          interval is held to cover what the folds measure; :meth:`predict_calibrated` caps the latent
+          variance at the noisy one.
+
+        Both clipped to [CALIBRATION_MIN, CALIBRATION_MAX] (below 1: the folds say the intervals are too
+        wide; CALIBRATION_MIN only with at least CALIBRATION_SHRINK_MIN_POINTS held-out points, else 1);
+        (1, 1) with fewer than CALIBRATION_MIN_POINTS held-out points. The folds re-standardise per-task
+        standardised tasks and, when data are scarce, start afresh (:meth:`crossval_residuals`). Costs a few
+        fits; cached for this model's state (data and hyperparameters)."""
         self._require_data()
         key = (int(self._X.shape[0]), float(self._ll), folds, seed)
         if self._calibration is not None and self._calibration[0] == key:
             return self._calibration[1]
-        z = self.crossval_zscores(folds, seed)
-        s = 1.0
-        if z.size >= CALIBRATION_MIN_POINTS:
-            q = float(np.quantile(np.abs(z), CALIBRATION_LEVEL))
-            s = float(np.clip((q / _Z_LEVEL) ** 2, 1.0, CALIBRATION_MAX))
-        self._calibration = (key, s)
-        return s
+        r, v, n = self.crossval_residuals(folds, seed)
+        out = (1.0, 1.0)
+        if r.size >= CALIBRATION_MIN_POINTS:
+            lo = CALIBRATION_MIN if r.size >= CALIBRATION_SHRINK_MIN_POINTS else 1.0
+            bound = float(chi2.ppf(1.0 - CALIBRATION_CONFIDENCE, r.size))
+            noisy = float(np.sum(r ** 2 / (v + n))) / bound
+            latent = float(np.sum(r ** 2 / v)) / bound
+            out = (float(np.clip(latent, lo, CALIBRATION_MAX)), float(np.clip(noisy, lo, CALIBRATION_MAX)))
+        self._calibration = (key, out)
+        return out
+
+    def calibration_factor(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> float:
+        """The noisy factor of :meth:`calibration_factors`: what a new measurement's variance is multiplied by."""
+        return self.calibration_factors(folds, seed)[1]
 
     def predict_calibrated(self, i: int, X: np.ndarray, include_noise: bool = False):
-        """:meth:`predict` with the variance times :meth:`calibration_factor`: the posterior mean (n,) and
-        the calibrated variance (n,) of task i at X (n, d), for the intervals users see."""
-        mean, var = self.predict(i, X, include_noise=include_noise)
-        return mean, var * self.calibration_factor()
+        """:meth:`predict` with the variances of :meth:`calibration_factors`: the posterior mean (n,) and
+        the calibrated variance (n,) of task i at X (n, d), for the intervals users see. With include_noise
+        (a new measurement): (latent variance + noise) x the noisy factor; without: the latent variance x
+        the latent factor, capped at the former."""
+        mean, var = self.predict(i, X)
+        latent, noisy = self.calibration_factors()
+        var_noisy = (var + self._params["noise"][self._check_task(i)]) * noisy
+        return mean, var_noisy if include_noise else np.minimum(var * latent, var_noisy)
 
     def fit_record(self) -> dict[str, Any]:
         """The fit's diagnostics to store with its hyperparameters (JSON types, no computation beyond a
@@ -1067,7 +1099,7 @@ class LCM:
         model's widening is part of its stored hyperparameters), collapsed (the strings of :meth:`collapsed_lengthscales` on the final
         model), collapse_refit, and the leave-one-out coverage of the 95 % intervals of the observed
         values, with noise (loo_coverage) and of the latent alone (loo_coverage_latent), calibration_factor
-        (:meth:`calibration_factor`: about one fit), and recorded: :meth:`fit_record` (what the fit found, also
+        and calibration_factor_latent (:meth:`calibration_factors`: a few fits), and recorded: :meth:`fit_record` (what the fit found, also
         when the model was rebuilt from a history)."""
         self._require_data()
         ys, ms, vs = self.loo()
@@ -1081,6 +1113,7 @@ class LCM:
                 "noise": (self._params["noise"] / s2).tolist(),
                 "variance_scale": recorded.get("variance_scale") if rep is None else rep.variance_scale,
                 "calibration_factor": self.calibration_factor(),
+                "calibration_factor_latent": self.calibration_factors()[0],
                 "recorded": recorded,
                 "collapsed": self.collapsed_lengthscales(),
                 "collapse_refit": bool(recorded.get("collapse_refit", False)) if rep is None else rep.collapse_refit,
