@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
 import gptask as gt  # noqa: E402
 from gptask.crossval import CVReport, leave_one_task_out, within_task_cv  # noqa: E402
 from gptask.importing import read_rows  # noqa: E402
-from gptask.model_io import read_metadata  # noqa: E402
+from gptask.transfer.model_io import read_metadata  # noqa: E402
 
 log = logging.getLogger("models.build")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.tuning.cluster import current_step
+from gptask.tuning.cluster import Allocation, current_step
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm_local.sh"
@@ -106,7 +106,7 @@ def allocation(slurm):
     nodelist = subprocess.run(["squeue", "-h", "-j", job, "-o", "%N"], capture_output=True, text=True).stdout.strip()
     nodes = tuple(subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
                                  text=True).stdout.split())
-    yield gt.cluster.Allocation(job, nodes)
+    yield Allocation(job, nodes)
     subprocess.run(["scancel", job])
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.tuning.cluster import Allocation, ClusterError, Resources, SlurmSteps
+from gptask.tuning.cluster import Allocation, ClusterError, Resources, SlurmSteps, current_step
 from gptask.evaluation.evaluate import Evaluator, run_job
 from gptask.data.storage import open_storage
 from gptask.data.trials import Status
@@ -61,11 +61,11 @@ def test_step_time_limit_and_failure_are_failed_trials_with_their_reason(allocat
     """A step hanging past its time limit is killed (by Slurm, or by gptask after a grace period)
     and its trial FAILED naming the limit; a step whose program fails gives its exit status."""
     def hang(task, params):
-        gt.cluster.current_step().run(["sleep", "600"])
+        current_step().run(["sleep", "600"])
         return 1.0
 
     def fail(task, params):
-        gt.cluster.current_step().run(["bash", "-c", "echo broken >&2; exit 3"])
+        current_step().run(["bash", "-c", "echo broken >&2; exit 3"])
         return 1.0
 
     with SlurmSteps(resources=lambda t, p: Resources(nodes=1, time_limit=2), allocation=allocation) as ex:
@@ -364,7 +364,7 @@ def test_the_docs_sbatch_script_is_what_slurm_script_writes(root):
 # faults: a node lost, slurmctld restarted, the campaign job killed, two campaign jobs on one history
 def _sleep_objective(task, params):
     """A run of 4 s as a one-node step; writes 'node start end step' once it ran to its end."""
-    step = gt.cluster.current_step()
+    step = current_step()
     cmd = ('s=$(date +%s.%N); sleep 4; echo "$SLURMD_NODENAME $s $(date +%s.%N) ' + step.name + '" >> '
            + os.environ["GPTASK_TEST_STEP_LOG"])
     step.run(["bash", "-c", cmd])
@@ -380,7 +380,7 @@ def _gated_objective(task, params):
     """A one-node step that writes 'node step' to ``$GPTASK_TEST_STARTED`` once it runs, then waits
     for the file ``$GPTASK_TEST_GATE`` (at most 300 s) and writes 'node start end step' to the step
     log: a step the test can catch running and keep running until it lets it go."""
-    step = gt.cluster.current_step()
+    step = current_step()
     started, gate = os.environ["GPTASK_TEST_STARTED"], os.environ["GPTASK_TEST_GATE"]
     cmd = (f'echo "$SLURMD_NODENAME {step.name}" >> {started}; s=$(date +%s.%N); '
            f'for i in $(seq 3000); do [ -e {gate} ] && break; sleep 0.1; done; '
