@@ -65,7 +65,10 @@ METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptas
 #: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs);
 #: gptask_mf_early promotes once the cheap design's first runs cost half a target run (issue 44's
 #: 10 % checkpoint: every task's first target run within it), the cheap design's rest after (the
-#: default since: PROMOTE_AFTER_COST); gptask_mf_whole the whole cheap design first (the default before)
+#: default since: PROMOTE_AFTER_COST); gptask_mf_whole the whole cheap design first (the default before);
+#: gptask_mf_cheap / gptask_mf_cheap15 the cheap design sized by the cost budget (CHEAP_DESIGN_SHARE 0.11 /
+#: 0.15: 16 / 22 runs per task at 15 target-run costs per task and a 1:10 cost ratio, not n_initial's 10);
+#: gptask_mf_pooled the target's first run the LCM's pick from every task's cheap runs (POOLED_FIRST)
 VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOTE_AFTER_COST": None},
             "gptask_mf_early": {"PROMOTE_AFTER_COST": 0.5},
             "gptask_mf_whole": {"PROMOTE_AFTER_COST": None},
