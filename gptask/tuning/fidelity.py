@@ -47,7 +47,7 @@ from ..problem.fidelity import ETA, check_cost, role_of
 from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "at_target_fidelity", "fidelity_tuner",
            "level_correlations", "spearman"]
 
@@ -102,8 +102,9 @@ CHEAP_DESIGN_MAX = 3
 #: (bench/results/fidelity_bounds.md: at 10 % the pooled pick beats a task's own best of 5). False:
 #: its own best
 POOLED_FIRST = False
-#: the LCM of that pick: restarts of its fit
-POOLED_FIRST_RESTARTS = 2
+#: the LCM of that pick: restarts of its fit; another task's runs are candidates only where the
+#: LCM's correlation of its cheap level with this task's is at least POOLED_FIRST_RHO (None: all)
+POOLED_FIRST_RESTARTS, POOLED_FIRST_RHO = 2, None
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
@@ -423,18 +424,24 @@ class FidelityProposer(Proposer):
             y = np.array([float(t.value) for t in runs[j]])
             ys.append((y - y.mean()) / (y.std() or 1.0))
         pool, seen = [], set()
-        for j in order:
-            for t in runs[j]:
-                k = params_key(t.params)
-                if k not in seen and tu.problem.is_feasible(tu.tasks[b], t.params):
-                    seen.add(k)
-                    pool.append(t.params)
         try:
             model = LCM(n_latent=len(order)).fit(X, ys, restarts=POOLED_FIRST_RESTARTS, seed=tu.seed, explore=False)
-            mean, _ = model.predict(order.index(mine), space.encode(pool))
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
             log.warning("task %d: the pooled first pick failed (%s); its own best cheap run instead", b, exc)
             return None
+        me = order.index(mine)
+        rho = level_correlations(model, me, range(len(order)))
+        for k, j in enumerate(order):
+            if j != mine and POOLED_FIRST_RHO is not None and rho[k] < POOLED_FIRST_RHO:
+                continue
+            for t in runs[j]:
+                key = params_key(t.params)
+                if key not in seen and tu.problem.is_feasible(tu.tasks[b], t.params):
+                    seen.add(key)
+                    pool.append(t.params)
+        if not pool:
+            return None
+        mean, _ = model.predict(me, space.encode(pool))
         pick = pool[int(np.argmin(mean))]
         log.info("task %d: the target's first run is the pooled pick of %d cheap runs of %d tasks", b, len(pool),
                  len(order))
