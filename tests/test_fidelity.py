@@ -660,7 +660,7 @@ def test_promotion_after_a_first_stage_gets_every_target_run_in_early(monkeypatc
 
 @pytest.mark.parametrize("cap,size", [(3, 10), (1.5, 9)])
 def test_cheap_design_sized_by_the_cost_budget(monkeypatch, cap, size):
-    """CHEAP_DESIGN_SHARE=0.15 (bench/results/fidelity.md's gptask_mf_cheap): 3 tasks, cost_budget
+    """CHEAP_DESIGN_SHARE=0.15 (bench/results/fidelity.md's gptask_mf_cheap at 0.11): 3 tasks, cost_budget
     20 s, a cheap run 0.1 s: each task's cheapest level's design is 0.15 * 20 / 3 / 0.1 = 10 runs,
     not n_initial's 6 (at most CHEAP_DESIGN_MAX * 6: 9 with 1.5), all distinct, the first 6 the
     Latin hypercube the target's design shares; the target's first run is the best of the first
