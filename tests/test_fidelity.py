@@ -627,6 +627,7 @@ def test_promotion_after_a_first_stage_gets_every_target_run_in_early(monkeypatc
     from gptask.tuning import fidelity as fm
 
     monkeypatch.setattr(fm, "PROMOTE_AFTER_COST", 0.5)
+    monkeypatch.setattr(fm, "POOLED_FIRST", False)  # the first run from the task's own first stage
     two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
     r = gt.tune(problem(fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=20.0, n_initial=10, seed=0,
                 **FAST)
@@ -670,6 +671,7 @@ def test_cheap_design_sized_by_the_cost_budget(monkeypatch, cap, size):
 
     monkeypatch.setattr(fm, "CHEAP_DESIGN_SHARE", 0.15)
     monkeypatch.setattr(fm, "CHEAP_DESIGN_MAX", cap)
+    monkeypatch.setattr(fm, "POOLED_FIRST", False)
     two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
     r = gt.tune(problem(fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=20.0, n_initial=6, seed=0,
                 **FAST)
@@ -710,6 +712,7 @@ def test_pooled_first_pick_learns_from_the_other_tasks(monkeypatch):
     from gptask.tuning import fidelity as fm
 
     monkeypatch.setattr(fm, "POOLED_FIRST", True)
+    monkeypatch.setattr(fm, "POOLED_FIRST_RHO", 0.5)
     two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
     r = gt.tune(problem(fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=12.0, n_initial=10, seed=0,
                 **FAST)
@@ -726,3 +729,30 @@ def test_pooled_first_pick_learns_from_the_other_tasks(monkeypatch):
         assert value <= min(t.value for t in own)
         borrowed += params_key(first.params) not in {params_key(t.params) for t in own}
     assert borrowed >= 1
+
+
+def mirrored(task, p):
+    """informative on tasks 1 and 2; task 3 the same function upside down (cheap and target): its
+    cheap level ranks configurations opposite to the others'."""
+    v = informative(task, p)
+    return -v if task["n"] == 3 else v
+
+
+def test_pooled_first_pick_ignores_a_task_that_ranks_the_other_way(monkeypatch):
+    """POOLED_FIRST with POOLED_FIRST_RHO 0.5 (the default): task 3's objective is tasks 1 and 2's
+    negated, so the LCM fitted on the cheap runs correlates it negatively with them: task 3's first
+    target run is one of its own cheap runs, and theirs are not task 3's configurations; with
+    POOLED_FIRST_RHO None task 3 may borrow theirs (their lowest cheap values are its worst)."""
+    from gptask.data.trials import params_key
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "POOLED_FIRST", True)
+    monkeypatch.setattr(fm, "POOLED_FIRST_RHO", 0.5)
+    two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
+    r = gt.tune(problem(objective=mirrored, fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=12.0,
+                n_initial=10, seed=0, **FAST)
+    runs = sorted(r.history, key=lambda t: t.id)
+    own = {b: {params_key(t.params) for t in runs if t.task_index == 3 + b} for b in range(3)}
+    first = {b: params_key([t for t in runs if t.task_index == b][0].params) for b in range(3)}
+    assert first[2] in own[2]
+    assert first[0] not in own[2] and first[1] not in own[2]

@@ -100,11 +100,13 @@ CHEAP_DESIGN_MAX = 3
 #: fitted on those cheap levels alone, each task's values standardised; the other tasks' runs
 #: teach this one's through the coregionalisation) instead of the best of its own first stage
 #: (bench/results/fidelity_bounds.md: at 10 % the pooled pick beats a task's own best of 5). False:
-#: its own best
-POOLED_FIRST = False
+#: its own best. bench/results/fidelity.md (gptask_mf_pooled_rho): at 10 % of the budget currin
+#: -0.109, borehole -0.095, park -0.145, the rest and 25-100 % within noise or lower
+POOLED_FIRST = True
 #: the LCM of that pick: restarts of its fit; another task's runs are candidates only where the
-#: LCM's correlation of its cheap level with this task's is at least POOLED_FIRST_RHO (None: all)
-POOLED_FIRST_RESTARTS, POOLED_FIRST_RHO = 2, None
+#: LCM's correlation of its cheap level with this task's is at least POOLED_FIRST_RHO (None: all;
+#: all lost on branin at 10 %, +0.342)
+POOLED_FIRST_RESTARTS, POOLED_FIRST_RHO = 2, 0.5
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
