@@ -627,6 +627,7 @@ def test_promotion_after_a_first_stage_gets_every_target_run_in_early(monkeypatc
     from gptask.tuning import fidelity as fm
 
     monkeypatch.setattr(fm, "PROMOTE_AFTER_COST", 0.5)
+    monkeypatch.setattr(fm, "POOLED_FIRST", False)  # the first run from the task's own first stage
     two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
     r = gt.tune(problem(fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=20.0, n_initial=10, seed=0,
                 **FAST)
@@ -656,3 +657,102 @@ def test_promotion_after_a_first_stage_gets_every_target_run_in_early(monkeypatc
         if t.id == max(f.id for f in firsts):
             break
     assert spent == pytest.approx(4.5)
+
+
+@pytest.mark.parametrize("cap,size", [(3, 10), (1.5, 9)])
+def test_cheap_design_sized_by_the_cost_budget(monkeypatch, cap, size):
+    """CHEAP_DESIGN_SHARE=0.15 (bench/results/fidelity.md's gptask_mf_cheap at 0.11): 3 tasks, cost_budget
+    20 s, a cheap run 0.1 s: each task's cheapest level's design is 0.15 * 20 / 3 / 0.1 = 10 runs,
+    not n_initial's 6 (at most CHEAP_DESIGN_MAX * 6: 9 with 1.5), all distinct, the first 6 the
+    Latin hypercube the target's design shares; the target's first run is the best of the first
+    stage's 5, its next two the best two of all the cheap design's runs (by brute force over them)."""
+    from gptask.data.trials import params_key
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "CHEAP_DESIGN_SHARE", 0.15)
+    monkeypatch.setattr(fm, "CHEAP_DESIGN_MAX", cap)
+    monkeypatch.setattr(fm, "POOLED_FIRST", False)
+    two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
+    r = gt.tune(problem(fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=20.0, n_initial=6, seed=0,
+                **FAST)
+    runs = sorted(r.history, key=lambda t: t.id)
+    for b in range(3):
+        cheap = [t for t in runs if t.task_index == 3 + b and t.source != "search"]
+        target = [t for t in runs if t.task_index == b]
+        assert len(cheap) == size
+        assert len({params_key(t.params) for t in cheap}) == size
+        assert sum(t.extra["cost"] for t in cheap) == pytest.approx(0.1 * size)
+        assert params_key(target[0].params) == params_key(min(cheap[:5], key=lambda t: t.value).params)
+        rest = [t for t in sorted(cheap, key=lambda t: t.value) if params_key(t.params) != params_key(target[0].params)]
+        assert [params_key(t.params) for t in target[1:3]] == [params_key(t.params) for t in rest[:2]]
+        shared = {params_key(t.params) for t in cheap[:6]}
+        design = [t for t in target if t.source != "search"]
+        assert all(params_key(t.params) in shared for t in design[3:])
+
+
+def test_cheap_design_share_off_keeps_n_initial(monkeypatch):
+    """CHEAP_DESIGN_SHARE None (main's default before): the cheapest level's design is n_initial runs."""
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "CHEAP_DESIGN_SHARE", None)
+    two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
+    r = gt.tune(problem(fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=20.0, n_initial=6, seed=0,
+                **FAST)
+    for b in range(3):
+        assert len([t for t in r.history if t.task_index == 3 + b and t.source != "search"]) == 6
+
+
+def test_pooled_first_pick_learns_from_the_other_tasks(monkeypatch):
+    """POOLED_FIRST (bench/results/fidelity.md's gptask_mf_pooled): the tasks' objectives are the
+    same function, so every task's cheap runs are as good a guide as its own. Each target's first
+    run is one of the cheap runs finished before it, of any task, among the 3 best of them by
+    cheap value (brute force over the history), never worse than the best of its own first stage;
+    and at least one task's first target run is another task's configuration."""
+    from gptask.data.trials import params_key
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "POOLED_FIRST", True)
+    monkeypatch.setattr(fm, "POOLED_FIRST_RHO", 0.5)
+    two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
+    r = gt.tune(problem(fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=12.0, n_initial=10, seed=0,
+                **FAST)
+    runs = sorted(r.history, key=lambda t: t.id)
+    borrowed = 0
+    for b in range(3):
+        first = [t for t in runs if t.task_index == b][0]
+        before = [t for t in runs if t.task_index >= 3 and t.id < first.id and t.status is Status.COMPLETE]
+        by_value = sorted(before, key=lambda t: t.value)
+        keys = [params_key(t.params) for t in by_value]
+        assert params_key(first.params) in keys[:3]
+        own = [t for t in before if t.task_index == 3 + b]
+        value = {params_key(t.params): t.value for t in before}[params_key(first.params)]
+        assert value <= min(t.value for t in own)
+        borrowed += params_key(first.params) not in {params_key(t.params) for t in own}
+    assert borrowed >= 1
+
+
+def mirrored(task, p):
+    """informative on tasks 1 and 2; task 3 the same function upside down (cheap and target): its
+    cheap level ranks configurations opposite to the others'."""
+    v = informative(task, p)
+    return -v if task["n"] == 3 else v
+
+
+def test_pooled_first_pick_ignores_a_task_that_ranks_the_other_way(monkeypatch):
+    """POOLED_FIRST with POOLED_FIRST_RHO 0.5 (the default): task 3's objective is tasks 1 and 2's
+    negated, so the LCM fitted on the cheap runs correlates it negatively with them: task 3's first
+    target run is one of its own cheap runs, and theirs are not task 3's configurations; with
+    POOLED_FIRST_RHO None task 3 may borrow theirs (their lowest cheap values are its worst)."""
+    from gptask.data.trials import params_key
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "POOLED_FIRST", True)
+    monkeypatch.setattr(fm, "POOLED_FIRST_RHO", 0.5)
+    two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
+    r = gt.tune(problem(objective=mirrored, fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=12.0,
+                n_initial=10, seed=0, **FAST)
+    runs = sorted(r.history, key=lambda t: t.id)
+    own = {b: {params_key(t.params) for t in runs if t.task_index == 3 + b} for b in range(3)}
+    first = {b: params_key([t for t in runs if t.task_index == b][0].params) for b in range(3)}
+    assert first[2] in own[2]
+    assert first[0] not in own[2] and first[1] not in own[2]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["rng", "int_seed", "STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_STEER", "STAGE_CENTRED",
-           "STAGE_EXTEND", "STAGE_REFIT", "STAGE_PROJECT", "STAGE_JOINT_SEARCH"]
+           "STAGE_EXTEND", "STAGE_REFIT", "STAGE_PROJECT", "STAGE_JOINT_SEARCH", "STAGE_CHEAP"]
 
 #: MLA: the task Latin hypercube, each task's initial design, each acquisition search, each model fit
 STAGE_TASKS, STAGE_INITIAL, STAGE_SEARCH, STAGE_FIT = 0, 1, 2, 3
@@ -21,6 +21,8 @@ STAGE_STEER = 4
 #: transfer: TLA2's centred design, its LCM extension and full refits, TLA1's projection candidates,
 #: the joint model's candidates for a new task's optimum
 STAGE_CENTRED, STAGE_EXTEND, STAGE_REFIT, STAGE_PROJECT, STAGE_JOINT_SEARCH = 20, 22, 23, 24, 25
+#: fidelity: the extra points of a cheapest level's design sized by the cost budget (CHEAP_DESIGN_SHARE)
+STAGE_CHEAP = 26
 
 
 def rng(seed: int, *keys: int) -> np.random.Generator:

@@ -39,13 +39,15 @@ from typing import Any
 
 import numpy as np
 
+from ..core.seeding import STAGE_CHEAP, rng
 from ..data.trials import Status, params_key
+from ..propose.proposals import initial_design
 from ..problem.definition import Problem
 from ..problem.fidelity import ETA, check_cost, role_of
 from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "at_target_fidelity", "fidelity_tuner",
            "level_correlations", "spearman"]
 
@@ -84,6 +86,27 @@ PROMOTE = 3
 #: first target run within 1.5 target-run costs (bench/results/fidelity.md: 10 % of the budget
 #: 0.20-0.32 lower on every informative family, 25-100 % the same within noise)
 PROMOTE_AFTER_COST: float | None = 0.5
+#: with a number (and ``cost_budget`` and a ``run_cost``), a tuned task's cheapest level's design
+#: is as many runs as CHEAP_DESIGN_SHARE of the task's share of the cost budget buys (``cost_budget
+#: / n_tuned`` over the price of its first design point), at least ``n_initial`` and at most
+#: CHEAP_DESIGN_MAX times it (and the task's budget): ``n_initial`` points of the Latin hypercube the
+#: target shares, then a second hypercube's; model-free promotion picks better from more cheap runs
+#: (bench/results/fidelity_bounds.md: at 25 % of the budget about 27 cheap runs to 1 target run per
+#: task). None: ``n_initial`` runs
+CHEAP_DESIGN_SHARE: float | None = None
+CHEAP_DESIGN_MAX = 3
+#: with PROMOTE_AFTER_COST, a tuned task's first target run is the configuration of lowest LCM
+#: posterior mean at its cheapest level among the finished cheap runs of every tuned task (an LCM
+#: fitted on those cheap levels alone, each task's values standardised; the other tasks' runs
+#: teach this one's through the coregionalisation) instead of the best of its own first stage
+#: (bench/results/fidelity_bounds.md: at 10 % the pooled pick beats a task's own best of 5). False:
+#: its own best. bench/results/fidelity.md (gptask_mf_pooled_rho): at 10 % of the budget currin
+#: -0.109, borehole -0.095, park -0.145, the rest and 25-100 % within noise or lower
+POOLED_FIRST = True
+#: the LCM of that pick: restarts of its fit; another task's runs are candidates only where the
+#: LCM's correlation of its cheap level with this task's is at least POOLED_FIRST_RHO (None: all;
+#: all lost on branin at 10 %, +0.342)
+POOLED_FIRST_RESTARTS, POOLED_FIRST_RHO = 2, 0.5
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
@@ -195,6 +218,7 @@ class FidelityProposer(Proposer):
         self._stage: dict[int, int] = {}  # cheapest level's task -> its design runs before the first promotion
         self._first: set[int] = set()  # targets whose first design point came from that first stage
         self._renew: set[int] = set()  # targets whose design the tuner has to read again
+        self._size: dict[int, int] = {}  # cheapest level's task -> its design's size when sized by cost
         self._judged_model: Any = None
         self._low: dict[int, int] = {}  # task index -> judgements in a row below RHO_MIN
 
@@ -245,7 +269,10 @@ class FidelityProposer(Proposer):
             keep = len(full[b]) if level == self.n_levels - 1 else min(INTERMEDIATE_DESIGN, len(full[b]))
             design = [p for p in full[b] if tu.problem.is_feasible(tu.tasks[i], p)] or Proposer.initial_design(self, i)
             out[i] = design[:max(1, keep)]
+            if level == self.n_levels - 1 and b < self.n_tuned:
+                out[i] = self._sized(i, out[i])
         out = self._trim(out)
+        self._size = {j: len(out[j]) for j in self._size}
         if PROMOTE > 0 and self.n_levels > 1:
             cheap = (self.n_levels - 1) * self.n_base
             self._waits_for = {lv * self.n_base + b: cheap + b for b in range(self.n_tuned)
@@ -253,6 +280,38 @@ class FidelityProposer(Proposer):
             self._stage = {cheap + b: n for b in range(self.n_tuned)
                            if (n := self._stage_size(out[b], out[cheap + b], cheap + b)) < len(out[cheap + b])}
         return out
+
+    def _sized(self, j: int, design: list[dict]) -> list[dict]:
+        """Cheap task ``j``'s design (``design``, n_initial points) grown to what
+        CHEAP_DESIGN_SHARE of its tuned task's share of the cost budget buys (at most
+        CHEAP_DESIGN_MAX n_initial and the task's budget): a second Latin hypercube's points after
+        ``design``'s (new configurations only); unchanged without a cost budget or a price."""
+        tu = self.tuner
+        budget = getattr(tu, "cost_budget", None)
+        if CHEAP_DESIGN_SHARE is None or budget is None or not design:
+            return design
+        price = self._price(j, design[0])
+        if price is None or price <= 0:
+            return design
+        want = int(math.floor(CHEAP_DESIGN_SHARE * float(budget) / self.n_tuned / price + 1e-9))
+        n = min(max(want, len(design)), int(CHEAP_DESIGN_MAX * tu.n_initial), tu.budget)
+        if n <= len(design):
+            return design
+        seen = {params_key(p) for p in design}
+        extra = [p for p in initial_design(tu.problem, tu.tasks[j], n - len(design), rng(tu.seed, STAGE_CHEAP, j),
+                                           tu.describe_constraints(j)) if params_key(p) not in seen]
+        out = (design + extra)[:n]
+        self._size[j] = len(out)
+        log.info("task %d: the cheapest level's design is %d runs (%.2g of the cost budget per task)", j, len(out),
+                 CHEAP_DESIGN_SHARE)
+        return out
+
+    def design_size(self, i: int) -> int:
+        """Task ``i``'s design runs: ``n_initial``, a cheapest level's sized by the cost budget
+        (:meth:`_sized`) more."""
+        if not self._designs:
+            self._designs = self._plan()
+        return self._size.get(i, self.tuner.n_initial)
 
     def _stage_size(self, target: list[dict], design: list[dict], j: int) -> int:
         """How many of cheap task ``j``'s design runs the promotion waits for: all of them, or
@@ -321,7 +380,8 @@ class FidelityProposer(Proposer):
         best = [t.params for t in runs if tu.problem.is_feasible(tu.tasks[b], t.params)][:PROMOTE]
         n_t = len(self._designs[b])
         if staged and b not in self._first:
-            best = best[:1]
+            pooled = self._pooled_first(b) if POOLED_FIRST else None
+            best = [pooled] if pooled is not None else best[:1]
             self._designs[b] = (best + [p for p in self._full[b] if params_key(p) not in {params_key(q) for q in best}])[:n_t]
             self._first.add(b)
             log.info("task %d: the target's first run is the best of its cheapest level's first %d runs", b, len(runs))
@@ -344,6 +404,50 @@ class FidelityProposer(Proposer):
         if best:
             log.info("task %d: the target's design begins with the %d best of its cheapest level's %d runs",
                      b, len(best), len(runs))
+
+    def _pooled_first(self, b: int) -> dict | None:
+        """Tuned task ``b``'s first target configuration from the finished cheap runs of every tuned
+        task (POOLED_FIRST): the one of lowest posterior mean at ``b``'s cheapest level of an LCM
+        fitted on the tuned tasks' cheapest levels (each task's values standardised), among those
+        feasible at ``b``'s target; None when fewer than two tasks have runs or the fit fails."""
+        from ..model.numerics.lcm import LCM
+
+        tu = self.tuner
+        cheap = [(self.n_levels - 1) * self.n_base + c for c in range(self.n_tuned)]
+        runs = {j: [t for t in tu.trials_of(j) if t.status is Status.COMPLETE and t.value is not None] for j in cheap}
+        mine = cheap[b]
+        if not runs[mine] or sum(1 for j in cheap if runs[j]) < 2:
+            return None
+        order = [j for j in cheap if runs[j]]
+        space = tu.problem.param_space
+        X = [space.encode([t.params for t in runs[j]]) for j in order]
+        ys = []
+        for j in order:
+            y = np.array([float(t.value) for t in runs[j]])
+            ys.append((y - y.mean()) / (y.std() or 1.0))
+        pool, seen = [], set()
+        try:
+            model = LCM(n_latent=len(order)).fit(X, ys, restarts=POOLED_FIRST_RESTARTS, seed=tu.seed, explore=False)
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
+            log.warning("task %d: the pooled first pick failed (%s); its own best cheap run instead", b, exc)
+            return None
+        me = order.index(mine)
+        rho = level_correlations(model, me, range(len(order)))
+        for k, j in enumerate(order):
+            if j != mine and POOLED_FIRST_RHO is not None and rho[k] < POOLED_FIRST_RHO:
+                continue
+            for t in runs[j]:
+                key = params_key(t.params)
+                if key not in seen and tu.problem.is_feasible(tu.tasks[b], t.params):
+                    seen.add(key)
+                    pool.append(t.params)
+        if not pool:
+            return None
+        mean, _ = model.predict(me, space.encode(pool))
+        pick = pool[int(np.argmin(mean))]
+        log.info("task %d: the target's first run is the pooled pick of %d cheap runs of %d tasks", b, len(pool),
+                 len(order))
+        return pick
 
     def design_open(self, i: int) -> bool:
         """A waiting task's design takes no points yet (:meth:`waiting`); with PROMOTE_AFTER_COST,

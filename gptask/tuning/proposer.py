@@ -126,6 +126,11 @@ class Proposer:
         proposer ends a design early)."""
         return True
 
+    def design_size(self, i: int) -> int:
+        """How many design runs task ``i`` takes (``n_initial`` here; the fidelity proposer sizes a
+        cheapest level's design by the cost budget, CHEAP_DESIGN_SHARE)."""
+        return self.tuner.n_initial
+
     def design_room(self, i: int) -> int | None:
         """How many of task ``i``'s design runs may be claimed so far, counting those already
         claimed (None here: all of them; the fidelity proposer runs a cheap design in stages)."""

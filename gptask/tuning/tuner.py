@@ -493,7 +493,7 @@ class Tuner:
         if not self.proposer.design_open(i):
             return []
         mine = self.trials_of(i)
-        need = self.n_initial - len(mine)
+        need = self.proposer.design_size(i) - len(mine)
         room = self.proposer.design_room(i)
         if room is not None:
             need = min(need, room - len(mine))
