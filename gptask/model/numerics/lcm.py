@@ -59,7 +59,7 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS,
                        CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS,
                        CALIBRATION_CONFIDENCE, CALIBRATION_MIN, CALIBRATION_SHRINK_MIN_POINTS,
-                       LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR)
+                       LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR, COLLAPSE_KEEP_NATS)
 from .backend import get_backend
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
@@ -847,14 +847,20 @@ class LCM:
             low = lo.copy()
             low[: lay.Q * d] = np.maximum(lo[: lay.Q * d], np.tile(np.log(floor), lay.Q))
             floored = run_starts([-1] + list(range(restarts + EXPLORE_RESTARTS)), low)
-            if np.any(np.isfinite(floored[:, -1])):
+            lp = results[:, -1]
+            winner_lp = float(np.max(np.where(np.isfinite(lp), lp, -np.inf)))
+            floored_lp = floored[:, -1]
+            best_floored = float(np.max(np.where(np.isfinite(floored_lp), floored_lp, -np.inf)))
+            if np.isfinite(best_floored) and (COLLAPSE_KEEP_NATS is None
+                                              or best_floored >= winner_lp - COLLAPSE_KEEP_NATS):
                 self._adopt_best(lay, floored, Xs, ys)
                 results, refit = np.vstack([results, floored]), True
                 at_floor = self._at_floor(floor)
             collapsed_after = self.collapsed_lengthscales()
             logger.info("LCM fit (%d tasks, %d points): %s; %s", T, len(y), "; ".join(collapsed),
                         "refitted with every length scale at least its input's gap" + (
-                            f" ({'; '.join(at_floor)})" if at_floor else "") if refit else "the floored refit failed")
+                            f" ({'; '.join(at_floor)})" if at_floor else "") if refit
+                        else "the floored refit failed or the data prefer the collapsed fit")
         scale = 1.0
         if calibrate if calibrate is not None else (CALIBRATE_VARIANCE and prior_obj is not None):
             scale = self._widen(lay.size, Xs, ys)
