@@ -1,6 +1,6 @@
 """No collapsed fits (issue 45, item 2): a fit whose winner has a length scale shorter than the gap between
 its input's values is refitted with every length scale bounded below by that gap, and the floored fit is
-kept (defaults.LENGTHSCALE_GAP_FLOOR: off by default, on in these tests), so fits do not end collapsed; the collapse and the
+kept (defaults.COLLAPSE_*: not the default, on in these tests), so fits do not end collapsed; the collapse and the
 length scales held at the floor are recorded (fit_record: the history, the report).
 
 The data set: one task, nine points on a regular grid of one input (gap 0.125) whose values alternate
@@ -29,10 +29,11 @@ GAP = 0.125
 
 @pytest.fixture(autouse=True)
 def floor_on(monkeypatch):
-    """The floored refit as measured on gen:1016 (bench/results/collapse.md): floor at the gap, kept
-    whatever its log posterior (off by default: defaults.LENGTHSCALE_GAP_FLOOR)."""
+    """The floored refit as measured on gen:1016 (bench/results/collapse.md): from every start, floor at
+    the gap, kept whatever its log posterior (not the default: defaults.COLLAPSE_REFIT_EVERY_START)."""
     monkeypatch.setattr(lcm, "LENGTHSCALE_GAP_FLOOR", 1.0)
     monkeypatch.setattr(lcm, "COLLAPSE_KEEP_NATS", None)
+    monkeypatch.setattr(lcm, "COLLAPSE_REFIT_EVERY_START", True)
 
 def alternating():
     x = np.linspace(0.0, 1.0, 9)[:, None]

@@ -129,10 +129,7 @@ def test_a_length_scale_shorter_than_the_gap_is_flagged_collapsed():
     assert diag["variance_scale"] is None  # conditioned, not fitted
 
 
-def test_a_collapsed_fit_is_refitted_bounded(monkeypatch):
-    import gptask.model.numerics.lcm as lcm_module
-
-    monkeypatch.setattr(lcm_module, "LENGTHSCALE_GAP_FLOOR", 1.0)  # off by default (defaults.py)
+def test_a_collapsed_fit_is_refitted_bounded():
     # a smooth function of input 0 alone; the fit starts (one start, 3 iterations) from a length scale of
     # input 1 fifty times shorter than the gap between its values: the winner is collapsed, the fit
     # bounded at the gap explains these smooth data better and is kept, and the final model is not collapsed

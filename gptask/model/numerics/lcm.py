@@ -59,7 +59,8 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS,
                        CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS,
                        CALIBRATION_CONFIDENCE, CALIBRATION_MIN, CALIBRATION_SHRINK_MIN_POINTS,
-                       LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR, COLLAPSE_KEEP_NATS)
+                       LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR, COLLAPSE_KEEP_NATS,
+                       COLLAPSE_REFIT_EVERY_START)
 from .backend import get_backend
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
@@ -841,12 +842,14 @@ class LCM:
         collapsed = self.collapsed_lengthscales() if explore else []
         collapsed_after, refit, floor, at_floor = collapsed, False, np.zeros(0), []
         if collapsed and LENGTHSCALE_GAP_FLOOR is not None:
-            # refit from the collapsed winner and every start of the first round and of exploring, each length
-            # scale bounded below by its input's gap; the best floored fit is kept (defaults.LENGTHSCALE_GAP_FLOOR)
+            # refit from the collapsed winner (and with COLLAPSE_REFIT_EVERY_START every start of the first round and
+            # of exploring), each length scale bounded below by its input's gap; the best floored fit is kept within
+            # COLLAPSE_KEEP_NATS of the collapsed one (defaults.LENGTHSCALE_GAP_FLOOR)
             floor = np.maximum(LENGTHSCALE_GAP_FLOOR * input_gaps(Xs), LENGTHSCALE_BOUNDS[0])
             low = lo.copy()
             low[: lay.Q * d] = np.maximum(lo[: lay.Q * d], np.tile(np.log(floor), lay.Q))
-            floored = run_starts([-1] + list(range(restarts + EXPLORE_RESTARTS)), low)
+            floored = run_starts([-1] + (list(range(restarts + EXPLORE_RESTARTS)) if COLLAPSE_REFIT_EVERY_START else []),
+                                 low)
             lp = results[:, -1]
             winner_lp = float(np.max(np.where(np.isfinite(lp), lp, -np.inf)))
             floored_lp = floored[:, -1]
