@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -53,7 +53,7 @@ from ..problem.objectives import Outputs
 from ..data.trials import Status, check_value, point_key
 
 __all__ = ["EvaluationFailed", "EvaluationInterrupted", "Outcome", "Evaluator", "Job", "JobResult", "run_job",
-           "journal_result", "AGGREGATES"]
+           "journal_result", "take_journal", "AGGREGATES"]
 
 log = logging.getLogger(__name__)
 
@@ -327,6 +327,16 @@ def run_job(job: Job) -> JobResult:
         return JobResult(None, interrupted=str(exc))
     journal_result(job, result)
     return result
+
+
+def take_journal(args: tuple) -> tuple[Job | None, tuple]:
+    """For an executor that journals results itself (where and when its result is final, rather than
+    :func:`run_job` in the worker): ``(the job, args with its journal removed)`` when ``args[0]`` is a
+    :class:`Job` with a journal file, else ``(None, args)``. The executor then calls
+    :func:`journal_result` with that job."""
+    if args and isinstance(args[0], Job) and args[0].journal is not None:
+        return args[0], (replace(args[0], journal=None), *args[1:])
+    return None, args
 
 
 def journal_result(job: Job, result: JobResult, path: str | None = None) -> bool:

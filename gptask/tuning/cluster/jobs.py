@@ -32,10 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...evaluation.evaluate import Job, JobResult, Outcome, journal_result
+from ...evaluation.evaluate import Job, JobResult, Outcome, journal_result, take_journal
 from ...data.trials import Status
-from .slurm import ClusterError, Resources, check_fidelity_resources, check_level_resources, resources_at_level, \
-    split_fidelity
+from .slurm import ClusterError, Resources, check_fidelity_resources, check_level_resources, level_resources_spec, \
+    resources_at_level, split_fidelity
 
 __all__ = ["SlurmJobs"]
 
@@ -120,7 +120,7 @@ class SlurmJobs(cf.Executor):
         ``problem``'s fidelity levels before any run (``gt.tune`` calls it): ClusterError naming a
         level it gives nothing for, a key that is no level, a bad value, or fidelity_resources for a
         problem without fidelity."""
-        by_level = self.fidelity_resources or getattr(getattr(problem, "objective", None), "fidelity_resources", None)
+        by_level = level_resources_spec(self.fidelity_resources, getattr(problem, "objective", None))
         check_level_resources(by_level, problem, self._base, None, "")
 
     def needs(self, fn: Callable[..., Any], args: tuple) -> Resources | None:
@@ -128,7 +128,7 @@ class SlurmJobs(cf.Executor):
         at its fidelity level: ``slurm_options``' with the level's ``fidelity_resources`` fields
         replaced; None without fidelity_resources or fidelity (the job gets ``slurm_options``)."""
         _, _, fidelity, objective = split_fidelity(args[0] if args else None)
-        by_level = self.fidelity_resources or getattr(objective, "fidelity_resources", None)
+        by_level = level_resources_spec(self.fidelity_resources, objective)
         if fidelity is None or by_level is None:
             return None
         return resources_at_level(by_level, fidelity, list(fidelity), self._base)
@@ -139,10 +139,10 @@ class SlurmJobs(cf.Executor):
         res = self.needs(fn, args)
         future: cf.Future = cf.Future()
         future.set_running_or_notify_cancel()
-        if args and isinstance(args[0], Job) and args[0].journal is not None:
-            # journalled here when its result is read, not on the compute node (where the history's
-            # folder may not be)
-            self._journalled[future], args = args[0], (dataclasses.replace(args[0], journal=None), *args[1:])
+        # journalled here when its result is read, not on the compute node (where the history's folder may not be)
+        journalled, args = take_journal(args)
+        if journalled is not None:
+            self._journalled[future] = journalled
         with self._lock:
             self._handed.append((future, fn, args, kwargs, res))
             self._lock.notify_all()

@@ -64,12 +64,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...evaluation.evaluate import Job, JobResult, Outcome, journal_result
+from ...evaluation.evaluate import Job, JobResult, Outcome, journal_result, take_journal
 from ...data.trials import Status
 from ...problem.fidelity import FidelityObjective
 
 __all__ = ["Allocation", "ClusterError", "Resources", "SlurmSteps", "Step", "StepFailed", "current_step",
-           "check_fidelity_resources", "check_level_resources", "level_key", "resources_at_level", "split_fidelity",
+           "check_fidelity_resources", "check_level_resources", "level_key", "level_resources_spec", "resources_at_level", "split_fidelity",
            "ending_at_time_limit", "requeue", "ON_STOP"]
 
 log = logging.getLogger(__name__)
@@ -556,7 +556,7 @@ class SlurmSteps(cf.Executor):
         task, params, fidelity, objective = split_fidelity(args[0] if args else None)
         rule = self.resources or getattr(objective, "resources", None)
         res = Resources() if rule is None else Resources.of(rule(task, params))
-        by_level = self.fidelity_resources or getattr(objective, "fidelity_resources", None)
+        by_level = level_resources_spec(self.fidelity_resources, objective)
         if fidelity is not None and by_level is not None:
             res = resources_at_level(by_level, fidelity, list(fidelity), res)
         n = len(self.allocation.nodes)
@@ -571,18 +571,16 @@ class SlurmSteps(cf.Executor):
         ``problem`` before any run (``gt.tune`` calls it): ClusterError naming a fidelity level it
         gives nothing for, a key that is no level (with the levels), a bad value, a level asking
         more nodes than the allocation has, or fidelity_resources for a problem without fidelity."""
-        by_level = self.fidelity_resources or getattr(getattr(problem, "objective", None), "fidelity_resources", None)
+        by_level = level_resources_spec(self.fidelity_resources, getattr(problem, "objective", None))
         check_level_resources(by_level, problem, Resources(), len(self.allocation.nodes),
                               f"the allocation (job {self.allocation.job_id})")
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future:
         res = self.needs(fn, args)
         future: cf.Future = cf.Future()
-        journalled = None
-        if args and isinstance(args[0], Job) and args[0].journal is not None:
-            # journalled here, once the result is final (its step's resources added, a cancelled
-            # step's failure made an interruption), not by run_job
-            journalled, args = args[0], (dataclasses.replace(args[0], journal=None), *args[1:])
+        # journalled here, once the result is final (its step's resources added, a cancelled step's
+        # failure made an interruption), not by run_job
+        journalled, args = take_journal(args)
         with self._cond:
             if self._shutdown:
                 raise RuntimeError("cannot submit to a SlurmSteps executor after shutdown")
@@ -739,6 +737,12 @@ def split_fidelity(job: Any) -> tuple[dict, dict, dict | None, Any]:
         return task, params, None, objective
     task, params, fidelity = objective.split(task, params)
     return task, params, fidelity, objective.objective
+
+
+def level_resources_spec(given: Any, objective: Any) -> Any:
+    """The ``fidelity_resources`` in force: the executor's (``given``), else the user objective's
+    ``fidelity_resources`` attribute, else None."""
+    return given or getattr(objective, "fidelity_resources", None)
 
 
 def check_level_resources(by_level: Any, problem: Any, base: "Resources", max_nodes: int | None,
