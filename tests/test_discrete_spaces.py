@@ -9,7 +9,7 @@ import pytest
 
 import gptask as gt
 from gptask.space.domain import ENUMERATION_LIMIT, build_domain
-from gptask.space.sampling import lhs_points
+from gptask.space.sampling import SpaceExhausted, lhs_points
 from gptask.propose.search import maximize_over
 from gptask.space.dimensions import Space
 
@@ -126,7 +126,7 @@ def test_search_over_a_domain_returns_the_exact_maximiser_not_yet_claimed():
     res = maximize_over(acquisition, domain, seed=0, exclude=claimed)
     assert np.array_equal(res.encoded, domain.encoded[order[3]])
     assert res.value == pytest.approx(values[order[3]]) and res.n_evaluations == len(domain) - 3
-    with pytest.raises(gt.sampling.SpaceExhausted):
+    with pytest.raises(SpaceExhausted):
         maximize_over(acquisition, domain, seed=0, exclude=domain.encoded)
 
 
