@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gptask as gt
-from gptask.transfer.crossval import Z95, interval95, leave_one_task_out, within_task_cv
+from gptask.transfer.crossval import CVReport, HeldOut, Z95, interval95, leave_one_task_out, within_task_cv
 from gptask.model.numerics import LCM
 from gptask.model.numerics.defaults import CALIBRATION_MIN
 from gptask.results.result import TuningResult
@@ -100,6 +100,14 @@ def test_within_task_folds_hold_every_complete_trial_out_once_and_predict_from_t
     pred = np.array([p.predicted for p in rep.points])
     assert s["mape"] == pytest.approx(np.mean(np.abs(pred - meas) / meas))
     assert s["spearman"] == pytest.approx(np.mean([r["spearman"] for r in rep.by_task()]))
+
+
+def test_a_measured_zero_leaves_the_relative_error_undefined_not_infinite():
+    # an objective crossing zero (a difference, a log-ratio): |pred - 0| / 0 is no figure
+    pts = [HeldOut(0, {"x": 0.1}, 0.0, 0.2, -1.0, 1.0, 0), HeldOut(0, {"x": 0.2}, 2.0, 1.0, 0.0, 3.0, 0)]
+    assert CVReport("within-task", pts).summary()["mape"] is None
+    pts[0] = HeldOut(0, {"x": 0.1}, 4.0, 3.0, 2.0, 5.0, 0)
+    assert CVReport("within-task", pts).summary()["mape"] == pytest.approx((0.25 + 0.5) / 2)
 
 
 def test_figures_match_the_known_noise(fitted):

@@ -20,7 +20,7 @@ data of every fold, as the model sees them).
   as for a task never seen: the run-free path a user gets for a new problem instance.
 
 Scores (:meth:`CVReport.summary`): ``mape``, the mean over held-out points of
-``|predicted - measured| / |measured|``; ``spearman``, the mean over tasks (with 3 or more held-out
+``|predicted - measured| / |measured|`` (None when a measured value is 0); ``spearman``, the mean over tasks (with 3 or more held-out
 points) of the rank correlation between predicted and measured values; ``coverage``, the fraction of
 measurements inside the central 95 % predictive interval (``Z95`` standard deviations either side,
 on the log scale when values are modelled there), and ``coverage_latent``, the fraction inside the
@@ -96,7 +96,9 @@ class CVReport:
         latent = [p.lower_latent <= p.measured <= p.upper_latent for p in points
                   if p.lower_latent is not None and p.upper_latent is not None]
         rho = float(spearmanr(pred, meas).statistic) if len(points) >= MIN_RANK_POINTS else None
-        return {"n": len(points), "mape": float(np.mean(np.abs(pred - meas) / np.abs(meas))),
+        # a relative error has no meaning for a measured 0 (an objective crossing zero): None, not inf
+        mape = float(np.mean(np.abs(pred - meas) / np.abs(meas))) if np.all(meas != 0) else None
+        return {"n": len(points), "mape": mape,
                 "spearman": None if rho is None or not math.isfinite(rho) else rho,
                 "coverage": float(np.mean(inside)),
                 "coverage_latent": float(np.mean(latent)) if latent else None}
