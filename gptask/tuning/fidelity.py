@@ -48,7 +48,7 @@ from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
 __all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
-           "prepare", "at_target_fidelity", "fidelity_tuner",
+           "prepare", "fidelity_tuner",
            "level_correlations", "spearman"]
 
 log = logging.getLogger(__name__)
@@ -137,19 +137,6 @@ def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]]
     return problem.expanded(), expand_tasks(problem, base, aux), proposer
 
 
-def at_target_fidelity(problem: Problem, tasks: Any, seed: int) -> tuple[Problem, list[dict]]:
-    """What a run of a fidelity problem tuned at its target fidelity only runs (``gt.tune(...,
-    sources=...)``): the expanded problem (:meth:`Problem.expanded`, whose histories the sources
-    may be) and the task rows at the target fidelity. tasks: a number of tasks or task dicts, as
-    ``gt.tune`` takes them."""
-    from .tuner import resolve_tasks
-
-    target = dict(problem.target_fidelity or {})
-    log.info("a problem with fidelity tuned with sources runs at its target fidelity %s only (no cheaper runs)",
-             target)
-    return problem.expanded(), [{**t, **target} for t in resolve_tasks(problem, tasks, seed)]
-
-
 def fidelity_tuner(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]] | None = None,
                    budget: int = 20, n_initial: int | None = None, seed: int = 0, history: Any = None,
                    **options: Any) -> Any:
@@ -207,6 +194,9 @@ class FidelityProposer(Proposer):
         super().__init__()
         self.n_tuned, self.n_aux, self.n_levels = n_tuned, n_aux, n_levels
         self.n_base = n_tuned + n_aux
+        #: the tasks it lays out (level by level); the tuner's tasks after them are a source's
+        #: (``gt.tune(..., sources=...)``): data the model learns from, that take no run
+        self.n_own = n_levels * self.n_base
         #: task index -> why it is not bought again (the guard)
         self.dropped: dict[int, str] = {}
         #: task index -> the correlations with its target measured when last judged
@@ -261,7 +251,7 @@ class FidelityProposer(Proposer):
         self._full = {b: Proposer.initial_design(self, b) for b in range(self.n_base)}
         full = self._full
         n_t = max(2, math.ceil(TARGET_DESIGN_SHARE * tu.n_initial))
-        for i in range(tu.n_tasks):
+        for i in range(self.n_own):
             b, level = self.base_of(i)
             if level == 0:
                 out[i] = full[b][:n_t] if (b < self.n_tuned and self.n_levels > 1) else full[b]
@@ -514,7 +504,7 @@ class FidelityProposer(Proposer):
         return self.waiting(i) or len(self.tuner.trials_of(i)) < len(self.initial_design(i))
 
     def proposes_for(self, i: int) -> bool:
-        if i in self.dropped:
+        if i in self.dropped or i >= self.n_own:
             return False
         if self._in_initial(i):
             return True
@@ -610,7 +600,7 @@ class FidelityProposer(Proposer):
         if model is None or model is self._judged_model:
             return
         self._judged_model = model
-        for i in range(tu.n_tasks):
+        for i in range(self.n_own):
             if self.is_target(i) or self._in_initial(i):
                 continue
             target = self.target_of(i) if self.base_of(i)[0] < self.n_tuned else 0
