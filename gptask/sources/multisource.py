@@ -53,6 +53,10 @@ those that hurt are left out (:mod:`gptask.sources.selection`).
   before gptask recorded machines needs ``gt.Source(path, machine=...)``). What the model saw is
   what comes in: repeated launches already reduced to one value per configuration, and a failed
   run that the model saw as its task's worst value comes in as that value.
+* **Fidelity.** A problem with fidelity runs its fidelity schedule (:mod:`gptask.tuning.fidelity`):
+  this machine's tasks first, level by level as its proposer lays them out, then the sources'
+  tasks; a source's measurement is data of the fidelity in its task row (:func:`note_levels`), and
+  the sources' measurements cost nothing against ``cost_budget`` (docs/fidelity.md).
 * **Histories.** With sources, ``history=`` holds the combined problem (the task space plus
   ``machine``): the sources' trials are imported into it once (an import of the same trials again
   adds nothing), so a killed run resumes as any other. A history of the problem itself is refused
@@ -163,9 +167,9 @@ class _CandidatesByMachine:
 def combined_problem(problem: Problem, labels: Sequence[str], measured: dict[str, list[dict]] | None = None) -> Problem:
     """``problem`` with one more task dimension, the categorical :data:`MACHINE_DIM` over ``labels``;
     its objective, default and ``run_cost`` are called without it (the expanded problem of one with
-    fidelity keeps its fidelity: the levels are values of its task rows). A problem with ``candidates`` keeps them for
-    the tasks of this machine; a source's task lists the configurations in ``measured`` (task key
-    -> params, of the combined task space)."""
+    fidelity keeps its fidelity: the levels are values of its task rows). A problem with
+    ``candidates`` keeps them for the tasks of this machine; a source's task lists the
+    configurations in ``measured`` (task key -> params, of the combined task space)."""
     if MACHINE_DIM in problem.task_space.names or MACHINE_DIM in problem.param_space.names:
         raise SourceError(f"problem {problem.name!r} already has a {MACHINE_DIM!r} dimension: sources add it")
     for what in ("features", "cost_model"):
@@ -345,8 +349,8 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     if fidelity is not None and select_sources:
         raise SourceError("select_sources=True does not go with a problem with fidelity or aux_tasks yet: the "
                           "selection runs every task's initial design first, cheap levels and target alike, outside "
-                          "the fidelity schedule; leave it out (the sources' tasks are judged by the model's "
-                          "correlations only)")
+                          "the fidelity schedule; leave it out (the model weighs each source's tasks by the "
+                          "correlation it fits)")
     plan = _plan(problem, sources, target, source_points=source_points, cache=store)  # mixing machines is asked for here
     if fidelity is not None:
         note_levels(plan, problem)
