@@ -552,6 +552,35 @@ def test_sources_with_fidelity_run_the_cheap_levels_and_teach_each_level(tmp_pat
     assert again.best(0)[1] == pytest.approx(value)
 
 
+@pytest.mark.parametrize("pooled_sources", [False, True])
+def test_with_sources_the_first_target_run_is_picked_from_their_runs_too(monkeypatch, pooled_sources):
+    """POOLED_SOURCES: the target's first run (the pooled pick after the cheap design's first stage)
+    from an LCM that holds the sources' tasks too, among their runs as well as the cheap runs: a
+    source's near-optimal configuration (0.31, 0.69), measured on another task, is run first, better
+    at the target (brute force) than every configuration of this campaign's first stage. Off: the
+    pick is one of this campaign's own cheap runs."""
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "POOLED_SOURCES", pooled_sources)
+    rows = _source_rows(1000) + _source_rows(100)
+    for it in (100, 1000):
+        p = {"x": 0.31, "y": 0.69, "iterations": it}
+        rows.append({"n": 3, **p, "value": informative({"n": 3}, p), "machine.label": "other"})
+    two_levels = gt.Space([gt.Ordinal("iterations", [100, 1000])])
+    prob = problem(fidelity=two_levels, run_cost=lambda p: 1.0 if p["iterations"] == 1000 else 0.1)
+    r = gt.tune(prob, [{"n": 2}], sources=[rows], cost_budget=3.5, n_initial=6, seed=0, provenance="here", **FAST)
+    mine = sorted((t for t in r.history if t.source != "source"), key=lambda t: t.id)
+    first = next(t for t in mine if t.task_index == 0)
+    stage = [t for t in mine if t.id < first.id]
+    assert len(stage) == 5 and all(t.task["iterations"] == 100 for t in stage)  # half a target run's cost
+    own_best = min(true_value(t.params["x"], t.params["y"]) for t in stage)
+    if pooled_sources:
+        assert first.params == {"x": 0.31, "y": 0.69}
+        assert first.value == pytest.approx(true_value(0.31, 0.69)) and first.value < own_best
+    else:
+        assert first.params in [t.params for t in stage]
+
+
 def test_a_cost_budget_with_sources_counts_this_campaign_s_runs_only():
     """cost_budget with sources, a problem without fidelity (used to be refused: 'does not take
     cost_budget yet'): 16 source measurements that the problem's run_cost prices at 0.5 s each do

@@ -47,7 +47,7 @@ from ..problem.fidelity import ETA, check_cost, role_of
 from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "fidelity_tuner",
            "level_correlations", "spearman"]
 
@@ -107,6 +107,14 @@ POOLED_FIRST = True
 #: LCM's correlation of its cheap level with this task's is at least POOLED_FIRST_RHO (None: all;
 #: all lost on branin at 10 %, +0.342)
 POOLED_FIRST_RESTARTS, POOLED_FIRST_RHO = 2, 0.5
+#: with sources (``gt.tune(..., sources=...)``), the pooled first pick's LCM also holds the sources'
+#: tasks (their runs at every level), and their runs are candidates where that LCM correlates their
+#: task with the tuned task's cheapest level at POOLED_FIRST_RHO or more (an earlier campaign's
+#: best configurations of similar tasks). False: the tuned tasks' cheap runs only.
+#: bench/results/fidelity_sources.md (10 seeds): at 10 % of the budget currin 0.426 -> 0.117, park
+#: 0.434 -> 0.057 with a source of the family's other tasks; with a source that does not relate
+#: (branin's values given as currin's) 0.426 -> 0.449, at 100 % 0.007 -> 0.014
+POOLED_SOURCES = True
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
@@ -374,7 +382,9 @@ class FidelityProposer(Proposer):
             best = [pooled] if pooled is not None else best[:1]
             self._designs[b] = (best + [p for p in self._full[b] if params_key(p) not in {params_key(q) for q in best}])[:n_t]
             self._first.add(b)
-            log.info("task %d: the target's first run is the best of its cheapest level's first %d runs", b, len(runs))
+            if pooled is None:  # the pooled pick logs its own line
+                log.info("task %d: the target's first run is the best of its cheapest level's first %d runs", b,
+                         len(runs))
             return
         if staged:
             first = self._designs[b][0]
@@ -398,12 +408,16 @@ class FidelityProposer(Proposer):
     def _pooled_first(self, b: int) -> dict | None:
         """Tuned task ``b``'s first target configuration from the finished cheap runs of every tuned
         task (POOLED_FIRST): the one of lowest posterior mean at ``b``'s cheapest level of an LCM
-        fitted on the tuned tasks' cheapest levels (each task's values standardised), among those
-        feasible at ``b``'s target; None when fewer than two tasks have runs or the fit fails."""
+        fitted on the tuned tasks' cheapest levels (each task's values standardised; with
+        POOLED_SOURCES, the sources' tasks too), among the runs of ``b``'s level and of the tasks it
+        correlates with at POOLED_FIRST_RHO or more, feasible at ``b``'s target; None when fewer than
+        two tasks have runs or the fit fails."""
         from ..model.numerics.lcm import LCM
 
         tu = self.tuner
         cheap = [(self.n_levels - 1) * self.n_base + c for c in range(self.n_tuned)]
+        theirs = list(range(self.n_own, tu.n_tasks)) if POOLED_SOURCES else []  # the sources' tasks (data only)
+        cheap += theirs
         runs = {j: [t for t in tu.trials_of(j) if t.status is Status.COMPLETE and t.value is not None] for j in cheap}
         mine = cheap[b]
         if not runs[mine] or sum(1 for j in cheap if runs[j]) < 2:
@@ -417,7 +431,9 @@ class FidelityProposer(Proposer):
             ys.append((y - y.mean()) / (y.std() or 1.0))
         pool, seen = [], set()
         try:
-            model = LCM(n_latent=len(order)).fit(X, ys, restarts=POOLED_FIRST_RESTARTS, seed=tu.seed, explore=False)
+            # with the sources' tasks, as many latent functions as the tuner's model has at most
+            n_latent = min(len(order), getattr(tu, "n_latent", len(order))) if theirs else len(order)
+            model = LCM(n_latent=n_latent).fit(X, ys, restarts=POOLED_FIRST_RESTARTS, seed=tu.seed, explore=False)
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
             log.warning("task %d: the pooled first pick failed (%s); its own best cheap run instead", b, exc)
             return None
