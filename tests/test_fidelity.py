@@ -515,8 +515,11 @@ def test_sources_with_fidelity_run_the_cheap_levels_and_teach_each_level(tmp_pat
     target run: one with the lowest value of all (-5) does not become result.best(0), which is
     the best of this campaign's target runs, measured at the target. The sources' runs cost
     nothing against cost_budget. The history read back alone (gptask show, report) has the same
-    layout (it used to take the sources' tasks for auxiliary ones)."""
+    layout (it used to take the sources' tasks for auxiliary ones), and the report's cost figure
+    draws this campaign's runs only."""
     from gptask.data.storage import SQLiteStorage
+    from gptask.insight.report_data import load_report_data
+    from gptask.insight.sections import cost_series
     from gptask.results.rebuild import result_from_history
     from gptask.sources.multisource import SOURCE_TAG
 
@@ -546,10 +549,32 @@ def test_sources_with_fidelity_run_the_cheap_levels_and_teach_each_level(tmp_pat
     assert costs == pytest.approx([t.task["iterations"] / 1000 for t in sorted(mine, key=lambda t: t.id)])
     assert r.cost_spent == pytest.approx(sum(costs)) and sum(costs) >= 4.0 > sum(costs[:-1])
     assert all("cost" not in t.extra for t in theirs)
+    # the sources' tasks: marked so; one at the target has a best (its measurements'), one below it none
+    roles = ["target", "low fidelity", "low fidelity", "low fidelity", "source", "source", "source", "source"]
+    assert [row["role"] for row in r.table()] == roles and r.fidelity["n_own"] == 4
+    assert r.tasks[4] == {"n": 2, "iterations": 1000, "machine": "other"}
+    assert r.best(4)[1] == pytest.approx(min(x["value"] for x in rows if x["n"] == 2 and x["iterations"] == 1000))
+    with pytest.raises(ValueError, match=r"task 6 .* is a source's task below the target fidelity"):
+        r.best(6)
     with SQLiteStorage(tmp_path / "h.sqlite", read_only=True) as h:
         again = result_from_history(h)
-    assert again.fidelity["n_tuned"] == 1 and again.fidelity["n_aux"] == 0
-    assert again.best(0)[1] == pytest.approx(value)
+    assert again.fidelity["n_tuned"] == 1 and again.fidelity["n_aux"] == 0 and again.fidelity["n_own"] == 4
+    assert again.best(0)[1] == pytest.approx(value) and [row["role"] for row in again.table()] == roles
+    # the report's cost figure: this campaign's runs only, one panel (the tuned task), not one per source task
+    series = cost_series(load_report_data(tmp_path / "h.sqlite"))
+    assert len(series) == 1 and series[0]["cost"][-1] == pytest.approx(r.cost_spent)
+
+
+def test_tla2_from_a_run_with_fidelity_and_sources_learns_from_the_sources_target_tasks():
+    """A run with fidelity and sources tunes one task: TLA2 for a new task has the sources' tasks at
+    the target to learn optima from (it used to need two tuned tasks: 'TLA1 needs the best
+    configurations of at least 2 tuned tasks, got 1'); the new task runs at the target."""
+    r = _tuned_with_sources(_source_rows(1000) + _source_rows(111), cost_budget=3.0)
+    new = gt.tune_new_task(r, {"n": 3, "machine": "here"}, budget=3, pso_particles=8, pso_iters=4)
+    runs = [t for t in new.history if t.task_index == new.task_index]
+    assert len(runs) == 3 and all(t.task == {"n": 3, "iterations": 1000, "machine": "here"} for t in runs)
+    params, value = new.best_new()
+    assert value == pytest.approx(true_value(params["x"], params["y"]))
 
 
 @pytest.mark.parametrize("pooled_sources", [False, True])

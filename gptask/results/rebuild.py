@@ -101,4 +101,5 @@ def _fidelity_layout(sig: dict, tasks: list[dict], trials: list) -> dict | None:
         own = len(levels) * math.ceil((max(roles) + 1) / max(1, len(levels)))
     n_base = own // max(1, len(levels))
     n_tuned = sum(1 for i in range(n_base) if roles.get(i) == "target")
-    return {"n_tuned": n_tuned, "n_aux": n_base - n_tuned, "levels": levels, "dropped": {}, "correlation": {}}
+    return {"n_tuned": n_tuned, "n_aux": n_base - n_tuned, "n_own": own, "levels": levels, "dropped": {},
+            "correlation": {}}

@@ -648,9 +648,10 @@ class FidelityProposer(Proposer):
                 log.warning("task %d (%s) is not bought again: %s", i, tu.tasks[i], why)
 
     def summary(self) -> dict[str, Any]:
-        """What results report of the run (``TuningResult.fidelity``): the layout, the levels
-        dropped by the guard and the correlations measured."""
+        """What results report of the run (``TuningResult.fidelity``): the layout (``n_own``: its
+        tasks, the sources' after them), the levels dropped by the guard and the correlations
+        measured."""
         tu = self.tuner
-        return {"n_tuned": self.n_tuned, "n_aux": self.n_aux, "levels": tu.problem.fidelity_levels(),
-                "dropped": {int(i): r for i, r in self.dropped.items()},
+        return {"n_tuned": self.n_tuned, "n_aux": self.n_aux, "n_own": self.n_own,
+                "levels": tu.problem.fidelity_levels(), "dropped": {int(i): r for i, r in self.dropped.items()},
                 "correlation": {int(i): dict(r) for i, r in self.correlation.items()}}
