@@ -507,7 +507,7 @@ def _tuned_with_sources(rows, **kw):
     return gt.tune(problem(), [{"n": 2}], sources=[rows], **kw)
 
 
-def test_sources_with_fidelity_run_the_cheap_levels_and_teach_each_level(tmp_path):
+def test_sources_with_fidelity_run_the_cheap_levels_and_teach_each_level(tmp_path, capsys):
     """A problem with fidelity tuned with sources holding runs at the target and at a cheap level:
     the fidelity schedule runs (cheap levels bought; this used to run the target only, the cheap
     levels dropped with a log line, and sources at a cheap level were refused). A source's run at
@@ -517,6 +517,7 @@ def test_sources_with_fidelity_run_the_cheap_levels_and_teach_each_level(tmp_pat
     nothing against cost_budget. The history read back alone (gptask show, report) has the same
     layout (it used to take the sources' tasks for auxiliary ones), and the report's cost figure
     draws this campaign's runs only."""
+    from gptask.cli import main
     from gptask.data.storage import SQLiteStorage
     from gptask.insight.report_data import load_report_data
     from gptask.insight.sections import cost_series
@@ -563,6 +564,11 @@ def test_sources_with_fidelity_run_the_cheap_levels_and_teach_each_level(tmp_pat
     # the report's cost figure: this campaign's runs only, one panel (the tuned task), not one per source task
     series = cost_series(load_report_data(tmp_path / "h.sqlite"))
     assert len(series) == 1 and series[0]["cost"][-1] == pytest.approx(r.cost_spent)
+    # gptask show: the sources' tasks marked, nothing recommended for those below the target
+    assert main(["show", str(tmp_path / "h.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" source ") == 4
+    assert "task 6 (iterations=111,machine=other,n=2): a cheaper fidelity level" in out and "task 4 (" not in out
 
 
 def test_tla2_from_a_run_with_fidelity_and_sources_learns_from_the_sources_target_tasks():

@@ -65,7 +65,7 @@ class TuningResult:
             return False
         if i < self.fidelity.get("n_own", len(self.tasks)):
             return True
-        target = getattr(self.problem, "target_fidelity", None) or {}
+        target = self.fidelity["levels"][0] if self.fidelity.get("levels") else {}  # target first
         return any(self.tasks[i].get(k) != v for k, v in target.items())
 
     def is_source_task(self, i: int) -> bool:
