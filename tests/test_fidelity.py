@@ -501,46 +501,202 @@ def _source_rows(iterations=1000):
     return rows
 
 
-def at_target(task, p):
-    """The fidelity problem's objective at the target, as a problem without fidelity."""
-    return informative(task, {**p, "iterations": 1000})
+def _tuned_with_sources(rows, **kw):
+    """A campaign of task n=2 with ``rows`` as its source, by cost budget."""
+    kw = {**dict(cost_budget=4.0, n_initial=4, seed=0, provenance="here"), **FAST, **kw}
+    return gt.tune(problem(), [{"n": 2}], sources=[rows], **kw)
 
 
-def test_sources_at_the_target_fidelity_tune_as_the_problem_without_fidelity():
-    """A problem with fidelity and sources measured at its target fidelity: tuned at the target, the
-    sources' runs its data there; the same proposals, seed for seed, as the problem without fidelity
-    (its objective at the target) with the same sources without the fidelity column (this used to be
-    refused: 'does not take a problem with fidelity')."""
+def test_sources_with_fidelity_run_the_cheap_levels_and_teach_each_level(tmp_path, capsys):
+    """A problem with fidelity tuned with sources holding runs at the target and at a cheap level:
+    the fidelity schedule runs (cheap levels bought; this used to run the target only, the cheap
+    levels dropped with a log line, and sources at a cheap level were refused). A source's run at
+    iterations=111 enters as a run at 111 (its task row) of a task the model holds, never as a
+    target run: one with the lowest value of all (-5) does not become result.best(0), which is
+    the best of this campaign's target runs, measured at the target. The sources' runs cost
+    nothing against cost_budget. The history read back alone (gptask show, report) has the same
+    layout (it used to take the sources' tasks for auxiliary ones), and the report's cost figure
+    draws this campaign's runs only."""
+    from gptask.cli import main
+    from gptask.data.storage import SQLiteStorage
+    from gptask.insight.report_data import load_report_data
+    from gptask.insight.sections import cost_series
+    from gptask.results.rebuild import result_from_history
     from gptask.sources.multisource import SOURCE_TAG
 
-    kw = dict(budget=6, n_initial=3, seed=3, provenance="here", **FAST)
-    rows = _source_rows()
-    with_fid = gt.tune(problem(), [{"n": 2}], sources=[rows], **kw)
-    plain = gt.tune(gt.Problem(TASKS, PARAMS, at_target), [{"n": 2}], sources=[[
-        {k: v for k, v in r.items() if k != "iterations"} for r in rows]], **kw)
-    mine = [t for t in with_fid.history if t.source != SOURCE_TAG]
-    theirs = [t for t in plain.history if t.source != SOURCE_TAG]
-    assert len(mine) == 6 and all(t.task["iterations"] == 1000 for t in mine)
-    assert [t.params for t in mine] == [t.params for t in theirs]
-    assert [t.value for t in mine] == pytest.approx([t.value for t in theirs])
+    rows = _source_rows(1000) + _source_rows(111)
+    rows[16] = {**rows[16], "value": -5.0}  # a run of task n=2 at 111, below every target value
+    r = _tuned_with_sources(rows, history=tmp_path / "h.sqlite")
+    mine = [t for t in r.history if t.source != SOURCE_TAG]
+    theirs = [t for t in r.history if t.source == SOURCE_TAG]
+    # this campaign's runs: the tuned task at its four levels, tasks 0..3, target first
+    assert [t["iterations"] for t in r.tasks[:4]] == [1000, 333, 111, 37]
+    assert {t.task_index for t in mine} <= {0, 1, 2, 3} and {t.task["machine"] for t in mine} == {"here"}
+    assert {t.task["iterations"] for t in mine if t.extra["fidelity"] == "low fidelity"} >= {37, 333}
+    assert sum(t.task_index == 0 for t in mine) >= 2 and r.fidelity["n_tuned"] == 1
+    # the sources' runs: 32, each in a task of its own level and machine, in the model (8 tasks)
+    assert len(theirs) == 32 and {t.task_index for t in theirs} == {4, 5, 6, 7}
+    assert all(r.tasks[t.task_index]["iterations"] == t.task["iterations"] for t in theirs)
+    low = next(t for t in theirs if t.value == -5.0)
+    assert low.task == {"n": 2, "iterations": 111, "machine": "other"} and r.model.n_tasks == 8
+    # result.best(0): the best of the target runs made here, measured at the target (brute force)
+    params, value = r.best(0)
+    targets = [t for t in mine if t.task_index == 0]
+    assert value == pytest.approx(min(t.value for t in targets)) and value > -5.0
+    assert value == pytest.approx(true_value(params["x"], params["y"]))
+    assert r.table()[0]["best"] == pytest.approx(value)
+    # the cost: this campaign's runs only (run_cost), the budget reached within one run
+    costs = [t.extra["cost"] for t in sorted(mine, key=lambda t: t.id)]
+    assert costs == pytest.approx([t.task["iterations"] / 1000 for t in sorted(mine, key=lambda t: t.id)])
+    assert r.cost_spent == pytest.approx(sum(costs)) and sum(costs) >= 4.0 > sum(costs[:-1])
+    assert all("cost" not in t.extra for t in theirs)
+    # the sources' tasks: marked so; one at the target has a best (its measurements'), one below it none
+    roles = ["target", "low fidelity", "low fidelity", "low fidelity", "source", "source", "source", "source"]
+    assert [row["role"] for row in r.table()] == roles and r.fidelity["n_own"] == 4
+    assert r.tasks[4] == {"n": 2, "iterations": 1000, "machine": "other"}
+    assert r.best(4)[1] == pytest.approx(min(x["value"] for x in rows if x["n"] == 2 and x["iterations"] == 1000))
+    with pytest.raises(ValueError, match=r"task 6 .* is a source's task below the target fidelity"):
+        r.best(6)
+    with SQLiteStorage(tmp_path / "h.sqlite", read_only=True) as h:
+        again = result_from_history(h)
+    assert again.fidelity["n_tuned"] == 1 and again.fidelity["n_aux"] == 0 and again.fidelity["n_own"] == 4
+    assert again.best(0)[1] == pytest.approx(value) and [row["role"] for row in again.table()] == roles
+    # the report's cost figure: this campaign's runs only, one panel (the tuned task), not one per source task
+    series = cost_series(load_report_data(tmp_path / "h.sqlite"))
+    assert len(series) == 1 and series[0]["cost"][-1] == pytest.approx(r.cost_spent)
+    # gptask show: the sources' tasks marked, nothing recommended for those below the target
+    assert main(["show", str(tmp_path / "h.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" source ") == 4
+    assert "task 6 (iterations=111,machine=other,n=2): a cheaper fidelity level" in out and "task 4 (" not in out
 
 
-def test_sources_at_another_fidelity_or_without_it_are_refused_naming_it():
+def test_tla2_from_a_run_with_fidelity_and_sources_learns_from_the_sources_target_tasks():
+    """A run with fidelity and sources tunes one task: TLA2 for a new task has the sources' tasks at
+    the target to learn optima from (it used to need two tuned tasks: 'TLA1 needs the best
+    configurations of at least 2 tuned tasks, got 1'); the new task runs at the target."""
+    r = _tuned_with_sources(_source_rows(1000) + _source_rows(111), cost_budget=3.0)
+    new = gt.tune_new_task(r, {"n": 3, "machine": "here"}, budget=3, pso_particles=8, pso_iters=4)
+    runs = [t for t in new.history if t.task_index == new.task_index]
+    assert len(runs) == 3 and all(t.task == {"n": 3, "iterations": 1000, "machine": "here"} for t in runs)
+    params, value = new.best_new()
+    assert value == pytest.approx(true_value(params["x"], params["y"]))
+
+
+@pytest.mark.parametrize("pooled_sources", [False, True])
+def test_with_sources_the_first_target_run_is_picked_from_their_runs_too(monkeypatch, pooled_sources):
+    """POOLED_SOURCES: the target's first run (the pooled pick after the cheap design's first stage)
+    from an LCM that holds the sources' tasks too, among their runs as well as the cheap runs: a
+    source's near-optimal configuration (0.31, 0.69), measured on another task, is run first, better
+    at the target (brute force) than every configuration of this campaign's first stage. Off: the
+    pick is one of this campaign's own cheap runs."""
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "POOLED_SOURCES", pooled_sources)
+    rows = _source_rows(1000) + _source_rows(100)
+    for it in (100, 1000):
+        p = {"x": 0.31, "y": 0.69, "iterations": it}
+        rows.append({"n": 3, **p, "value": informative({"n": 3}, p), "machine.label": "other"})
+    two_levels = gt.Space([gt.Ordinal("iterations", [100, 1000])])
+    prob = problem(fidelity=two_levels, run_cost=lambda p: 1.0 if p["iterations"] == 1000 else 0.1)
+    r = gt.tune(prob, [{"n": 2}], sources=[rows], cost_budget=3.5, n_initial=6, seed=0, provenance="here", **FAST)
+    mine = sorted((t for t in r.history if t.source != "source"), key=lambda t: t.id)
+    first = next(t for t in mine if t.task_index == 0)
+    stage = [t for t in mine if t.id < first.id]
+    assert len(stage) == 5 and all(t.task["iterations"] == 100 for t in stage)  # half a target run's cost
+    own_best = min(true_value(t.params["x"], t.params["y"]) for t in stage)
+    if pooled_sources:
+        assert first.params == {"x": 0.31, "y": 0.69}
+        assert first.value == pytest.approx(true_value(0.31, 0.69)) and first.value < own_best
+    else:
+        assert first.params in [t.params for t in stage]
+
+
+def test_a_cost_budget_with_sources_counts_this_campaign_s_runs_only():
+    """cost_budget with sources, a problem without fidelity (used to be refused: 'does not take
+    cost_budget yet'): 16 source measurements that the problem's run_cost prices at 0.5 s each do
+    not count; the campaign runs 4 runs of 0.5 s."""
+    plain = gt.Problem(TASKS, PARAMS, lambda t, p: true_value(p["x"], p["y"]), run_cost=lambda point: 0.5)
+    rows = [{k: v for k, v in r.items() if k != "iterations"} for r in _source_rows()]
+    r = gt.tune(plain, [{"n": 2}], sources=[rows], cost_budget=2.0, n_initial=2, seed=0, provenance="here", **FAST)
+    mine = [t for t in r.history if t.source != "source"]
+    assert len(mine) == 4 and len(r.history) == 20
+    assert r.cost_spent == pytest.approx(2.0) and [t.extra["cost"] for t in mine] == [0.5] * 4
+
+
+def test_a_resumed_run_with_sources_and_fidelity_runs_nothing_twice(tmp_path):
+    """Killed mid-run (the objective interrupted on its 6th call), the same call on the same history
+    imports no source twice and runs no configuration of a level twice; a larger cost budget then
+    goes on from there, as a run uninterrupted to it."""
+    from gptask.sources.multisource import SOURCE_TAG
+
+    calls = []
+
+    def objective(task, p):
+        if len(calls) == 5 and not stopped:
+            stopped.append(True)
+            raise KeyboardInterrupt  # as if Ctrl-C arrived mid-run
+        calls.append((p["iterations"], p["x"], p["y"]))
+        return informative(task, p)
+
+    stopped: list = []
+    rows = _source_rows(1000) + _source_rows(111)
+    kw = dict(cost_budget=3.0, n_initial=4, seed=1, provenance="here", history=tmp_path / "h.sqlite", **FAST)
+    with pytest.raises(KeyboardInterrupt):
+        gt.tune(problem(objective), [{"n": 2}], sources=[rows], **kw)
+    assert len(calls) == 5
+    first = gt.tune(problem(objective), [{"n": 2}], sources=[rows], **kw)
+    again = gt.tune(problem(objective), [{"n": 2}], sources=[rows], **{**kw, "cost_budget": 4.5})
+    assert len(calls) == len(set(calls))  # no configuration ran twice at one level
+    mine = [t for t in again.history if t.source != SOURCE_TAG]
+    assert len(mine) == len(calls) and sum(t.source == SOURCE_TAG for t in again.history) == 32
+    assert [t.id for t in again.history][:len(first.history)] == [t.id for t in first.history]
+    costs = [t.extra["cost"] for t in sorted(mine, key=lambda t: t.id)]
+    # the cost budget reached, at most one round above it (one run per level in flight)
+    assert 4.5 <= sum(costs) < 4.5 + 1.481 and again.cost_spent == pytest.approx(sum(costs))
+
+
+def test_a_source_at_a_fidelity_that_is_no_level_is_a_task_of_its_own():
+    """The rule for a source's fidelity values: at a level, data of that level; at another value of
+    the fidelity space (iterations=500: an earlier campaign's other ladder), a task of its own the
+    model relates to the levels; outside the fidelity space, refused naming the source and value."""
+    rows = _source_rows(500)
+    r = _tuned_with_sources(rows, cost_budget=2.5)
+    assert [t["iterations"] for t in r.tasks] == [1000, 333, 111, 37, 500, 500]
+    assert sorted(t.task["iterations"] for t in r.history if t.source == "source") == [500] * 16
+    assert r.best(0)[1] == pytest.approx(min(t.value for t in r.history if t.task_index == 0))
+    with pytest.raises(ValueError, match=r"source #0: 16 bad row\(s\).*\n  data\[0\]: iterations=5000 is outside "
+                                         r"\[10, 1000\]"):
+        _tuned_with_sources(_source_rows(5000))
+
+
+def test_sources_of_the_problem_without_fidelity_or_the_reverse_are_refused_naming_it(tmp_path):
+    """A source of the problem without fidelity for the problem with it (rows without the fidelity
+    column, a history of it) and the reverse (a history or result of a run with fidelity for the
+    problem without it, whose cheap runs would be read as its runs): refused, naming the source and
+    what differs. select_sources and aux_tasks with fidelity and sources: refused, saying so."""
     from gptask.sources.measurements import SourceError
 
-    kw = dict(budget=4, n_initial=2, seed=0, provenance="here", **FAST)
-    rows = _source_rows()
-    rows[3] = {**rows[3], "iterations": 333}
-    with pytest.raises(SourceError, match=r"source #0 has a measurement at fidelity \{'iterations': 333\}.*target "
-                                          r"fidelity \{'iterations': 1000\}"):
-        gt.tune(problem(), [{"n": 2}], sources=[rows], **kw)
+    kw = dict(cost_budget=2.0, n_initial=2, seed=0, provenance="here", **FAST)
     with pytest.raises(SourceError, match=r"source #0: data: missing columns \['iterations'\]"):
         gt.tune(problem(), [{"n": 2}], sources=[[{k: v for k, v in r.items() if k != "iterations"}
                                                   for r in _source_rows()]], **kw)
+    plain = gt.Problem(TASKS, PARAMS, lambda t, p: true_value(p["x"], p["y"]))
+    plain_history = tmp_path / "plain.sqlite"
+    gt.tune(plain, [{"n": 3}], budget=3, n_initial=3, history=plain_history, provenance="other", **FAST)
+    with pytest.raises(SourceError, match=r"source #0 \(.*plain.sqlite\) is of another problem than 'problem': task "
+                                          r"dimension iterations: the source's \(none\)"):
+        gt.tune(problem(), [{"n": 2}], sources=[plain_history], **kw)
+    fid_history = tmp_path / "fid.sqlite"
+    fid = gt.tune(problem(), [{"n": 3}], cost_budget=1.0, n_initial=2, history=fid_history, provenance="other",
+                  **FAST)
+    for source in (fid_history, fid):
+        with pytest.raises(SourceError, match=r"source #0.*is of another problem.*iterations"):
+            gt.tune(plain, [{"n": 2}], sources=[source], budget=3, n_initial=2, provenance="here", **FAST)
+    with pytest.raises(SourceError, match="select_sources=True does not go with a problem with fidelity"):
+        gt.tune(problem(), [{"n": 2}], sources=[_source_rows()], select_sources=True, **kw)
     with pytest.raises(SourceError, match="does not take aux_tasks yet"):
         gt.tune(problem(), [{"n": 2}], sources=[_source_rows()], aux_tasks=[{"n": 1}], **kw)
-    with pytest.raises(SourceError, match="does not take cost_budget yet"):
-        gt.tune(problem(), [{"n": 2}], sources=[_source_rows()], cost_budget=5.0, **{**kw, "budget": None})
 
 
 @pytest.fixture(scope="module")

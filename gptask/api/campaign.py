@@ -134,9 +134,10 @@ def tune(
       machine's.
     - sources: histories, results, model files or measurement files of the same problem measured
       on other machines, learned from in one model (:mod:`gptask.sources.multisource`). Not yet with comm,
-      parallel_evaluations, noise, pruner, max_time, executor, max_in_flight, cost_budget or aux_tasks.
-      With a problem with fidelity, the run is at the target fidelity only (no cheaper runs) and the
-      sources' measurements must be at it too (docs/fidelity.md).
+      parallel_evaluations, noise, pruner, max_time, executor, max_in_flight or aux_tasks. With a
+      problem with fidelity, the fidelity schedule runs as without sources, and a source's runs at
+      each fidelity level are the model's data of that level (docs/fidelity.md); their cost is not
+      counted against ``cost_budget``.
     - source_points: the most measurements of one source task the model takes ("auto", a number or
       None for all).
     - select_sources: judge the sources by this machine's initial designs and leave out those that
@@ -153,23 +154,18 @@ def tune(
     check_problem = getattr(executor, "check_problem", None)  # e.g. SlurmSteps' fidelity_resources
     if callable(check_problem):
         check_problem(problem)
-    at_target = None
+    by_level = None  # the fidelity proposer of a problem with fidelity or aux_tasks
     if problem.fidelity is not None or aux_tasks:
         if proposer is not None:
             raise ValueError("a problem with fidelity or aux_tasks chooses its runs with the fidelity proposer "
                              f"(gptask.tuning.fidelity); proposer={proposer!r} cannot be given with it")
-        if sources is not None:
-            if aux_tasks:
-                raise sourced.SourceError("gt.tune(..., sources=...) does not take aux_tasks yet")
-            from ..tuning.fidelity import at_target_fidelity
+        if sources is not None and aux_tasks:
+            raise sourced.SourceError("gt.tune(..., sources=...) does not take aux_tasks yet")
+        from ..tuning.fidelity import prepare
 
-            # with sources: tuned at the target fidelity only, the sources' runs at it as its data
-            problem, tasks = at_target_fidelity(problem, tasks, seed)
-            at_target = problem.target_fidelity
-        else:
-            from ..tuning.fidelity import prepare
-
-            problem, tasks, proposer = prepare(problem, tasks, aux_tasks, seed)
+        # with sources too: the fidelity schedule, the sources' runs at each level data of that level
+        problem, tasks, proposer = prepare(problem, tasks, aux_tasks, seed)
+        by_level = proposer
     budget, n_initial = _budget(budget, n_initial, cost_budget, tasks)
 
     tuner_options: dict[str, Any] = dict(
@@ -199,15 +195,13 @@ def tune(
                          max_time=max_time, parallel_evaluations=parallel_evaluations, executor=executor,
                          max_in_flight=max_in_flight, n_latent=n_latent, comm=comm, target=target,
                          max_failures=max_failures, cost_budget=cost_budget, **tuner_options)
-    if cost_budget is not None:
-        raise sourced.SourceError("gt.tune(..., sources=...) does not take cost_budget yet")
     used = [k for k in sourced.UNSUPPORTED if loop_options[k] not in (None, False)]
     if used:
         raise sourced.SourceError(f"gt.tune(..., sources=...) does not take {used} yet")
     return sourced.tune_with_sources(
         problem, tasks, budget, n_initial, seed, history, repeats, aggregate, timeout, progress, sources,
-        source_points=source_points, select_sources=select_sources, proposer=proposer, cache=cache, n_latent=n_latent,
-        target=target, at_fidelity=at_target,
+        source_points=source_points, select_sources=select_sources, proposer=None if by_level is not None else proposer,
+        cache=cache, n_latent=n_latent, target=target, fidelity=by_level, cost_budget=cost_budget,
         max_failures=max_failures, **tuner_options)
 
 

@@ -17,7 +17,7 @@ def best_table(history) -> list[dict[str, Any]]:
     """One row per task from a history (a Storage): task values, best parameters, best value, the
     default configuration's value and the gain over it (when the history records a default), counts."""
     from ..results.baseline import default_values, gain, stored_defaults
-    from ..data.trials import Status
+    from ..data.trials import SOURCE_BROUGHT, Status
 
     recs = [t for t in history.trials() if t.status.finished]
     defaults = stored_defaults(history)
@@ -41,6 +41,8 @@ def best_table(history) -> list[dict[str, Any]]:
         roles = {r["extra"].get("fidelity") for r in mine} - {None}
         if roles:  # a run with fidelity levels or auxiliary tasks (docs/fidelity.md): which runs count
             row["role"] = ", ".join(sorted(roles))
+        elif mine and all(r.source == SOURCE_BROUGHT for r in mine):  # a source's task of such a run: data only
+            row["role"] = "source"
         if any("cost" in r["extra"] for r in mine):
             row["cost_s"] = sum(float(r["extra"].get("cost") or 0.0) for r in mine)
         rows.append(row)

@@ -31,11 +31,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["Status", "Trial", "Proposal", "FrozenDict", "point_key", "params_key", "check_value", "CONFIRM_SOURCE"]
+__all__ = ["Status", "Trial", "Proposal", "FrozenDict", "point_key", "params_key", "check_value", "CONFIRM_SOURCE",
+           "SOURCE_BROUGHT"]
 
 #: the ``source`` of a confirmation run: a re-measurement of an evaluated configuration made by
 #: ``TuningResult.recommend(i, confirm=k)``; stored apart from the trials (``Storage.add_confirmation``)
 CONFIRM_SOURCE = "confirm"
+#: the ``source`` of the measurements a source brought into the history of a ``gt.tune(...,
+#: sources=...)`` run (:mod:`gptask.sources.multisource`): data of earlier campaigns, not runs of
+#: this one (their cost is not counted against ``cost_budget``)
+SOURCE_BROUGHT = "source"
 
 
 class Status(str, enum.Enum):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core.labels import format_param, task_label
-from ..data.trials import Status
+from ..data.trials import SOURCE_BROUGHT, Status
 from ..tuning.settings import SOURCE_SEARCH
 from . import figures
 from .grid import MAX_POINTS
@@ -206,7 +206,8 @@ def cost_series(data: ReportData) -> list[dict[str, Any]]:
     order they finished, after each of its runs (cost, values; None for a failed run), after each
     run of the same task below the target fidelity (low) and after each run of an auxiliary task
     (aux). [] when no run recorded a cost."""
-    done = sorted(data.finished, key=lambda t: (t.finished if t.finished is not None else float("inf"), t.id))
+    done = sorted((t for t in data.finished if t.source != SOURCE_BROUGHT),  # a source's measurements: no runs
+                  key=lambda t: (t.finished if t.finished is not None else float("inf"), t.id))
     if not any("cost" in t.extra for t in done):
         return []
     fid = getattr(data.result, "fidelity", None) or {}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 __all__ = ["result_from_history"]
@@ -83,8 +84,10 @@ def _stored_prior(problem: Any) -> Any:
 
 def _fidelity_layout(sig: dict, tasks: list[dict], trials: list) -> dict | None:
     """The ``TuningResult.fidelity`` of a history tuned with fidelity levels or auxiliary tasks
-    (docs/fidelity.md), from its signature's levels and the roles its runs are marked with; None
-    for another history. What the guard dropped is not stored: ``dropped`` is empty."""
+    (docs/fidelity.md), from its signature's levels and the roles its runs are marked with (with
+    sources, the tasks after the last one with a role are the sources'); None for another history.
+    What the guard dropped is not stored: ``dropped`` is empty."""
+    from ..data.trials import SOURCE_BROUGHT
     from ..problem.fidelity import fidelity_levels
     from ..space.dimensions import Space
 
@@ -93,6 +96,10 @@ def _fidelity_layout(sig: dict, tasks: list[dict], trials: list) -> dict | None:
         return None
     fid = sig.get("fidelity")
     levels = fidelity_levels(Space.from_json(fid["space"]), fid["target"]) if fid else [{}]
-    n_base = len(tasks) // max(1, len(levels))
+    own = len(tasks)
+    if any(t.source == SOURCE_BROUGHT for t in trials):  # with sources: its own tasks first, level by level
+        own = len(levels) * math.ceil((max(roles) + 1) / max(1, len(levels)))
+    n_base = own // max(1, len(levels))
     n_tuned = sum(1 for i in range(n_base) if roles.get(i) == "target")
-    return {"n_tuned": n_tuned, "n_aux": n_base - n_tuned, "levels": levels, "dropped": {}, "correlation": {}}
+    return {"n_tuned": n_tuned, "n_aux": n_base - n_tuned, "n_own": own, "levels": levels, "dropped": {},
+            "correlation": {}}

@@ -35,9 +35,10 @@ class TuningResult:
     see ``sign * value``, -1 for a maximised objective), source_selection (a run with
     ``sources=..., select_sources=True``: which sources were kept and why,
     :class:`gptask.sources.selection.SourceSelection`; None otherwise), fidelity (a run with fidelity
-    levels or auxiliary tasks, docs/fidelity.md: ``{"n_tuned", "n_aux", "levels", "dropped",
+    levels or auxiliary tasks, docs/fidelity.md: ``{"n_tuned", "n_aux", "n_own", "levels", "dropped",
     "correlation"}``; tasks ``0 .. n_tuned - 1`` are the tuned tasks at the target fidelity, the only
-    ones :meth:`best` speaks of; None otherwise), cost_spent, cost_budget (seconds: the summed cost
+    ones of the run :meth:`best` speaks of; with sources, tasks ``n_own ..`` are the sources', each at
+    the fidelity of its rows; None otherwise), cost_spent, cost_budget (seconds: the summed cost
     of the runs, and the run's limit on it; None when the run did not track cost)."""
 
     problem: Problem
@@ -57,8 +58,19 @@ class TuningResult:
     cost_budget: float | None = None
 
     def is_low_fidelity(self, i: int) -> bool:
-        """Whether task ``i`` is a cheaper fidelity level or an auxiliary task (not a result)."""
-        return self.fidelity is not None and i >= self.fidelity["n_tuned"]
+        """Whether task ``i`` is a cheaper fidelity level or an auxiliary task (not a result); with
+        sources, a source's task below the target fidelity (one at the target is data of another
+        machine or task at it, as without fidelity)."""
+        if self.fidelity is None or i < self.fidelity["n_tuned"]:
+            return False
+        if i < self.fidelity.get("n_own", len(self.tasks)):
+            return True
+        target = self.fidelity["levels"][0] if self.fidelity.get("levels") else {}  # target first
+        return any(self.tasks[i].get(k) != v for k, v in target.items())
+
+    def is_source_task(self, i: int) -> bool:
+        """Whether task ``i`` of a run with fidelity and sources is a source's (data, no run)."""
+        return self.fidelity is not None and i >= self.fidelity.get("n_own", len(self.tasks))
 
     def records(self, i: int, status: Status | str | None = Status.COMPLETE) -> list:
         """Task ``i``'s finished trials (only complete ones by default; ``status=None``: all)."""
@@ -74,10 +86,11 @@ class TuningResult:
         (:mod:`gptask.problem.objectives`): the best primary objective (in its direction) among the
         evaluations that meet every limit. In a run with fidelity levels or auxiliary tasks, only a
         tuned task at the target fidelity (``i < fidelity["n_tuned"]``) has a best."""
-        if self.fidelity is not None and isinstance(i, int) and 0 <= i < len(self.tasks) \
-                and i >= self.fidelity["n_tuned"]:
-            raise ValueError(f"task {i} ({self.tasks[i]}) is a cheaper fidelity level or an auxiliary task: results "
-                             f"speak of the tuned tasks at the target fidelity, tasks 0..{self.fidelity['n_tuned'] - 1}")
+        if self.fidelity is not None and isinstance(i, int) and 0 <= i < len(self.tasks) and self.is_low_fidelity(i):
+            what = "a source's task below the target fidelity" if self.is_source_task(i) else \
+                "a cheaper fidelity level or an auxiliary task"
+            raise ValueError(f"task {i} ({self.tasks[i]}) is {what}: results speak of the tuned tasks at the target "
+                             f"fidelity, tasks 0..{self.fidelity['n_tuned'] - 1}")
         ok = self.records(i)
         spec = self.problem.outputs
         if spec is not None:
@@ -180,7 +193,8 @@ class TuningResult:
             all_r = self.records(i, status=None)
             row: dict[str, Any] = {"task_index": i, **t}
             if self.fidelity is not None:
-                row["role"] = role_of(i, self.fidelity["n_tuned"], self.fidelity["n_aux"])
+                row["role"] = "source" if self.is_source_task(i) else role_of(i, self.fidelity["n_tuned"],
+                                                                               self.fidelity["n_aux"])
             try:
                 p, v = self.best(i)
                 row.update(p)

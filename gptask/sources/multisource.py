@@ -53,6 +53,10 @@ those that hurt are left out (:mod:`gptask.sources.selection`).
   before gptask recorded machines needs ``gt.Source(path, machine=...)``). What the model saw is
   what comes in: repeated launches already reduced to one value per configuration, and a failed
   run that the model saw as its task's worst value comes in as that value.
+* **Fidelity.** A problem with fidelity runs its fidelity schedule (:mod:`gptask.tuning.fidelity`):
+  this machine's tasks first, level by level as its proposer lays them out, then the sources'
+  tasks; a source's measurement is data of the fidelity in its task row (:func:`note_levels`), and
+  the sources' measurements cost nothing against ``cost_budget`` (docs/fidelity.md).
 * **Histories.** With sources, ``history=`` holds the combined problem (the task space plus
   ``machine``): the sources' trials are imported into it once (an import of the same trials again
   adds nothing), so a killed run resumes as any other. A history of the problem itself is refused
@@ -80,18 +84,18 @@ from ..data.provenance import ProvenanceError, check_record, flatten, resolve_re
 from ..results.result import LazyModelResult, TuningResult
 from .selection import SourceSelection, select_sources as select_by_cv
 from ..space.dimensions import Categorical, Space
-from ..data.trials import Status, Trial, point_key
+from ..data.trials import SOURCE_BROUGHT, Status, Trial, point_key
 
 __all__ = ["Source", "SourceError", "MACHINE_DIM", "SOURCE_POINTS_AUTO", "SOURCE_POINTS_MIN",
            "machine_labels", "combined_problem",
-           "tune_with_sources", "predict_optimum", "target_tasks", "check_at_fidelity"]
+           "tune_with_sources", "predict_optimum", "target_tasks", "note_levels"]
 
 log = logging.getLogger(__name__)
 
 #: the task dimension that holds the machine, with sources
 MACHINE_DIM = "machine"
 #: the source tag of the trials a source brought into a combined history
-SOURCE_TAG = "source"
+SOURCE_TAG = SOURCE_BROUGHT
 #: source_points="auto": sources of other machines holding more measurements than this in all are
 #: summarised (:mod:`gptask.model.source_summary`) to this many, shared equally by their tasks, and never
 #: fewer than SOURCE_POINTS_MIN per task (a fit of the exact model at 1,000 points takes seconds on 2
@@ -162,9 +166,10 @@ class _CandidatesByMachine:
 
 def combined_problem(problem: Problem, labels: Sequence[str], measured: dict[str, list[dict]] | None = None) -> Problem:
     """``problem`` with one more task dimension, the categorical :data:`MACHINE_DIM` over ``labels``;
-    its objective and default are called without it. A problem with ``candidates`` keeps them for
-    the tasks of this machine; a source's task lists the configurations in ``measured`` (task key
-    -> params, of the combined task space)."""
+    its objective, default and ``run_cost`` are called without it (the expanded problem of one with
+    fidelity keeps its fidelity: the levels are values of its task rows). A problem with
+    ``candidates`` keeps them for the tasks of this machine; a source's task lists the
+    configurations in ``measured`` (task key -> params, of the combined task space)."""
     if MACHINE_DIM in problem.task_space.names or MACHINE_DIM in problem.param_space.names:
         raise SourceError(f"problem {problem.name!r} already has a {MACHINE_DIM!r} dimension: sources add it")
     for what in ("features", "cost_model"):
@@ -180,9 +185,15 @@ def combined_problem(problem: Problem, labels: Sequence[str], measured: dict[str
         default = _WithoutMachine(default, MACHINE_DIM)
     candidates = None if problem.candidates is None else _CandidatesByMachine(
         problem.candidates, MACHINE_DIM, {} if measured is None else measured)
-    return Problem(task_space, problem.param_space, _WithoutMachine(problem.objective, MACHINE_DIM),
-                   constraints=problem.constraints, constants=problem.constants, name=problem.name, default=default,
-                   unit=problem.unit, provenance=problem.provenance, candidates=candidates)
+    out = Problem(task_space, problem.param_space, _WithoutMachine(problem.objective, MACHINE_DIM),
+                  constraints=problem.constraints, constants=problem.constants, name=problem.name, default=default,
+                  unit=problem.unit, provenance=problem.provenance, candidates=candidates)
+    if problem.fidelity is not None and set(problem.fidelity.names) <= set(problem.task_space.names):
+        # the expanded problem of one with fidelity (Problem.expanded): its levels are values of task rows
+        out.fidelity, out.target_fidelity = problem.fidelity, problem.target_fidelity
+    if problem.run_cost is not None:
+        out.run_cost = _WithoutMachine(problem.run_cost, MACHINE_DIM)
+    return out
 
 
 @dataclass
@@ -303,7 +314,7 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
                       repeats: int, aggregate: str, timeout: float | None, progress: bool, sources: Sequence[Any],
                       provenance: Any = "auto", mix_machines: bool = False, source_points: Any = AUTO,
                       select_sources: bool = False, proposer: str | None = None,
-                      cache: str | os.PathLike | None = None, at_fidelity: Mapping[str, Any] | None = None,
+                      cache: str | os.PathLike | None = None, fidelity: Any = None,
                       **options: Any) -> TuningResult:
     """``gt.tune(..., sources=...)`` (:func:`gptask.api.campaign.tune` checks its options first): the problem's
     tasks are tuned on this machine (``provenance``) in one model with the sources' measurements. The
@@ -313,9 +324,13 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     problem. proposer: the name of a registered proposer (:mod:`gptask.tuning.proposer`) built with
     ``proposes`` (the tuned tasks' indices) and ``designs`` (their consensus orders) for this run;
     None: :class:`~gptask.tuning.sourced.ConsensusProposer`. ``options``: the Tuner's (``target``,
-    ``max_failures``, ``kernel``, ...). at_fidelity: for a problem with fidelity tuned at its target
-    fidelity (``problem`` the expanded one, docs/fidelity.md), that target: every source measurement
-    must be at it (:func:`check_at_fidelity`)."""
+    ``max_failures``, ``kernel``, ``cost_budget``, ...). fidelity: for a problem with fidelity or
+    auxiliary tasks, the :class:`~gptask.tuning.fidelity.FidelityProposer` of
+    :func:`gptask.tuning.fidelity.prepare` (``problem`` the expanded problem, ``tasks`` its task rows,
+    docs/fidelity.md): it chooses the runs, and this machine's task rows come first in the result,
+    level by level as it lays them out, then the sources' tasks; a source's measurement at a
+    fidelity level is data of that level (its fidelity values are in its task row), never a
+    target run (:func:`note_levels`)."""
     from ..evaluation.evaluate import Evaluator
     from ..data.storage import HistoryMismatch, Storage, open_storage
     from ..tuning.loop import run
@@ -331,12 +346,17 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     if target is None:
         raise SourceError("tuning with sources needs this machine's record: provenance=None is not allowed")
     store = None if cache is None else SourceCache(cache)
+    if fidelity is not None and select_sources:
+        raise SourceError("select_sources=True does not go with a problem with fidelity or aux_tasks yet: the "
+                          "selection runs every task's initial design first, cheap levels and target alike, outside "
+                          "the fidelity schedule; leave it out (the model weighs each source's tasks by the "
+                          "correlation it fits)")
     plan = _plan(problem, sources, target, source_points=source_points, cache=store)  # mixing machines is asked for here
-    if at_fidelity:
-        check_at_fidelity(plan, at_fidelity)
+    if fidelity is not None:
+        note_levels(plan, problem)
     mine = [plan.problem.task_space.validate({**t, MACHINE_DIM: plan.target_label})
             for t in resolve_tasks(problem, tasks, seed)]
-    designs = _consensus_designs(plan, mine)
+    designs = {} if fidelity is not None else _consensus_designs(plan, mine)
     if n_initial is None and isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1 \
             and len(designs) == len({point_key(t) for t in mine}):
         n_initial = new_task_initial(budget)  # every tuned task is a new machine's run of a measured task
@@ -354,6 +374,9 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
                                    _by_index(designs, mine))
             trials, records = _kept(plan, selection)
             all_tasks = mine + [t for t in {point_key(t.task): t.task for t in trials}.values() if t not in mine]
+        elif fidelity is not None:  # the fidelity proposer's layout first (its task indices), then the sources'
+            trials, records = plan.trials, plan.records
+            all_tasks = mine + [t for t in plan.source_tasks if t not in mine]
         else:
             trials, records = plan.trials, plan.records
             all_tasks = plan.source_tasks + [t for t in mine if t not in plan.source_tasks]
@@ -361,8 +384,8 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
         index = {point_key(t): i for i, t in enumerate(all_tasks)}
         storage.import_trials([replace(t, task_index=index[point_key(t.task)]) for t in trials], records)
         proposes = {i for i, t in enumerate(all_tasks) if t in mine}
-        made = make_proposer(proposer or ConsensusProposer.name,
-                             {"proposes": proposes, "designs": _by_index(designs, all_tasks)})
+        made = fidelity if fidelity is not None else make_proposer(
+            proposer or ConsensusProposer.name, {"proposes": proposes, "designs": _by_index(designs, all_tasks)})
         fit_path = None
         if store is not None:
             model_options = {k: options.get(k) for k in ("kernel", "n_latent", "restarts", "output_transform",
@@ -383,19 +406,27 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
             storage.close()
 
 
-def check_at_fidelity(plan: _Plan, target: Mapping[str, Any]) -> None:
-    """SourceError naming the source and the values when a measurement of ``plan`` is not at the
-    fidelity ``target`` (a problem with fidelity tuned with sources takes their runs at its target
-    fidelity only, as its data there: a cheaper run is another task the sources path does not model)."""
+def note_levels(plan: _Plan, problem: Problem) -> None:
+    """Log the sources' measurements of ``plan`` that are at no fidelity level of ``problem`` (an
+    expanded problem with fidelity, :meth:`Problem.expanded`). The rule (docs/fidelity.md): a
+    measurement at one of the levels is data of that level (its fidelity values are in its task
+    row); at another value of the fidelity space (an earlier campaign's other ladder or target) it
+    is a task of its own that the model relates to the levels, as it relates the sources' other
+    tasks; a value outside the fidelity space, or a source without the fidelity values, is refused
+    when read, naming the source."""
+    if problem.fidelity is None:
+        return
+    names = problem.fidelity.names
+    levels = {point_key(level) for level in problem.fidelity_levels()}
+    other: dict[int, set[tuple]] = {}
     for t in plan.measured:
-        got = {k: t.task.get(k) for k in target}
-        if got != dict(target):
-            k = int(t.extra["source"])
-            task = {n: v for n, v in t.task.items() if n != MACHINE_DIM}
-            raise SourceError(f"source #{k}{plan.names.get(k, '')} has a measurement at fidelity {got} (task "
-                              f"{task}); with sources, a problem with fidelity is tuned at its target fidelity "
-                              f"{dict(target)} and takes the sources' runs at it only: give the sources' "
-                              "target-fidelity runs")
+        got = {k: t.task[k] for k in names}
+        if point_key(got) not in levels:
+            other.setdefault(int(t.extra["source"]), set()).add(tuple(got.items()))
+    for k, values in sorted(other.items()):
+        log.info("sources: source #%d%s has measurements at fidelity %s, none of the levels %s: tasks of their own "
+                 "that the model relates to the levels", k, plan.names.get(k, ""),
+                 ", ".join(str(dict(v)) for v in sorted(values)), problem.fidelity_levels())
 
 
 def _resume_mismatch(exc: Exception, plan: _Plan) -> str:

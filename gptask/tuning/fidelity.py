@@ -47,8 +47,8 @@ from ..problem.fidelity import ETA, check_cost, role_of
 from .proposer import Proposer
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
-           "prepare", "at_target_fidelity", "fidelity_tuner",
+__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+           "prepare", "fidelity_tuner",
            "level_correlations", "spearman"]
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,14 @@ POOLED_FIRST = True
 #: LCM's correlation of its cheap level with this task's is at least POOLED_FIRST_RHO (None: all;
 #: all lost on branin at 10 %, +0.342)
 POOLED_FIRST_RESTARTS, POOLED_FIRST_RHO = 2, 0.5
+#: with sources (``gt.tune(..., sources=...)``), the pooled first pick's LCM also holds the sources'
+#: tasks (their runs at every level), and their runs are candidates where that LCM correlates their
+#: task with the tuned task's cheapest level at POOLED_FIRST_RHO or more (an earlier campaign's
+#: best configurations of similar tasks). False: the tuned tasks' cheap runs only.
+#: bench/results/fidelity_sources.md (10 seeds): at 10 % of the budget currin 0.426 -> 0.117, park
+#: 0.434 -> 0.057 with a source of the family's other tasks; with a source that does not relate
+#: (branin's values given as currin's) 0.426 -> 0.449, at 100 % 0.007 -> 0.014
+POOLED_SOURCES = True
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
@@ -135,19 +143,6 @@ def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]]
         raise ValueError(f"aux_tasks must differ from the tuned tasks, got {clash[0]} in both")
     proposer = FidelityProposer(len(base), len(aux), len(problem.fidelity_levels()))
     return problem.expanded(), expand_tasks(problem, base, aux), proposer
-
-
-def at_target_fidelity(problem: Problem, tasks: Any, seed: int) -> tuple[Problem, list[dict]]:
-    """What a run of a fidelity problem tuned at its target fidelity only runs (``gt.tune(...,
-    sources=...)``): the expanded problem (:meth:`Problem.expanded`, whose histories the sources
-    may be) and the task rows at the target fidelity. tasks: a number of tasks or task dicts, as
-    ``gt.tune`` takes them."""
-    from .tuner import resolve_tasks
-
-    target = dict(problem.target_fidelity or {})
-    log.info("a problem with fidelity tuned with sources runs at its target fidelity %s only (no cheaper runs)",
-             target)
-    return problem.expanded(), [{**t, **target} for t in resolve_tasks(problem, tasks, seed)]
 
 
 def fidelity_tuner(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]] | None = None,
@@ -207,6 +202,9 @@ class FidelityProposer(Proposer):
         super().__init__()
         self.n_tuned, self.n_aux, self.n_levels = n_tuned, n_aux, n_levels
         self.n_base = n_tuned + n_aux
+        #: the tasks it lays out (level by level); the tuner's tasks after them are a source's
+        #: (``gt.tune(..., sources=...)``): data the model learns from, that take no run
+        self.n_own = n_levels * self.n_base
         #: task index -> why it is not bought again (the guard)
         self.dropped: dict[int, str] = {}
         #: task index -> the correlations with its target measured when last judged
@@ -261,7 +259,7 @@ class FidelityProposer(Proposer):
         self._full = {b: Proposer.initial_design(self, b) for b in range(self.n_base)}
         full = self._full
         n_t = max(2, math.ceil(TARGET_DESIGN_SHARE * tu.n_initial))
-        for i in range(tu.n_tasks):
+        for i in range(self.n_own):
             b, level = self.base_of(i)
             if level == 0:
                 out[i] = full[b][:n_t] if (b < self.n_tuned and self.n_levels > 1) else full[b]
@@ -384,7 +382,9 @@ class FidelityProposer(Proposer):
             best = [pooled] if pooled is not None else best[:1]
             self._designs[b] = (best + [p for p in self._full[b] if params_key(p) not in {params_key(q) for q in best}])[:n_t]
             self._first.add(b)
-            log.info("task %d: the target's first run is the best of its cheapest level's first %d runs", b, len(runs))
+            if pooled is None:  # the pooled pick logs its own line
+                log.info("task %d: the target's first run is the best of its cheapest level's first %d runs", b,
+                         len(runs))
             return
         if staged:
             first = self._designs[b][0]
@@ -408,12 +408,16 @@ class FidelityProposer(Proposer):
     def _pooled_first(self, b: int) -> dict | None:
         """Tuned task ``b``'s first target configuration from the finished cheap runs of every tuned
         task (POOLED_FIRST): the one of lowest posterior mean at ``b``'s cheapest level of an LCM
-        fitted on the tuned tasks' cheapest levels (each task's values standardised), among those
-        feasible at ``b``'s target; None when fewer than two tasks have runs or the fit fails."""
+        fitted on the tuned tasks' cheapest levels (each task's values standardised; with
+        POOLED_SOURCES, the sources' tasks too), among the runs of ``b``'s level and of the tasks it
+        correlates with at POOLED_FIRST_RHO or more, feasible at ``b``'s target; None when fewer than
+        two tasks have runs or the fit fails."""
         from ..model.numerics.lcm import LCM
 
         tu = self.tuner
         cheap = [(self.n_levels - 1) * self.n_base + c for c in range(self.n_tuned)]
+        theirs = list(range(self.n_own, tu.n_tasks)) if POOLED_SOURCES else []  # the sources' tasks (data only)
+        cheap += theirs
         runs = {j: [t for t in tu.trials_of(j) if t.status is Status.COMPLETE and t.value is not None] for j in cheap}
         mine = cheap[b]
         if not runs[mine] or sum(1 for j in cheap if runs[j]) < 2:
@@ -427,7 +431,9 @@ class FidelityProposer(Proposer):
             ys.append((y - y.mean()) / (y.std() or 1.0))
         pool, seen = [], set()
         try:
-            model = LCM(n_latent=len(order)).fit(X, ys, restarts=POOLED_FIRST_RESTARTS, seed=tu.seed, explore=False)
+            # with the sources' tasks, as many latent functions as the tuner's model has at most
+            n_latent = min(len(order), getattr(tu, "n_latent", len(order))) if theirs else len(order)
+            model = LCM(n_latent=n_latent).fit(X, ys, restarts=POOLED_FIRST_RESTARTS, seed=tu.seed, explore=False)
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
             log.warning("task %d: the pooled first pick failed (%s); its own best cheap run instead", b, exc)
             return None
@@ -514,7 +520,7 @@ class FidelityProposer(Proposer):
         return self.waiting(i) or len(self.tuner.trials_of(i)) < len(self.initial_design(i))
 
     def proposes_for(self, i: int) -> bool:
-        if i in self.dropped:
+        if i in self.dropped or i >= self.n_own:
             return False
         if self._in_initial(i):
             return True
@@ -610,7 +616,7 @@ class FidelityProposer(Proposer):
         if model is None or model is self._judged_model:
             return
         self._judged_model = model
-        for i in range(tu.n_tasks):
+        for i in range(self.n_own):
             if self.is_target(i) or self._in_initial(i):
                 continue
             target = self.target_of(i) if self.base_of(i)[0] < self.n_tuned else 0
@@ -642,9 +648,10 @@ class FidelityProposer(Proposer):
                 log.warning("task %d (%s) is not bought again: %s", i, tu.tasks[i], why)
 
     def summary(self) -> dict[str, Any]:
-        """What results report of the run (``TuningResult.fidelity``): the layout, the levels
-        dropped by the guard and the correlations measured."""
+        """What results report of the run (``TuningResult.fidelity``): the layout (``n_own``: its
+        tasks, the sources' after them), the levels dropped by the guard and the correlations
+        measured."""
         tu = self.tuner
-        return {"n_tuned": self.n_tuned, "n_aux": self.n_aux, "levels": tu.problem.fidelity_levels(),
-                "dropped": {int(i): r for i, r in self.dropped.items()},
+        return {"n_tuned": self.n_tuned, "n_aux": self.n_aux, "n_own": self.n_own,
+                "levels": tu.problem.fidelity_levels(), "dropped": {int(i): r for i, r in self.dropped.items()},
                 "correlation": {int(i): dict(r) for i, r in self.correlation.items()}}

@@ -72,7 +72,7 @@ from ..data.run_header import RunHeader, run_settings, write_seed, write_setting
 from ..results.result import LazyModelResult, TuningResult
 from ..space.sampling import lhs_points
 from ..data.storage import HistoryMismatch, Owner, Storage, open_storage
-from ..data.trials import Proposal, Status, Trial, params_key, point_key
+from ..data.trials import SOURCE_BROUGHT, Proposal, Status, Trial, params_key, point_key
 from .config import TunerSettings
 from .mirror import HistoryMirror, HistoryModels
 from ..propose.proposals import initial_design, search_task, search_tasks
@@ -436,8 +436,9 @@ class Tuner:
         return run_cost_of(self.problem.run_cost, self.problem.merged(trial.task, trial.params), trial)
 
     def cost_spent(self) -> float:
-        """The summed cost in seconds of every finished trial of the history."""
-        return float(sum(c for t in self.records if (c := self.cost_of(t)) is not None))
+        """The summed cost in seconds of every finished trial this campaign ran (the history's,
+        less the measurements a source brought: :data:`~gptask.tuning.settings.SOURCE_BROUGHT`)."""
+        return float(sum(c for t in self.records if t.source != SOURCE_BROUGHT and (c := self.cost_of(t)) is not None))
 
     def cost_spent_up(self) -> bool:
         """Whether the summed cost has reached ``cost_budget`` (False without one)."""
