@@ -23,7 +23,16 @@ configuration; such a trial runs again, as before. No pickle: the file is JSON a
 read (a file that does not parse, or whose trial, task or configuration differ from the history's,
 is removed with a warning and the trial runs again).
 
-Histories that are no file (in memory, PostgreSQL) have no journal.
+Where: ``journal=`` of the tuner (:class:`~gptask.tuning.tuner.Tuner`, ``gt.tune``, ``gptask tune
+--journal DIR``). By default a SQLite history's folder beside it, as above, and none for a
+PostgreSQL history (no file to put it beside; the tuner warns once) or one in memory (it dies with
+its process: nothing to resume). A folder given holds one subfolder per history, named by the
+history's :meth:`~gptask.data.storage.base.Storage.uid` (:func:`history_folder`): several histories,
+and several tuner hosts of one history, may share it (a shared file system for a PostgreSQL campaign
+on several hosts). Within one history, trial ids are the history's own (a SQLite rowid, a PostgreSQL
+identity column), so two hosts never write the same file for different trials; a file is taken by
+another host only for a trial it took over (its holder dead or gone), and removed only once the
+trial is committed, or when it is not that trial's result.
 """
 
 from __future__ import annotations
@@ -42,8 +51,8 @@ from typing import Any
 from ..data.storage.base import json_text
 from ..data.trials import Status, point_key
 
-__all__ = ["JOURNAL_SUFFIX", "FORMAT", "STALE_TEMP_S", "journal_dir", "entry_path", "journals", "write", "read", "remove",
-           "Entry"]
+__all__ = ["JOURNAL_SUFFIX", "FORMAT", "STALE_TEMP_S", "journal_dir", "entry_path", "journals", "history_folder",
+           "check_folder", "entry_in", "entries", "write", "read", "remove", "Entry"]
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +72,53 @@ def journal_dir(history: str | os.PathLike) -> Path:
     return Path(f"{os.fspath(history)}{JOURNAL_SUFFIX}")
 
 
+def history_folder(root: str | os.PathLike, uid: str) -> Path:
+    """The folder of the entries of the history whose :meth:`~gptask.data.storage.base.Storage.uid`
+    is ``uid`` in the journal folder ``root`` given by the user."""
+    return Path(root) / f"history-{uid}"
+
+
+def check_folder(root: Any, what: str = "journal") -> Path:
+    """The journal folder ``root`` given by the user, made when missing (with its parents) and
+    checked writable, as a Path; ValueError naming it when it is a file, cannot be made or is not
+    writable, TypeError when it is no path. ``what``: how messages name the option."""
+    if isinstance(root, bool) or not isinstance(root, (str, os.PathLike)):
+        raise TypeError(f"{what} must be a folder (a path), None for the default or False for none, got {root!r}")
+    folder = Path(root)
+    if not os.fspath(folder):
+        raise ValueError(f"{what} must be a folder, got an empty path")
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{what} must be a folder, got {os.fspath(folder)!r}, which is a file")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".trial-", suffix=".tmp", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(f"{what} folder {os.fspath(folder)!r} cannot be written ({exc.strerror or exc}): "
+                         "give a folder this process may write") from None
+    return folder
+
+
+def entry_in(folder: str | os.PathLike, trial_id: int) -> str:
+    """The journal file of trial ``trial_id`` in the history's journal folder ``folder``."""
+    return str(Path(folder) / f"trial-{int(trial_id)}.json")
+
+
 def entry_path(history: str | os.PathLike, trial_id: int) -> str:
-    """The journal file of trial ``trial_id`` of the history file ``history``."""
-    return str(journal_dir(history) / f"trial-{int(trial_id)}.json")
+    """The journal file of trial ``trial_id`` of the history file ``history`` (its default folder)."""
+    return entry_in(journal_dir(history), trial_id)
 
 
 def journals(history: str | os.PathLike, now: float | None = None) -> dict[int, str]:
-    """trial id -> journal file, of every entry in ``history``'s journal folder (empty when none).
-    With ``now`` (a ``time.time()``), temporary files older than STALE_TEMP_S are removed."""
-    folder = journal_dir(history)
+    """:func:`entries` of the default journal folder of the history file ``history``."""
+    return entries(journal_dir(history), now)
+
+
+def entries(folder: str | os.PathLike, now: float | None = None) -> dict[int, str]:
+    """trial id -> journal file, of every entry in the history's journal folder ``folder`` (empty
+    when none). With ``now`` (a ``time.time()``), temporary files older than STALE_TEMP_S are removed."""
+    folder = Path(folder)
     try:
         names = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):

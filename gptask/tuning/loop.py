@@ -44,6 +44,8 @@ from ..model.surrogate.updates import RefitPolicy
 __all__ = ["tune", "run", "run_serial"]
 
 log = logging.getLogger(__name__)
+#: the histories without a result journal this process has warned about (:func:`run`)
+_warned: set[str] = set()
 
 
 @contextlib.contextmanager
@@ -125,6 +127,9 @@ def run(tuner: Tuner, evaluator: Evaluator, progress: bool = True, parallel_eval
     could not run is released, PENDING for the next run; the caller closes the tuner. SIGTERM
     raises SystemExit(143) meanwhile, so that the caller's cleanup runs. lazy_model: the result's model
     fitted at first use when none was fitted during the run (:meth:`Tuner.result`)."""
+    if tuner.journal_note is not None and tuner.journal_note not in _warned:
+        _warned.add(tuner.journal_note)  # once per history and process
+        log.warning("%s", tuner.journal_note)
     with _sigterm_raises(), _blas_limits(tuner.comm):
         mine = [i for i in range(tuner.n_tasks) if tuner.proposes_for(i)]
         total = len(mine) * tuner.budget
