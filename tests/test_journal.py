@@ -120,18 +120,19 @@ def _killed_and_resumed(tmp_path: Path, kind: str, history: str | None = None, j
     return t, resumed.stderr
 
 
-@pytest.mark.parametrize("kind", ["threads", "processes", "slurm-steps"])
+@pytest.mark.parametrize("kind", ["threads", "processes", "slurm-steps", "serial"])
 def test_a_campaign_killed_between_a_runs_end_and_its_commit_loses_nothing_and_runs_nothing_twice(tmp_path, kind):
     """kill -9 of the campaign after its third complete run ended (its result back in the loop) and
     before the commit: the run is journalled beside the history, and the campaign started again
     commits it from there: every configuration ran exactly once (the objective's own log), every
     trial is finished, the killed one with the objective's value. Before the journal that run was
-    lost and ran again on the resume (7 runs for 6 trials)."""
+    lost and ran again on the resume (7 runs for 6 trials); in the serial loop (no executor) until
+    it journalled too, killed in its tell."""
     _killed_and_resumed(tmp_path, kind)
     assert journal.journals(tmp_path / "h.sqlite") == {}
 
 
-@pytest.mark.parametrize("kind", ["processes"])
+@pytest.mark.parametrize("kind", ["processes", "serial"])
 def test_a_postgres_campaign_with_a_journal_folder_killed_before_a_commit_loses_nothing(tmp_path, pg_server, kind):
     """The same kill and resume on a PostgreSQL history with journal= a folder (a history that is no
     file has no journal by default): the killed run's result waits in the history's subfolder of the
