@@ -139,10 +139,11 @@ def test_a_postgres_campaign_with_a_journal_folder_killed_before_a_commit_loses_
     journal and is committed on the resume, not run again; the subfolder is empty at the end."""
     root = tmp_path / "shared" / "journal"  # made by the tuner
     url = pg_server.new_url()
-    _killed_and_resumed(tmp_path, kind, url, str(root))
+    _, said = _killed_and_resumed(tmp_path, kind, url, str(root))
     with open_history(url, read_only=True) as h:
         folder = journal.history_folder(root, h.uid())
-    assert [p.name for p in root.iterdir()] == [folder.name] and journal.entries(folder) == {}
+    assert f"committed from {folder}{os.sep}trial-" in said
+    assert list(root.iterdir()) == []  # the history's subfolder, empty, removed at the end
 
 
 def test_a_journalled_result_of_a_released_trial_is_committed_not_run_again(tmp_path):
@@ -338,8 +339,20 @@ def test_an_explicit_journal_folder_of_a_sqlite_history_holds_its_subfolder(tmp_
     with Tuner(counting_problem(), [{"t": 0.4}], budget=2, n_initial=2, history=hist, journal=False, **FAST) as tuner:
         assert tuner.journal_path(t.id) is None and tuner.journal_note is None
     gt.tune(counting_problem(), [{"t": 0.4}], budget=2, n_initial=2, history=hist, progress=False, journal=root, **FAST)
-    assert not journal.journal_dir(hist).exists() and [p.name for p in root.iterdir()] == \
-        [journal.history_folder(root, SQLiteStorage(hist, read_only=True).uid()).name]
+    assert not journal.journal_dir(hist).exists() and list(root.iterdir()) == []
+
+
+def test_a_finished_campaign_leaves_no_empty_journal_folder(tmp_path):
+    """The serial loop journals every complete run beside a SQLite history (its folder made at the
+    first); at the end, every file removed, the empty folder is removed too; one that still holds
+    an entry (a run not committed) stays."""
+    hist = tmp_path / "h.sqlite"
+    res = gt.tune(counting_problem(), [{"t": 0.4}], budget=3, n_initial=2, history=hist, progress=False, **FAST)
+    assert len(res.history) == 3 and sorted(os.listdir(tmp_path)) == ["h.sqlite"]
+    with Tuner(counting_problem(), [{"t": 0.4}], budget=4, n_initial=2, history=hist, **FAST) as tuner:
+        (t,) = tuner.ask(1)
+        journal.write(tuner.journal_path(t.id), t.id, t.task, t.params, Outcome.of(1.0).to_json())
+    assert list(journal.journals(hist)) == [t.id]
 
 
 def test_a_bad_journal_folder_is_refused_before_any_run(tmp_path):

@@ -52,7 +52,7 @@ from ..data.storage.base import json_text
 from ..data.trials import Status, point_key
 
 __all__ = ["JOURNAL_SUFFIX", "FORMAT", "STALE_TEMP_S", "journal_dir", "entry_path", "journals", "history_folder",
-           "check_folder", "entry_in", "entries", "write", "read", "remove", "Entry"]
+           "check_folder", "entry_in", "entries", "write", "read", "remove", "discard_if_empty", "Entry"]
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +154,14 @@ def write(path: str, trial_id: int, task: Mapping[str, Any], params: Mapping[str
     tmp = None
     try:
         text = json_text(record)
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".trial-", suffix=".tmp", dir=folder)
+        for again in (True, False):  # made again if a tuner closing removed it empty in between
+            os.makedirs(folder, exist_ok=True)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=".trial-", suffix=".tmp", dir=folder)
+                break
+            except FileNotFoundError:
+                if not again:
+                    raise
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
@@ -221,6 +227,17 @@ def read(path: str) -> Entry | None:
     except (KeyError, TypeError, ValueError) as exc:
         log.warning("journal file %s is not a result gptask wrote (%s): ignored", path, exc)
         return None
+
+
+def discard_if_empty(folder: str | os.PathLike | None) -> None:
+    """Remove the history's journal folder ``folder`` when it holds nothing (a campaign's end: no
+    empty ``h.db.results`` left beside every history); a folder with entries (or None) is left."""
+    if folder is None:
+        return
+    try:
+        os.rmdir(folder)
+    except OSError:  # not empty, gone, or not ours to remove
+        pass
 
 
 def remove(path: str | None) -> None:

@@ -405,6 +405,7 @@ class Tuner:
                 log.info("%d trial(s) left pending for the next run: ids %s", len(released), released)
         finally:
             self.mirror.close_storage()
+            result_journal.discard_if_empty(self.journal_dir)  # rank 0's; entries of unfinished runs stay
 
     def __enter__(self) -> "Tuner":
         return self
