@@ -1,18 +1,20 @@
-"""The step-result journal: a finished run's result kept beside the history until it is committed.
+"""The step-result journal: a finished run's result kept in a folder until it is committed to the history.
 
 Between an objective's return and the commit of its trial to the history there is a gap: the
 result travels back from the executor's worker (a pipe, a future) and waits while the tuner's main
 thread fits a model or searches. A campaign killed in that gap (``scancel --signal=KILL``, the OOM
 killer, a node lost under the tuner) lost the run, and the resumed campaign ran it again. So the
-process that has the result writes it first, as one small JSON file per trial in a folder beside a
-file history (``<history>.results/trial-<id>.json``: the trial's id, task and configuration, and
+process that has the result writes it first, as one small JSON file per trial in the history's
+journal folder (by default beside a SQLite history, ``<history>.results/trial-<id>.json``; "Where"
+below: the trial's id, task and configuration, and
 the :class:`~gptask.evaluation.evaluate.Outcome`), atomically (a temporary file, ``fsync``,
 ``rename``), before handing it back. The tuner removes the file once the trial is committed; a
 resumed campaign that takes over the trial (its holder died or released it) commits the journalled
 result instead of running the configuration again (:meth:`gptask.tuning.tuner.Tuner.ask`).
 
-Who writes it: :func:`~gptask.evaluation.evaluate.run_job` in a worker on the tuner's host (a
-process or thread pool); :class:`~gptask.tuning.cluster.slurm.SlurmSteps` in the thread that ran the
+Who writes it: the serial loop, before its tell (:func:`gptask.tuning.steps.tell_journalled`);
+:func:`~gptask.evaluation.evaluate.run_job` in a worker on the tuner's host (a process or thread
+pool); :class:`~gptask.tuning.cluster.slurm.SlurmSteps` in the thread that ran the
 step, once the result is final; :class:`~gptask.tuning.cluster.jobs.SlurmJobs` in the tuner when it
 reads the job's result. A worker on another host (MPI ranks, Dask) writes none: the history's
 folder may not be there.
