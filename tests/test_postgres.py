@@ -407,7 +407,7 @@ def test_schema_1_and_newer_schemas_are_refused_naming_both_versions(pg_server, 
 # ---- faults during a campaign ---------------------------------------------------------------------
 TUNE = [sys.executable, "-m", "gptask", "tune", "--problem", "problems_for_tests:counting_problem", "--tasks", "2",
         "--budget", "8", "--n-initial", "4", "--seed", "{seed}", "--quiet", "--problem-options", "log={log},sleep=0.3",
-        "--history", "{url}"]
+        "--history", "{url}", "--journal", "{journal}"]  # a PostgreSQL campaign's journal: a folder its tuners share
 
 
 def finished(url: str) -> int:
@@ -435,8 +435,9 @@ def test_a_dropped_tuner_connection_and_a_server_restart_mid_campaign_lose_nothi
     run once (the objective's own log of calls is the independent count)."""
     url, log = own_server.new_url("campaign"), tmp_path / "calls.log"
     env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    procs = [subprocess.Popen([c.format(seed=5, log=log, url=url) for c in TUNE], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**env, "PGAPPNAME": f"tuner-{k}"})
+    cmd = [c.format(seed=5, log=log, url=url, journal=tmp_path / "journal") for c in TUNE]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**env, "PGAPPNAME": f"tuner-{k}"})
              for k in (1, 2)]
     try:
         wait_until(lambda: finished(url) >= 3, procs)
@@ -537,7 +538,7 @@ def test_a_server_that_turns_read_only_mid_run_stops_the_tuner_clearly_and_the_r
     the server takes writes again."""
     url, log = own_server.new_url("ro"), tmp_path / "calls.log"
     env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    cmd = [c.format(seed=5, log=log, url=url) for c in TUNE]
+    cmd = [c.format(seed=5, log=log, url=url, journal=tmp_path / "journal") for c in TUNE]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         wait_until(lambda: finished(url) >= 3, [proc])

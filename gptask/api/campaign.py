@@ -68,6 +68,7 @@ def tune(
     cache: str | os.PathLike | None = None,
     cost_budget: float | None = None,
     aux_tasks: Sequence[Mapping[str, Any]] | None = None,
+    journal: str | os.PathLike | bool | None = None,
 ) -> TuningResult:
     """Tune ``problem`` for a set of tasks with MLA (one multitask model over all tasks); returns a
     :class:`~gptask.results.result.TuningResult`.
@@ -89,6 +90,12 @@ def tune(
     - history: a SQLite file, a ``postgresql://user@host:port/db?schema=NAME`` URL (a history
       several hosts share), or an open storage: the same call on the same history resumes a killed
       run, and several processes may run it at once (each configuration runs once).
+    - journal: a folder where every finished run's result is written before its commit to the
+      history, so that a campaign killed in between commits it on the resume instead of running it
+      again (:mod:`gptask.evaluation.journal`). None (the default): ``<history>.results`` beside a
+      SQLite file; none for a PostgreSQL history (a warning says so once): give a folder on a file
+      system every tuner host shares. False: none. A folder that is a file or cannot be written is
+      refused before any run.
 
     Evaluation:
 
@@ -171,7 +178,7 @@ def tune(
     tuner_options: dict[str, Any] = dict(
         kernel=kernel, restarts=restarts, refit_restarts=refit_restarts, pso_particles=pso_particles,
         pso_iters=pso_iters, output_transform=output_transform, provenance=provenance,
-        mix_machines=mix_machines, failure_model=failure_model, device=device, ei_draws=ei_draws)
+        mix_machines=mix_machines, failure_model=failure_model, device=device, ei_draws=ei_draws, journal=journal)
     if not (isinstance(refit_every, str) and refit_every == AUTO):
         tuner_options["refit_every"] = refit_every
     if not (isinstance(refit_on_drift, str) and refit_on_drift == AUTO):

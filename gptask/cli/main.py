@@ -85,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 0)")
     t.add_argument("--history", default=None,
                    help="SQLite file (resumes when it exists; several tune commands may share it)")
+    t.add_argument("--journal", default=None, metavar="DIR",
+                   help="folder where each finished run's result waits for its commit to the history, so that a "
+                        "campaign killed in between commits it on the resume instead of running it again (made when "
+                        "missing; default: HISTORY.results beside a SQLite history, none for a postgresql:// one: "
+                        "give a folder every tuner host shares)")
     t.add_argument("--repeats", type=int, default=1,
                    help="runs of the objective per evaluation, combined by --aggregate (default 1)")
     t.add_argument("--aggregate", default="min", choices=["min", "median", "mean"],

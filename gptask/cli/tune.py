@@ -42,6 +42,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     options = parse_assignments(args.problem_options)
     problem = load_problem(args.problem, options)
     _check_outputs(args)
+    if args.journal is not None:
+        from ..evaluation.journal import check_folder
+
+        check_folder(args.journal, "--journal")  # a file, or not writable: refused before the problem runs
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     tasks: Any = args.tasks
@@ -53,7 +57,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                   repeats=args.repeats, aggregate=args.aggregate, timeout=args.timeout, n_latent=args.n_latent,
                   progress=not quiet, max_time=args.max_time, target=args.target, max_failures=args.max_failures,
                   mix_machines=args.mix_machines, failure_model=failure_model_arg(args.failure_model),
-                  cost_budget=args.cost_budget)
+                  cost_budget=args.cost_budget, journal=args.journal)
     if args.executor == "srun":
         if args.workers is not None:
             raise ValueError("--workers is for runs on this machine; with --executor srun every evaluation is a "

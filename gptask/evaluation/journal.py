@@ -1,18 +1,20 @@
-"""The step-result journal: a finished run's result kept beside the history until it is committed.
+"""The step-result journal: a finished run's result kept in a folder until it is committed to the history.
 
 Between an objective's return and the commit of its trial to the history there is a gap: the
 result travels back from the executor's worker (a pipe, a future) and waits while the tuner's main
 thread fits a model or searches. A campaign killed in that gap (``scancel --signal=KILL``, the OOM
 killer, a node lost under the tuner) lost the run, and the resumed campaign ran it again. So the
-process that has the result writes it first, as one small JSON file per trial in a folder beside a
-file history (``<history>.results/trial-<id>.json``: the trial's id, task and configuration, and
+process that has the result writes it first, as one small JSON file per trial in the history's
+journal folder (by default beside a SQLite history, ``<history>.results/trial-<id>.json``; "Where"
+below: the trial's id, task and configuration, and
 the :class:`~gptask.evaluation.evaluate.Outcome`), atomically (a temporary file, ``fsync``,
 ``rename``), before handing it back. The tuner removes the file once the trial is committed; a
 resumed campaign that takes over the trial (its holder died or released it) commits the journalled
 result instead of running the configuration again (:meth:`gptask.tuning.tuner.Tuner.ask`).
 
-Who writes it: :func:`~gptask.evaluation.evaluate.run_job` in a worker on the tuner's host (a
-process or thread pool); :class:`~gptask.tuning.cluster.slurm.SlurmSteps` in the thread that ran the
+Who writes it: the serial loop, before its tell (:func:`gptask.tuning.steps.tell_journalled`);
+:func:`~gptask.evaluation.evaluate.run_job` in a worker on the tuner's host (a process or thread
+pool); :class:`~gptask.tuning.cluster.slurm.SlurmSteps` in the thread that ran the
 step, once the result is final; :class:`~gptask.tuning.cluster.jobs.SlurmJobs` in the tuner when it
 reads the job's result. A worker on another host (MPI ranks, Dask) writes none: the history's
 folder may not be there.
@@ -23,7 +25,16 @@ configuration; such a trial runs again, as before. No pickle: the file is JSON a
 read (a file that does not parse, or whose trial, task or configuration differ from the history's,
 is removed with a warning and the trial runs again).
 
-Histories that are no file (in memory, PostgreSQL) have no journal.
+Where: ``journal=`` of the tuner (:class:`~gptask.tuning.tuner.Tuner`, ``gt.tune``, ``gptask tune
+--journal DIR``). By default a SQLite history's folder beside it, as above, and none for a
+PostgreSQL history (no file to put it beside; the tuner warns once) or one in memory (it dies with
+its process: nothing to resume). A folder given holds one subfolder per history, named by the
+history's :meth:`~gptask.data.storage.base.Storage.uid` (:func:`history_folder`): several histories,
+and several tuner hosts of one history, may share it (a shared file system for a PostgreSQL campaign
+on several hosts). Within one history, trial ids are the history's own (a SQLite rowid, a PostgreSQL
+identity column), so two hosts never write the same file for different trials; a file is taken by
+another host only for a trial it took over (its holder dead or gone), and removed only once the
+trial is committed, or when it is not that trial's result.
 """
 
 from __future__ import annotations
@@ -42,8 +53,8 @@ from typing import Any
 from ..data.storage.base import json_text
 from ..data.trials import Status, point_key
 
-__all__ = ["JOURNAL_SUFFIX", "FORMAT", "STALE_TEMP_S", "journal_dir", "entry_path", "journals", "write", "read", "remove",
-           "Entry"]
+__all__ = ["JOURNAL_SUFFIX", "FORMAT", "STALE_TEMP_S", "journal_dir", "entry_path", "journals", "history_folder",
+           "check_folder", "entry_in", "entries", "write", "read", "remove", "discard_if_empty", "Entry"]
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +74,53 @@ def journal_dir(history: str | os.PathLike) -> Path:
     return Path(f"{os.fspath(history)}{JOURNAL_SUFFIX}")
 
 
+def history_folder(root: str | os.PathLike, uid: str) -> Path:
+    """The folder of the entries of the history whose :meth:`~gptask.data.storage.base.Storage.uid`
+    is ``uid`` in the journal folder ``root`` given by the user."""
+    return Path(root) / f"history-{uid}"
+
+
+def check_folder(root: Any, what: str = "journal") -> Path:
+    """The journal folder ``root`` given by the user, made when missing (with its parents) and
+    checked writable, as a Path; ValueError naming it when it is a file, cannot be made or is not
+    writable, TypeError when it is no path. ``what``: how messages name the option."""
+    if isinstance(root, bool) or not isinstance(root, (str, os.PathLike)):
+        raise TypeError(f"{what} must be a folder (a path), None for the default or False for none, got {root!r}")
+    folder = Path(root)
+    if not os.fspath(folder):
+        raise ValueError(f"{what} must be a folder, got an empty path")
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{what} must be a folder, got {os.fspath(folder)!r}, which is a file")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".trial-", suffix=".tmp", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(f"{what} folder {os.fspath(folder)!r} cannot be written ({exc.strerror or exc}): "
+                         "give a folder this process may write") from None
+    return folder
+
+
+def entry_in(folder: str | os.PathLike, trial_id: int) -> str:
+    """The journal file of trial ``trial_id`` in the history's journal folder ``folder``."""
+    return str(Path(folder) / f"trial-{int(trial_id)}.json")
+
+
 def entry_path(history: str | os.PathLike, trial_id: int) -> str:
-    """The journal file of trial ``trial_id`` of the history file ``history``."""
-    return str(journal_dir(history) / f"trial-{int(trial_id)}.json")
+    """The journal file of trial ``trial_id`` of the history file ``history`` (its default folder)."""
+    return entry_in(journal_dir(history), trial_id)
 
 
 def journals(history: str | os.PathLike, now: float | None = None) -> dict[int, str]:
-    """trial id -> journal file, of every entry in ``history``'s journal folder (empty when none).
-    With ``now`` (a ``time.time()``), temporary files older than STALE_TEMP_S are removed."""
-    folder = journal_dir(history)
+    """:func:`entries` of the default journal folder of the history file ``history``."""
+    return entries(journal_dir(history), now)
+
+
+def entries(folder: str | os.PathLike, now: float | None = None) -> dict[int, str]:
+    """trial id -> journal file, of every entry in the history's journal folder ``folder`` (empty
+    when none). With ``now`` (a ``time.time()``), temporary files older than STALE_TEMP_S are removed."""
+    folder = Path(folder)
     try:
         names = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
@@ -107,8 +156,14 @@ def write(path: str, trial_id: int, task: Mapping[str, Any], params: Mapping[str
     tmp = None
     try:
         text = json_text(record)
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".trial-", suffix=".tmp", dir=folder)
+        for again in (True, False):  # made again if a tuner closing removed it empty in between
+            os.makedirs(folder, exist_ok=True)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=".trial-", suffix=".tmp", dir=folder)
+                break
+            except FileNotFoundError:
+                if not again:
+                    raise
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
@@ -174,6 +229,17 @@ def read(path: str) -> Entry | None:
     except (KeyError, TypeError, ValueError) as exc:
         log.warning("journal file %s is not a result gptask wrote (%s): ignored", path, exc)
         return None
+
+
+def discard_if_empty(folder: str | os.PathLike | None) -> None:
+    """Remove the history's journal folder ``folder`` when it holds nothing (a campaign's end: no
+    empty ``h.db.results`` left beside every history); a folder with entries (or None) is left."""
+    if folder is None:
+        return
+    try:
+        os.rmdir(folder)
+    except OSError:  # not empty, gone, or not ours to remove
+        pass
 
 
 def remove(path: str | None) -> None:

@@ -286,7 +286,7 @@ class NewTaskTuner(Tuner):
     def __init__(self, source: Any, task: Mapping[str, Any], budget: int = 20, n_initial: int | None = None,
                  history: Any = None, refit: str | int = "never", seed: int = 0, comm: Any = None, *,
                  extend_restarts: int = 4, refit_restarts: int = 1, pso_particles: int = 40, pso_iters: int = 40,
-                 owner: Owner | None = None, lease: float | None = None) -> None:
+                 owner: Owner | None = None, lease: float | None = None, journal: Any = None) -> None:
         tm = as_transfer_model(source)
         if tm.problem is None:
             raise TypeError("tune_new_task needs the objective: load the model with load_model(path, problem=...)")
@@ -312,7 +312,7 @@ class NewTaskTuner(Tuner):
                          pso_particles=pso_particles, pso_iters=pso_iters,
                          output_transform="log" if tm.transform.use_log else "none", comm=comm,
                          owner=owner if owner is not None else Owner.this_process("tla2"), lease=lease,
-                         refit_every=every, refit_on_drift=drift, failure_model=False)
+                         refit_every=every, refit_on_drift=drift, failure_model=False, journal=journal)
 
     def model_ready(self) -> bool:
         return any(t.status.finished for t in self.trials_of(self.task_index))
@@ -449,6 +449,7 @@ def tune_new_task(
     refit_restarts: int = 1,
     pso_particles: int = 40,
     pso_iters: int = 40,
+    journal: str | os.PathLike | bool | None = None,
 ) -> TransferResult:
     """TLA2: tune one new task starting from a tuned model; returns a :class:`TransferResult`.
 
@@ -463,7 +464,8 @@ def tune_new_task(
     repeats, aggregate, timeout, noise, pruner, executor, max_in_flight, max_time, progress, comm:
     as in :func:`gptask.tune` (the same loop runs: one trial of the new task at a time, or
     ``max_in_flight`` on the executor; under MPI rank 0 alone writes the history, full refits
-    spread their restarts over the ranks).
+    spread their restarts over the ranks). journal: where finished runs wait for their commit, as in
+    :func:`gptask.tune`.
     """
     tm = as_transfer_model(result)
     if tm.problem is None:
@@ -479,6 +481,6 @@ def tune_new_task(
     stop_at = None if max_time is None else time.monotonic() + max_time
     with NewTaskTuner(result, task, budget, n_initial, history, refit, seed, comm,
                       extend_restarts=extend_restarts, refit_restarts=refit_restarts,
-                      pso_particles=pso_particles, pso_iters=pso_iters) as tuner:
+                      pso_particles=pso_particles, pso_iters=pso_iters, journal=journal) as tuner:
         return run(tuner, evaluator, progress=progress, stop_at=stop_at, executor=executor,
                    max_in_flight=max_in_flight)

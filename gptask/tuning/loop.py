@@ -1,7 +1,8 @@
 """``tune``: the loop over the ask/tell engine (and :func:`run`, which ``tune_new_task`` shares).
 
 Without an executor, each iteration asks for one trial per task that takes new trials, evaluates
-them and tells the results (each committed before the next evaluation starts). With one, the
+them and tells the results (each committed before the next evaluation starts, and journalled
+before its commit: :func:`gptask.tuning.steps.tell_journalled`). With one, the
 asynchronous loop of :mod:`.asynchronous` keeps ``max_in_flight`` trials running instead. The loop
 ends when the run is done (every task's budget used, target reached or space exhausted, nothing
 pending) or at ``max_time``.
@@ -37,13 +38,15 @@ from ..data.trials import Trial
 from .asynchronous import check_executor, run_async
 from ..core.progress import Progress
 from ..model.surrogate.data import check_fit_size
-from .steps import Waiting, report, tell_once
+from .steps import Waiting, report, tell_journalled
 from .tuner import Tuner
 from ..model.surrogate.updates import RefitPolicy
 
 __all__ = ["tune", "run", "run_serial"]
 
 log = logging.getLogger(__name__)
+#: the histories without a result journal this process has warned about (:func:`run`)
+_warned: set[str] = set()
 
 
 @contextlib.contextmanager
@@ -125,6 +128,9 @@ def run(tuner: Tuner, evaluator: Evaluator, progress: bool = True, parallel_eval
     could not run is released, PENDING for the next run; the caller closes the tuner. SIGTERM
     raises SystemExit(143) meanwhile, so that the caller's cleanup runs. lazy_model: the result's model
     fitted at first use when none was fitted during the run (:meth:`Tuner.result`)."""
+    if tuner.journal_note is not None and tuner.journal_note not in _warned:
+        _warned.add(tuner.journal_note)  # once per history and process
+        log.warning("%s", tuner.journal_note)
     with _sigterm_raises(), _blas_limits(tuner.comm):
         mine = [i for i in range(tuner.n_tasks) if tuner.proposes_for(i)]
         total = len(mine) * tuner.budget
@@ -180,7 +186,7 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
         for t in trials:
             if stop_at is not None and time.monotonic() >= stop_at:
                 raise EvaluationInterrupted("max_time reached before this evaluation")
-            tell_once(tuner, t, evaluator(t.task, t.params, stop_at=stop_at), reporter=reporter)
+            tell_journalled(tuner, t, evaluator(t.task, t.params, stop_at=stop_at), reporter=reporter)
             reporter.advance()
         return
     if parallel:
@@ -189,7 +195,7 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
             for k in my_items(len(trials), tuner.comm):
                 outcome = evaluator(trials[k].task, trials[k].params)
                 if tuner.rank == 0:
-                    tell_once(tuner, trials[k], outcome, local=True, reporter=reporter)  # committed now
+                    tell_journalled(tuner, trials[k], outcome, local=True, reporter=reporter)  # committed now
                 else:
                     out[str(k)] = outcome.to_json()
             return out
@@ -197,11 +203,11 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
         merged: dict[str, Any] = {}
         for part in allgather_json(collective(mine, tuner.comm, "evaluations"), tuner.comm):
             merged.update(part)
-        collective(lambda: [tell_once(tuner, trials[int(k)], Outcome.from_json(d), local=True, reporter=reporter)
+        collective(lambda: [tell_journalled(tuner, trials[int(k)], Outcome.from_json(d), local=True, reporter=reporter)
                             for k, d in sorted(merged.items())], tuner.comm, "recording evaluations")
     else:
         # rank 0 evaluates and records each result at once (committed before the next run)
-        collective(lambda: [tell_once(tuner, t, evaluator(t.task, t.params), local=True, reporter=reporter)
+        collective(lambda: [tell_journalled(tuner, t, evaluator(t.task, t.params), local=True, reporter=reporter)
                             for t in trials] if tuner.rank == 0 else None, tuner.comm, "evaluations")
     tuner.refresh()
     reporter.advance(len(trials))

@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
+from ..evaluation import journal as result_journal
 from ..evaluation.evaluate import Outcome
 from ..core.labels import task_label
 from ..data.storage import Owner, TrialNotPending
@@ -16,7 +17,7 @@ from ..core.progress import Progress
 from .settings import WAIT_LOG_S, WAIT_MAX_S, WAIT_MIN_S
 from .tuner import Tuner
 
-__all__ = ["tell_once", "report", "Waiting"]
+__all__ = ["tell_once", "tell_journalled", "report", "Waiting"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,24 @@ def tell_once(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False,
         return None
     if done is not None and done.status is Status.FAILED and reporter is not None:
         reporter.warning(failure_line(done))
+    return done
+
+
+def tell_journalled(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False,
+                    reporter: Progress | None = None) -> Trial | None:
+    """:func:`tell_once` of a result this process has (the serial loop's), journalled first
+    (:mod:`gptask.evaluation.journal`: complete and censored results, where the tuner has a journal):
+    a campaign killed during the commit (SIGTERM or Ctrl-C landing in it, a kill -9, a slow or
+    reconnecting PostgreSQL server) commits it on the resume instead of running it again. The file
+    is removed once the trial is committed (or was told by another process first); kept when the
+    tell fails (the history could not be written: the resume commits it)."""
+    path = tuner.journal_path(trial.id)
+    if path is not None and result_journal.journalled(outcome.status):
+        result_journal.write(path, trial.id, trial.task, trial.params, outcome.to_json())
+    else:
+        path = None
+    done = tell_once(tuner, trial, outcome, local=local, reporter=reporter)
+    result_journal.remove(path)
     return done
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import numbers
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -141,6 +142,43 @@ def warn_if_changed(path: Any, before: Mapping[str, Any], now: Mapping[str, Any]
             log.warning("history %s was tuned with %s; this run changes it to %s", path, words.format(old), new)
 
 
+def _check_journal_arg(journal: Any) -> None:
+    """TypeError or ValueError for a ``journal=`` that is neither a path, None nor False (every rank)."""
+    if journal is True:
+        raise ValueError("journal=True is not an option: give a folder, None for the default (beside a SQLite "
+                         "history) or False for no journal")
+    if not isinstance(journal, (str, os.PathLike)):
+        raise TypeError(f"journal must be a folder (a path), None for the default or False for none, got {journal!r}")
+    if not os.fspath(journal):
+        raise ValueError("journal must be a folder, got an empty path")
+
+
+def _journal_folder(storage: Storage | None, journal: Any) -> tuple[Path | None, str | None]:
+    """(the folder where this history's runs journal their results, or None; why there is none, for
+    a history that outlives the process) for the ``journal=`` option (rank 0): None, the default:
+    ``<file>.results`` beside a SQLite file, none for PostgreSQL or in memory; False: none; a path:
+    its subfolder of this history (made and checked writable: ValueError naming it otherwise).
+    storage None: a history in memory."""
+    path, url = getattr(storage, "path", None), getattr(storage, "url", None)
+    if journal is False:
+        return None, None
+    if journal is None:
+        if path is not None:
+            return result_journal.journal_dir(path), None
+        if url is None:
+            return None, None
+        return None, (f"history {url} has no result journal: a run that ends in the instant before this "
+                      "process is killed (kill -9, scancel, the node lost) runs again on the resume; give "
+                      "journal=FOLDER (gptask tune --journal DIR), on a file system every tuner host of the "
+                      "campaign shares")
+    if path is None and url is None:
+        raise ValueError(f"journal={os.fspath(journal)!r} needs a history that outlives this process (a SQLite file "
+                         "or a postgresql:// URL); this history is in memory")
+    root = result_journal.check_folder(journal)
+    assert storage is not None
+    return result_journal.check_folder(result_journal.history_folder(root, storage.uid())), None
+
+
 class Tuner:
     """Ask/tell multitask tuner; ``tune`` is a loop over it, and batch-scheduler users drive it directly:
 
@@ -176,8 +214,11 @@ class Tuner:
     value. Refused before any run otherwise.
     device: where the LCM of every objective computes (None or "cpu": numpy; a torch device such
     as "cuda" or "cuda:1": the torch backend there, for models of tens of thousands of points;
-    refused before any run when torch or the device is missing). The other arguments are those of
-    :func:`gptask.tune`.
+    refused before any run when torch or the device is missing). journal: the folder where a run's
+    result is written before its commit (:mod:`gptask.evaluation.journal`; None: ``<history>.results``
+    beside a SQLite file, none for PostgreSQL or in memory; False: none; a folder: made when missing,
+    this history's files in its subfolder ``history-<uid>``; a file or a folder that cannot be written:
+    ValueError before any run). The other arguments are those of :func:`gptask.tune`.
 
     settings: the model and search settings as one :class:`~gptask.tuning.config.TunerSettings`
     (or its fields as keywords). proposer: what to run next (:mod:`gptask.tuning.proposer`: a
@@ -209,6 +250,7 @@ class Tuner:
         owner: Owner | None = None,
         lease: float | None = None,
         cost_budget: float | None = None,
+        journal: str | os.PathLike | bool | None = None,
         **options: Any,
     ) -> None:
         if not isinstance(problem, Problem):
@@ -260,9 +302,15 @@ class Tuner:
                             or problem.run_cost is not None)
         # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
         self.mirror = HistoryMirror(comm, self.owner, self.budget, self.lease)
+        if journal is not None and journal is not False:
+            _check_journal_arg(journal)  # the type on every rank; the folder itself on rank 0, when opening
+        #: the folder where runs journal their results before the commit (rank 0; None: no journal,
+        #: :meth:`journal_path`); journal_note: why a history that outlives this process has none
+        self.journal_dir: Path | None = None
+        self.journal_note: str | None = None
         policy = RefitPolicy(settings.refit_every, settings.refit_on_drift)
         self.failures = FailureWatch(settings.max_failures)  # stops a run whose first evaluations all fail alike
-        state = self.mirror.on_root(lambda: self._open_history(history, tasks, target), "opening the history")
+        state = self.mirror.on_root(lambda: self._open_history(history, tasks, target, journal), "opening the history")
         self.tasks: list[dict] = state["tasks"]
         self.n_tasks = len(self.tasks)
         try:
@@ -287,11 +335,15 @@ class Tuner:
         self.refresh()
 
     # ---- the history (rank 0 reads and writes it: .mirror) -------------------------------------
-    def _open_history(self, path: Any, tasks: Any, target: Any) -> dict[str, Any]:
+    def _open_history(self, path: Any, tasks: Any, target: Any, journal: Any = None) -> dict[str, Any]:
+        if path is None and journal is not None and journal is not False:
+            _journal_folder(None, journal)  # refused before anything is made
+        root = None if journal is None or journal is False else result_journal.check_folder(journal)
         storage = open_storage(path, self.problem.signature())
         try:
             check_history(storage.machines(), self.machine, self.mix_machines,
                           f"history {getattr(storage, 'path', None) or path}")
+            self.journal_dir, self.journal_note = _journal_folder(storage, journal if root is None else root)
         except BaseException:
             storage.close()
             raise
@@ -353,6 +405,7 @@ class Tuner:
                 log.info("%d trial(s) left pending for the next run: ids %s", len(released), released)
         finally:
             self.mirror.close_storage()
+            result_journal.discard_if_empty(self.journal_dir)  # rank 0's; entries of unfinished runs stay
 
     def __enter__(self) -> "Tuner":
         return self
@@ -536,10 +589,9 @@ class Tuner:
 
     def journal_path(self, trial_id: int) -> str | None:
         """The file where a run of trial ``trial_id`` journals its result before it is committed
-        (:mod:`gptask.evaluation.journal`); None for a history that is no file (in memory,
-        PostgreSQL) or on a rank other than 0."""
-        path = getattr(self.mirror.storage, "path", None)
-        return None if path is None else result_journal.entry_path(path, trial_id)
+        (:mod:`gptask.evaluation.journal`, in ``journal_dir``); None without a journal (in memory, a
+        PostgreSQL history without ``journal=``, ``journal=False``) or on a rank other than 0."""
+        return None if self.journal_dir is None else result_journal.entry_in(self.journal_dir, trial_id)
 
     def _commit_journalled(self, reclaimed: list[Trial]) -> list[Trial]:
         """``reclaimed`` (trials just taken over from a holder that died or released them) less
@@ -547,8 +599,8 @@ class Tuner:
         committed now from the journal, not run again. Journal files of trials the history holds
         finished are removed (committed by a process killed before it removed them)."""
         def read() -> dict[str, Any]:
-            path = getattr(self.mirror.storage, "path", None)
-            files = {} if path is None else result_journal.journals(path, now=time.time())
+            folder = self.journal_dir
+            files = {} if folder is None else result_journal.entries(folder, now=time.time())
             if not files:
                 return {}
             finished = {t.id for t in self.mirror.records}

@@ -121,9 +121,11 @@ COPY_TABLES: dict[str, tuple[str, ...]] = {
     "machines": ("id", "key", "record", "created"),
     "trial_machines": ("trial_id", "machine_id"),
 }
-#: meta rows a copy carries over (the run's own state is every "user:" key); format and
-#: schema_version are the destination's own
+#: meta rows a copy carries over (the run's own state is every "user:" key); format,
+#: schema_version and uid (:meth:`Storage.uid`) are the destination's own
 COPIED_META = ("signature", "created", "upgraded_from")
+#: the meta key of :meth:`Storage.uid`
+UID_KEY = "uid"
 
 
 
@@ -150,6 +152,14 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def set_meta(self, key: str, value: Any) -> None:
         """Store a JSON value under ``key`` (committed at once)."""
+
+    def uid(self) -> str:
+        """This history's identifier: 32 random hex digits, made by the first call on a history
+        opened for writing (in one transaction: every process sharing the history reads the same
+        one) and kept; not carried by a copy (:data:`COPIED_META`), so a copy is another history.
+        Names the history's folder in a journal folder that several histories may share
+        (:mod:`gptask.evaluation.journal`)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no identifier")
 
     # ---- tasks -------------------------------------------------------------------------------
     @abc.abstractmethod

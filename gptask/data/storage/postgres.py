@@ -64,8 +64,8 @@ from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urls
 
 from ..trials import Proposal, Status, Trial, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
-                   SchemaTooNew, SchemaTooOld, Storage, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
-                   stored_json)
+                   SchemaTooNew, SchemaTooOld, Storage, TrialNotPending, UnknownTrial, UID_KEY, json_text, meta_rows,
+                   normalised, stored_json)
 from .owner import Owner, holder_alive, running_holder
 from .records import (check_claim, check_imported, check_lease, check_release, checked_tell, confirmation_from_row,
                       confirmation_values, given_up_reason, log_reclaimed, objectives_text,
@@ -522,6 +522,14 @@ class PostgresStorage(Storage):
         text = json_text(value)
         self._write(lambda cur: self._x(cur, "INSERT INTO {s}.meta (key, value) VALUES (%s, %s) ON CONFLICT (key) "
                                              "DO UPDATE SET value = EXCLUDED.value", ("user:" + key, text)))
+
+    def uid(self) -> str:
+        rows = self._q("SELECT value FROM {s}.meta WHERE key = %s", (UID_KEY,))
+        if not rows:  # the first writer's wins (ON CONFLICT DO NOTHING)
+            self._write(lambda cur: self._x(cur, "INSERT INTO {s}.meta (key, value) VALUES (%s, %s) ON CONFLICT (key) "
+                                                 "DO NOTHING", (UID_KEY, uuid.uuid4().hex)))
+            rows = self._q("SELECT value FROM {s}.meta WHERE key = %s", (UID_KEY,))
+        return str(rows[0][0])
 
     def raw_meta(self) -> dict[str, str]:
         """Every meta row as stored (for copying a history)."""

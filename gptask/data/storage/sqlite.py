@@ -62,14 +62,15 @@ import logging
 import os
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..trials import Proposal, Status, Trial, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory,
-                   SchemaTooNew, Storage, TrialNotPending, UnknownTrial, json_text, meta_rows, normalised,
-                   stored_json)
+                   SchemaTooNew, Storage, TrialNotPending, UnknownTrial, UID_KEY, json_text, meta_rows,
+                   normalised, stored_json)
 from .owner import Owner, holder_alive, running_holder
 from .records import (check_claim, check_imported, check_lease, check_release, checked_tell, confirmation_from_row,
                       confirmation_values, given_up_reason, log_reclaimed, objectives_text,
@@ -517,6 +518,14 @@ class SQLiteStorage(Storage):
     def set_meta(self, key: str, value: Any) -> None:
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", ("user:" + key, json_text(value)))
+
+    def uid(self) -> str:
+        made = _meta(self.db, UID_KEY)
+        if made is None:
+            with self._write() as db:  # the first writer's wins (INSERT OR IGNORE)
+                db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (UID_KEY, uuid.uuid4().hex))
+            made = _meta(self.db, UID_KEY)
+        return str(made)
 
     @property
     def schema_version(self) -> int:
