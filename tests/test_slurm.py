@@ -361,6 +361,21 @@ def test_the_docs_sbatch_script_is_what_slurm_script_writes(root):
     assert done.stdout.replace(shlex.quote(sys.executable), "python") == shown
 
 
+def test_slurm_script_warns_when_a_postgresql_history_has_no_journal(root):
+    """A PostgreSQL history has no result journal unless the tune line gives --journal: the script is
+    written, with a warning on stderr naming the option; none with --journal or a SQLite history."""
+    def script(*tune):
+        return subprocess.run([sys.executable, "-m", "gptask", "slurm-script", "--nodes", "1", "--time", "10", "--",
+                               "--problem", "tests.slurm_scripts.campaign:problem", "--task", "size=2", *tune],
+                              capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(root)), cwd=root)
+
+    pg = ["--history", "postgresql://me@db.example/tuning?schema=qr"]
+    bare, given, sqlite = script(*pg), script(*pg, "--journal", "/shared/journal"), script("--history=h.db")
+    assert [d.returncode for d in (bare, given, sqlite)] == [0, 0, 0], (bare.stderr, given.stderr, sqlite.stderr)
+    assert "#!/bin/bash" in bare.stdout and "--journal DIR" in bare.stderr and "warning" in bare.stderr
+    assert "warning" not in given.stderr and "warning" not in sqlite.stderr
+
+
 # faults: a node lost, slurmctld restarted, the campaign job killed, two campaign jobs on one history
 def _sleep_objective(task, params):
     """A run of 4 s as a one-node step; writes 'node start end step' once it ran to its end."""

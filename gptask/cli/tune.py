@@ -8,7 +8,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from .arguments import failure_model_arg, format_assignments, format_table, parse_assignments
@@ -133,12 +133,29 @@ def cmd_slurm_script(args: argparse.Namespace) -> int:
     text = slurm_script(tune_args, args.nodes, args.time, args.signal_seconds, requeue=not args.no_requeue,
                         on_stop=args.on_stop, job_name=args.job_name, partition=args.partition,
                         account=args.account)
+    if _option(tune_args, "--history", "").startswith(("postgresql://", "postgres://")) \
+            and _option(tune_args, "--journal") is None:
+        print("gptask slurm-script: warning: a PostgreSQL history has no result journal unless the tune line gives "
+              "--journal DIR (a folder on a shared file system): a run killed between its end and its commit is "
+              "run again (docs/histories.md, the result journal)", file=sys.stderr)
     if args.output:
         Path(args.output).write_text(text)
         print(f"sbatch script: {args.output} (submit it with: sbatch {args.output})", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _option(args: Sequence[str], name: str, default: str | None = None) -> str | None:
+    """The value of option ``name`` in the argument list ``args`` (``--name V`` or ``--name=V``; the last
+    one given), ``default`` when absent."""
+    value = default
+    for k, a in enumerate(args):
+        if a == name and k + 1 < len(args):
+            value = args[k + 1]
+        elif a.startswith(name + "="):
+            value = a[len(name) + 1:]
+    return value
 
 
 def _save_model(result: Any, path: str, quiet: bool, spec: str, options: Mapping[str, Any]) -> None:
