@@ -141,8 +141,12 @@ LENGTHSCALE_GAP_FLOOR: float | None = 1.0
 #: 0.141), 0.0995 with every start and 2 nats, 0.092 with no refit. A gain on one family that costs another
 #: is not a gain: the default stays the winner alone within 2 nats; collapses are recorded with every fit
 #: (the history, the report) whatever is kept
-COLLAPSE_KEEP_NATS: float | None = 2.0
-COLLAPSE_REFIT_EVERY_START = False
+COLLAPSE_KEEP_NATS: float | None = None
+COLLAPSE_REFIT_EVERY_START = True
+#: the data can overrule the floor: the floored refit replaces the collapsed fit only when it predicts the
+#: held-out points better by more than COLLAPSE_LOO_NATS nats per point of leave-one-out log predictive density
+#: (LCM.loo_log_density: each observation from all the others, hyperparameters fixed; None: no such check)
+COLLAPSE_LOO_NATS: float | None = 0.05
 
 # ---- hyperparameter draws (issue 45: EI averaged over fits, TunerSettings.ei_draws) ---------------------
 #: step in theta (log length scales, W, log kappa, log noise) of the finite differences of the analytic
