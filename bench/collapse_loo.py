@@ -55,7 +55,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every-start", type=int, default=None, help="COLLAPSE_REFIT_EVERY_START (default: as set)")
     ap.add_argument("--keep-nats", default=None, help="COLLAPSE_KEEP_NATS, a number or none (default: as set)")
     ap.add_argument("--loo-nats", default=None, help="COLLAPSE_LOO_NATS, a number, inf or none (default: as set)")
-    ap.add_argument("--loo-se", type=float, default=None)
     ap.add_argument("--tag", default="")
     a = ap.parse_args(argv)
     logging.getLogger("gptask").setLevel(logging.ERROR)
@@ -67,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
         lcm.COLLAPSE_KEEP_NATS = _opt(a.keep_nats)
     if a.loo_nats is not None:
         lcm.COLLAPSE_LOO_NATS = _opt(a.loo_nats)
-    lcm._LOO_SE = a.loo_se
     seen: list[dict] = []
     fit = lcm.LCM._fit
 

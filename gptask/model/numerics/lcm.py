@@ -506,9 +506,6 @@ NOISE_FLOOR_FLAG = "on the floor"
 EXPLORE_ON_NOISE_FLOOR = True
 
 
-_LOO_SE = None
-
-
 @dataclass(frozen=True)
 class FitReport:
     """How a fit went. n_starts: L-BFGS-B starts run; objective: (n_starts,) value each start
@@ -874,8 +871,6 @@ class LCM:
                 loo = (float(np.mean(loo_collapsed)), float(np.mean(loo_collapsed + gain)),
                        float(np.std(gain, ddof=1) / np.sqrt(gain.size)) if gain.size > 1 else 0.0)
                 keep = loo[1] - loo[0] > COLLAPSE_LOO_NATS
-                if _LOO_SE is not None:
-                    keep = loo[1] - loo[0] > _LOO_SE * loo[2]
                 if not keep:
                     self._params = collapsed_params
                     self._condition_sorted(Xs, ys)
