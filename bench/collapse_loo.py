@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         out = fit(self, *args, **kw)
         rep = self.fit_report
         if rep.collapsed:
-            seen.append({"n": int(self._X.shape[0]), "loo": [round(v, 4) for v in rep.collapse_loo],
+            seen.append({"n": int(self._X.shape[0]), "loo": [round(v, 4) for v in getattr(rep, "collapse_loo", ())],
                          "refit": bool(rep.collapse_refit), "shortest": float(self.lengthscales.min()),
                          "collapsed": [c.split(" of input")[0].split()[-1] for c in rep.collapsed]})
         return out
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 regret = float(np.mean([t["final"] if t["final"] is not None else 1.0 for t in run["tasks"]]))
             print(json.dumps({"family": name, "seed": seed, "tag": a.tag, "regret": round(regret, 4),
                               "rule": {"every_start": lcm.COLLAPSE_REFIT_EVERY_START,
-                                       "keep_nats": lcm.COLLAPSE_KEEP_NATS, "loo_nats": lcm.COLLAPSE_LOO_NATS},
+                                       "keep_nats": lcm.COLLAPSE_KEEP_NATS, "loo_nats": getattr(lcm, "COLLAPSE_LOO_NATS", None)},
                               "collapses": list(seen)}), flush=True)
     return 0
 

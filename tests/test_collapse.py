@@ -1,7 +1,8 @@
 """No collapsed fits (issue 45, item 2): a fit whose winner has a length scale shorter than the gap between
-its input's values is refitted with every length scale bounded below by that gap, and the floored fit is
-kept (defaults.COLLAPSE_*: not the default, on in these tests), so fits do not end collapsed; the collapse and the
-length scales held at the floor are recorded (fit_record: the history, the report).
+its input's values is refitted with every length scale bounded below by that gap; the floored fit replaces the
+collapsed one unless the data overrule the floor (the leave-one-out check, defaults.COLLAPSE_LOO_NATS: the tests at
+the end, against brute-force leave-one-out grids; the tests before run the floor kept whatever); the collapse, the
+length scales held at the floor and the check are recorded (fit_record: the history, the report).
 
 The data set: one task, nine points on a regular grid of one input (gap 0.125) whose values alternate
 (a cosine of period two gaps, plus a slow term). Under the tuner's prior the best explanation is a
@@ -29,8 +30,8 @@ GAP = 0.125
 
 @pytest.fixture(autouse=True)
 def floor_on(monkeypatch):
-    """The floored refit as measured on gen:1016 (bench/results/collapse.md): from every start, floor at
-    the gap, kept whatever its log posterior (not the default: defaults.COLLAPSE_REFIT_EVERY_START)."""
+    """The floored refit from every start, floor at the gap, kept whatever its log posterior and without the
+    leave-one-out check (the default adds that check: defaults.COLLAPSE_LOO_NATS; tests at the end)."""
     monkeypatch.setattr(lcm, "LENGTHSCALE_GAP_FLOOR", 1.0)
     monkeypatch.setattr(lcm, "COLLAPSE_KEEP_NATS", None)
     monkeypatch.setattr(lcm, "COLLAPSE_REFIT_EVERY_START", True)
