@@ -1,7 +1,8 @@
 """No collapsed fits (issue 45, item 2): a fit whose winner has a length scale shorter than the gap between
-its input's values is refitted with every length scale bounded below by that gap, and the floored fit is
-kept (defaults.COLLAPSE_*: not the default, on in these tests), so fits do not end collapsed; the collapse and the
-length scales held at the floor are recorded (fit_record: the history, the report).
+its input's values is refitted with every length scale bounded below by that gap; the floored fit replaces the
+collapsed one unless the data overrule the floor (the leave-one-out check, defaults.COLLAPSE_LOO_NATS: the tests at
+the end, against brute-force leave-one-out grids; the tests before run the floor kept whatever); the collapse, the
+length scales held at the floor and the check are recorded (fit_record: the history, the report).
 
 The data set: one task, nine points on a regular grid of one input (gap 0.125) whose values alternate
 (a cosine of period two gaps, plus a slow term). Under the tuner's prior the best explanation is a
@@ -29,11 +30,12 @@ GAP = 0.125
 
 @pytest.fixture(autouse=True)
 def floor_on(monkeypatch):
-    """The floored refit as measured on gen:1016 (bench/results/collapse.md): from every start, floor at
-    the gap, kept whatever its log posterior (not the default: defaults.COLLAPSE_REFIT_EVERY_START)."""
+    """The floored refit from every start, floor at the gap, kept whatever its log posterior and without the
+    leave-one-out check (the default adds that check: defaults.COLLAPSE_LOO_NATS; tests at the end)."""
     monkeypatch.setattr(lcm, "LENGTHSCALE_GAP_FLOOR", 1.0)
     monkeypatch.setattr(lcm, "COLLAPSE_KEEP_NATS", None)
     monkeypatch.setattr(lcm, "COLLAPSE_REFIT_EVERY_START", True)
+    monkeypatch.setattr(lcm, "COLLAPSE_LOO_NATS", None)
 
 def alternating():
     x = np.linspace(0.0, 1.0, 9)[:, None]
@@ -128,3 +130,125 @@ def test_every_fits_diagnostics_reach_the_history_and_the_report(history_locatio
     assert "fits 1, 2 of 4" in note and "refitted with every length scale at least that gap: fit 1" in note
     assert "left collapsed: fit 2" in note
     assert _fits_note([sound, {}]) == ""
+
+
+# ---- the leave-one-out check (defaults.COLLAPSE_LOO_NATS): the data can overrule the floor ---------------------
+
+
+@pytest.fixture
+def default_rule(monkeypatch):
+    """The default collapse rule, whatever floor_on set for the tests above."""
+    for name in ("LENGTHSCALE_GAP_FLOOR", "COLLAPSE_KEEP_NATS", "COLLAPSE_REFIT_EVERY_START", "COLLAPSE_LOO_NATS"):
+        monkeypatch.setattr(lcm, name, getattr(defaults, name))
+
+
+def brute_loo(X, y, lengthscales):
+    """(len(lengthscales),) the leave-one-out log predictive density per point (nats) of one task's data at each
+    fixed length scale, W, kappa and the noise maximising the log posterior there (Nelder-Mead from two starts),
+    each point predicted by a model conditioned on the others (LCM.condition and LCM.predict: no closed form)."""
+    model = LCM(1, "matern52").fit([X], [y], restarts=1, seed=0, explore=False)  # sets the prior and the output scale
+    n, out = len(y), []
+    for ls in lengthscales:
+        def params(u):
+            return {"lengthscale": np.array([[ls]]), "W": np.array([[[u[0]]]]), "kappa": np.array([[np.exp(u[1])]]),
+                    "noise": np.array([np.exp(u[2])])}
+
+        def neg(u):
+            try:
+                return -model.condition([X], [y], params(u)).log_posterior()
+            except (np.linalg.LinAlgError, ValueError):
+                return np.inf
+        best = min((minimize(neg, s, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 1000})
+                    for s in [(1.0, np.log(0.1), np.log(1e-2)), (0.3, np.log(0.01), np.log(0.5))]), key=lambda r: r.fun)
+        lpd = []
+        for k in range(n):
+            rest = np.arange(n) != k
+            mean, var = LCM(1, "matern52").condition([X[rest]], [y[rest]], params(best.x)).predict(
+                0, X[k:k + 1], include_noise=True)
+            lpd.append(-0.5 * np.log(2 * np.pi * var[0]) - 0.5 * (y[k] - mean[0]) ** 2 / var[0])
+        out.append(np.mean(lpd))
+    return np.array(out)
+
+
+def clustered_short():
+    """A function of length scale far below the mean gap, sampled as a tuner does: 8 clusters of 3 points 0.012 apart
+    (mean gap 0.040); the pairs inside a cluster resolve the short scale."""
+    x = np.sort(np.concatenate([c + np.array([-0.012, 0.0, 0.012]) for c in np.linspace(0.05, 0.95, 8)]))[:, None]
+    y = np.sin(2 * np.pi * x[:, 0] / 0.06)
+    return x, (y - y.mean()) / y.std()
+
+
+def smooth_noisy():
+    """A smooth function (period 1.4) with noise on a grid of 16 points (gap 0.067): under the prior the best fit
+    explains the noise as wiggles shorter than the gap."""
+    x = np.linspace(0.0, 1.0, 16)[:, None]
+    y = np.sin(2 * np.pi * 0.7 * x[:, 0]) + 0.4 * np.random.default_rng(3).standard_normal(16)
+    return x, (y - y.mean()) / y.std()
+
+
+GRID = np.exp(np.linspace(np.log(0.006), np.log(1.5), 9))
+
+
+def test_loo_log_density_is_the_leave_one_out_of_refitting_free_models():
+    # closed form (R&W eq. 5.10-5.12) against conditioning on the others and predicting the one left out, 2 tasks
+    rng = np.random.default_rng(0)
+    X = [rng.random((7, 2)), rng.random((5, 2))]
+    y = [np.sin(4 * x[:, 0]) + x[:, 1] for x in X]
+    model = LCM(1, "matern52").fit(X, y, seed=0, explore=False)
+    p = model.get_params()
+    got = model.loo_log_density()
+    want = []
+    for i in range(2):
+        for k in range(len(y[i])):
+            Xr = [x if j != i else np.delete(x, k, axis=0) for j, x in enumerate(X)]
+            yr = [v if j != i else np.delete(v, k) for j, v in enumerate(y)]
+            mean, var = LCM(1, "matern52").condition(Xr, yr, p).predict(i, X[i][k:k + 1], include_noise=True)
+            want.append(-0.5 * np.log(2 * np.pi * var[0]) - 0.5 * (y[i][k] - mean[0]) ** 2 / var[0])
+    assert got.shape == (12,)
+    assert got == pytest.approx(np.array(want), abs=1e-6)
+
+
+def test_the_default_keeps_a_real_short_length_scale(default_rule):
+    X, y = clustered_short()
+    gap = input_gaps([X])[0]
+    loo = brute_loo(X, y, GRID)
+    best = GRID[np.argmax(loo)]
+    assert best < gap / 2  # held-out points support a length scale well below the mean gap
+    model = LCM(1, "matern52").fit([X], [y], seed=0)
+    rep = model.fit_report
+    assert rep.collapsed and not rep.collapse_refit  # the collapse was checked, and the data overruled the floor
+    assert rep.collapse_loo[0] > rep.collapse_loo[1]  # the collapsed fit predicts the held-out points better
+    assert best / 2 < model.lengthscales[0, 0] < best * 2  # the length scale the grid supports (its spacing: 2x)
+    assert model.loo_log_density().mean() == pytest.approx(rep.collapse_loo[0])
+    assert model.loo_log_density().mean() >= loo.max() - 0.05
+
+
+def test_the_default_floors_a_spurious_short_length_scale(default_rule):
+    X, y = smooth_noisy()
+    gap = input_gaps([X])[0]
+    loo = brute_loo(X, y, GRID)
+    assert GRID[np.argmax(loo)] > gap  # held-out points support no length scale below the gap
+    assert loo[GRID < gap].max() < loo.max() - 0.1
+    model = LCM(1, "matern52").fit([X], [y], seed=0)
+    rep = model.fit_report
+    assert rep.collapsed and rep.collapse_refit and model.collapsed_lengthscales() == []
+    assert rep.collapse_loo[1] - rep.collapse_loo[0] > defaults.COLLAPSE_LOO_NATS
+    assert model.lengthscales[0, 0] > gap
+    assert model.loo_log_density().mean() >= loo.max() - 0.05  # as well as the best length scale of the grid
+
+
+def test_a_collapse_the_held_out_points_support_is_reported_as_kept(default_rule):
+    from gptask.insight.sections import _fit_note, _fits_note
+
+    X, y = clustered_short()
+    kept = LCM(1, "matern52").fit([X], [y], seed=0)
+    record = kept.fit_record()
+    assert record["collapsed"] and not record["collapse_refit"] and len(record["collapse_loo"]) == 3
+    note = _fits_note([record])
+    assert "kept collapsed" in note and "left collapsed" not in note and "missing" not in note
+    assert "kept, the floored fit predicting the held-out points no better" in _fit_note(kept)
+    floored = LCM(1, "matern52").fit(*map(lambda a: [a], smooth_noisy()), seed=0).fit_record()
+    assert floored["collapse_refit"] and len(floored["collapse_loo"]) == 3
+    note = _fits_note([floored, record])
+    assert "refitted with every length scale at least that gap: fit 1;" in note
+    assert "(leave-one-out) no better: fit 2." in note and "left collapsed" not in note

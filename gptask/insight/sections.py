@@ -429,6 +429,11 @@ def _fit_note(model: Any) -> str:
         text += " The fit was refitted away from a collapsed length scale."
     if recorded.get("at_floor"):
         text += " Held at the floor of their input's gap: " + "; ".join(recorded["at_floor"]) + "."
+    if diag["collapsed"] and recorded.get("collapse_loo") and not recorded.get("collapse_refit"):
+        loo = recorded["collapse_loo"]
+        return note_html(text + " Collapsed: " + "; ".join(diag["collapsed"]) + "; kept, the floored fit predicting "
+                         f"the held-out points no better (leave-one-out log density {loo[1]:.3g} against {loo[0]:.3g} "
+                         "nats per point).")
     if diag["collapsed"]:
         return note_html(text + " Collapsed: " + "; ".join(diag["collapsed"]) + ".", "missing")
     return note_html(text)
@@ -437,12 +442,16 @@ def _fit_note(model: Any) -> str:
 def _fits_note(fits: list[dict]) -> str:
     """One line on the run's earlier fits (issue 45: a collapse in the first fits after the initial design steers
     the search even when the last fit is sound): which fits had a collapsed length scale, whether each was refitted
-    with its floor, and which ended with a length scale held at that floor. Empty when none had either."""
+    with its floor, which ended with a length scale held at that floor, and which were kept collapsed because the
+    floored fit did not predict held-out points clearly better. Empty when none had either."""
     collapsed = [k + 1 for k, f in enumerate(fits) if f.get("collapsed") or f.get("collapse_refit")]
     if not collapsed:
         return ""
     refitted = [k for k in collapsed if fits[k - 1].get("collapse_refit")]
-    left = [k for k in collapsed if fits[k - 1].get("collapsed")]
+    # kept collapsed after the leave-one-out check (collapse_loo): the held-out points supported the short length
+    # scale better than the floored fit did; left collapsed otherwise (no refit, or it failed)
+    supported = [k for k in collapsed if fits[k - 1].get("collapsed") and fits[k - 1].get("collapse_loo")]
+    left = [k for k in collapsed if fits[k - 1].get("collapsed") and k not in supported]
     floor = [k + 1 for k, f in enumerate(fits) if f.get("at_floor")]
     text = (f"Fits of this run with a length scale shorter than the gap between its input's values (collapsed): "
             f"{_fit_numbers(collapsed)} of {len(fits)}")
@@ -450,6 +459,9 @@ def _fits_note(fits: list[dict]) -> str:
         text += f"; refitted with every length scale at least that gap: {_fit_numbers(refitted)}"
     if floor:
         text += f"; a length scale held at that floor (the data alone would make it shorter): {_fit_numbers(floor)}"
+    if supported:
+        text += (f"; kept collapsed, the floored fit predicting the held-out points (leave-one-out) no better: "
+                 f"{_fit_numbers(supported)}")
     if left:
         return note_html(text + f"; left collapsed: {_fit_numbers(left)}.", "missing")
     return note_html(text + ".")

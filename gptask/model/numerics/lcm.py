@@ -60,7 +60,7 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS,
                        CALIBRATION_CONFIDENCE, CALIBRATION_MIN, CALIBRATION_SHRINK_MIN_POINTS,
                        LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR, COLLAPSE_KEEP_NATS,
-                       COLLAPSE_REFIT_EVERY_START)
+                       COLLAPSE_REFIT_EVERY_START, COLLAPSE_LOO_NATS)
 from .backend import get_backend
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
@@ -518,7 +518,9 @@ class FitReport:
     the predictive variances were widened by (1: none; see defaults.CALIBRATE_VARIANCE); lengthscale_floor:
     (d,) the lower bound of each input's length scales in the refit (empty: no refit); at_floor: the length
     scales of the refitted model that ended on that floor, as readable strings (the data alone would have
-    made them shorter than the gaps between their values let them resolve)."""
+    made them shorter than the gaps between their values let them resolve); collapse_loo: when the leave-one-out
+    check decided (defaults.COLLAPSE_LOO_NATS), the collapsed fit's and the floored fit's mean leave-one-out log
+    predictive density per point (nats) and the standard error of their difference (empty: not checked)."""
 
     n_starts: int
     objective: np.ndarray
@@ -532,6 +534,7 @@ class FitReport:
     variance_scale: float = 1.0
     lengthscale_floor: tuple[float, ...] = ()
     at_floor: tuple[str, ...] = ()
+    collapse_loo: tuple[float, ...] = ()
 
 
 class LCM:
@@ -722,10 +725,11 @@ class LCM:
         explore: check the winner with :meth:`diagnose`; when it has a length scale or kappa on a
         bound, a noise on its floor, or wild predictions, run EXPLORE_RESTARTS more random starts
         (k = restarts, restarts + 1, ...) and keep the best of all; the outcome is logged and kept
-        in ``fit_report``. With ``explore``, a winner with a length scale the data do not support
+        in ``fit_report``. With ``explore``, a winner with a length scale shorter than its input's gap
         (:meth:`collapsed_lengthscales`) is refitted from itself and from every start so far with each length
         scale bounded below by defaults.LENGTHSCALE_GAP_FLOOR x its input's gap (:func:`input_gaps`), and the
-        best such fit kept: the fit does not end collapsed.
+        best such fit replaces it unless the data overrule the floor: it must predict the held-out points
+        (:meth:`loo_log_density`) better than the collapsed fit by more than defaults.COLLAPSE_LOO_NATS per point.
         calibrate: widen the predictive variances by the hyperparameter-count factor of
         defaults.CALIBRATE_VARIANCE (None: CALIBRATE_VARIANCE under a prior, never without one);
         the factor is ``fit_report.variance_scale``.
@@ -840,11 +844,12 @@ class LCM:
                 EXPLORE_RESTARTS, f"found a better fit (start {winner})" if winner >= restarts
                 else "kept the first fit", f", which still has: {'; '.join(flags_after)}" if flags_after else "")
         collapsed = self.collapsed_lengthscales() if explore else []
-        collapsed_after, refit, floor, at_floor = collapsed, False, np.zeros(0), []
+        collapsed_after, refit, floor, at_floor, loo = collapsed, False, np.zeros(0), [], ()
         if collapsed and LENGTHSCALE_GAP_FLOOR is not None:
             # refit from the collapsed winner (and with COLLAPSE_REFIT_EVERY_START every start of the first round and
             # of exploring), each length scale bounded below by its input's gap; the best floored fit is kept within
-            # COLLAPSE_KEEP_NATS of the collapsed one (defaults.LENGTHSCALE_GAP_FLOOR)
+            # COLLAPSE_KEEP_NATS of the collapsed one, and when it predicts held-out points better by more than
+            # COLLAPSE_LOO_NATS per point (defaults.LENGTHSCALE_GAP_FLOOR)
             floor = np.maximum(LENGTHSCALE_GAP_FLOOR * input_gaps(Xs), LENGTHSCALE_BOUNDS[0])
             low = lo.copy()
             low[: lay.Q * d] = np.maximum(lo[: lay.Q * d], np.tile(np.log(floor), lay.Q))
@@ -854,8 +859,22 @@ class LCM:
             winner_lp = float(np.max(np.where(np.isfinite(lp), lp, -np.inf)))
             floored_lp = floored[:, -1]
             best_floored = float(np.max(np.where(np.isfinite(floored_lp), floored_lp, -np.inf)))
-            if np.isfinite(best_floored) and (COLLAPSE_KEEP_NATS is None
-                                              or best_floored >= winner_lp - COLLAPSE_KEEP_NATS):
+            keep = np.isfinite(best_floored) and (COLLAPSE_KEEP_NATS is None
+                                                  or best_floored >= winner_lp - COLLAPSE_KEEP_NATS)
+            if keep and COLLAPSE_LOO_NATS is not None:
+                # the data can overrule the floor: the floored fit replaces the collapsed one only when it predicts
+                # the held-out points (leave-one-out, hyperparameters fixed) better by more than COLLAPSE_LOO_NATS
+                # per point
+                collapsed_params, loo_collapsed = self._params, self.loo_log_density()
+                self._adopt_best(lay, floored, Xs, ys)
+                gain = self.loo_log_density() - loo_collapsed  # (N,) per held-out point
+                loo = (float(np.mean(loo_collapsed)), float(np.mean(loo_collapsed + gain)),
+                       float(np.std(gain, ddof=1) / np.sqrt(gain.size)) if gain.size > 1 else 0.0)
+                keep = loo[1] - loo[0] > COLLAPSE_LOO_NATS
+                if not keep:
+                    self._params = collapsed_params
+                    self._condition_sorted(Xs, ys)
+            if keep:
                 self._adopt_best(lay, floored, Xs, ys)
                 results, refit = np.vstack([results, floored]), True
                 at_floor = self._at_floor(floor)
@@ -863,7 +882,9 @@ class LCM:
             logger.info("LCM fit (%d tasks, %d points): %s; %s", T, len(y), "; ".join(collapsed),
                         "refitted with every length scale at least its input's gap" + (
                             f" ({'; '.join(at_floor)})" if at_floor else "") if refit
-                        else "the floored refit failed or the data prefer the collapsed fit")
+                        else "the floored refit failed or the data prefer the collapsed fit" + (
+                            f" (leave-one-out log density per point {loo[0]:.3f} against {loo[1]:.3f} floored)"
+                            if loo else ""))
         scale = 1.0
         if calibrate if calibrate is not None else (CALIBRATE_VARIANCE and prior_obj is not None):
             scale = self._widen(lay.size, Xs, ys)
@@ -872,7 +893,8 @@ class LCM:
                                     flags_after=tuple(flags_after), objective=objective_values,
                                     map=prior_obj is not None, collapsed=tuple(collapsed), collapse_refit=refit,
                                     collapsed_after=tuple(collapsed_after), variance_scale=scale,
-                                    lengthscale_floor=tuple(float(v) for v in floor), at_floor=tuple(at_floor))
+                                    lengthscale_floor=tuple(float(v) for v in floor), at_floor=tuple(at_floor),
+                                    collapse_loo=tuple(float(v) for v in loo))
         return self
 
     def collapsed_lengthscales(self) -> list[str]:
@@ -1086,8 +1108,8 @@ class LCM:
     def fit_record(self) -> dict[str, Any]:
         """The fit's diagnostics to store with its hyperparameters (JSON types, no computation beyond a
         look at the data): lengthscales (Q, d) lists, noise (T,) relative to the output scale, collapsed
-        (:meth:`collapsed_lengthscales`), collapse_refit, at_floor (``fit_report``'s), flags (:meth:`diagnose`'s
-        after the fit) and
+        (:meth:`collapsed_lengthscales`), collapse_refit, at_floor, collapse_loo (``fit_report``'s), flags
+        (:meth:`diagnose`'s after the fit) and
         variance_scale; the fit's own record when the model was rebuilt from a stored one."""
         self._require_data()
         rep = self.fit_report
@@ -1099,6 +1121,7 @@ class LCM:
                 "collapsed": self.collapsed_lengthscales(),
                 "collapse_refit": False if rep is None else bool(rep.collapse_refit),
                 "at_floor": [] if rep is None else list(rep.at_floor),
+                "collapse_loo": [] if rep is None else list(rep.collapse_loo),
                 "flags": [] if rep is None else list(rep.flags_after),
                 "variance_scale": None if rep is None else float(rep.variance_scale)}
 
@@ -1284,6 +1307,15 @@ class LCM:
         T = self.n_tasks
         return ([self._y[self._t == i].copy() for i in range(T)], [mean[self._t == i] for i in range(T)],
                 [var[self._t == i] for i in range(T)])
+
+    def loo_log_density(self) -> np.ndarray:
+        """(N,) the leave-one-out log predictive density ``log N(y_k; mean_k, var_k)`` of each observation, in the
+        order of :meth:`loo` (task by task), hyperparameters fixed (Rasmussen & Williams eq. 5.10-5.12), in nats,
+        in the units of the outputs as given (a rescaling of y shifts every value by the same constant)."""
+        ys, ms, vs = self.loo()
+        y, m, v = np.concatenate(ys), np.concatenate(ms), np.concatenate(vs)
+        v = np.maximum(v, np.finfo(float).tiny)
+        return -0.5 * np.log(2 * np.pi * v) - 0.5 * (y - m) ** 2 / v
 
     def loo_task(self, i: int, at_most: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`loo` for task ``i`` alone: its observed values (n_i,) and the leave-one-out
