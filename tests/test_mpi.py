@@ -91,7 +91,8 @@ def test_a_dying_rank_loses_none_of_rank_0s_finished_evaluations(tmp_path):
     r = run([mpiexec(), "-n", "2", sys.executable, str(SCRIPTS / "crash_run.py"), "exit", str(hist)], timeout=240)
     assert r.returncode != 0
     trials = SQLiteStorage(hist).trials()
-    # the first batch: one trial per task, task 0's on rank 0 (told at once), task 1's on rank 1 (died)
+    # the first batch: one trial per task, task 0's on rank 0 (told at once), task 1's on rank 1 (died once rank 0's
+    # was committed: crash_run.py waits for it, so that the death does not race rank 0's own run)
     assert [(t.task_index, t.status) for t in trials] == [(0, Status.COMPLETE), (1, Status.PENDING)]
     res = gt.tune(counting_problem(), tasks=2, budget=5, n_initial=3, seed=0, history=hist, progress=False)
     assert len(res.history) == 10 and res.history[0] == trials[0]  # kept, not run again

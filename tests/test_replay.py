@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import gptask as gt
+from gptask.data.provenance import MachineMismatch
+from gptask.data.storage import SQLiteStorage
 from gptask.sources.rows import DataError
 import gptask.sources.replay as replay
 from gptask.sources.replay import read_recording, recording_rows, replay_problem
@@ -202,11 +204,11 @@ def test_gt_fit_and_import_runs_take_recorded_campaign_files(conv, tmp_path):
     report = gt.import_runs(problem, CONV / "MI250X.json.gz", tmp_path / "h.sqlite")
     assert len(report.trials) == 4362
     # another GPU's campaign in the same history is a mix of machines: refused unless asked for
-    with pytest.raises(gt.provenance.MachineMismatch, match="mix_machines=True"):
+    with pytest.raises(MachineMismatch, match="mix_machines=True"):
         gt.import_runs(problem, tmp_path / "a100.json", tmp_path / "h.sqlite")
     mixed = gt.import_runs(problem, tmp_path / "a100.json", tmp_path / "h.sqlite", mix_machines=True)
     assert len(mixed.trials) == len(keep)
-    labels = {m["label"] for m in gt.storage.SQLiteStorage(tmp_path / "h.sqlite").machines().values()}
+    labels = {m["label"] for m in SQLiteStorage(tmp_path / "h.sqlite").machines().values()}
     assert labels == {conv[0].label, conv[1].label}
     other = gt.Problem(gt.Space([gt.Integer("m", 1, 9)]), problem.param_space, lambda t, p: 1.0)
     with pytest.raises(DataError, match="one machine's recorded campaign"):

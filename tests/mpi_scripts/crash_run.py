@@ -22,9 +22,29 @@ problem = counting_problem()
 base = problem.objective
 
 
+def _wait_for_rank_0s_commit(path, limit_s=60.0):
+    """Until the history holds a complete trial (rank 0's, told at once): the death below then comes
+    after rank 0 finished and committed its run, whatever the load (a death racing rank 0's own run
+    would leave that run legitimately unfinished)."""
+    import sqlite3
+    import time
+
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0) as db:
+                if db.execute("SELECT COUNT(*) FROM trials WHERE status = 'complete'").fetchone()[0]:
+                    return
+        except sqlite3.Error:
+            pass
+        time.sleep(0.05)
+
+
 def objective(task, params):
     if comm.Get_rank() == 1:
         if how == "exit":
+            if history is not None:
+                _wait_for_rank_0s_commit(history)
             os._exit(7)  # the process dies without a word
         raise KeyboardInterrupt("operator interrupt on rank 1")  # not an ordinary failure
     return base(task, params)
