@@ -522,13 +522,13 @@ def test_sources_with_fidelity_run_the_cheap_levels_and_teach_each_level(tmp_pat
     from gptask.insight.report_data import load_report_data
     from gptask.insight.sections import cost_series
     from gptask.results.rebuild import result_from_history
-    from gptask.sources.multisource import SOURCE_TAG
+    from gptask.data.trials import SOURCE_BROUGHT
 
     rows = _source_rows(1000) + _source_rows(111)
     rows[16] = {**rows[16], "value": -5.0}  # a run of task n=2 at 111, below every target value
     r = _tuned_with_sources(rows, history=tmp_path / "h.sqlite")
-    mine = [t for t in r.history if t.source != SOURCE_TAG]
-    theirs = [t for t in r.history if t.source == SOURCE_TAG]
+    mine = [t for t in r.history if t.source != SOURCE_BROUGHT]
+    theirs = [t for t in r.history if t.source == SOURCE_BROUGHT]
     # this campaign's runs: the tuned task at its four levels, tasks 0..3, target first
     assert [t["iterations"] for t in r.tasks[:4]] == [1000, 333, 111, 37]
     assert {t.task_index for t in mine} <= {0, 1, 2, 3} and {t.task["machine"] for t in mine} == {"here"}
@@ -628,7 +628,7 @@ def test_a_resumed_run_with_sources_and_fidelity_runs_nothing_twice(tmp_path):
     """Killed mid-run (the objective interrupted on its 6th call), the same call on the same history
     imports no source twice and runs no configuration of a level twice; a larger cost budget then
     goes on from there, as a run uninterrupted to it."""
-    from gptask.sources.multisource import SOURCE_TAG
+    from gptask.data.trials import SOURCE_BROUGHT
 
     calls = []
 
@@ -648,8 +648,8 @@ def test_a_resumed_run_with_sources_and_fidelity_runs_nothing_twice(tmp_path):
     first = gt.tune(problem(objective), [{"n": 2}], sources=[rows], **kw)
     again = gt.tune(problem(objective), [{"n": 2}], sources=[rows], **{**kw, "cost_budget": 4.5})
     assert len(calls) == len(set(calls))  # no configuration ran twice at one level
-    mine = [t for t in again.history if t.source != SOURCE_TAG]
-    assert len(mine) == len(calls) and sum(t.source == SOURCE_TAG for t in again.history) == 32
+    mine = [t for t in again.history if t.source != SOURCE_BROUGHT]
+    assert len(mine) == len(calls) and sum(t.source == SOURCE_BROUGHT for t in again.history) == 32
     assert [t.id for t in again.history][:len(first.history)] == [t.id for t in first.history]
     costs = [t.extra["cost"] for t in sorted(mine, key=lambda t: t.id)]
     # the cost budget reached, at most one round above it (one run per level in flight)

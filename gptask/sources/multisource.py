@@ -94,8 +94,6 @@ log = logging.getLogger(__name__)
 
 #: the task dimension that holds the machine, with sources
 MACHINE_DIM = "machine"
-#: the source tag of the trials a source brought into a combined history
-SOURCE_TAG = SOURCE_BROUGHT
 #: source_points="auto": sources of other machines holding more measurements than this in all are
 #: summarised (:mod:`gptask.model.source_summary`) to this many, shared equally by their tasks, and never
 #: fewer than SOURCE_POINTS_MIN per task (a fit of the exact model at 1,000 points takes seconds on 2
@@ -286,7 +284,7 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
             measured_params.setdefault(key, []).append(dict(m.params))
         trials.append(Trial(id=0, task_index=tasks[key], task=task, params=m.params, status=m.status, value=m.value,
                             samples=m.samples, reason="" if m.status is Status.COMPLETE else f"{m.status.value} in "
-                            f"source #{k}", extra={"source": k}, source=SOURCE_TAG))
+                            f"source #{k}", extra={"source": k}, source=SOURCE_BROUGHT))
     log.info("sources: %d measurements of %d machine(s) (%s) in %d task(s); this machine: %s", len(trials),
              len(set(labels[:-1])), ", ".join(sorted(set(labels[:-1]))), len(source_tasks), target_label)
     others = {i for i, t in enumerate(source_tasks) if t[MACHINE_DIM] != target_label}
@@ -300,7 +298,7 @@ def _plan(problem: Problem, sources: Sequence[Any], target: Mapping[str, Any],
 def target_tasks(result: TuningResult) -> list[int]:
     """The indices of the tasks of a ``gt.tune(..., sources=...)`` result that hold runs of its own
     (trials not brought by a source): the tuned ones; the others are only its sources' tasks."""
-    return sorted({t.task_index for t in result.history if t.source != SOURCE_TAG})
+    return sorted({t.task_index for t in result.history if t.source != SOURCE_BROUGHT})
 
 
 # ---- the entry points -------------------------------------------------------------------------------------

@@ -157,7 +157,8 @@ def _journal_folder(storage: Storage | None, journal: Any) -> tuple[Path | None,
     """(the folder where this history's runs journal their results, or None; why there is none, for
     a history that outlives the process) for the ``journal=`` option (rank 0): None, the default:
     ``<file>.results`` beside a SQLite file, none for PostgreSQL or in memory; False: none; a path:
-    its subfolder of this history (made and checked writable: ValueError naming it otherwise).
+    its subfolder of this history (made and checked writable: ValueError naming it otherwise; the
+    path itself checked already by the caller, :func:`~gptask.evaluation.journal.check_folder`).
     storage None: a history in memory."""
     path, url = getattr(storage, "path", None), getattr(storage, "url", None)
     if journal is False:
@@ -174,9 +175,8 @@ def _journal_folder(storage: Storage | None, journal: Any) -> tuple[Path | None,
     if path is None and url is None:
         raise ValueError(f"journal={os.fspath(journal)!r} needs a history that outlives this process (a SQLite file "
                          "or a postgresql:// URL); this history is in memory")
-    root = result_journal.check_folder(journal)
     assert storage is not None
-    return result_journal.check_folder(result_journal.history_folder(root, storage.uid())), None
+    return result_journal.check_folder(result_journal.history_folder(journal, storage.uid())), None
 
 
 class Tuner:

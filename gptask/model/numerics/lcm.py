@@ -861,21 +861,22 @@ class LCM:
             best_floored = float(np.max(np.where(np.isfinite(floored_lp), floored_lp, -np.inf)))
             keep = np.isfinite(best_floored) and (COLLAPSE_KEEP_NATS is None
                                                   or best_floored >= winner_lp - COLLAPSE_KEEP_NATS)
-            if keep and COLLAPSE_LOO_NATS is not None:
-                # the data can overrule the floor: the floored fit replaces the collapsed one only when it predicts
-                # the held-out points (leave-one-out, hyperparameters fixed) better by more than COLLAPSE_LOO_NATS
-                # per point
-                collapsed_params, loo_collapsed = self._params, self.loo_log_density()
-                self._adopt_best(lay, floored, Xs, ys)
-                gain = self.loo_log_density() - loo_collapsed  # (N,) per held-out point
-                loo = (float(np.mean(loo_collapsed)), float(np.mean(loo_collapsed + gain)),
-                       float(np.std(gain, ddof=1) / np.sqrt(gain.size)) if gain.size > 1 else 0.0)
-                keep = loo[1] - loo[0] > COLLAPSE_LOO_NATS
-                if not keep:
-                    self._params = collapsed_params
-                    self._condition_sorted(Xs, ys)
             if keep:
+                collapsed_params = self._params
+                loo_collapsed = None if COLLAPSE_LOO_NATS is None else self.loo_log_density()
                 self._adopt_best(lay, floored, Xs, ys)
+                if loo_collapsed is not None:
+                    # the data can overrule the floor: the floored fit replaces the collapsed one only when it
+                    # predicts the held-out points (leave-one-out, hyperparameters fixed) better by more than
+                    # COLLAPSE_LOO_NATS per point
+                    gain = self.loo_log_density() - loo_collapsed  # (N,) per held-out point
+                    loo = (float(np.mean(loo_collapsed)), float(np.mean(loo_collapsed + gain)),
+                           float(np.std(gain, ddof=1) / np.sqrt(gain.size)) if gain.size > 1 else 0.0)
+                    keep = loo[1] - loo[0] > COLLAPSE_LOO_NATS
+                    if not keep:
+                        self._params = collapsed_params
+                        self._condition_sorted(Xs, ys)
+            if keep:
                 results, refit = np.vstack([results, floored]), True
                 at_floor = self._at_floor(floor)
             collapsed_after = self.collapsed_lengthscales()
