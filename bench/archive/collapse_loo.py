@@ -4,7 +4,7 @@ loop) or on a suite family (bench/suite_worst.py's call), with the collapse rule
 (defaults.COLLAPSE_*): the leave-one-out log predictive density per point of the collapsed winner and of the best
 floored fit (LCM.loo_log_density), whether the floored fit was kept, and the run's regret. One JSON line per run.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/collapse_loo.py --families demo,gen:1016 --seeds 0-3 \
+    PYTHONPATH=$PWD .venv/bin/python bench/archive/collapse_loo.py --families demo,gen:1016 --seeds 0-3 \
         --every-start 1 --keep-nats none --loo-nats inf
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 
 DEMO_TASKS = [{"t": t} for t in (0.5, 1.2, 2.0, 2.8, 3.5)]
 

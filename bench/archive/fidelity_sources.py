@@ -24,9 +24,9 @@ best target-fidelity run among this campaign's runs (the sources' cost nothing) 
 one clock over the tasks (the runs in the order of the history), mean over the tasks; 1 before a
 task's first target run. Over seeds: mean and worst seed, and the per-seed ratio mf/sf.
 
-    python bench/fidelity_sources.py run --families currin,park --seeds 0-5 \\
+    python bench/archive/fidelity_sources.py run --families currin,park --seeds 0-5 \\
         --out bench/results/fidelity_sources.json
-    python bench/fidelity_sources.py report --out bench/results/fidelity_sources.json \\
+    python bench/archive/fidelity_sources.py report --out bench/results/fidelity_sources.json \\
         --md bench/results/fidelity_sources.md
 
 Rows (family, method, seed) are saved as they finish and skipped when present: a killed run resumes.
@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import multifidelity as mfb  # noqa: E402
 import multifidelity_families as mff  # noqa: E402
@@ -190,7 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"fidelity_sources: unknown method(s) {bad}; known: {', '.join(METHODS)}", file=sys.stderr)
         return 2
     doc = load_rows(args.out)
-    cmd = "python bench/fidelity_sources.py " + " ".join(sys.argv[1:])
+    cmd = "python bench/archive/fidelity_sources.py " + " ".join(sys.argv[1:])
     if cmd not in doc.setdefault("commands", []):
         doc["commands"].append(cmd)
         save_rows(args.out, doc)
@@ -235,7 +235,7 @@ def report(doc: dict[str, Any]) -> str:
              f"both levels); this campaign tunes instances {list(TUNED)}. Budget: {rows[0]['budget'] if rows else '?'} "
              "target-run costs per tuned task (cost ratio 1:10). Normalised target-fidelity regret of the best "
              "target run of this campaign within the cost (1 before the first), mean over the tuned tasks; per "
-             "cell the mean over seeds, the worst seed in brackets. The methods: see bench/fidelity_sources.py "
+             "cell the mean over seeds, the worst seed in brackets. The methods: see bench/archive/fidelity_sources.py "
              "(sf_sources is main's behaviour before this branch).", "",
              f"| family | method | seeds | source rows | {cps} | wall s (mean) |",
              "|" + " --- |" * (5 + len(CHECKPOINTS))]

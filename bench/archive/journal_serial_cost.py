@@ -11,7 +11,7 @@ folder) and one with ``journal=False``, side by side in one run (in alternating 
   per complete run; failed runs are not journalled), their sum over the campaign, and the time of
   each tell (the gap a kill could fall into without it), median and max.
 
-    PYTHONPATH=. python bench/journal_serial_cost.py --out bench/results/journal_all.json
+    PYTHONPATH=. python bench/archive/journal_serial_cost.py --out bench/results/journal_all.json
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
