@@ -92,6 +92,37 @@ def test_tell_contract(storage):
     assert [t.status for t in storage.trials()] == [Status.COMPLETE, Status.FAILED]
 
 
+def test_writing_a_trial_per_task_reads_the_task_list_once_per_call(history_location, monkeypatch):
+    """import_trials and add_trials over many tasks decoded the whole task list again for every trial
+    written (n^2 JSON decodes: importing one run for each of 3,000 tasks took 72 s); the task list is
+    now read once per call. Counted, not timed: the decodes of task rows per call stay linear in n."""
+    from gptask.data.storage import postgres, sqlite
+
+    decoded = []
+
+    def counting(text, what, where):
+        decoded.append(what)
+        return base_stored_json(text, what, where)
+
+    base_stored_json = sqlite.stored_json
+    for module in (sqlite, postgres):
+        monkeypatch.setattr(module, "stored_json", counting)
+    n = 200
+    tasks = [{"t": 0.2 + 0.5 * k / n} for k in range(n)]
+    with open_storage(history_location, SIG) as s:
+        s.set_tasks(tasks)
+        me = Owner.this_process("tune")
+        decoded.clear()
+        done = s.import_trials([Trial(0, i, t, {"x": 0.5}, Status.COMPLETE, 1.0 + i, source="imported")
+                                for i, t in enumerate(tasks)])
+        assert [t.task for t in done] == tasks and [t.value for t in done] == [1.0 + i for i in range(n)]
+        assert sum(w.startswith("task ") for w in decoded) <= 3 * n
+        decoded.clear()
+        claimed = s.add_trials([Proposal(i, t, {"x": 0.25}, "initial") for i, t in enumerate(tasks)], me)
+        assert [t.task_index for t in claimed] == list(range(n)) and all(t.task == tasks[t.task_index] for t in claimed)
+        assert sum(w.startswith("task ") for w in decoded) <= 3 * n
+
+
 def test_imported_trials_are_written_finished_once_and_count_in_the_budget(storage):
     me = Owner.this_process("tune")
     pending, = storage.add_trials([prop(0, 0.1)], me)

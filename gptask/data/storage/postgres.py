@@ -545,6 +545,10 @@ class PostgresStorage(Storage):
         """The task dicts of rows of ``SELECT task FROM tasks ORDER BY task_index``."""
         return [stored_json(r[0], f"task {i}", self.url) for i, r in enumerate(rows)]
 
+    def _read_tasks(self, cur: Any) -> list[dict[str, Any]]:
+        """The task dicts, read inside the caller's transaction ``cur``."""
+        return self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
+
     def tasks(self) -> list[dict[str, Any]]:
         return self._tasks(self._q("SELECT task FROM {s}.tasks ORDER BY task_index"))
 
@@ -553,7 +557,7 @@ class PostgresStorage(Storage):
 
         def body(cur: Any) -> None:
             self._x(cur, "SELECT 1 FROM {s}.meta WHERE key = 'signature' FOR UPDATE")  # one writer of the task list
-            stored = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
+            stored = self._read_tasks(cur)
             if stored[: len(new)] != new[: len(stored)] or len(new) < len(stored):
                 raise HistoryMismatch(f"history {self.url} holds tasks {stored} but this run asks for {new}")
             for i, t in enumerate(new[len(stored):], start=len(stored)):
@@ -581,7 +585,7 @@ class PostgresStorage(Storage):
 
         def read() -> list[Trial]:
             with self._conn.transaction(), self._conn.cursor() as cur:  # tasks and trials of one state
-                tasks = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
+                tasks = self._read_tasks(cur)
                 sql = self._SELECT + where + " ORDER BY t.id"
                 return [trial_from_row(r, tasks, self.url) for r in self._x(cur, sql, args).fetchall()]
         return self._run(read)
@@ -591,14 +595,17 @@ class PostgresStorage(Storage):
 
         def read() -> list[Trial]:
             with self._conn.transaction(), self._conn.cursor() as cur:
-                tasks = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
+                tasks = self._read_tasks(cur)
                 rows = self._x(cur, self._SELECT + " WHERE t.id > %s OR t.id = ANY(%s) ORDER BY t.id",
                                (int(last_id), wanted)).fetchall()
                 return [trial_from_row(r, tasks, self.url) for r in rows]
         return self._run(read)
 
-    def _fetch(self, cur: Any, trial_id: int) -> Trial:
-        tasks = self._tasks(self._x(cur, "SELECT task FROM {s}.tasks ORDER BY task_index"))
+    def _fetch(self, cur: Any, trial_id: int, tasks: list[dict[str, Any]] | None = None) -> Trial:
+        """Trial ``trial_id``; ``tasks``: the history's tasks when the caller has read them (a loop over
+        many trials reads them once, not once per trial)."""
+        if tasks is None:
+            tasks = self._read_tasks(cur)
         return trial_from_row(self._x(cur, self._SELECT + " WHERE t.id = %s", (trial_id,)).fetchone(), tasks, self.url)
 
     # ---- machines -----------------------------------------------------------------------------
@@ -637,6 +644,7 @@ class PostgresStorage(Storage):
                                        "GROUP BY task_index", (wanted,)).fetchall())
             alive = self._liveness(cur)
             self._hold(cur, owner)
+            tasks = self._read_tasks(cur)
             out: list[Trial | None] = []
             for p in proposals:
                 i = int(p.task_index)
@@ -659,7 +667,7 @@ class PostgresStorage(Storage):
                               (i, json_text(dict(p.params)), key, str(p.source), now, mine,
                                None if lease is None else now + lease)).fetchone()[0]
                 counts[i] = counts.get(i, 0) + 1
-                out.append(self._fetch(cur, int(id_)))
+                out.append(self._fetch(cur, int(id_), tasks))
             return out
         return self._write(body)
 
@@ -682,6 +690,7 @@ class PostgresStorage(Storage):
         def body(cur: Any) -> list[Trial | None]:
             now = time.time()
             self._lock_tasks(cur, [t.task_index for t in trials])
+            tasks = self._read_tasks(cur)
             out: list[Trial | None] = []
             for k, t in enumerate(trials):
                 i, key = int(t.task_index), params_key(t.params)
@@ -701,7 +710,7 @@ class PostgresStorage(Storage):
                 if machines is not None and machines[k] is not None:
                     self._x(cur, "INSERT INTO {s}.trial_machines (trial_id, machine_id) VALUES (%s, %s)",
                             (int(id_), self._machine_id(cur, machines[k])))
-                out.append(self._fetch(cur, int(id_)))
+                out.append(self._fetch(cur, int(id_), tasks))
             return out
         return self._write(body)
 

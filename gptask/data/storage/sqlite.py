@@ -582,9 +582,11 @@ class SQLiteStorage(Storage):
         rows = self.db.execute(self._select(self.db) + f" WHERE {where} ORDER BY t.id", [int(last_id), *ids])
         return [trial_from_row(r, tasks, self.db.where) for r in rows.fetchall()]
 
-    def _fetch(self, db: _Checked, trial_id: int) -> Trial:
-        return trial_from_row(db.execute(self._select(db) + " WHERE t.id = ?", (trial_id,)).fetchone(), self.tasks(),
-                              db.where)
+    def _fetch(self, db: _Checked, trial_id: int, tasks: list[dict[str, Any]] | None = None) -> Trial:
+        """Trial ``trial_id``; ``tasks``: the history's tasks when the caller has read them (a loop over
+        many trials reads them once, not once per trial)."""
+        return trial_from_row(db.execute(self._select(db) + " WHERE t.id = ?", (trial_id,)).fetchone(),
+                              self.tasks() if tasks is None else tasks, db.where)
 
     # ---- machines ----------------------------------------------------------------------------
     def _machine_id(self, db: _Checked, record: Mapping[str, Any]) -> int:
@@ -625,6 +627,7 @@ class SQLiteStorage(Storage):
             now = time.time()
             n_tasks = int(db.execute("SELECT count(*) FROM tasks").fetchone()[0])
             counts = dict(db.execute("SELECT task_index, count(*) FROM trials GROUP BY task_index").fetchall())
+            tasks = self.tasks()
             for p in proposals:
                 i = int(p.task_index)
                 if not 0 <= i < n_tasks:
@@ -647,7 +650,7 @@ class SQLiteStorage(Storage):
                      None if lease is None else now + lease),
                 )
                 counts[i] = counts.get(i, 0) + 1
-                out.append(self._fetch(db, int(cur.lastrowid)))
+                out.append(self._fetch(db, int(cur.lastrowid), tasks))
         return out
 
     def import_trials(self, trials: Sequence[Trial],
@@ -657,6 +660,7 @@ class SQLiteStorage(Storage):
         with self._write() as db:
             now = time.time()
             n_tasks = int(db.execute("SELECT count(*) FROM tasks").fetchone()[0])
+            tasks = self.tasks()
             for k, t in enumerate(trials):
                 i = int(t.task_index)
                 if not 0 <= i < n_tasks:
@@ -677,7 +681,7 @@ class SQLiteStorage(Storage):
                 if machines is not None and machines[k] is not None:
                     db.execute("INSERT INTO trial_machines (trial_id, machine_id) VALUES (?, ?)",
                                (int(cur.lastrowid), self._machine_id(db, machines[k])))
-                out.append(self._fetch(db, int(cur.lastrowid)))
+                out.append(self._fetch(db, int(cur.lastrowid), tasks))
         return out
 
     def reclaim(self, owner: Owner, limit: int | None = None, task_indices: Sequence[int] | None = None,
