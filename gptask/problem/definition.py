@@ -16,6 +16,7 @@ from ..space.expressions import Restriction, parse_restriction
 from ..core.labels import check_unit
 from .fidelity import FidelityObjective, check_fidelity, fidelity_levels
 from .objectives import Outputs, outputs_spec
+from .rule_columns import callable_mask
 from ..space.dimensions import Boolean, Categorical, Integer, Ordinal, Real, Space
 from ..space.domain import Domain, build_domain
 
@@ -35,11 +36,6 @@ CostModel = Callable[[dict], float]
 RunCost = Callable[[dict], float]
 #: the only configurations to propose: a list of parameter dicts, or a function of the task returning one
 Candidates = Sequence[Mapping[str, Any]] | Callable[[dict], Sequence[Mapping[str, Any]]]
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python value a user's constraint expects."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def _name_kinds(task_space: Space, param_space: Space, constants: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
@@ -317,7 +313,7 @@ class Problem:
 
     def infeasible_rows(self, tasks: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """Which of the n points ``(tasks[k], params[k])`` :meth:`violated` would flag, judged per task
-        on whole columns (:meth:`feasible_mask`; a callable constraint is still called per point):
+        on whole columns (:meth:`feasible_mask`):
         an (n,) bool array, True where some constraint is violated (or the point is not a candidate).
         The same verdicts as :meth:`violated` point by point, at the cost of one evaluation of each
         text restriction per task instead of one per point (21,810 source rows: 4 evaluations, not
@@ -366,22 +362,19 @@ class Problem:
     def feasible_mask(self, task: Mapping[str, Any], columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
         """Which of ``n`` configurations of ``task`` satisfy every constraint: ``columns`` maps each
         parameter name to its (n,) values; returns an (n,) bool array. Text restrictions are judged
-        on the whole columns at once; a callable constraint is called per configuration (an
-        exception counts as a violation, as in :meth:`violated`)."""
+        on the whole columns at once; a callable constraint too where it takes arrays and agrees with
+        itself called per point (:mod:`gptask.problem.rule_columns`), else it is called per
+        configuration (an exception counts as a violation, as in :meth:`violated`)."""
         env = {**{k: np.asarray(v) for k, v in columns.items()}, **self.constants, **task}
         ok = np.ones(n, dtype=bool)
         for k, rule in enumerate(self.constraints):
             if isinstance(rule, Restriction):
                 ok &= rule.mask(env)
                 continue
-            names = list(columns)
-            for r in np.flatnonzero(ok):
-                point = {**self.constants, **task, **{name: _plain(columns[name][r]) for name in names}}
-                try:
-                    ok[r] = bool(rule(point))
-                except Exception as exc:  # noqa: BLE001 - any failure of a user rule means "not allowed"
-                    ok[r] = False
-                    self._record_error(k, exc, point)
+            rows = np.flatnonzero(ok)
+            ok[rows] = callable_mask(rule, {**self.constants, **task},
+                                     {name: np.asarray(col)[rows] for name, col in columns.items()}, len(rows),
+                                     lambda exc, point, k=k: self._record_error(k, exc, point))
         return ok
 
     def domain(self, task: Mapping[str, Any]) -> Domain | None:
