@@ -143,12 +143,15 @@ def journalled(status: Status | str | None) -> bool:
 
 
 def write(path: str, trial_id: int, task: Mapping[str, Any], params: Mapping[str, Any],
-          outcome: Mapping[str, Any]) -> bool:
+          outcome: Mapping[str, Any], parents: bool = True) -> bool:
     """Write trial ``trial_id``'s ``outcome`` (:meth:`Outcome.to_json
     <gptask.evaluation.evaluate.Outcome.to_json>`) to ``path`` atomically (a temporary file in the same
-    folder, fsync, rename; the folder made when missing). Returns whether it was written: a file
-    system that refuses it is logged as a warning, never an error of the run (the result still goes
-    back to the tuner; only the protection against a kill in the gap is missing)."""
+    folder, fsync, rename; the folder made when missing, with its parents unless ``parents`` is
+    False: a process on another host than the tuner's writes only where the folder above the
+    history's journal folder is there, never into a tree of its own that the tuner cannot see).
+    Returns whether it was written: a file system that refuses it is logged as a warning, never an
+    error of the run (the result still goes back to the tuner; only the protection against a kill in
+    the gap is missing)."""
     record = {"format": FORMAT, "trial": int(trial_id), "task": dict(task), "params": dict(params),
               "outcome": dict(outcome), "written": time.time(), "host": socket.gethostname(),
               "pid": os.getpid()}
@@ -157,7 +160,13 @@ def write(path: str, trial_id: int, task: Mapping[str, Any], params: Mapping[str
     try:
         text = json_text(record)
         for again in (True, False):  # made again if a tuner closing removed it empty in between
-            os.makedirs(folder, exist_ok=True)
+            if parents:
+                os.makedirs(folder, exist_ok=True)
+            elif not os.path.isdir(folder):
+                try:
+                    os.mkdir(folder)
+                except FileExistsError:
+                    pass
             try:
                 fd, tmp = tempfile.mkstemp(prefix=".trial-", suffix=".tmp", dir=folder)
                 break

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -38,7 +39,7 @@ from ..data.trials import Trial
 from .asynchronous import check_executor, run_async
 from ..core.progress import Progress
 from ..model.surrogate.data import check_fit_size
-from .steps import Waiting, report, tell_journalled
+from .steps import Waiting, journal_on_rank, report, tell_journalled
 from .tuner import Tuner
 from ..model.surrogate.updates import RefitPolicy
 
@@ -190,6 +191,12 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
             reporter.advance()
         return
     if parallel:
+        # the history's journal folder goes with the work: the other ranks journal what they ran
+        # before handing it to rank 0 (they have no history open; a rank on another host needs the
+        # folder on a file system it shares with rank 0)
+        here = tuner.journal_dir if tuner.rank == 0 else None
+        folder = bcast_json(None if here is None else os.path.abspath(here), tuner.comm)
+
         def mine() -> dict[str, Any]:
             out = {}
             for k in my_items(len(trials), tuner.comm):
@@ -197,13 +204,15 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
                 if tuner.rank == 0:
                     tell_journalled(tuner, trials[k], outcome, local=True, reporter=reporter)  # committed now
                 else:
-                    out[str(k)] = outcome.to_json()
+                    written = journal_on_rank(folder, trials[k], outcome)
+                    out[str(k)] = {"outcome": outcome.to_json(), "written": written}
             return out
 
         merged: dict[str, Any] = {}
         for part in allgather_json(collective(mine, tuner.comm, "evaluations"), tuner.comm):
             merged.update(part)
-        collective(lambda: [tell_journalled(tuner, trials[int(k)], Outcome.from_json(d), local=True, reporter=reporter)
+        collective(lambda: [tell_journalled(tuner, trials[int(k)], Outcome.from_json(d["outcome"]), local=True,
+                                            reporter=reporter, written=bool(d["written"]))
                             for k, d in sorted(merged.items())], tuner.comm, "recording evaluations")
     else:
         # rank 0 evaluates and records each result at once (committed before the next run)
