@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -21,6 +22,8 @@ from .tuner import Tuner
 __all__ = ["tell_once", "tell_journalled", "journal_on_rank", "report", "Waiting"]
 
 log = logging.getLogger(__name__)
+#: the journal folders this process could not reach as a rank other than 0 (:func:`journal_on_rank`)
+_unreached: set[str] = set()
 
 
 def tell_once(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False,
@@ -67,10 +70,19 @@ def journal_on_rank(folder: str | None, trial: Trial, outcome: Outcome) -> bool:
     before it is handed to rank 0, in the history's journal folder ``folder`` that rank 0 sent with
     the work (an absolute path; None: the history has no journal). Complete and censored results
     only. The folder's parent must be there (the history's folder, or the ``journal=`` folder rank 0
-    made): on a host that does not reach it, nothing is written (a warning) and rank 0 journals the
-    result itself before its commit. Returns whether the file was written; rank 0 removes it once
+    made): on a host that does not reach it, nothing is written (a warning, once per folder and
+    process) and rank 0 journals the result itself before its commit. Returns whether the file was written; rank 0 removes it once
     the trial is committed (:func:`tell_journalled` with ``written``)."""
     if folder is None or not result_journal.journalled(outcome.status):
+        return False
+    parent = os.path.dirname(os.path.normpath(folder))
+    if not os.path.isdir(parent):
+        if folder not in _unreached:  # once per folder and process, not at every run
+            _unreached.add(folder)
+            log.warning("the result journal's folder %s is not reachable from this rank (host %s: %s is not "
+                        "there): its results are journalled by rank 0 only, so a job killed between a run's end "
+                        "here and rank 0's commit runs it again; put the history (or journal=) on a file "
+                        "system every rank reaches", folder, socket.gethostname(), parent)
         return False
     return result_journal.write(result_journal.entry_in(folder, trial.id), trial.id, trial.task, trial.params,
                                 outcome.to_json(), parents=False)
