@@ -12,12 +12,16 @@ the :class:`~gptask.evaluation.evaluate.Outcome`), atomically (a temporary file,
 resumed campaign that takes over the trial (its holder died or released it) commits the journalled
 result instead of running the configuration again (:meth:`gptask.tuning.tuner.Tuner.ask`).
 
-Who writes it: the serial loop, before its tell (:func:`gptask.tuning.steps.tell_journalled`);
+Who writes it: the serial loop, before its tell (:func:`gptask.tuning.steps.tell_journalled`;
+under MPI rank 0); with ``parallel_evaluations`` under MPI, each rank other than 0 for the runs
+it did, before it hands them to rank 0 (:func:`gptask.tuning.steps.journal_on_rank`: rank 0 sends
+the folder with the batch; a rank whose host lacks the folder's parent writes none and says so
+once, and rank 0 then writes the file before its commit);
 :func:`~gptask.evaluation.evaluate.run_job` in a worker on the tuner's host (a process or thread
 pool); :class:`~gptask.tuning.cluster.slurm.SlurmSteps` in the thread that ran the
 step, once the result is final; :class:`~gptask.tuning.cluster.jobs.SlurmJobs` in the tuner when it
-reads the job's result. A worker on another host (MPI ranks, Dask) writes none: the history's
-folder may not be there.
+reads the job's result. A worker of an executor on another host (an ``MPIPoolExecutor``'s, Dask's)
+writes none: the history's folder may not be there.
 
 Only results that judge the configuration are journalled: COMPLETE and CENSORED. A FAILED run is
 not: a step killed because the campaign itself is dying fails too, and that is no verdict on its

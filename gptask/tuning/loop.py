@@ -2,7 +2,9 @@
 
 Without an executor, each iteration asks for one trial per task that takes new trials, evaluates
 them and tells the results (each committed before the next evaluation starts, and journalled
-before its commit: :func:`gptask.tuning.steps.tell_journalled`). With one, the
+before its commit: :func:`gptask.tuning.steps.tell_journalled`; with ``parallel_evaluations``
+under MPI each rank journals the runs it did before it hands them to rank 0, which commits them:
+:func:`gptask.tuning.steps.journal_on_rank`). With one, the
 asynchronous loop of :mod:`.asynchronous` keeps ``max_in_flight`` trials running instead. The loop
 ends when the run is done (every task's budget used, target reached or space exhausted, nothing
 pending) or at ``max_time``.
