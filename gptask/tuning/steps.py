@@ -71,8 +71,9 @@ def journal_on_rank(folder: str | None, trial: Trial, outcome: Outcome) -> bool:
     the work (an absolute path; None: the history has no journal). Complete and censored results
     only. The folder's parent must be there (the history's folder, or the ``journal=`` folder rank 0
     made): on a host that does not reach it, nothing is written (a warning, once per folder and
-    process) and rank 0 journals the result itself before its commit. Returns whether the file was written; rank 0 removes it once
-    the trial is committed (:func:`tell_journalled` with ``written``)."""
+    process) and rank 0 journals the result itself before its commit. Returns whether the file was
+    written; rank 0 removes it once the trial is committed (:func:`tell_journalled` with
+    ``written``)."""
     if folder is None or not result_journal.journalled(outcome.status):
         return False
     parent = os.path.dirname(os.path.normpath(folder))
