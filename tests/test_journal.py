@@ -464,3 +464,21 @@ def test_rank_0_commits_a_result_another_rank_journalled_and_removes_its_file(tm
         assert done.status is Status.COMPLETE and done.value == outcome.value
     assert seen == [True] and writes == ([] if there else [path])
     assert journal.journals(hist) == {}
+
+
+def test_a_writer_killed_before_its_rename_leaves_no_result_file(tmp_path, monkeypatch):
+    """A rank (or worker) killed while it writes: until the rename, the data is in a temporary
+    file that entries() never lists, so a resume sees either the whole result or none. Stopped at
+    its fsync (the process dying there), the write leaves no trial file and returns False."""
+    folder = tmp_path / "h.sqlite.results"
+    seen = []
+
+    def dies(fd):
+        seen.append((sorted(os.listdir(folder)), journal.entries(folder)))
+        raise OSError(5, "killed here")
+    monkeypatch.setattr(journal.os, "fsync", dies)
+    assert not journal.write(journal.entry_in(folder, 3), 3, {"t": 0.4}, {"x": 0.5}, Outcome.of(1.0).to_json(),
+                             parents=False)
+    (names, listed), = seen
+    assert len(names) == 1 and names[0].startswith(".trial-") and names[0].endswith(".tmp") and listed == {}
+    assert journal.entries(folder) == {} and os.listdir(folder) == []
