@@ -400,3 +400,85 @@ def test_a_postgres_history_without_a_journal_warns_once(pg_server, caplog):
         gt.tune(counting_problem(), [{"t": 0.4}], budget=3, n_initial=1, history=pg_server.new_url(), journal=False,
                 progress=False, **FAST)
         assert "journal" not in caplog.text
+
+
+def test_a_rank_journals_only_into_a_folder_whose_parent_it_reaches(tmp_path, caplog):
+    """journal_on_rank (a rank other than 0 under parallel_evaluations): the history's journal folder
+    is made when missing if its parent is there (the history's folder, shared with rank 0), and the
+    result written as rank 0's serial loop writes it; a parent this host does not have (a node-local
+    tree rank 0 never sees) is not made: nothing written, False, one warning for any number of runs.
+    No folder (no journal) or a failed run: nothing, False."""
+    from gptask.tuning.steps import journal_on_rank
+
+    (t,) = _asked(tmp_path / "h.sqlite")
+    folder = journal.journal_dir(tmp_path / "h.sqlite")
+    assert not folder.exists()
+    outcome = Outcome.of(2.5)
+    assert journal_on_rank(str(folder), t, outcome)
+    entry = journal.read(journal.entry_in(folder, t.id))
+    assert entry.matches(t.id, t.task, t.params) and Outcome.from_json(entry.outcome) == outcome
+    assert os.listdir(folder) == [f"trial-{t.id}.json"]
+    elsewhere = tmp_path / "not-mounted" / "run" / "h.sqlite.results"
+    with caplog.at_level("WARNING"):
+        assert not journal_on_rank(str(elsewhere), t, outcome)
+        assert not journal_on_rank(str(elsewhere), t, outcome)
+    assert not (tmp_path / "not-mounted").exists()
+    assert caplog.text.count("is not reachable from this rank") == 1 and str(elsewhere) in caplog.text
+    os.unlink(journal.entry_in(folder, t.id))
+    assert not journal_on_rank(None, t, outcome)
+    assert not journal_on_rank(str(folder), t, Outcome.of(None, "node lost"))
+    assert os.listdir(folder) == []
+
+
+def _asked(hist: Path) -> list:
+    with Tuner(counting_problem(), [{"t": 0.4}], budget=2, n_initial=2, history=hist, **FAST) as tuner:
+        return tuner.ask(1)
+
+
+@pytest.mark.parametrize("there", [True, False])
+def test_rank_0_commits_a_result_another_rank_journalled_and_removes_its_file(tmp_path, monkeypatch, there):
+    """tell_journalled(written=True), rank 0's tell of a result another rank ran and journalled: the
+    file is there during the commit and gone after it. When the rank's file is not there (its host
+    did not reach the folder) rank 0 writes it before the commit; when it is, rank 0 does not
+    write it again."""
+    import gptask.tuning.steps as steps
+
+    hist = tmp_path / "h.sqlite"
+    prob = counting_problem()
+    with Tuner(prob, [{"t": 0.4}], budget=2, n_initial=2, history=hist, **FAST) as tuner:
+        (t,) = tuner.ask(1)
+        outcome = Outcome.of(prob.objective(t.task, t.params))
+        path = tuner.journal_path(t.id)
+        if there:
+            assert steps.journal_on_rank(os.path.abspath(journal.journal_dir(hist)), t, outcome)
+        writes, seen = [], []
+        real_write, real_tell = journal.write, steps.tell_once
+        monkeypatch.setattr(journal, "write", lambda *a, **k: writes.append(a[0]) or real_write(*a, **k))
+
+        def tell_once(tuner, trial, got, **kw):
+            entry = journal.read(path)
+            seen.append(entry is not None and Outcome.from_json(entry.outcome) == got)
+            return real_tell(tuner, trial, got, **kw)
+        monkeypatch.setattr(steps, "tell_once", tell_once)
+        done = steps.tell_journalled(tuner, t, outcome, written=there)
+        assert done.status is Status.COMPLETE and done.value == outcome.value
+    assert seen == [True] and writes == ([] if there else [path])
+    assert journal.journals(hist) == {}
+
+
+def test_a_writer_killed_before_its_rename_leaves_no_result_file(tmp_path, monkeypatch):
+    """A rank (or worker) killed while it writes: until the rename, the data is in a temporary
+    file that entries() never lists, so a resume sees either the whole result or none. Stopped at
+    its fsync (the process dying there), the write leaves no trial file and returns False."""
+    folder = tmp_path / "h.sqlite.results"
+    seen = []
+
+    def dies(fd):
+        seen.append((sorted(os.listdir(folder)), journal.entries(folder)))
+        raise OSError(5, "killed here")
+    monkeypatch.setattr(journal.os, "fsync", dies)
+    assert not journal.write(journal.entry_in(folder, 3), 3, {"t": 0.4}, {"x": 0.5}, Outcome.of(1.0).to_json(),
+                             parents=False)
+    (names, listed), = seen
+    assert len(names) == 1 and names[0].startswith(".trial-") and names[0].endswith(".tmp") and listed == {}
+    assert journal.entries(folder) == {} and os.listdir(folder) == []

@@ -109,3 +109,42 @@ def test_a_cautious_run_on_two_ranks_steers_and_proposes_what_a_serial_one_does(
         runs[mode] = json.loads(out.read_text())
     assert runs["mpi"] == runs["serial"]
     assert any(status == "failed" for _, _, status, _ in runs["serial"])
+
+
+def test_a_result_finished_on_rank_1_and_killed_before_rank_0s_commit_is_committed_on_the_resume(tmp_path, caplog):
+    """parallel_evaluations under MPI: rank 1 finished its run and the job was killed (SIGKILL of
+    rank 0, once rank 1's result file is in the journal: journal_run.py) before rank 0 committed it.
+    Rank 1 journalled it before handing it over, so the resume commits it from the history's journal
+    folder and does not run it again: each configuration ran once (the objective's own log), the
+    committed value is the objective's. Before, ranks other than 0 journalled nothing and the run
+    was lost and ran again on the resume."""
+    from gptask.data.storage import SQLiteStorage
+    from gptask.data.trials import Status
+    from gptask.evaluation import journal
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import gptask as gt
+    from problems_for_tests import counting_problem
+
+    hist, calls, mark = tmp_path / "h.sqlite", tmp_path / "calls.txt", tmp_path / "killed.json"
+    r = run([mpiexec(), "-n", "2", sys.executable, str(SCRIPTS / "journal_run.py"), str(hist), str(calls), str(mark)],
+            timeout=240)
+    assert r.returncode != 0
+    before = SQLiteStorage(hist).trials()
+    assert [(t.task_index, t.status) for t in before] == [(0, Status.PENDING), (1, Status.PENDING)]
+    ran = before[1]  # rank 1's; rank 0 died before running its own (no line in the log)
+    assert calls.read_text().splitlines() == [f"{ran.task['t']!r} {ran.params['x']!r} {ran.params['k']!r}"]
+
+    with caplog.at_level("WARNING"):
+        res = gt.tune(counting_problem(str(calls)), tasks=2, budget=3, n_initial=3, seed=0, history=hist,
+                      progress=False)
+    trials = SQLiteStorage(hist).trials()
+    assert len(res.history) == 6 and all(t.status is Status.COMPLETE for t in trials)
+    lines = calls.read_text().splitlines()
+    assert sorted(lines) == sorted(f"{t.task['t']!r} {t.params['x']!r} {t.params['k']!r}" for t in trials)
+    assert len(set(lines)) == 6  # each configuration ran exactly once, rank 1's too
+    got = next(t for t in trials if t.id == ran.id)
+    assert got.value == counting_problem().objective(ran.task, ran.params)
+    assert f"trial {ran.id} " in caplog.text and "committed from" in caplog.text
+    assert journal.journals(hist) == {} and not journal.journal_dir(hist).exists()
+    assert json.loads(mark.read_text()) == [ran.id]  # rank 1's file was there when the job was killed

@@ -94,8 +94,9 @@ def tune(
       history, so that a campaign killed in between commits it on the resume instead of running it
       again (:mod:`gptask.evaluation.journal`). None (the default): ``<history>.results`` beside a
       SQLite file; none for a PostgreSQL history (a warning says so once): give a folder on a file
-      system every tuner host shares. False: none. A folder that is a file or cannot be written is
-      refused before any run.
+      system every tuner host shares (and, with ``comm`` and parallel_evaluations, every rank's
+      host: each rank journals the runs it did). False: none. A folder that is a file or cannot be
+      written is refused before any run.
 
     Evaluation:
 

@@ -12,12 +12,16 @@ the :class:`~gptask.evaluation.evaluate.Outcome`), atomically (a temporary file,
 resumed campaign that takes over the trial (its holder died or released it) commits the journalled
 result instead of running the configuration again (:meth:`gptask.tuning.tuner.Tuner.ask`).
 
-Who writes it: the serial loop, before its tell (:func:`gptask.tuning.steps.tell_journalled`);
+Who writes it: the serial loop, before its tell (:func:`gptask.tuning.steps.tell_journalled`;
+under MPI rank 0); with ``parallel_evaluations`` under MPI, each rank other than 0 for the runs
+it did, before it hands them to rank 0 (:func:`gptask.tuning.steps.journal_on_rank`: rank 0 sends
+the folder with the batch; a rank whose host lacks the folder's parent writes none and says so
+once, and rank 0 then writes the file before its commit);
 :func:`~gptask.evaluation.evaluate.run_job` in a worker on the tuner's host (a process or thread
 pool); :class:`~gptask.tuning.cluster.slurm.SlurmSteps` in the thread that ran the
 step, once the result is final; :class:`~gptask.tuning.cluster.jobs.SlurmJobs` in the tuner when it
-reads the job's result. A worker on another host (MPI ranks, Dask) writes none: the history's
-folder may not be there.
+reads the job's result. A worker of an executor on another host (an ``MPIPoolExecutor``'s, Dask's)
+writes none: the history's folder may not be there.
 
 Only results that judge the configuration are journalled: COMPLETE and CENSORED. A FAILED run is
 not: a step killed because the campaign itself is dying fails too, and that is no verdict on its
@@ -143,12 +147,15 @@ def journalled(status: Status | str | None) -> bool:
 
 
 def write(path: str, trial_id: int, task: Mapping[str, Any], params: Mapping[str, Any],
-          outcome: Mapping[str, Any]) -> bool:
+          outcome: Mapping[str, Any], parents: bool = True) -> bool:
     """Write trial ``trial_id``'s ``outcome`` (:meth:`Outcome.to_json
     <gptask.evaluation.evaluate.Outcome.to_json>`) to ``path`` atomically (a temporary file in the same
-    folder, fsync, rename; the folder made when missing). Returns whether it was written: a file
-    system that refuses it is logged as a warning, never an error of the run (the result still goes
-    back to the tuner; only the protection against a kill in the gap is missing)."""
+    folder, fsync, rename; the folder made when missing, with its parents unless ``parents`` is
+    False: a process on another host than the tuner's writes only where the folder above the
+    history's journal folder is there, never into a tree of its own that the tuner cannot see).
+    Returns whether it was written: a file system that refuses it is logged as a warning, never an
+    error of the run (the result still goes back to the tuner; only the protection against a kill in
+    the gap is missing)."""
     record = {"format": FORMAT, "trial": int(trial_id), "task": dict(task), "params": dict(params),
               "outcome": dict(outcome), "written": time.time(), "host": socket.gethostname(),
               "pid": os.getpid()}
@@ -157,7 +164,13 @@ def write(path: str, trial_id: int, task: Mapping[str, Any], params: Mapping[str
     try:
         text = json_text(record)
         for again in (True, False):  # made again if a tuner closing removed it empty in between
-            os.makedirs(folder, exist_ok=True)
+            if parents:
+                os.makedirs(folder, exist_ok=True)
+            elif not os.path.isdir(folder):
+                try:
+                    os.mkdir(folder)
+                except FileExistsError:
+                    pass
             try:
                 fd, tmp = tempfile.mkstemp(prefix=".trial-", suffix=".tmp", dir=folder)
                 break

@@ -2,7 +2,9 @@
 
 Without an executor, each iteration asks for one trial per task that takes new trials, evaluates
 them and tells the results (each committed before the next evaluation starts, and journalled
-before its commit: :func:`gptask.tuning.steps.tell_journalled`). With one, the
+before its commit: :func:`gptask.tuning.steps.tell_journalled`; with ``parallel_evaluations``
+under MPI each rank journals the runs it did before it hands them to rank 0, which commits them:
+:func:`gptask.tuning.steps.journal_on_rank`). With one, the
 asynchronous loop of :mod:`.asynchronous` keeps ``max_in_flight`` trials running instead. The loop
 ends when the run is done (every task's budget used, target reached or space exhausted, nothing
 pending) or at ``max_time``.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -38,7 +41,7 @@ from ..data.trials import Trial
 from .asynchronous import check_executor, run_async
 from ..core.progress import Progress
 from ..model.surrogate.data import check_fit_size
-from .steps import Waiting, report, tell_journalled
+from .steps import Waiting, journal_on_rank, report, tell_journalled
 from .tuner import Tuner
 from ..model.surrogate.updates import RefitPolicy
 
@@ -190,6 +193,12 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
             reporter.advance()
         return
     if parallel:
+        # the history's journal folder goes with the work: the other ranks journal what they ran
+        # before handing it to rank 0 (they have no history open; a rank on another host needs the
+        # folder on a file system it shares with rank 0)
+        here = tuner.journal_dir if tuner.rank == 0 else None
+        folder = bcast_json(None if here is None else os.path.abspath(here), tuner.comm)
+
         def mine() -> dict[str, Any]:
             out = {}
             for k in my_items(len(trials), tuner.comm):
@@ -197,13 +206,15 @@ def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], paral
                 if tuner.rank == 0:
                     tell_journalled(tuner, trials[k], outcome, local=True, reporter=reporter)  # committed now
                 else:
-                    out[str(k)] = outcome.to_json()
+                    written = journal_on_rank(folder, trials[k], outcome)
+                    out[str(k)] = {"outcome": outcome.to_json(), "written": written}
             return out
 
         merged: dict[str, Any] = {}
         for part in allgather_json(collective(mine, tuner.comm, "evaluations"), tuner.comm):
             merged.update(part)
-        collective(lambda: [tell_journalled(tuner, trials[int(k)], Outcome.from_json(d), local=True, reporter=reporter)
+        collective(lambda: [tell_journalled(tuner, trials[int(k)], Outcome.from_json(d["outcome"]), local=True,
+                                            reporter=reporter, written=bool(d["written"]))
                             for k, d in sorted(merged.items())], tuner.comm, "recording evaluations")
     else:
         # rank 0 evaluates and records each result at once (committed before the next run)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -17,9 +19,11 @@ from ..core.progress import Progress
 from .settings import WAIT_LOG_S, WAIT_MAX_S, WAIT_MIN_S
 from .tuner import Tuner
 
-__all__ = ["tell_once", "tell_journalled", "report", "Waiting"]
+__all__ = ["tell_once", "tell_journalled", "journal_on_rank", "report", "Waiting"]
 
 log = logging.getLogger(__name__)
+#: the journal folders this process could not reach as a rank other than 0 (:func:`journal_on_rank`)
+_unreached: set[str] = set()
 
 
 def tell_once(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False,
@@ -41,21 +45,48 @@ def tell_once(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False,
 
 
 def tell_journalled(tuner: Tuner, trial: Trial, outcome: Outcome, local: bool = False,
-                    reporter: Progress | None = None) -> Trial | None:
+                    reporter: Progress | None = None, written: bool = False) -> Trial | None:
     """:func:`tell_once` of a result this process has (the serial loop's), journalled first
     (:mod:`gptask.evaluation.journal`: complete and censored results, where the tuner has a journal):
     a campaign killed during the commit (SIGTERM or Ctrl-C landing in it, a kill -9, a slow or
     reconnecting PostgreSQL server) commits it on the resume instead of running it again. The file
     is removed once the trial is committed (or was told by another process first); kept when the
-    tell fails (the history could not be written: the resume commits it)."""
+    tell fails (the history could not be written: the resume commits it). ``written``: the rank that
+    ran it says it journalled it already (:func:`journal_on_rank`); written again here only when the
+    file is not there (that rank's folder was not this one's)."""
     path = tuner.journal_path(trial.id)
     if path is not None and result_journal.journalled(outcome.status):
-        result_journal.write(path, trial.id, trial.task, trial.params, outcome.to_json())
+        if not (written and os.path.isfile(path)):
+            result_journal.write(path, trial.id, trial.task, trial.params, outcome.to_json())
     else:
         path = None
     done = tell_once(tuner, trial, outcome, local=local, reporter=reporter)
     result_journal.remove(path)
     return done
+
+
+def journal_on_rank(folder: str | None, trial: Trial, outcome: Outcome) -> bool:
+    """Journal the result of ``trial`` run on a rank other than 0 (parallel evaluations under MPI),
+    before it is handed to rank 0, in the history's journal folder ``folder`` that rank 0 sent with
+    the work (an absolute path; None: the history has no journal). Complete and censored results
+    only. The folder's parent must be there (the history's folder, or the ``journal=`` folder rank 0
+    made): on a host that does not reach it, nothing is written (a warning, once per folder and
+    process) and rank 0 journals the result itself before its commit. Returns whether the file was
+    written; rank 0 removes it once the trial is committed (:func:`tell_journalled` with
+    ``written``)."""
+    if folder is None or not result_journal.journalled(outcome.status):
+        return False
+    parent = os.path.dirname(os.path.normpath(folder))
+    if not os.path.isdir(parent):
+        if folder not in _unreached:  # once per folder and process, not at every run
+            _unreached.add(folder)
+            log.warning("the result journal's folder %s is not reachable from this rank (host %s: %s is not "
+                        "there): its results are journalled by rank 0 only, so a job killed between a run's end "
+                        "here and rank 0's commit runs it again; put the history (or journal=) on a file "
+                        "system every rank reaches", folder, socket.gethostname(), parent)
+        return False
+    return result_journal.write(result_journal.entry_in(folder, trial.id), trial.id, trial.task, trial.params,
+                                outcome.to_json(), parents=False)
 
 
 def report(tuner: Tuner, reporter: Progress, ask_s: float) -> None:
