@@ -56,7 +56,10 @@ those that hurt are left out (:mod:`gptask.sources.selection`).
 * **Fidelity.** A problem with fidelity runs its fidelity schedule (:mod:`gptask.tuning.fidelity`):
   this machine's tasks first, level by level as its proposer lays them out, then the sources'
   tasks; a source's measurement is data of the fidelity in its task row (:func:`note_levels`), and
-  the sources' measurements cost nothing against ``cost_budget`` (docs/fidelity.md).
+  the sources' measurements cost nothing against ``cost_budget`` (docs/fidelity.md). Auxiliary
+  tasks (``aux_tasks=``, with or without fidelity) are this machine's tasks of that layout: they
+  run, and their runs cost; one a source measured on another machine is a task of its own beside
+  the source's, one it measured on this machine starts from those measurements (:func:`note_aux_tasks`).
 * **Histories.** With sources, ``history=`` holds the combined problem (the task space plus
   ``machine``): the sources' trials are imported into it once (an import of the same trials again
   adds nothing), so a killed run resumes as any other. A history of the problem itself is refused
@@ -88,7 +91,7 @@ from ..data.trials import SOURCE_BROUGHT, Status, Trial, point_key
 
 __all__ = ["Source", "SourceError", "MACHINE_DIM", "SOURCE_POINTS_AUTO", "SOURCE_POINTS_MIN",
            "machine_labels", "combined_problem",
-           "tune_with_sources", "predict_optimum", "target_tasks", "note_levels"]
+           "tune_with_sources", "predict_optimum", "target_tasks", "note_levels", "note_aux_tasks"]
 
 log = logging.getLogger(__name__)
 
@@ -354,6 +357,8 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
         note_levels(plan, problem)
     mine = [plan.problem.task_space.validate({**t, MACHINE_DIM: plan.target_label})
             for t in resolve_tasks(problem, tasks, seed)]
+    if fidelity is not None:
+        note_aux_tasks(plan, problem, mine, fidelity)
     designs = {} if fidelity is not None else _consensus_designs(plan, mine)
     if n_initial is None and isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1 \
             and len(designs) == len({point_key(t) for t in mine}):
@@ -425,6 +430,35 @@ def note_levels(plan: _Plan, problem: Problem) -> None:
         log.info("sources: source #%d%s has measurements at fidelity %s, none of the levels %s: tasks of their own "
                  "that the model relates to the levels", k, plan.names.get(k, ""),
                  ", ".join(str(dict(v)) for v in sorted(values)), problem.fidelity_levels())
+
+
+def note_aux_tasks(plan: _Plan, problem: Problem, mine: Sequence[Mapping[str, Any]], fidelity: Any) -> None:
+    """Log each auxiliary task (of ``fidelity``'s layout of ``mine``, this machine's task rows) that
+    a source of ``plan`` measured (the same task values, fidelity aside). The rule (docs/fidelity.md):
+    measured on another machine, it is a task of its own that runs here too (the model relates the
+    machines through it); measured on this machine, those measurements are its data (the task row
+    is the same), and its design runs only the points they lack."""
+    names = {MACHINE_DIM, *(problem.fidelity.names if problem.fidelity is not None else ())}
+    def values(task: Mapping[str, Any]) -> dict:
+        return {k: v for k, v in task.items() if k not in names}
+
+    aux = {point_key(values(t)): values(t) for i, t in enumerate(mine) if not fidelity.is_target(i)
+           and fidelity.role(i) == "auxiliary"}
+    seen: dict[tuple, set[tuple[int, str]]] = {}
+    for t in plan.measured:
+        key = point_key(values(t.task))
+        if key in aux:
+            seen.setdefault(key, set()).add((int(t.extra["source"]), str(t.task[MACHINE_DIM])))
+    for key, by in seen.items():
+        for k, machine in sorted(by):
+            if machine == plan.target_label:
+                log.info("sources: auxiliary task %s was measured by source #%d%s on this machine (%s): those "
+                         "measurements are its data, its design runs only the points they lack", aux[key], k,
+                         plan.names.get(k, ""), machine)
+            else:
+                log.info("sources: auxiliary task %s was measured by source #%d%s on %s: it runs here too, a task "
+                         "of its own on this machine (the model relates the machines through it)", aux[key], k,
+                         plan.names.get(k, ""), machine)
 
 
 def _resume_mismatch(exc: Exception, plan: _Plan) -> str:

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..core.seeding import STAGE_CHEAP, rng
-from ..data.trials import Status, params_key
+from ..data.trials import Status, params_key, point_key
 from ..propose.proposals import initial_design
 from ..problem.definition import Problem
 from ..problem.fidelity import ETA, check_cost, role_of
@@ -137,12 +137,29 @@ def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]]
     from .tuner import resolve_tasks
 
     base = resolve_tasks(problem, tasks, seed)
-    aux = [] if not aux_tasks else resolve_tasks(problem, list(aux_tasks), seed)
+    aux = _aux_tasks(problem, aux_tasks)
     clash = [t for t in aux if t in base]
     if clash:
         raise ValueError(f"aux_tasks must differ from the tuned tasks, got {clash[0]} in both")
     proposer = FidelityProposer(len(base), len(aux), len(problem.fidelity_levels()))
     return problem.expanded(), expand_tasks(problem, base, aux), proposer
+
+
+def _aux_tasks(problem: Problem, aux_tasks: Any) -> list[dict]:
+    """``aux_tasks`` validated against the problem's task space: a list of distinct task dicts
+    (ValueError or TypeError naming ``aux_tasks`` and the offending entry)."""
+    if aux_tasks is None:
+        return []
+    if isinstance(aux_tasks, (Mapping, str)) or not isinstance(aux_tasks, Sequence):
+        raise TypeError(f"aux_tasks must be a list of task dicts, got {aux_tasks!r}")
+    out = []
+    for k, t in enumerate(aux_tasks):
+        if not isinstance(t, Mapping):
+            raise TypeError(f"aux_tasks #{k} must be a task dict, got {t!r}")
+        out.append(problem.task_space.validate(t, what=f"aux_tasks #{k}"))
+    if len({point_key(t) for t in out}) != len(out):
+        raise ValueError(f"aux_tasks must be distinct, got repeated tasks in {out}")
+    return out
 
 
 def fidelity_tuner(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]] | None = None,

@@ -1,0 +1,184 @@
+"""Auxiliary tasks with sources (issue 44, item 4: fidelity and auxiliary tasks work with what exists):
+``gt.tune(problem, tasks, sources=..., aux_tasks=...)``, with and without fidelity. The auxiliary tasks
+are this campaign's (they run, their cost counts), the sources' tasks data only (no run, no cost), the
+results speak of the tuned tasks at the target."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import gptask as gt
+from gptask.data.trials import SOURCE_BROUGHT, params_key
+from gptask.sources.measurements import SourceError
+
+from test_fidelity import FAST, PARAMS, TASKS, _source_rows, informative, problem, true_value
+
+#: the layout of a run of tuned task n=2 and auxiliary task n=1 with fidelity: per level (1000,
+#: 333, 111, 37) the tuned task then the auxiliary one
+ROLES = ["target", "auxiliary"] + ["low fidelity", "auxiliary"] * 3
+
+
+def _plain(**kw):
+    """The problem without fidelity: the target's objective, each run priced 0.5 s."""
+    return gt.Problem(TASKS, PARAMS, lambda t, p: true_value(p["x"], p["y"]), run_cost=lambda point: 0.5, **kw)
+
+
+def _plain_rows(label="other", tasks=(2, 3)):
+    """Another machine's (``label``) measurements of the problem without fidelity: 8 of each task."""
+    return [{k: v for k, v in r.items() if k != "iterations"} | {"machine.label": label}
+            for r in _source_rows() if r["n"] in tasks]
+
+
+def test_aux_tasks_with_sources_and_fidelity_run_here_and_the_sources_tasks_never_run(tmp_path):
+    """Tuned task n=2 and auxiliary task n=1 with a source of tasks n=2, 3 at two levels (used to be
+    refused: 'does not take aux_tasks yet'): the auxiliary task runs its design at each level and
+    nothing after it, marked "auxiliary"; the sources' 4 tasks take no run (32 measurements, all
+    brought); every objective call is a run of this campaign's, and its cost, the auxiliary task's
+    included, is what cost_budget counts; result.best(0) is the best target run made here,
+    measured at the target (brute force); the auxiliary task has no best; the history read back
+    alone has the same layout."""
+    from gptask.results.rebuild import result_from_history
+    from gptask.data.storage import SQLiteStorage
+
+    calls = []
+
+    def objective(task, p):
+        calls.append((task["n"], p["iterations"]))
+        return informative(task, p)
+
+    rows = _source_rows(1000) + _source_rows(111)
+    r = gt.tune(problem(objective), [{"n": 2}], sources=[rows], aux_tasks=[{"n": 1}], cost_budget=6.0, n_initial=4,
+                seed=0, provenance="here", history=tmp_path / "h.sqlite", **FAST)
+    levels = [1000, 333, 111, 37]
+    assert r.tasks[:8] == [{"n": n, "iterations": it, "machine": "here"} for it in levels for n in (2, 1)]
+    assert {(t["n"], t["iterations"], t["machine"]) for t in r.tasks[8:]} == {
+        (n, it, "other") for n in (2, 3) for it in (1000, 111)}
+    assert {k: r.fidelity[k] for k in ("n_tuned", "n_aux", "n_own")} == {"n_tuned": 1, "n_aux": 1, "n_own": 8}
+    mine = sorted((t for t in r.history if t.source != SOURCE_BROUGHT), key=lambda t: t.id)
+    theirs = [t for t in r.history if t.source == SOURCE_BROUGHT]
+    # the sources' tasks: data only
+    assert len(theirs) == 32 and {t.task_index for t in theirs} == set(range(8, 12))
+    assert {t.task_index for t in mine} <= set(range(8)) and len(calls) == len(mine)
+    assert Counter(calls) == Counter((t.task["n"], t.task["iterations"]) for t in mine)
+    # the auxiliary task: its design at every level (at least one run each), nothing searched
+    aux = [t for t in mine if t.task_index % 2 == 1]
+    assert {t.task_index for t in aux} == {1, 3, 5, 7}
+    assert all(t.source != "search" and t.extra["fidelity"] == "auxiliary" and t.task["n"] == 1 for t in aux)
+    assert [t.extra["fidelity"] for t in mine if t.task_index % 2 == 0] == [
+        ROLES[t.task_index] for t in mine if t.task_index % 2 == 0]
+    # the cost: this campaign's runs, the auxiliary task's included; the sources' nothing
+    costs = [t.extra["cost"] for t in mine]
+    assert costs == pytest.approx([t.task["iterations"] / 1000 for t in mine])
+    assert r.cost_spent == pytest.approx(sum(costs)) and r.cost_spent >= 6.0
+    assert sum(t.extra["cost"] for t in aux) > 0 and all("cost" not in t.extra for t in theirs)
+    # results: the tuned task at the target, measured here
+    params, value = r.best(0)
+    assert value == pytest.approx(min(t.value for t in mine if t.task_index == 0))
+    assert value == pytest.approx(true_value(params["x"], params["y"]))
+    with pytest.raises(ValueError, match="auxiliary task"):
+        r.best(1)
+    roles = ROLES + ["source"] * 4
+    assert [row["role"] for row in r.table()] == roles
+    with SQLiteStorage(tmp_path / "h.sqlite", read_only=True) as h:
+        again = result_from_history(h)
+    assert {k: again.fidelity[k] for k in ("n_tuned", "n_aux", "n_own")} == {"n_tuned": 1, "n_aux": 1, "n_own": 8}
+    assert [row["role"] for row in again.table()] == roles and again.best(0)[1] == pytest.approx(value)
+
+
+def test_aux_tasks_with_sources_without_fidelity_count_in_the_cost_budget():
+    """The problem without fidelity: tuned task n=4, auxiliary task n=1, a source of tasks n=2, 3.
+    The auxiliary task's design is cut to what LOW_DESIGN_SHARE of the cost budget buys (0.2 x 5 s:
+    2 of its 3 points at 0.5 s), nothing searched; the tuned task runs until the cost budget is
+    spent: 10 runs, 5.0 s; the 16 source measurements cost nothing and run nowhere."""
+    from gptask.tuning.fidelity import LOW_DESIGN_SHARE
+
+    calls = []
+    prob = _plain()
+    objective = prob.objective
+    prob.objective = lambda t, p: calls.append(t["n"]) or objective(t, p)
+    r = gt.tune(prob, [{"n": 4}], sources=[_plain_rows()], aux_tasks=[{"n": 1}], cost_budget=5.0, budget=10,
+                n_initial=3, seed=0, provenance="here", **FAST)
+    assert r.tasks[:2] == [{"n": 4, "machine": "here"}, {"n": 1, "machine": "here"}]
+    assert r.fidelity["n_own"] == 2 and [row["role"] for row in r.table()] == ["target", "auxiliary", "source", "source"]
+    mine = [t for t in r.history if t.source != SOURCE_BROUGHT]
+    n_aux = int(LOW_DESIGN_SHARE * 5.0 / 0.5)
+    assert n_aux == 2 and Counter(t.task_index for t in mine) == {0: 8, 1: 2} and Counter(calls) == {4: 8, 1: 2}
+    assert all(t.source != "search" for t in mine if t.task_index == 1)
+    assert sum(t.source == SOURCE_BROUGHT for t in r.history) == 16
+    assert r.cost_spent == pytest.approx(5.0)
+    assert r.best(0)[1] == pytest.approx(min(t.value for t in mine if t.task_index == 0))
+
+
+def test_a_resumed_run_with_aux_tasks_and_sources_runs_nothing_twice(tmp_path):
+    """Killed mid-run (Ctrl-C on the objective's 6th call), the same call on the same history imports
+    no source twice and runs no configuration of a task and level twice; a larger cost budget then goes
+    on from there."""
+    calls = []
+    stopped: list = []
+
+    def objective(task, p):
+        if len(calls) == 5 and not stopped:
+            stopped.append(True)
+            raise KeyboardInterrupt
+        calls.append((task["n"], p["iterations"], p["x"], p["y"]))
+        return informative(task, p)
+
+    rows = _source_rows(1000) + _source_rows(111)
+    kw = dict(aux_tasks=[{"n": 1}], n_initial=4, seed=1, provenance="here", history=tmp_path / "h.sqlite", **FAST)
+    with pytest.raises(KeyboardInterrupt):
+        gt.tune(problem(objective), [{"n": 2}], sources=[rows], cost_budget=3.0, **kw)
+    assert len(calls) == 5
+    first = gt.tune(problem(objective), [{"n": 2}], sources=[rows], cost_budget=3.0, **kw)
+    again = gt.tune(problem(objective), [{"n": 2}], sources=[rows], cost_budget=5.0, **kw)
+    assert len(calls) == len(set(calls)) > 5
+    mine = [t for t in again.history if t.source != SOURCE_BROUGHT]
+    assert len(mine) == len(calls) and sum(t.source == SOURCE_BROUGHT for t in again.history) == 32
+    assert [t.id for t in again.history][:len(first.history)] == [t.id for t in first.history]
+    assert any(t.extra["fidelity"] == "auxiliary" for t in mine)
+    assert again.cost_spent == pytest.approx(sum(t.extra["cost"] for t in mine)) and again.cost_spent >= 5.0
+
+
+def test_an_aux_task_a_source_measured_on_another_machine_runs_here_too(caplog):
+    """An auxiliary task with the task values of a source's task measured on another machine is a
+    task of its own (the machine differs): it runs its design here, the source's task stays data,
+    and the log says the two machines share it."""
+    with caplog.at_level("INFO", logger="gptask"):
+        r = gt.tune(_plain(), [{"n": 4}], sources=[_plain_rows()], aux_tasks=[{"n": 3}], budget=5, n_initial=3,
+                    seed=0, provenance="here", **FAST)
+    assert r.tasks == [{"n": 4, "machine": "here"}, {"n": 3, "machine": "here"}, {"n": 2, "machine": "other"},
+                       {"n": 3, "machine": "other"}]
+    by_task = Counter((t.task_index, t.source == SOURCE_BROUGHT) for t in r.history)
+    assert by_task == {(0, False): 5, (1, False): 3, (2, True): 8, (3, True): 8}
+    assert "auxiliary task {'n': 3} was measured by source #0 on other" in caplog.text
+
+
+def test_an_aux_task_a_source_measured_on_this_machine_starts_from_its_measurements():
+    """An auxiliary task that a source measured on this machine (an earlier history of it): those
+    measurements are the auxiliary task's data, its design runs only the points they lack (10 - 8 =
+    2), none of their configurations again; they cost nothing."""
+    rows = _plain_rows("here", tasks=(3,))
+    r = gt.tune(_plain(), [{"n": 4}], sources=[rows], aux_tasks=[{"n": 3}], budget=10, n_initial=10, seed=0,
+                provenance="here", **FAST)
+    assert r.tasks == [{"n": 4, "machine": "here"}, {"n": 3, "machine": "here"}]
+    aux = [t for t in r.history if t.task_index == 1]
+    brought = [t for t in aux if t.source == SOURCE_BROUGHT]
+    ran = [t for t in aux if t.source != SOURCE_BROUGHT]
+    assert len(brought) == 8 and len(ran) == 2 and all(t.extra["fidelity"] == "auxiliary" for t in ran)
+    assert not {params_key(t.params) for t in ran} & {params_key(t.params) for t in brought}
+    assert r.cost_spent == pytest.approx(0.5 * (10 + 2))
+    assert [row["role"] for row in r.table()] == ["target", "auxiliary"]
+
+
+def test_bad_aux_tasks_with_sources_are_refused_naming_them():
+    kw = dict(budget=4, n_initial=2, seed=0, provenance="here", **FAST)
+    with pytest.raises(ValueError, match=r"aux_tasks must differ from the tuned tasks, got \{'n': 4\} in both"):
+        gt.tune(_plain(), [{"n": 4}], sources=[_plain_rows()], aux_tasks=[{"n": 4}], **kw)
+    with pytest.raises(ValueError, match=r"aux_tasks #1: n=9 is outside \[1, 4\]"):
+        gt.tune(_plain(), [{"n": 4}], sources=[_plain_rows()], aux_tasks=[{"n": 1}, {"n": 9}], **kw)
+    with pytest.raises(ValueError, match=r"aux_tasks #0 .* has unknown keys \['machine'\]"):
+        gt.tune(_plain(), [{"n": 4}], sources=[_plain_rows()], aux_tasks=[{"n": 1, "machine": "other"}], **kw)
+    with pytest.raises(TypeError, match=r"aux_tasks must be a list of task dicts, got \{'n': 1\}"):
+        gt.tune(_plain(), [{"n": 4}], sources=[_plain_rows()], aux_tasks={"n": 1}, **kw)
+    with pytest.raises(ValueError, match=r"aux_tasks must be distinct"):
+        gt.tune(_plain(), [{"n": 4}], aux_tasks=[{"n": 1}, {"n": 1}], **kw)
