@@ -170,6 +170,31 @@ def test_an_aux_task_a_source_measured_on_this_machine_starts_from_its_measureme
     assert [row["role"] for row in r.table()] == ["target", "auxiliary"]
 
 
+def test_an_aux_task_whose_design_a_source_of_this_machine_holds_runs_nothing_and_stays_auxiliary(tmp_path, capsys):
+    """The source of this machine holds 8 runs of the auxiliary task, its design 4: it runs nothing.
+    The history keeps the layout, so read back alone (result_from_history, gptask show) the task is
+    still the auxiliary task, not a source's (the layout used to be read from the runs' roles only,
+    and this task has no run of this campaign)."""
+    from gptask.cli import main
+    from gptask.data.storage import SQLiteStorage
+    from gptask.results.rebuild import result_from_history
+
+    path = tmp_path / "h.sqlite"
+    r = gt.tune(_plain(), [{"n": 4}], sources=[_plain_rows("here", tasks=(3,))], aux_tasks=[{"n": 3}], budget=5,
+                n_initial=4, seed=0, provenance="here", history=path, **FAST)
+    assert all(t.source == SOURCE_BROUGHT for t in r.history if t.task_index == 1)
+    assert Counter(t.task_index for t in r.history) == {0: 5, 1: 8}
+    with SQLiteStorage(path, read_only=True) as h:
+        again = result_from_history(h)
+    assert {k: again.fidelity[k] for k in ("n_tuned", "n_aux", "n_own")} == {"n_tuned": 1, "n_aux": 1, "n_own": 2}
+    assert [row["role"] for row in again.table()] == ["target", "auxiliary"]
+    with pytest.raises(ValueError, match="auxiliary task"):
+        again.best(1)
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert " auxiliary " in out and " source " not in out
+
+
 def test_bad_aux_tasks_with_sources_are_refused_naming_them():
     kw = dict(budget=4, n_initial=2, seed=0, provenance="here", **FAST)
     with pytest.raises(ValueError, match=r"aux_tasks must differ from the tuned tasks, got \{'n': 4\} in both"):

@@ -238,6 +238,10 @@ class FidelityProposer(Proposer):
         self._low: dict[int, int] = {}  # task index -> judgements in a row below RHO_MIN
 
     # ---- layout ------------------------------------------------------------------------------
+    def layout(self) -> dict[str, int]:
+        """What the history keeps of the layout (:func:`gptask.data.run_header.write_fidelity_layout`)."""
+        return {"n_tuned": self.n_tuned, "n_aux": self.n_aux, "n_levels": self.n_levels}
+
     def base_of(self, i: int) -> tuple[int, int]:
         """Task ``i`` as ``(base task, level)`` (level 0: the target)."""
         return i % self.n_base, i // self.n_base
