@@ -207,3 +207,100 @@ def test_bad_aux_tasks_with_sources_are_refused_naming_them():
         gt.tune(_plain(), [{"n": 4}], sources=[_plain_rows()], aux_tasks={"n": 1}, **kw)
     with pytest.raises(ValueError, match=r"aux_tasks must be distinct"):
         gt.tune(_plain(), [{"n": 4}], aux_tasks=[{"n": 1}, {"n": 1}], **kw)
+
+
+# ---- select_sources with fidelity or auxiliary tasks ------------------------------------------------
+def _random_source(rows, seed=0):
+    """A source that does not relate: ``rows``' configurations with random values, machine "bad"."""
+    rng = np.random.default_rng(seed)
+    return [{**r, "value": float(rng.random() * 0.5), "machine.label": "bad"} for r in rows]
+
+
+def test_select_sources_with_fidelity_runs_the_schedule_s_designs_then_judges(tmp_path):
+    """select_sources=True with fidelity (used to be refused: 'does not go with a problem with
+    fidelity or aux_tasks yet'): this machine's designs run first as the fidelity schedule lays them
+    out (the cheapest level's 10 runs, the target's 5, 2 at each level between; the first target
+    run picked from this campaign's cheap runs, no source being judged yet), then the sources are
+    judged by every run of those designs; the unrelated source is left out of the model and the
+    history, the other one's tasks follow this campaign's. The same call on the same history runs
+    nothing again and keeps the selection."""
+    calls = []
+
+    def objective(task, p):
+        calls.append((p["iterations"], p["x"], p["y"]))
+        return informative(task, p)
+
+    good = _source_rows(1000) + _source_rows(111)
+    kw = dict(sources=[good, _random_source(good)], select_sources=True, cost_budget=6.3, n_initial=10, seed=0,
+              provenance="here", history=tmp_path / "h.sqlite", **FAST)
+    r = gt.tune(problem(objective), [{"n": 2}], **kw)
+    sel = r.source_selection
+    assert sel.kept == [0] and sel.dropped == [1] and sel.target_runs == 19
+    assert "source #1 (bad, 32 measurements): dropped, held-out log density of this machine's 19 runs" in \
+        "\n".join(sel.lines())
+    assert [t["iterations"] for t in r.tasks[:4]] == [1000, 333, 111, 37] and r.fidelity["n_own"] == 4
+    assert {t["machine"] for t in r.tasks[4:]} == {"other"} and "bad" not in {t.task["machine"] for t in r.history}
+    mine = sorted((t for t in r.history if t.source != SOURCE_BROUGHT), key=lambda t: t.id)
+    design = [t for t in mine if t.source != "search"]
+    assert Counter(t.task["iterations"] for t in design) == {1000: 5, 333: 2, 111: 2, 37: 10}
+    first = next(t for t in mine if t.task_index == 0)
+    assert params_key(first.params) in {params_key(t.params) for t in mine if t.task_index == 3 and t.id < first.id}
+    assert r.cost_spent == pytest.approx(sum(t.extra["cost"] for t in mine)) and r.cost_spent >= 6.3
+    n = len(calls)
+    again = gt.tune(problem(objective), [{"n": 2}], **kw)
+    assert len(calls) == n == len(set(calls)) and again.source_selection.kept == [0]
+
+
+def test_select_sources_with_fidelity_resumes_a_run_killed_in_its_designs(tmp_path):
+    """Killed in the designs (Ctrl-C on the 6th run), the same call runs no configuration of a level
+    twice, finishes the designs and judges the sources as an uninterrupted run does."""
+    calls, stopped = [], []
+
+    def objective(task, p):
+        if len(calls) == 5 and not stopped:
+            stopped.append(True)
+            raise KeyboardInterrupt
+        calls.append((p["iterations"], p["x"], p["y"]))
+        return informative(task, p)
+
+    good = _source_rows(1000) + _source_rows(111)
+    kw = dict(sources=[good, _random_source(good)], select_sources=True, cost_budget=6.3, n_initial=10, seed=0,
+              provenance="here", **FAST)
+    with pytest.raises(KeyboardInterrupt):
+        gt.tune(problem(objective), [{"n": 2}], history=tmp_path / "h.sqlite", **kw)
+    r = gt.tune(problem(objective), [{"n": 2}], history=tmp_path / "h.sqlite", **kw)
+    assert len(calls) == len(set(calls)) == len([t for t in r.history if t.source != SOURCE_BROUGHT])
+    whole = gt.tune(problem(), [{"n": 2}], **kw)
+    assert r.source_selection.kept == whole.source_selection.kept == [0]
+    assert [t.params for t in r.history if t.source == "initial"] == \
+        [t.params for t in whole.history if t.source == "initial"]
+
+
+def test_select_sources_with_aux_tasks_judges_by_the_aux_runs_too():
+    """select_sources=True with an auxiliary task and no fidelity: the designs of the tuned task and
+    of the auxiliary task run first (4 each), the sources are judged by those 8 runs, then the tuned
+    task alone searches; the auxiliary task's runs stay design runs."""
+    r = gt.tune(_plain(), [{"n": 4}], sources=[_plain_rows(), _random_source(_plain_rows())], aux_tasks=[{"n": 1}],
+                select_sources=True, budget=6, n_initial=4, seed=0, provenance="here", **FAST)
+    assert r.source_selection.target_runs == 8 and len(r.source_selection.scores) == 2
+    assert r.tasks[:2] == [{"n": 4, "machine": "here"}, {"n": 1, "machine": "here"}] and r.fidelity["n_own"] == 2
+    mine = [t for t in r.history if t.source != SOURCE_BROUGHT]
+    assert Counter((t.task_index, t.source) for t in mine) == {(0, "initial"): 4, (0, "search"): 2, (1, "initial"): 4}
+    kept = {t.task["machine"] for t in r.history if t.source == SOURCE_BROUGHT}
+    assert kept == {["other", "bad"][k] for k in r.source_selection.kept}
+
+
+def test_select_sources_scored_on_the_target_runs_only(monkeypatch):
+    """SELECT_TARGET_RUNS_ONLY (off by default): the same designs, the sources judged by the held-out
+    fit of the tuned task's 5 target runs only (the 14 cheaper runs fitted on, not scored)."""
+    from gptask.sources import multisource
+    from gptask.sources.selection import SourceSelection
+
+    monkeypatch.setattr(multisource, "SELECT_TARGET_RUNS_ONLY", True)
+    good = _source_rows(1000) + _source_rows(111)
+    r = gt.tune(problem(), [{"n": 2}], sources=[good, _random_source(good)], select_sources=True, cost_budget=6.3,
+                n_initial=10, seed=0, provenance="here", **FAST)
+    sel = r.source_selection
+    assert sel.target_runs == 5 and sel.what == "target runs" and len(sel.scores) == 2
+    assert "held-out log density of this machine's 5 target runs" in sel.lines()[0]
+    assert SourceSelection.from_json(sel.to_json()) == sel

@@ -150,7 +150,8 @@ def tune(
     - source_points: the most measurements of one source task the model takes ("auto", a number or
       None for all).
     - select_sources: judge the sources by this machine's initial designs and leave out those that
-      hurt (``result.source_selection``).
+      hurt (``result.source_selection``); with fidelity or aux_tasks, the designs of the fidelity
+      schedule.
     - cache: with sources, a folder keeping the sources' measurements read and the fit of the
       result's model by content (:mod:`gptask.sources.cache`): a resumed or repeated run on the same
       data reads no source and fits no model it already fitted. The result's model of a run with

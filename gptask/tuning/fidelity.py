@@ -540,6 +540,11 @@ class FidelityProposer(Proposer):
     def _in_initial(self, i: int) -> bool:
         return self.waiting(i) or len(self.tuner.trials_of(i)) < len(self.initial_design(i))
 
+    def in_design(self, i: int) -> bool:
+        """Whether task ``i`` (one it lays out) still has design points to claim or waits for
+        another's design (:class:`~gptask.tuning.sourced.DesignTuner` closes it once not)."""
+        return i < self.n_own and self._in_initial(i)
+
     def proposes_for(self, i: int) -> bool:
         if i in self.dropped or i >= self.n_own:
             return False
