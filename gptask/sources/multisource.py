@@ -314,7 +314,7 @@ def target_tasks(result: TuningResult) -> list[int]:
 #: of the same function and one of random values, the designs of n_initial 10 (5 target runs): the
 #: source that relates adds +5.9 nats on average (dropped on 2 of 12 seeds), the random one -0.4
 #: (dropped on 3); scored on the 5 target runs alone, -0.1 and +0.5 (dropped on 3 and 1): too few
-#: runs to tell them apart (bench/results/aux_sources.md)
+#: runs to tell them apart (bench/results/select_fidelity_scoring.md)
 SELECT_TARGET_RUNS_ONLY = False
 #: the error of select_sources=True without sources
 NEEDS_SOURCES = "select_sources=True judges the sources by this machine's runs; it needs sources="
