@@ -10,7 +10,6 @@ import pytest
 
 import gptask as gt
 from gptask.data.trials import SOURCE_BROUGHT, params_key
-from gptask.sources.measurements import SourceError
 
 from test_fidelity import FAST, PARAMS, TASKS, _source_rows, informative, problem, true_value
 
@@ -100,7 +99,8 @@ def test_aux_tasks_with_sources_without_fidelity_count_in_the_cost_budget():
     r = gt.tune(prob, [{"n": 4}], sources=[_plain_rows()], aux_tasks=[{"n": 1}], cost_budget=5.0, budget=10,
                 n_initial=3, seed=0, provenance="here", **FAST)
     assert r.tasks[:2] == [{"n": 4, "machine": "here"}, {"n": 1, "machine": "here"}]
-    assert r.fidelity["n_own"] == 2 and [row["role"] for row in r.table()] == ["target", "auxiliary", "source", "source"]
+    assert r.fidelity["n_own"] == 2
+    assert [row["role"] for row in r.table()] == ["target", "auxiliary", "source", "source"]
     mine = [t for t in r.history if t.source != SOURCE_BROUGHT]
     n_aux = int(LOW_DESIGN_SHARE * 5.0 / 0.5)
     assert n_aux == 2 and Counter(t.task_index for t in mine) == {0: 8, 1: 2} and Counter(calls) == {4: 8, 1: 2}

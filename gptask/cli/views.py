@@ -45,7 +45,7 @@ def best_table(history) -> list[dict[str, Any]]:
         roles = {r["extra"].get("fidelity") for r in mine} - {None}
         if roles:  # a run with fidelity levels or auxiliary tasks (docs/fidelity.md): which runs count
             row["role"] = ", ".join(sorted(roles))
-        elif layout is not None and i < n_own:  # its task in the stored layout, its data all brought by a source of this machine
+        elif layout is not None and i < n_own:  # in the stored layout, its data all brought (a source of this machine)
             row["role"] = role_of(i, layout["n_tuned"], layout["n_aux"])
         elif mine and all(r.source == SOURCE_BROUGHT for r in mine):  # a source's task of such a run: data only
             row["role"] = "source"
