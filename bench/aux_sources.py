@@ -13,6 +13,7 @@ The auxiliary tasks' runs count in the cost clock (they are this campaign's runs
 instances (0, 1) only.
 
     nice -n 5 python bench/aux_sources.py run --families currin,park --seeds 0-4 --out bench/results/aux_sources.json
+    nice -n 5 python bench/archive/aux_cheap_only.py --families currin,park --seeds 0-4 --out bench/results/aux_sources.json
     python bench/aux_sources.py report --out bench/results/aux_sources.json --md bench/results/aux_sources.md
 
 Rows are saved as they finish and skipped when present: a killed run resumes.
@@ -44,6 +45,8 @@ N_INSTANCES = 6
 fs.N_INSTANCES = N_INSTANCES  # a setting of the benchmark module (its family() reads it), not of gptask
 AUX_NEW, AUX_SOURCE = 5, 2
 METHODS = ("mf_sources", "mf_sources_aux", "mf_sources_aux_src", "mf_aux")
+#: rows of bench/archive/aux_cheap_only.py (the auxiliary task at the cheapest level only) in the same file
+REPORTED = (*METHODS, "mf_sources_aux_cheap")
 
 
 def run_method(method: str, name: str, budget: float, seed: int) -> tuple[list[list[float]], dict[str, Any]]:
@@ -146,11 +149,12 @@ def report(doc: dict[str, Any]) -> str:
              f"{rows[0]['budget'] if rows else '?'} target-run costs per tuned task (cost ratio 1:10), the auxiliary "
              "task's runs counted. Normalised target-fidelity regret of the tuned tasks' best target run within the "
              "cost (1 before the first), mean over the tuned tasks; per cell the mean over seeds, the worst seed in "
-             "brackets. The methods: see bench/aux_sources.py.", "",
+             "brackets. The methods: see bench/aux_sources.py (mf_sources_aux_cheap: bench/archive/aux_cheap_only.py, the "
+             "auxiliary task's design at the cheapest level only, one point at each other level).", "",
              f"| family | method | seeds | aux cost share | {cps} | wall s (mean) |",
              "|" + " --- |" * (5 + len(fs.CHECKPOINTS))]
     for f in families:
-        for meth in METHODS:
+        for meth in REPORTED:
             if (f, meth) not in cells:
                 continue
             a = np.array(list(cells[(f, meth)].values()))
@@ -160,7 +164,10 @@ def report(doc: dict[str, Any]) -> str:
             lines.append(f"| {f} | {meth} | {len(a)} | {share:.1%} | {cs} | "
                          f"{np.mean([r['wall_seconds'] for r in rs]):.0f} |")
     for mine, other in (("mf_sources_aux", "mf_sources"), ("mf_sources_aux_src", "mf_sources"),
-                        ("mf_sources_aux", "mf_aux")):
+                        ("mf_sources_aux", "mf_aux"), ("mf_sources_aux_cheap", "mf_sources"),
+                        ("mf_sources_aux_cheap", "mf_sources_aux")):
+        if not any(m == mine for _, m in cells):
+            continue
         lines += ["", f"## Side by side: {mine} against {other}", "",
                   "Per checkpoint, over the seeds run by both: the ratio of the mean regrets, the ratio of the "
                   f"worst seeds' regrets, the largest excess of one seed ({mine}'s regret minus {other}'s on the "
