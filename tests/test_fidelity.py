@@ -674,7 +674,7 @@ def test_sources_of_the_problem_without_fidelity_or_the_reverse_are_refused_nami
     """A source of the problem without fidelity for the problem with it (rows without the fidelity
     column, a history of it) and the reverse (a history or result of a run with fidelity for the
     problem without it, whose cheap runs would be read as its runs): refused, naming the source and
-    what differs. select_sources and aux_tasks with fidelity and sources: refused, saying so."""
+    what differs (select_sources and aux_tasks with fidelity and sources: tests/test_aux_sources.py)."""
     from gptask.sources.measurements import SourceError
 
     kw = dict(cost_budget=2.0, n_initial=2, seed=0, provenance="here", **FAST)
@@ -693,10 +693,6 @@ def test_sources_of_the_problem_without_fidelity_or_the_reverse_are_refused_nami
     for source in (fid_history, fid):
         with pytest.raises(SourceError, match=r"source #0.*is of another problem.*iterations"):
             gt.tune(plain, [{"n": 2}], sources=[source], budget=3, n_initial=2, provenance="here", **FAST)
-    with pytest.raises(SourceError, match="select_sources=True does not go with a problem with fidelity"):
-        gt.tune(problem(), [{"n": 2}], sources=[_source_rows()], select_sources=True, **kw)
-    with pytest.raises(SourceError, match="does not take aux_tasks yet"):
-        gt.tune(problem(), [{"n": 2}], sources=[_source_rows()], aux_tasks=[{"n": 1}], **kw)
 
 
 @pytest.fixture(scope="module")

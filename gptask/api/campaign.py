@@ -83,7 +83,9 @@ def tune(
       ``problem.run_cost`` of it, its ``"cost"`` output, or its measured wall time
       (docs/fidelity.md).
     - aux_tasks: task dicts tuned only for what they teach the tuned ones (their initial designs
-      run, no recommendation; cheap tasks such as small matrices).
+      run, no recommendation; cheap tasks such as small matrices). With sources they are this
+      campaign's tasks (they run here, and their cost counts); one a source measured on this machine
+      starts from those measurements (docs/fidelity.md).
     - n_initial: initial design size per task (None: half the budget; with sources, where every
       tuned task is one the sources measured, 30 % of it).
     - seed: the seed of designs, fits and searches; a history remembers it.
@@ -142,14 +144,15 @@ def tune(
       machine's.
     - sources: histories, results, model files or measurement files of the same problem measured
       on other machines, learned from in one model (:mod:`gptask.sources.multisource`). Not yet with comm,
-      parallel_evaluations, noise, pruner, max_time, executor, max_in_flight or aux_tasks. With a
+      parallel_evaluations, noise, pruner, max_time, executor or max_in_flight. With a
       problem with fidelity, the fidelity schedule runs as without sources, and a source's runs at
       each fidelity level are the model's data of that level (docs/fidelity.md); their cost is not
       counted against ``cost_budget``.
     - source_points: the most measurements of one source task the model takes ("auto", a number or
       None for all).
     - select_sources: judge the sources by this machine's initial designs and leave out those that
-      hurt (``result.source_selection``).
+      hurt (``result.source_selection``); with fidelity or aux_tasks, the designs of the fidelity
+      schedule.
     - cache: with sources, a folder keeping the sources' measurements read and the fit of the
       result's model by content (:mod:`gptask.sources.cache`): a resumed or repeated run on the same
       data reads no source and fits no model it already fitted. The result's model of a run with
@@ -167,8 +170,6 @@ def tune(
         if proposer is not None:
             raise ValueError("a problem with fidelity or aux_tasks chooses its runs with the fidelity proposer "
                              f"(gptask.tuning.fidelity); proposer={proposer!r} cannot be given with it")
-        if sources is not None and aux_tasks:
-            raise sourced.SourceError("gt.tune(..., sources=...) does not take aux_tasks yet")
         from ..tuning.fidelity import prepare
 
         # with sources too: the fidelity schedule, the sources' runs at each level data of that level

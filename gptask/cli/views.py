@@ -17,9 +17,13 @@ def best_table(history) -> list[dict[str, Any]]:
     """One row per task from a history (a Storage): task values, best parameters, best value, the
     default configuration's value and the gain over it (when the history records a default), counts."""
     from ..results.baseline import default_values, gain, stored_defaults
+    from ..data.run_header import read_fidelity_layout
     from ..data.trials import SOURCE_BROUGHT, Status
+    from ..problem.fidelity import role_of
 
     recs = [t for t in history.trials() if t.status.finished]
+    layout = read_fidelity_layout(history)  # a run with fidelity levels or auxiliary tasks
+    n_own = 0 if layout is None else layout["n_levels"] * (layout["n_tuned"] + layout["n_aux"])
     defaults = stored_defaults(history)
     dvalues = default_values(recs, defaults) if any(d is not None for d in defaults) else None
     rows = []
@@ -41,6 +45,8 @@ def best_table(history) -> list[dict[str, Any]]:
         roles = {r["extra"].get("fidelity") for r in mine} - {None}
         if roles:  # a run with fidelity levels or auxiliary tasks (docs/fidelity.md): which runs count
             row["role"] = ", ".join(sorted(roles))
+        elif layout is not None and i < n_own:  # in the stored layout, its data all brought (a source of this machine)
+            row["role"] = role_of(i, layout["n_tuned"], layout["n_aux"])
         elif mine and all(r.source == SOURCE_BROUGHT for r in mine):  # a source's task of such a run: data only
             row["role"] = "source"
         if any("cost" in r["extra"] for r in mine):

@@ -16,6 +16,9 @@ newer histories)::
     defaults           [params dict | null, ...]: each task's default configuration
     source_selection   {"fingerprint": [...], "selection": {...}}: the sources judged by select_sources=True
     provenance         any JSON: a provenance record the report shows
+    fidelity_layout    {"n_tuned": int, "n_aux": int, "n_levels": int}: the task layout of a run with
+                       fidelity levels or auxiliary tasks (gptask.tuning.fidelity; absent in histories
+                       of earlier versions, whose layout is read from their runs' roles)
     failure_fit        {"data_key", "log_length_scales", "log_scale"}: the failure classifier's last fit
                        (sha256 of its data, log of each input column's length scale, log latent scale);
                        a resumed run on the same data reuses it instead of fitting (issue 46)
@@ -36,7 +39,8 @@ from typing import Any, Protocol
 __all__ = ["RunHeader", "MetaStore", "SEED", "SETTINGS", "USE_LOG", "UNIT", "DEFAULTS", "SOURCE_SELECTION",
            "PROVENANCE", "use_log_key", "model_key", "run_settings", "write_seed", "write_settings", "write_use_log",
            "write_unit", "write_defaults", "write_source_selection", "read_use_log", "read_output_model",
-           "write_output_model", "stored_unit", "FAILURE_FIT", "read_failure_fit", "write_failure_fit"]
+           "write_output_model", "stored_unit", "FAILURE_FIT", "read_failure_fit", "write_failure_fit",
+           "FIDELITY_LAYOUT", "write_fidelity_layout", "read_fidelity_layout"]
 
 SEED = "seed"
 SETTINGS = "settings"
@@ -45,6 +49,8 @@ UNIT = "unit"
 DEFAULTS = "defaults"
 SOURCE_SELECTION = "source_selection"
 PROVENANCE = "provenance"
+#: the task layout of a run with fidelity levels or auxiliary tasks
+FIDELITY_LAYOUT = "fidelity_layout"
 #: the failure model's last fitted settings (gptask.model.surrogate.failure_model.FailureModel.settings)
 FAILURE_FIT = "failure_fit"
 
@@ -196,3 +202,18 @@ def write_source_selection(storage: MetaStore, fingerprint: list, selection: Map
     """Store the sources judged by ``select_sources=True``: the ``fingerprint`` of the sources judged
     and the selection (``SourceSelection.to_json()``)."""
     storage.set_meta(SOURCE_SELECTION, {"fingerprint": fingerprint, "selection": selection})
+
+
+def write_fidelity_layout(storage: MetaStore, n_tuned: int, n_aux: int, n_levels: int) -> None:
+    """Store the task layout of a run with fidelity levels or auxiliary tasks: its tasks are
+    ``n_levels`` levels of ``n_tuned`` tuned then ``n_aux`` auxiliary tasks, the sources' after them."""
+    storage.set_meta(FIDELITY_LAYOUT, {"n_tuned": int(n_tuned), "n_aux": int(n_aux), "n_levels": int(n_levels)})
+
+
+def read_fidelity_layout(storage: MetaStore) -> dict[str, int] | None:
+    """The stored task layout (:func:`write_fidelity_layout`), or None (none stored, or not one)."""
+    got = storage.get_meta(FIDELITY_LAYOUT)
+    keys = ("n_tuned", "n_aux", "n_levels")
+    if not isinstance(got, Mapping) or not all(isinstance(got.get(k), int) for k in keys):
+        return None
+    return {k: int(got[k]) for k in keys}

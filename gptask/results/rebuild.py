@@ -18,7 +18,7 @@ def result_from_history(history: Any) -> Any:
     run (confirmation runs would fail) and its constraints are not known."""
     from .baseline import stored_defaults
     from ..evaluation.evaluate import EvaluationFailed
-    from ..data.run_header import RunHeader, stored_unit
+    from ..data.run_header import RunHeader, read_fidelity_layout, stored_unit
     from ..data.trials import point_key
     from ..model.numerics import LCM
     from ..problem.definition import Problem
@@ -71,7 +71,8 @@ def result_from_history(history: Any) -> Any:
         models[out] = (model, data.transform)
     model, transform = next(iter(models.values()))
     return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations(),
-                        machines=history.machines(), fidelity=_fidelity_layout(sig, tasks, finished),
+                        machines=history.machines(), fidelity=_fidelity_layout(sig, tasks, finished,
+                                                                                   read_fidelity_layout(history)),
                         outputs={k: v for k, v in models.items() if k is not None and v[0] is not None})
 
 
@@ -82,20 +83,25 @@ def _stored_prior(problem: Any) -> Any:
     return LCMPrior(dimension=float(len(problem.param_space)))
 
 
-def _fidelity_layout(sig: dict, tasks: list[dict], trials: list) -> dict | None:
+def _fidelity_layout(sig: dict, tasks: list[dict], trials: list, stored: dict | None = None) -> dict | None:
     """The ``TuningResult.fidelity`` of a history tuned with fidelity levels or auxiliary tasks
-    (docs/fidelity.md), from its signature's levels and the roles its runs are marked with (with
-    sources, the tasks after the last one with a role are the sources'); None for another history.
-    What the guard dropped is not stored: ``dropped`` is empty."""
+    (docs/fidelity.md), from its signature's levels and the layout it stores (``stored``,
+    :func:`gptask.data.run_header.read_fidelity_layout`), else (a history of an earlier version) the
+    roles its runs are marked with (with sources, the tasks after the last one with a role are the
+    sources'); None for another history. What the guard dropped is not stored: ``dropped`` is empty."""
     from ..data.trials import SOURCE_BROUGHT
     from ..problem.fidelity import fidelity_levels
     from ..space.dimensions import Space
 
+    fid = sig.get("fidelity")
+    levels = fidelity_levels(Space.from_json(fid["space"]), fid["target"]) if fid else [{}]
+    if stored is not None and stored["n_levels"] == len(levels):
+        n_base = stored["n_tuned"] + stored["n_aux"]
+        return {"n_tuned": stored["n_tuned"], "n_aux": stored["n_aux"], "n_own": len(levels) * n_base,
+                "levels": levels, "dropped": {}, "correlation": {}}
     roles = {t.task_index: t.extra.get("fidelity") for t in trials if t.extra.get("fidelity")}
     if not roles:
         return None
-    fid = sig.get("fidelity")
-    levels = fidelity_levels(Space.from_json(fid["space"]), fid["target"]) if fid else [{}]
     own = len(tasks)
     if any(t.source == SOURCE_BROUGHT for t in trials):  # with sources: its own tasks first, level by level
         own = len(levels) * math.ceil((max(roles) + 1) / max(1, len(levels)))

@@ -56,7 +56,12 @@ those that hurt are left out (:mod:`gptask.sources.selection`).
 * **Fidelity.** A problem with fidelity runs its fidelity schedule (:mod:`gptask.tuning.fidelity`):
   this machine's tasks first, level by level as its proposer lays them out, then the sources'
   tasks; a source's measurement is data of the fidelity in its task row (:func:`note_levels`), and
-  the sources' measurements cost nothing against ``cost_budget`` (docs/fidelity.md).
+  the sources' measurements cost nothing against ``cost_budget`` (docs/fidelity.md). Auxiliary
+  tasks (``aux_tasks=``, with or without fidelity) are this machine's tasks of that layout: they
+  run, and their runs cost; one a source measured on another machine is a task of its own beside
+  the source's, one it measured on this machine starts from those measurements (:func:`note_aux_tasks`).
+  ``select_sources=True`` runs the fidelity schedule's designs first and judges the sources by
+  every run of them (:data:`SELECT_TARGET_RUNS_ONLY`).
 * **Histories.** With sources, ``history=`` holds the combined problem (the task space plus
   ``machine``): the sources' trials are imported into it once (an import of the same trials again
   adds nothing), so a killed run resumes as any other. A history of the problem itself is refused
@@ -88,7 +93,8 @@ from ..data.trials import SOURCE_BROUGHT, Status, Trial, point_key
 
 __all__ = ["Source", "SourceError", "MACHINE_DIM", "SOURCE_POINTS_AUTO", "SOURCE_POINTS_MIN",
            "machine_labels", "combined_problem",
-           "tune_with_sources", "predict_optimum", "target_tasks", "note_levels"]
+           "tune_with_sources", "predict_optimum", "target_tasks", "note_levels", "note_aux_tasks",
+           "SELECT_TARGET_RUNS_ONLY"]
 
 log = logging.getLogger(__name__)
 
@@ -302,6 +308,14 @@ def target_tasks(result: TuningResult) -> list[int]:
 
 
 # ---- the entry points -------------------------------------------------------------------------------------
+#: with fidelity or auxiliary tasks, select_sources=True judges the sources by the held-out fit of
+#: every run of this machine's designs (False: every level's and the auxiliary tasks' runs, as
+#: without them) or of the tuned tasks' target-fidelity runs only (True). False: 12 seeds, a source
+#: of the same function and one of random values, the designs of n_initial 10 (5 target runs): the
+#: source that relates adds +5.9 nats on average (dropped on 2 of 12 seeds), the random one -0.4
+#: (dropped on 3); scored on the 5 target runs alone, -0.1 and +0.5 (dropped on 3 and 1): too few
+#: runs to tell them apart (bench/results/select_fidelity_scoring.md)
+SELECT_TARGET_RUNS_ONLY = False
 #: the error of select_sources=True without sources
 NEEDS_SOURCES = "select_sources=True judges the sources by this machine's runs; it needs sources="
 #: gt.tune arguments that the sources path does not take yet (gptask.api.campaign.tune refuses them)
@@ -344,16 +358,13 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     if target is None:
         raise SourceError("tuning with sources needs this machine's record: provenance=None is not allowed")
     store = None if cache is None else SourceCache(cache)
-    if fidelity is not None and select_sources:
-        raise SourceError("select_sources=True does not go with a problem with fidelity or aux_tasks yet: the "
-                          "selection runs every task's initial design first, cheap levels and target alike, outside "
-                          "the fidelity schedule; leave it out (the model weighs each source's tasks by the "
-                          "correlation it fits)")
     plan = _plan(problem, sources, target, source_points=source_points, cache=store)  # mixing machines is asked for here
     if fidelity is not None:
         note_levels(plan, problem)
     mine = [plan.problem.task_space.validate({**t, MACHINE_DIM: plan.target_label})
             for t in resolve_tasks(problem, tasks, seed)]
+    if fidelity is not None:
+        note_aux_tasks(plan, problem, mine, fidelity)
     designs = {} if fidelity is not None else _consensus_designs(plan, mine)
     if n_initial is None and isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1 \
             and len(designs) == len({point_key(t) for t in mine}):
@@ -369,7 +380,7 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     try:
         if select_sources:
             selection = _selection(plan, mine, storage, evaluator, budget, n_initial, seed, progress, tuner_args,
-                                   _by_index(designs, mine))
+                                   _by_index(designs, mine), fidelity)
             trials, records = _kept(plan, selection)
             all_tasks = mine + [t for t in {point_key(t.task): t.task for t in trials}.values() if t not in mine]
         elif fidelity is not None:  # the fidelity proposer's layout first (its task indices), then the sources'
@@ -425,6 +436,35 @@ def note_levels(plan: _Plan, problem: Problem) -> None:
         log.info("sources: source #%d%s has measurements at fidelity %s, none of the levels %s: tasks of their own "
                  "that the model relates to the levels", k, plan.names.get(k, ""),
                  ", ".join(str(dict(v)) for v in sorted(values)), problem.fidelity_levels())
+
+
+def note_aux_tasks(plan: _Plan, problem: Problem, mine: Sequence[Mapping[str, Any]], fidelity: Any) -> None:
+    """Log each auxiliary task (of ``fidelity``'s layout of ``mine``, this machine's task rows) that
+    a source of ``plan`` measured (the same task values, fidelity aside). The rule (docs/fidelity.md):
+    measured on another machine, it is a task of its own that runs here too (the model relates the
+    machines through it); measured on this machine, those measurements are its data (the task row
+    is the same), and its design runs only the points they lack."""
+    names = {MACHINE_DIM, *(problem.fidelity.names if problem.fidelity is not None else ())}
+    def values(task: Mapping[str, Any]) -> dict:
+        return {k: v for k, v in task.items() if k not in names}
+
+    aux = {point_key(values(t)): values(t) for i, t in enumerate(mine) if not fidelity.is_target(i)
+           and fidelity.role(i) == "auxiliary"}
+    seen: dict[tuple, set[tuple[int, str]]] = {}
+    for t in plan.measured:
+        key = point_key(values(t.task))
+        if key in aux:
+            seen.setdefault(key, set()).add((int(t.extra["source"]), str(t.task[MACHINE_DIM])))
+    for key, by in seen.items():
+        for k, machine in sorted(by):
+            if machine == plan.target_label:
+                log.info("sources: auxiliary task %s was measured by source #%d%s on this machine (%s): those "
+                         "measurements are its data, its design runs only the points they lack", aux[key], k,
+                         plan.names.get(k, ""), machine)
+            else:
+                log.info("sources: auxiliary task %s was measured by source #%d%s on %s: it runs here too, a task "
+                         "of its own on this machine (the model relates the machines through it)", aux[key], k,
+                         plan.names.get(k, ""), machine)
 
 
 def _resume_mismatch(exc: Exception, plan: _Plan) -> str:
@@ -489,10 +529,18 @@ def _fingerprint(plan: _Plan) -> list[list]:
 
 
 def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budget: int, n_initial: int | None,
-               seed: int, progress: bool, tuner_args: dict, designs: dict[int, list[dict]]) -> SourceSelection:
+               seed: int, progress: bool, tuner_args: dict, designs: dict[int, list[dict]],
+               fidelity: Any = None) -> SourceSelection:
     """select_sources=True: this machine's initial designs run first (no model, no source), then
     each source is judged by them (:func:`gptask.sources.selection.select_sources`); the outcome is
-    kept in the history, so a resumed run reuses it (and refuses other sources)."""
+    kept in the history, so a resumed run reuses it (and refuses other sources). fidelity: the
+    run's :class:`~gptask.tuning.fidelity.FidelityProposer` (a problem with fidelity or auxiliary
+    tasks): the designs are its schedule's (cheap level first, promotion, cost-trimmed cheaper
+    designs; the first target run picked from this campaign's cheap runs, no source being judged
+    yet), run by a proposer of the same layout, and the sources are judged by the held-out fit of
+    every run of them, as without fidelity (with SELECT_TARGET_RUNS_ONLY, of the tuned tasks'
+    target-fidelity runs only, the others fitted on)."""
+    from ..tuning.fidelity import FidelityProposer
     from ..tuning.loop import run
     from ..tuning.sourced import ConsensusProposer, DesignTuner
 
@@ -504,17 +552,22 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
                               "history")
         return SourceSelection.from_json(stored["selection"])
     log.info("sources: this machine's initial designs run first; the sources are judged by them")
-    with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage,
-                     proposer=ConsensusProposer(range(len(mine)), designs), **tuner_args) as design:
+    proposer = ConsensusProposer(range(len(mine)), designs) if fidelity is None else FidelityProposer(
+        fidelity.n_tuned, fidelity.n_aux, fidelity.n_levels)
+    with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage, proposer=proposer, **tuner_args) as design:
         run(design, evaluator, progress=progress)
         settings = design.surrogate.settings
     target, by_source, labels = _split(plan)
     target += [t for t in storage.trials() if t.status.finished]
+    scored = [t for i, t in enumerate(mine) if fidelity.is_target(i)] \
+        if fidelity is not None and SELECT_TARGET_RUNS_ONLY else None
     n = len(by_source)
-    log.info("sources: judging %d source(s) by this machine's %d design runs (at most %d model fits)", n,
-             sum(t.ok for t in target), n * (n + 1) // 2 + 1)
+    log.info("sources: judging %d source(s) by this machine's %d design runs%s (at most %d model fits)", n,
+             sum(t.ok for t in target), "" if scored is None else ", scored on the tuned tasks' target runs",
+             n * (n + 1) // 2 + 1)
     selection = _judged(plan, target, by_source, labels, output_transform=settings.output_transform,
-                        kernel=settings.kernel, n_latent=settings.n_latent, restarts=settings.restarts, seed=seed)
+                        kernel=settings.kernel, n_latent=settings.n_latent, restarts=settings.restarts, seed=seed,
+                        scored=scored)
     write_source_selection(storage, _fingerprint(plan), selection.to_json())
     return selection
 

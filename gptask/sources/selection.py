@@ -78,15 +78,19 @@ class SourceSelection:
     scores: list[SourceScore]
     target_runs: int
     note: str = ""
+    #: what the runs judged by are: "runs" (every run of this machine) or "target runs" (a run with
+    #: fidelity or auxiliary tasks: those of the tuned tasks at the target fidelity)
+    what: str = "runs"
 
     def to_json(self) -> dict[str, Any]:
         return {"kept": list(self.kept), "dropped": list(self.dropped), "scores": [asdict(s) for s in self.scores],
-                "target_runs": self.target_runs, "note": self.note}
+                "target_runs": self.target_runs, "note": self.note, "what": self.what}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "SourceSelection":
         return cls([int(k) for k in data["kept"]], [int(k) for k in data["dropped"]],
-                   [SourceScore(**s) for s in data["scores"]], int(data["target_runs"]), str(data.get("note", "")))
+                   [SourceScore(**s) for s in data["scores"]], int(data["target_runs"]), str(data.get("note", "")),
+                   str(data.get("what", "runs")))
 
     def lines(self) -> list[str]:
         """One line per source (or the note), as the log and ``gptask show`` print them."""
@@ -94,7 +98,7 @@ class SourceSelection:
             return [self.note]
         return [f"source #{s.source}{s.name} ({s.machine}, {s.measurements} measurements): "
                 f"{'kept' if s.kept else 'dropped'}, held-out log density of this machine's {self.target_runs} "
-                f"runs {s.with_it:.2f} with it, {s.without:.2f} without" for s in self.scores]
+                f"{self.what} {s.with_it:.2f} with it, {s.without:.2f} without" for s in self.scores]
 
 
 def _renumbered(trials: Sequence[Trial], first: Sequence[Mapping[str, Any]]) -> tuple[list[Trial], int]:
@@ -112,17 +116,19 @@ def _renumbered(trials: Sequence[Trial], first: Sequence[Mapping[str, Any]]) -> 
 
 def heldout_score(space: Space, target: Sequence[Trial], others: Sequence[Trial], target_tasks: Sequence[Mapping],
                   use_log: bool, n_latent: int = 1, kernel: str = SURROGATE_KERNEL, restarts: int = 3,
-                  seed: int = 0) -> float:
+                  seed: int = 0, n_scored: int | None = None) -> float:
     """The leave-one-out log predictive density (nats, summed) of ``target``'s measured trials, by
     an LCM fitted on ``target`` and ``others`` (finished trials; tasks told apart by their task
-    dicts, ``target_tasks`` first) with the tuner's prior: step 1 of the module docstring."""
+    dicts, ``target_tasks`` first) with the tuner's prior: step 1 of the module docstring.
+    n_scored: only the trials of the first this many of ``target_tasks`` are scored (None: all; the
+    others are fitted on, as ``others`` are)."""
     trials, n_tasks = _renumbered([*target, *others], target_tasks)
     data = training_data(trials, n_tasks, space, use_log)
     model = LCM(n_latent=n_latent, kernel=kernel).fit(data.X, data.y, restarts=restarts, seed=seed,
                                                       prior=LCMPrior(dimension=float(len(space))))
     ys, means, variances = model.loo()
     total = 0.0
-    for i in range(len(target_tasks)):
+    for i in range(len(target_tasks) if n_scored is None else n_scored):
         ok = data.measured[i]
         y, m, v = ys[i][ok], means[i][ok], variances[i][ok]
         total += float(np.sum(-0.5 * np.log(2.0 * np.pi * v) - 0.5 * (y - m) ** 2 / v))
@@ -132,27 +138,35 @@ def heldout_score(space: Space, target: Sequence[Trial], others: Sequence[Trial]
 def select_sources(space: Space, target: Sequence[Trial], sources: Mapping[int, Sequence[Trial]],
                    names: Mapping[int, str], machines: Mapping[int, str], *, output_transform: str = "auto",
                    n_latent: int = 1, kernel: str = SURROGATE_KERNEL, restarts: int = 3,
-                   seed: int = 0) -> SourceSelection:
+                   seed: int = 0, scored: Sequence[Mapping[str, Any]] | None = None) -> SourceSelection:
     """Backward elimination of ``sources`` (source index -> its finished trials) by the held-out fit
     of this machine's finished ``target`` trials (module docstring). names, machines: per source,
     how it was given and its machine label(s), for the report. output_transform: the tuner's
-    ("auto": log when every usable value is positive, the tuner's rule). The callers log :meth:`SourceSelection.lines`."""
+    ("auto": log when every usable value is positive, the tuner's rule). scored: the task dicts whose
+    runs are scored (a run with fidelity or auxiliary tasks: the tuned tasks at the target fidelity;
+    this machine's other runs are fitted on, not scored); None: every task of ``target``. The
+    callers log :meth:`SourceSelection.lines`."""
     target = [t for t in target if t.status.finished]
     everything = [*target, *(t for ts in sources.values() for t in ts)]
-    n_target = int(sum(t.ok for t in target))
+    keys = None if scored is None else {point_key(dict(t)) for t in scored}
+    n_target = int(sum(t.ok for t in target if keys is None or point_key(t.task) in keys))
+    what = "runs" if scored is None else "target runs"
     if not sources:
-        return SourceSelection([], [], [], n_target, "no source to judge")
+        return SourceSelection([], [], [], n_target, "no source to judge", what)
     if n_target < SELECT_MIN_RUNS:
-        note = (f"sources not judged: {n_target} measured run(s) on this machine, {SELECT_MIN_RUNS} needed; "
+        note = (f"sources not judged: {n_target} measured {what} on this machine, {SELECT_MIN_RUNS} needed; "
                 f"every source kept")
-        return SourceSelection(sorted(sources), [], [], n_target, note)
+        return SourceSelection(sorted(sources), [], [], n_target, note, what)
     tasks = list({point_key(t.task): t.task for t in target}.values())
+    if keys is not None:  # the scored tasks first
+        tasks = [t for t in tasks if point_key(t) in keys] + [t for t in tasks if point_key(t) not in keys]
+    n_scored = None if keys is None else sum(point_key(t) in keys for t in tasks)
     values = np.array([t.value for t in everything if usable(t)], dtype=float)
     use_log = {"log": True, "none": False}.get(output_transform, log_possible([values]))
 
     def score(kept: Sequence[int]) -> float:
         others = [t for k in kept for t in sources[k]]
-        return heldout_score(space, target, others, tasks, use_log, n_latent, kernel, restarts, seed)
+        return heldout_score(space, target, others, tasks, use_log, n_latent, kernel, restarts, seed, n_scored)
 
     kept = sorted(sources)
     current = score(kept)
@@ -170,4 +184,4 @@ def select_sources(space: Space, target: Sequence[Trial], sources: Mapping[int, 
     scores = [SourceScore(k, names.get(k, ""), machines.get(k, ""), len(sources[k]), *verdict[k])
               for k in sorted(sources)]
     dropped = sorted(k for k in sources if k not in kept)
-    return SourceSelection(kept, dropped, scores, n_target)
+    return SourceSelection(kept, dropped, scores, n_target, what=what)

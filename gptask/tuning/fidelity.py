@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..core.seeding import STAGE_CHEAP, rng
-from ..data.trials import Status, params_key
+from ..data.trials import Status, params_key, point_key
 from ..propose.proposals import initial_design
 from ..problem.definition import Problem
 from ..problem.fidelity import ETA, check_cost, role_of
@@ -137,12 +137,29 @@ def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]]
     from .tuner import resolve_tasks
 
     base = resolve_tasks(problem, tasks, seed)
-    aux = [] if not aux_tasks else resolve_tasks(problem, list(aux_tasks), seed)
+    aux = _aux_tasks(problem, aux_tasks)
     clash = [t for t in aux if t in base]
     if clash:
         raise ValueError(f"aux_tasks must differ from the tuned tasks, got {clash[0]} in both")
     proposer = FidelityProposer(len(base), len(aux), len(problem.fidelity_levels()))
     return problem.expanded(), expand_tasks(problem, base, aux), proposer
+
+
+def _aux_tasks(problem: Problem, aux_tasks: Any) -> list[dict]:
+    """``aux_tasks`` validated against the problem's task space: a list of distinct task dicts
+    (ValueError or TypeError naming ``aux_tasks`` and the offending entry)."""
+    if aux_tasks is None:
+        return []
+    if isinstance(aux_tasks, (Mapping, str)) or not isinstance(aux_tasks, Sequence):
+        raise TypeError(f"aux_tasks must be a list of task dicts, got {aux_tasks!r}")
+    out = []
+    for k, t in enumerate(aux_tasks):
+        if not isinstance(t, Mapping):
+            raise TypeError(f"aux_tasks #{k} must be a task dict, got {t!r}")
+        out.append(problem.task_space.validate(t, what=f"aux_tasks #{k}"))
+    if len({point_key(t) for t in out}) != len(out):
+        raise ValueError(f"aux_tasks must be distinct, got repeated tasks in {out}")
+    return out
 
 
 def fidelity_tuner(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]] | None = None,
@@ -221,6 +238,10 @@ class FidelityProposer(Proposer):
         self._low: dict[int, int] = {}  # task index -> judgements in a row below RHO_MIN
 
     # ---- layout ------------------------------------------------------------------------------
+    def layout(self) -> dict[str, int]:
+        """What the history keeps of the layout (:func:`gptask.data.run_header.write_fidelity_layout`)."""
+        return {"n_tuned": self.n_tuned, "n_aux": self.n_aux, "n_levels": self.n_levels}
+
     def base_of(self, i: int) -> tuple[int, int]:
         """Task ``i`` as ``(base task, level)`` (level 0: the target)."""
         return i % self.n_base, i // self.n_base
@@ -518,6 +539,11 @@ class FidelityProposer(Proposer):
 
     def _in_initial(self, i: int) -> bool:
         return self.waiting(i) or len(self.tuner.trials_of(i)) < len(self.initial_design(i))
+
+    def in_design(self, i: int) -> bool:
+        """Whether task ``i`` (one it lays out) still has design points to claim or waits for
+        another's design (:class:`~gptask.tuning.sourced.DesignTuner` closes it once not)."""
+        return i < self.n_own and self._in_initial(i)
 
     def proposes_for(self, i: int) -> bool:
         if i in self.dropped or i >= self.n_own:

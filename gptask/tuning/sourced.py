@@ -71,9 +71,17 @@ class DesignTuner(Tuner):
     """Runs its tasks' initial designs and nothing more (no model, no search): the first phase of
     ``gt.tune(..., sources=..., select_sources=True)``, whose runs the sources are judged by. The
     arguments are those of :class:`Tuner` (its proposer a :class:`ConsensusProposer`), the budget
-    the whole run's (stored as such); its history stays open when it closes (the run goes on in it)."""
+    the whole run's (stored as such); its history stays open when it closes (the run goes on in it).
+    With a proposer that says which tasks are still in their design (``in_design(i)``: the
+    :class:`~gptask.tuning.fidelity.FidelityProposer` of a run with fidelity or auxiliary tasks, whose
+    designs differ in size by level and wait for one another), a task closes once its design is
+    claimed."""
     def closed_reason(self, i: int) -> str | None:
-        if self.count(i) >= self.n_initial:
+        in_design = getattr(self.proposer, "in_design", None)
+        if callable(in_design):
+            if not in_design(i):
+                return f"initial design of {len(self.initial_design(i))} runs done"
+        elif self.count(i) >= self.n_initial:
             return f"initial design of {self.n_initial} runs done"
         return super().closed_reason(i)
 

@@ -69,7 +69,7 @@ from ..core.parallel import rank_size
 from ..problem.definition import Problem
 from ..problem.fidelity import COST_OUTPUT, check_cost, run_cost_of
 from ..data.provenance import check_history, resolve_record
-from ..data.run_header import RunHeader, run_settings, write_seed, write_settings, write_unit
+from ..data.run_header import RunHeader, run_settings, write_fidelity_layout, write_seed, write_settings, write_unit
 from ..results.result import LazyModelResult, TuningResult
 from ..space.sampling import lhs_points
 from ..data.storage import HistoryMismatch, Owner, Storage, open_storage
@@ -376,6 +376,9 @@ class Tuner:
             settings = run_settings(self.budget, self.n_initial, self.kernel, self.failure_model, checked)
             warn_if_changed(path, header.settings, settings)
             write_settings(storage, settings)
+            layout = getattr(self.proposer, "layout", None)  # a run with fidelity or auxiliary tasks
+            if callable(layout):
+                write_fidelity_layout(storage, **layout())
         except BaseException:
             storage.close()
             raise
