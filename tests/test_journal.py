@@ -342,6 +342,23 @@ def test_an_explicit_journal_folder_of_a_sqlite_history_holds_its_subfolder(tmp_
     assert not journal.journal_dir(hist).exists() and list(root.iterdir()) == []
 
 
+def test_the_journal_path_a_worker_gets_is_absolute(tmp_path, monkeypatch):
+    """A history given by a relative path: the journal file a worker is told to write is absolute,
+    so a worker in another working directory (a process pool's, an MPIPoolExecutor's) writes where
+    the tuner reads, not into a folder of its own (it was relative: h.sqlite.results/trial-1.json)."""
+    monkeypatch.chdir(tmp_path)
+    for given in ({}, {"journal": "j"}):
+        with Tuner(counting_problem(), [{"t": 0.4}], budget=2, n_initial=2, history="h.sqlite", **given,
+                   **FAST) as tuner:
+            (t,) = tuner.ask(1)
+            path = tuner.journal_path(t.id)
+            assert os.path.isabs(path) and Path(path).is_relative_to(tmp_path), path
+            monkeypatch.chdir("/")  # the worker's working directory
+            journal.write(path, t.id, t.task, t.params, Outcome.of(1.0).to_json())
+            monkeypatch.chdir(tmp_path)
+            assert [p.name for p in Path(path).parent.iterdir()] == [Path(path).name]
+
+
 def test_a_finished_campaign_leaves_no_empty_journal_folder(tmp_path):
     """The serial loop journals every complete run beside a SQLite history (its folder made at the
     first); at the end, every file removed, the empty folder is removed too; one that still holds

@@ -344,6 +344,8 @@ class Tuner:
             check_history(storage.machines(), self.machine, self.mix_machines,
                           f"history {getattr(storage, 'path', None) or path}")
             self.journal_dir, self.journal_note = _journal_folder(storage, journal if root is None else root)
+            if self.journal_dir is not None:  # absolute: a worker in another working directory writes here too
+                self.journal_dir = Path(os.path.abspath(self.journal_dir))
         except BaseException:
             storage.close()
             raise
