@@ -4,6 +4,9 @@ each method's mean normalised regret over seeds (worst seed), and each method's 
 worse, and a pooled row over every (family, seed) pair both ran. Writes the numbers as JSON with ``--json``.
 
     python bench/listed_gap_table.py runs.jsonl... --base mla --methods mla@nopicks,mla@rbf,botorch_mtgp [--json F]
+    python bench/listed_gap_table.py --describe gen:763,gen:837   # the families: size, kind, how narrow the optimum
+
+Only tuning families (``gen:<seed>``, seed < 1000) are described: never a judged one.
 """
 
 from __future__ import annotations
@@ -40,7 +43,41 @@ def _se(d: np.ndarray) -> float:
     return float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
 
 
+def describe(names: list[str]) -> None:
+    """One row per tuning family of a listed space: inputs, tasks, kind, values per input, noise, own weight, the
+    share of configurations within 0.1 of the optimum in normalised regret (mean over tasks), and the share of tasks
+    whose optimum is the most common one (1: one configuration is every task's optimum)."""
+    from suite_generated import GeneratedObjective, TUNING_SEEDS, draw_spec, enumerate_unit, parse_name
+
+    print("| family | inputs, tasks, kind | values per input | noise | own weight up to | configurations "
+          "| share within 0.1 of the optimum | tasks sharing the commonest optimum |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in names:
+        seed = parse_name(name)
+        if seed is None or seed not in TUNING_SEEDS:
+            raise SystemExit(f"--describe takes tuning families only (gen:<seed>, seed < 1000), got {name!r}")
+        spec = draw_spec(seed)
+        if spec.space_kind != "listed":
+            raise SystemExit(f"{name} is not a listed space ({spec.space_kind})")
+        obj = GeneratedObjective(spec)
+        U = enumerate_unit(spec)
+        near, opts = [], []
+        for i in range(spec.n_tasks):
+            v = obj.latent_unit(i, U)
+            near.append(np.mean((v - v.min()) / (np.median(v) - v.min()) < 0.1))
+            opts.append(int(np.argmin(v)))
+        share = np.bincount(opts).max() / spec.n_tasks
+        print(f"| {name} | {spec.n_inputs}, {spec.n_tasks}, {spec.kind} ({spec.kernel}) | "
+              f"{', '.join(str(len(c)) for c in spec.coords)} | {spec.noise:g} | {spec.c_max:g} | {len(U)} | "
+              f"{np.mean(near):.4f} | {share:.2f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--describe"] and len(argv) == 2:
+        describe(argv[1].split(","))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("inputs", nargs="+")
     ap.add_argument("--base", default="mla")
