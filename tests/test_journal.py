@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import gptask as gt
-from gptask.data.storage import Owner, SQLiteStorage, open_history
+from gptask.data.storage import Owner, open_history
 from gptask.data.trials import Status
 from gptask.evaluation import journal
 from gptask.evaluation.evaluate import Evaluator, Outcome, run_job

@@ -54,7 +54,7 @@ def apply(names: list[str]) -> None:
                                                               **kw))
 
 
-def _indicator_columns(space) -> "np.ndarray":
+def _indicator_columns(space):
     """(n_columns,) True where a column is an ordinal's indicator column."""
     import numpy as np
 
