@@ -26,6 +26,7 @@ Runs are appended to the JSON-lines file one by one and skipped when already the
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import multiprocessing as mp
@@ -256,12 +257,20 @@ def _method_order(methods: set[str]) -> list[str]:
     return first + sorted(m for m in methods if m not in first)
 
 
+def read_rows(paths: list[str]) -> list[dict[str, Any]]:
+    """The result rows of run files (JSON lines, plain or gzip-compressed as stored in suite_runs/)."""
+    records = []
+    for path in paths:
+        raw = Path(path).read_bytes()
+        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+        records += [json.loads(line) for line in text.splitlines() if line.strip()]
+    return records
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from suite_families import family
 
-    records = []
-    for path in args.inputs:
-        records += [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    records = read_rows(args.inputs)
     if args.only:
         keep = set(_parse_list(args.only))
         records = [r for r in records if r["method"] in keep]
@@ -325,9 +334,7 @@ def paired(records: list[dict[str, Any]], base: str, new: str) -> list[dict[str,
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    records = []
-    for path in args.inputs:
-        records += [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    records = read_rows(args.inputs)
     lines = [f"{args.new} against {args.base}, paired by seed (fraction of the optimum for time objectives, "
              "else minus the regret; positive: better)", "",
              "| family | runs/task | seeds | mean difference | standard error | seeds won / lost |", "|---|---|---|---|---|---|"]

@@ -2,6 +2,7 @@
 helpers): tiny runs in a few seconds; the BoTorch parts skip where torch is not installed."""
 
 import inspect
+import gzip
 import json
 import sys
 
@@ -157,6 +158,10 @@ def test_suite_compare_pairs_runs_by_seed_and_flags_a_difference_beyond_two_stan
     path = tmp_path / "runs.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in records))
     assert suite.main(["compare", str(path), "--base", "mla@old", "--new", "mla@new"]) == 0
+    assert f"| convolution | 2 | 3 | **{expected.mean():+.4f}** |" in capsys.readouterr().out
+    stored = tmp_path / "runs.jsonl.gz"  # as suite_runs/ keeps them
+    stored.write_bytes(gzip.compress(path.read_bytes()))
+    assert suite.main(["compare", str(stored), "--base", "mla@old", "--new", "mla@new"]) == 0
     assert f"| convolution | 2 | 3 | **{expected.mean():+.4f}** |" in capsys.readouterr().out
 
 
