@@ -56,7 +56,8 @@ def test_the_probe_rows_are_the_brute_force_rule_on_random_grids():
     assert {every[r] for r in probe_rows(dom, row[(1, 1, 2)], [row[(1, 1, 2)]], [row[(0, 1, 2)], row[(1, 0, 2)]])} \
         == {(1, 1, 1), (1, 1, 3)}
     # a configuration two steps away is on no line; a corner whose neighbours the task ran has nothing to offer
-    assert {every[r] for r in probe_rows(dom, row[(1, 1, 2)], [], [row[(0, 0, 2)]])} == brute_probe((1, 1, 2), set(), set())
+    far = probe_rows(dom, row[(1, 1, 2)], [], [row[(0, 0, 2)]])
+    assert {every[r] for r in far} == brute_probe((1, 1, 2), set(), set())
     assert probe_rows(dom, row[(0, 0, 0)], [row[(1, 0, 0)], row[(0, 1, 0)], row[(0, 0, 1)]], []) == []
 
 
@@ -64,8 +65,9 @@ def test_the_stall_count_is_the_searched_runs_after_the_best():
     def trial(k, value, source=SOURCE_SEARCH, status=Status.COMPLETE):
         return Trial(k, 0, {"t": 0}, {"x": k}, status, value, source=source)
 
-    trials = [trial(0, 3.0, SOURCE_INITIAL), trial(1, 2.0, SOURCE_INITIAL), trial(2, 2.5), trial(3, None, status=Status.FAILED),
-              trial(4, 1.0), trial(5, 1.5), trial(6, 4.0), trial(7, None, status=Status.PENDING)]
+    trials = [trial(0, 3.0, SOURCE_INITIAL), trial(1, 2.0, SOURCE_INITIAL), trial(2, 2.5),
+              trial(3, None, status=Status.FAILED), trial(4, 1.0), trial(5, 1.5), trial(6, 4.0),
+              trial(7, None, status=Status.PENDING)]
     assert stalled_for(trials[:4]) == (1, {"x": 1})  # a failed run does not count, a design best does
     assert stalled_for(trials) == (2, {"x": 4})
     assert stalled_for([trial(0, None, status=Status.FAILED)]) == (0, None)

@@ -15,8 +15,8 @@ __all__ = ["STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_S
            "WAIT_MIN_S", "WAIT_MAX_S", "WAIT_LOG_S", "DRIFT_WINDOW", "DRIFT_E2", "SEARCH_BLAS_THREADS",
            "SOURCE_INITIAL", "SOURCE_DEFAULT", "SOURCE_SEARCH", "SOURCE_IMPORTED", "CROSS_PICK_EVERY",
            "CROSS_PICK_TOP", "CROSS_PICK_OWN_BELOW", "CROSS_PICK_MIN_POINTS", "CROSS_PICK_LOO_POINTS",
-           "LOCAL_PROBE_AFTER", "CONSENSUS_FIRST", "CONSENSUS_EVERY", "CONSENSUS_WINDOW", "NEW_TASK_INITIAL_SHARE", "new_task_initial",
-           "rng", "int_seed"]
+           "LOCAL_PROBE_AFTER", "CONSENSUS_FIRST", "CONSENSUS_EVERY", "CONSENSUS_WINDOW", "NEW_TASK_INITIAL_SHARE",
+           "new_task_initial", "rng", "int_seed"]
 
 #: ``Trial.source`` of the engine's trials: the initial Latin hypercube, the problem's default
 #: configuration (measured first on every task), an acquisition maximiser, and measurements
