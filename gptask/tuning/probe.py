@@ -18,6 +18,11 @@ the incumbent's other neighbours along an input already known to be flat. A prob
 neighbours no task has run puts the untried inputs' steps in front of the acquisition; spreading
 the probes of one round over different neighbours tries the neighbourhood once for all the tasks
 that share it.
+
+Measured (bench/results/listed_trap.md): on 9 generated listed families (12 runs per task, 12 seeds)
+within noise (after 1: -0.004, after 2: -0.006 in regret, se 0.009 / 0.008), gen:837 itself
+unchanged; on the recorded convolution campaign (40 runs per GPU, 32 seeds) after 2 raises the
+mean fraction of the optimum from 0.836 to 0.868 (+0.032, se 0.012), the worst seed 0.678 -> 0.707.
 """
 
 from __future__ import annotations
