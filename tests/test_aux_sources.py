@@ -304,3 +304,23 @@ def test_select_sources_scored_on_the_target_runs_only(monkeypatch):
     assert sel.target_runs == 5 and sel.what == "target runs" and len(sel.scores) == 2
     assert "held-out log density of this machine's 5 target runs" in sel.lines()[0]
     assert SourceSelection.from_json(sel.to_json()) == sel
+
+
+@pytest.mark.parametrize("sources", [False, True])
+def test_the_tuned_tasks_first_target_runs_come_before_the_aux_task_s_target_level_run(sources):
+    """Tuned tasks n=2, 3 and auxiliary task n=1 with fidelity (with and without a source): the
+    auxiliary task's levels above its cheapest wait for the first target run of every tuned task
+    (AUX_AFTER_TARGET; its target-level point used to run in the very first round, delaying them).
+    Its cheapest level still runs in the first round; the model gets a point of every task."""
+    kw = dict(sources=[_source_rows(1000) + _source_rows(111)]) if sources else {}
+    r = gt.tune(problem(), [{"n": 2}, {"n": 3}], aux_tasks=[{"n": 1}], cost_budget=8.0, n_initial=4, seed=0,
+                provenance="here", **kw, **FAST)
+    mine = sorted((t for t in r.history if t.source != SOURCE_BROUGHT), key=lambda t: t.id)
+    first = {}
+    for k, t in enumerate(mine):
+        first.setdefault(t.task_index, k)
+    # tasks by level (1000, 333, 111, 37) x (n=2, n=3, aux n=1): 0, 1 the targets; the aux's 2, 5, 8, 11
+    assert max(first[0], first[1]) < min(first[2], first[5], first[8])
+    assert first[11] < first[0]  # the aux's cheapest level does not wait
+    assert all(j in first for j in range(12))  # every task ran (the LCM needs each)
+
