@@ -45,7 +45,7 @@ from ..data.trials import Status, params_key, point_key
 from ..propose.proposals import initial_design
 from ..problem.definition import Problem
 from ..problem.fidelity import ETA, check_cost, role_of
-from .proposer import Proposer
+from .proposer import Proposer, consensus_window, designs_first
 from .settings import SOURCE_SEARCH
 
 __all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
@@ -222,13 +222,21 @@ class FidelityProposer(Proposer):
     """What a fidelity / auxiliary-task run buys next (module docstring).
 
     n_tuned, n_aux: the tuned and auxiliary base tasks; n_levels: the fidelity levels (1: none).
+    orders: with one level (auxiliary tasks without fidelity, ``gt.tune(..., sources=...)``), per
+    tuned task index the sources' consensus order of configurations (best first): its design begins
+    with them and its searches choose among them as :class:`~gptask.tuning.sourced.ConsensusProposer`'s
+    do (:func:`~gptask.tuning.proposer.consensus_window`); ignored with fidelity levels.
     """
 
     name = "fidelity"
 
-    def __init__(self, n_tuned: int, n_aux: int, n_levels: int) -> None:
+    def __init__(self, n_tuned: int, n_aux: int, n_levels: int,
+                 orders: Mapping[int, Sequence[dict]] | None = None) -> None:
         super().__init__()
         self.n_tuned, self.n_aux, self.n_levels = n_tuned, n_aux, n_levels
+        #: tuned task index -> the sources' consensus order (one level only: :meth:`start_from`)
+        self.orders: dict[int, list[dict]] = {}
+        self.start_from(orders)
         self.n_base = n_tuned + n_aux
         #: the tasks it lays out (level by level); the tuner's tasks after them are a source's
         #: (``gt.tune(..., sources=...)``): data the model learns from, that take no run
@@ -248,6 +256,12 @@ class FidelityProposer(Proposer):
         self._judged_model: Any = None
         self._low: dict[int, int] = {}  # task index -> judgements in a row below RHO_MIN
         self._targets_begun = False  # every tuned task has a finished target run (AUX_AFTER_TARGET)
+
+    def start_from(self, orders: Mapping[int, Sequence[dict]] | None) -> None:
+        """Set ``orders`` (the class docstring's; before the tuner asks for its designs): kept for
+        the tuned tasks of a run of one level, ignored with fidelity levels."""
+        self.orders = ({int(i): list(d) for i, d in (orders or {}).items() if d and 0 <= int(i) < self.n_tuned}
+                       if self.n_levels == 1 else {})
 
     # ---- layout ------------------------------------------------------------------------------
     def layout(self) -> dict[str, int]:
@@ -290,6 +304,8 @@ class FidelityProposer(Proposer):
         tu = self.tuner
         out: dict[int, list[dict]] = {}
         self._full = {b: Proposer.initial_design(self, b) for b in range(self.n_base)}
+        for b, order in self.orders.items():  # one level: the sources' consensus first
+            self._full[b] = designs_first(order, self._full[b], tu.defaults[b], tu.n_initial)
         full = self._full
         n_t = max(2, math.ceil(TARGET_DESIGN_SHARE * tu.n_initial))
         for i in range(self.n_own):
@@ -501,6 +517,12 @@ class FidelityProposer(Proposer):
         log.info("task %d: the target's first run is the pooled pick of %d cheap runs of %d tasks", b, len(pool),
                  len(order))
         return pick
+
+    def search_among(self, i: int) -> np.ndarray | None:
+        """A tuned task with a consensus order (``orders``): its window of it
+        (:func:`~gptask.tuning.proposer.consensus_window`); otherwise the default's."""
+        window = consensus_window(self.tuner, i, self.orders.get(i)) if i in self.orders else None
+        return window if window is not None else super().search_among(i)
 
     def design_open(self, i: int) -> bool:
         """A waiting task's design takes no points yet (:meth:`waiting`); with PROMOTE_AFTER_COST,
