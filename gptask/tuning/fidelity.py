@@ -27,8 +27,8 @@ coregionalisation learns how the levels relate.
   in a row, by the rank correlation of the configurations it shares with the target where there are
   at least :data:`MIN_COMMON`, else by the model, is not bought while that lasts and its runs leave
   the model (logged, and listed in ``result.fidelity["dropped"]``);
-* auxiliary tasks run their initial designs only: data that teaches the tuned tasks; their levels
-  above the cheapest after every tuned task's first target run (:data:`AUX_AFTER_TARGET`).
+* auxiliary tasks run their initial designs only: data that teaches the tuned tasks; with fidelity
+  levels, after every tuned task's first target run (:data:`AUX_AFTER_TARGET`).
 """
 
 from __future__ import annotations
@@ -116,16 +116,19 @@ POOLED_FIRST_RESTARTS, POOLED_FIRST_RHO = 2, 0.5
 #: 0.434 -> 0.057 with a source of the family's other tasks; with a source that does not relate
 #: (branin's values given as currin's) 0.426 -> 0.449, at 100 % 0.007 -> 0.014
 POOLED_SOURCES = True
-#: an auxiliary task's levels above its cheapest (its target level's design point included) wait
-#: until every tuned task has a finished target run (or its target is closed): its cheapest level
-#: runs from the first round, its dearer points after the tuned tasks' first target runs, before any
-#: search (the LCM needs a point of every task). False: every level of it from the first round, its
-#: target-level point before any tuned task's target run (bench/results/aux_sources.md: the tuned
-#: tasks' first target run at 18 % of the cost instead of 7 %, regret 1.0 at 10 %)
+#: with fidelity levels, an auxiliary task's design waits until every tuned task has a finished
+#: target run (or its target is closed): it runs after the tuned tasks' first target runs, before
+#: any search (the LCM needs a point of every task). With AUX_WAIT_CHEAPEST False, its cheapest level
+#: runs from the first round and only its levels above wait. AUX_AFTER_TARGET False: every level of
+#: it from the first round, its target-level point before any tuned task's target run.
+#: bench/results/aux_sources.md (currin, park, 10 seeds, beside a source): the tuned tasks' first
+#: target runs ended at 20 % of the cost (both off), 11 % (the levels above waiting), 8 % (all of it
+#: waiting, as without an auxiliary task); regret at 10 % 1.000 -> 0.597 -> 0.163 on currin, 1.000 ->
+#: 0.500 -> 0.057 on park, 25-100 % within 0.003 on every seed; without the source (30 seeds) the same
+#: at 10-50 %, at 100 % currin +0.008 (se 0.007) with all of it waiting (one seed 0.222 against 0.013),
+#: +0.000 with the levels above only
 AUX_AFTER_TARGET = True
-#: with AUX_AFTER_TARGET, its cheapest level waits too (the whole auxiliary design after the tuned
-#: tasks' first target runs)
-AUX_WAIT_CHEAPEST = False
+AUX_WAIT_CHEAPEST = True
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
@@ -396,8 +399,9 @@ class FidelityProposer(Proposer):
         return not self._design_done(j)
 
     def _aux_waits(self, i: int) -> bool:
-        """AUX_AFTER_TARGET: whether task ``i``, an auxiliary task's level above its cheapest, waits
-        for every tuned task's first finished target run (a closed target counts as begun)."""
+        """AUX_AFTER_TARGET: whether task ``i``, an auxiliary task's level (above its cheapest only,
+        without AUX_WAIT_CHEAPEST), waits for every tuned task's first finished target run (a closed
+        target counts as begun)."""
         b, level = self.base_of(i)
         if (not AUX_AFTER_TARGET or self._targets_begun or i >= self.n_own or b < self.n_tuned
                 or self.n_levels == 1 or (level == self.n_levels - 1 and not AUX_WAIT_CHEAPEST)):
