@@ -484,7 +484,8 @@ class Tuner:
     @property
     def done(self) -> bool:
         """True when every task this tuner proposes for is finished and none of them has a pending
-        trial (re-reads the history)."""
+        trial, or when the cost budget is spent and no live process holds a pending trial (those a
+        spent budget left unstarted stay PENDING for a resume with a larger one); re-reads the history."""
         self.refresh()
         if self.cost_spent_up() and not self.held_pending():
             return True  # the trials a spent budget left unstarted stay PENDING, released, for a larger budget
