@@ -306,17 +306,17 @@ def test_select_sources_scored_on_the_target_runs_only(monkeypatch):
     assert SourceSelection.from_json(sel.to_json()) == sel
 
 
-@pytest.mark.parametrize("sources,cheapest_waits", [(False, True), (True, True), (False, False)])
+@pytest.mark.parametrize("sources,cheapest_waits", [(False, False), (True, False), (False, True), (True, True)])
 def test_the_tuned_tasks_first_target_runs_come_before_the_aux_task_s_target_level_run(monkeypatch, sources,
                                                                                         cheapest_waits):
+    """Tuned tasks n=2, 3 and auxiliary task n=1 with fidelity (with and without a source): the
+    auxiliary task's levels above its cheapest wait for the first target run of every tuned task
+    (AUX_AFTER_TARGET; its target-level point used to run in the very first round, delaying them);
+    its cheapest level runs in the first round (the default) or waits too (AUX_WAIT_CHEAPEST on).
+    The model gets a point of every task."""
     from gptask.tuning import fidelity
 
     monkeypatch.setattr(fidelity, "AUX_WAIT_CHEAPEST", cheapest_waits)
-    """Tuned tasks n=2, 3 and auxiliary task n=1 with fidelity (with and without a source): the
-    auxiliary task's design waits for the first target run of every tuned task (AUX_AFTER_TARGET,
-    AUX_WAIT_CHEAPEST; its target-level point used to run in the very first round, delaying them);
-    with AUX_WAIT_CHEAPEST off its cheapest level runs in the first round, its levels above wait.
-    The model gets a point of every task."""
     kw = dict(sources=[_source_rows(1000) + _source_rows(111)]) if sources else {}
     r = gt.tune(problem(), [{"n": 2}, {"n": 3}], aux_tasks=[{"n": 1}], cost_budget=8.0, n_initial=4, seed=0,
                 provenance="here", **kw, **FAST)

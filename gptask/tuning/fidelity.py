@@ -126,9 +126,10 @@ POOLED_SOURCES = True
 #: waiting, as without an auxiliary task); regret at 10 % 1.000 -> 0.597 -> 0.163 on currin, 1.000 ->
 #: 0.500 -> 0.057 on park, 25-100 % within 0.003 on every seed; without the source (30 seeds) the same
 #: at 10-50 %, at 100 % currin +0.008 (se 0.007) with all of it waiting (one seed 0.222 against 0.013),
-#: +0.000 with the levels above only
+#: +0.000 with the levels above only. The default keeps the cheapest level in the first round: the
+#: worst seed at 100 % matters more than the first tenth of the cost
 AUX_AFTER_TARGET = True
-AUX_WAIT_CHEAPEST = True
+AUX_WAIT_CHEAPEST = False
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
