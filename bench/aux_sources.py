@@ -16,6 +16,11 @@ instances (0, 1) only.
     nice -n 5 python bench/archive/aux_cheap_only.py --families currin,park --seeds 0-4 --out bench/results/aux_sources.json
     python bench/aux_sources.py report --out bench/results/aux_sources.json --md bench/results/aux_sources.md
 
+Two trees side by side (rows of the code before a change and after it, run seed by seed into two files):
+``python bench/aux_sources.py compare --before BEFORE.json --after AFTER.json`` prints per family and
+method the regret of both at each checkpoint, the worst seed, the largest excess of one seed, and
+when the tuned tasks' first target runs ended (fraction of the cost).
+
 Rows are saved as they finish and skipped when present: a killed run resumes.
 """
 
@@ -46,7 +51,7 @@ fs.N_INSTANCES = N_INSTANCES  # a setting of the benchmark module (its family() 
 AUX_NEW, AUX_SOURCE = 5, 2
 METHODS = ("mf_sources", "mf_sources_aux", "mf_sources_aux_src", "mf_aux")
 #: rows of bench/archive/aux_cheap_only.py (the auxiliary task at the cheapest level only) in the same file
-REPORTED = (*METHODS, "mf_sources_aux_cheap")
+REPORTED = (*METHODS, "mf_sources_aux_cheap", "mf_sources_aux_wait_all")
 
 
 def run_method(method: str, name: str, budget: float, seed: int) -> tuple[list[list[float]], dict[str, Any]]:
@@ -150,7 +155,9 @@ def report(doc: dict[str, Any]) -> str:
              "task's runs counted. Normalised target-fidelity regret of the tuned tasks' best target run within the "
              "cost (1 before the first), mean over the tuned tasks; per cell the mean over seeds, the worst seed in "
              "brackets. The methods: see bench/aux_sources.py (mf_sources_aux_cheap: bench/archive/aux_cheap_only.py, the "
-             "auxiliary task's design at the cheapest level only, one point at each other level).", "",
+             "auxiliary task's design at the cheapest level only, one point at each other level; "
+             "mf_sources_aux_wait_all: bench/archive/aux_wait_all.py, the whole auxiliary design after the tuned tasks' "
+             "first target runs).", "",
              f"| family | method | seeds | aux cost share | {cps} | wall s (mean) |",
              "|" + " --- |" * (5 + len(fs.CHECKPOINTS))]
     for f in families:
@@ -165,7 +172,8 @@ def report(doc: dict[str, Any]) -> str:
                          f"{np.mean([r['wall_seconds'] for r in rs]):.0f} |")
     for mine, other in (("mf_sources_aux", "mf_sources"), ("mf_sources_aux_src", "mf_sources"),
                         ("mf_sources_aux", "mf_aux"), ("mf_sources_aux_cheap", "mf_sources"),
-                        ("mf_sources_aux_cheap", "mf_sources_aux")):
+                        ("mf_sources_aux_cheap", "mf_sources_aux"), ("mf_sources_aux_wait_all", "mf_sources_aux"),
+                        ("mf_sources_aux_wait_all", "mf_sources")):
         if not any(m == mine for _, m in cells):
             continue
         lines += ["", f"## Side by side: {mine} against {other}", "",
@@ -188,6 +196,52 @@ def report(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def first_target_at(budget: float, evals: list[list[float]]) -> list[float]:
+    """Per tuned instance, the fraction of the cost at which its first target run ended (on the clock
+    of every run, the auxiliary task's included; 1 past the budget when it has none)."""
+    clock, out = 0.0, {}
+    for i, s, c, _ in evals:
+        clock += c
+        if int(i) in fs.TUNED and s >= mff.TARGET - 1e-12:
+            out.setdefault(int(i), clock / (budget * len(fs.TUNED)))
+    return [out.get(i, 1.0) for i in fs.TUNED]
+
+
+def compare(before: dict[str, Any], after: dict[str, Any], alias: dict[str, str] | None = None) -> str:
+    """Markdown tables: per family and method run in both files, each checkpoint's regret before and
+    after (mean over the seeds both ran, worst seed in brackets), the largest excess of one seed
+    (after minus before), seeds lower or equal, and the tuned tasks' first target runs (fraction of
+    the cost: mean over tasks and seeds, the latest task's mean). alias: the after file's rows of
+    method k compared as method v's (another method's rows standing for the code after)."""
+    def cells(doc: dict[str, Any], names: dict[str, str]) -> dict[tuple[str, str], dict[int, dict]]:
+        out: dict[tuple[str, str], dict[int, dict]] = {}
+        for r in doc["rows"]:
+            out.setdefault((r["family"], names.get(r["method"], r["method"])), {})[r["seed"]] = r
+        return out
+
+    b, a = cells(before, {}), cells(after, dict(alias or {}))
+    cps = " | ".join(f"{int(c * 100)} %" for c in fs.CHECKPOINTS)
+    lines = [f"| family | method | seeds | tree | {cps} | first target run (mean, latest task) |",
+             "|" + " --- |" * (5 + len(fs.CHECKPOINTS)), ]
+    for key in [k for k in b if k in a]:
+        seeds = sorted(set(b[key]) & set(a[key]))
+        if not seeds:
+            continue
+        for tree, rows in (("before", b[key]), ("after", a[key])):
+            R = np.array([rows[s]["regret"] for s in seeds])
+            F = np.array([first_target_at(rows[s]["budget"], rows[s]["evals"]) for s in seeds])
+            cs = " | ".join(f"{mu:.3f} ({w:.3f})" for mu, w in zip(R.mean(0), R.max(0)))
+            lines.append(f"| {key[0]} | {key[1]} | {len(seeds)} | {tree} | {cs} | {F.mean():.1%}, "
+                         f"{F.max(1).mean():.1%} |")
+        A = np.array([a[key][s]["regret"] for s in seeds])
+        B = np.array([b[key][s]["regret"] for s in seeds])
+        excess = " | ".join(f"{x:+.3f}" for x in (A - B).max(0))
+        ahead = " | ".join(f"{int(k)}/{len(seeds)}" for k in (A <= B + 1e-12).sum(0))
+        lines += [f"| {key[0]} | {key[1]} | | largest excess of a seed (after - before) | {excess} | |",
+                  f"| {key[0]} | {key[1]} | | seeds after <= before | {ahead} | |"]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -201,7 +255,16 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report")
     p.add_argument("--out", default="bench/results/aux_sources.json")
     p.add_argument("--md")
+    c = sub.add_parser("compare")
+    c.add_argument("--before", required=True)
+    c.add_argument("--after", required=True)
+    c.add_argument("--after-method", action="append", default=[], metavar="MINE:AS",
+                   help="compare the after file's rows of method MINE as method AS's (repeatable)")
     args = ap.parse_args(argv)
+    if args.command == "compare":
+        alias = dict(a.split(":", 1) for a in args.after_method)
+        print(compare(load_rows(args.before), load_rows(args.after), alias), end="")
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("gptask").setLevel(logging.ERROR)
     if args.command == "run":

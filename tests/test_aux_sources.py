@@ -304,3 +304,59 @@ def test_select_sources_scored_on_the_target_runs_only(monkeypatch):
     assert sel.target_runs == 5 and sel.what == "target runs" and len(sel.scores) == 2
     assert "held-out log density of this machine's 5 target runs" in sel.lines()[0]
     assert SourceSelection.from_json(sel.to_json()) == sel
+
+
+@pytest.mark.parametrize("sources,cheapest_waits", [(False, False), (True, False), (False, True), (True, True)])
+def test_the_tuned_tasks_first_target_runs_come_before_the_aux_task_s_target_level_run(monkeypatch, sources,
+                                                                                        cheapest_waits):
+    """Tuned tasks n=2, 3 and auxiliary task n=1 with fidelity (with and without a source): the
+    auxiliary task's levels above its cheapest wait for the first target run of every tuned task
+    (AUX_AFTER_TARGET; its target-level point used to run in the very first round, delaying them);
+    its cheapest level runs in the first round (the default) or waits too (AUX_WAIT_CHEAPEST on).
+    The model gets a point of every task."""
+    from gptask.tuning import fidelity
+
+    monkeypatch.setattr(fidelity, "AUX_WAIT_CHEAPEST", cheapest_waits)
+    kw = dict(sources=[_source_rows(1000) + _source_rows(111)]) if sources else {}
+    r = gt.tune(problem(), [{"n": 2}, {"n": 3}], aux_tasks=[{"n": 1}], cost_budget=8.0, n_initial=4, seed=0,
+                provenance="here", **kw, **FAST)
+    mine = sorted((t for t in r.history if t.source != SOURCE_BROUGHT), key=lambda t: t.id)
+    first = {}
+    for k, t in enumerate(mine):
+        first.setdefault(t.task_index, k)
+    # tasks by level (1000, 333, 111, 37) x (n=2, n=3, aux n=1): 0, 1 the targets; the aux's 2, 5, 8, 11
+    assert max(first[0], first[1]) < min(first[2], first[5], first[8])
+    if cheapest_waits:
+        assert max(first[0], first[1]) < first[11]
+    else:
+        assert first[11] < first[0]  # from the first round
+    assert all(j in first for j in range(12))  # every task ran (the LCM needs each)
+
+
+def test_aux_tasks_without_fidelity_keep_the_tuned_tasks_consensus_designs():
+    """The problem without fidelity, tuned tasks n=2, 3 that a source measured on another machine,
+    auxiliary task n=1 (used to lose what sources give the plain run: the tuned tasks' designs were
+    Latin hypercubes of half the budget). As without the auxiliary task: n_initial is 30 % of the
+    budget (3 of 10), each tuned task's design is the source's configurations of its task best first
+    (brute force: one machine, its 8 runs sorted by value), its first searches choose among the
+    rest of them; the auxiliary task runs a design of the same size and nothing else."""
+    from gptask.tuning.settings import new_task_initial
+
+    rows = _plain_rows()
+    kw = dict(sources=[rows], budget=10, seed=0, provenance="here", **FAST)
+    r = gt.tune(_plain(), [{"n": 2}, {"n": 3}], aux_tasks=[{"n": 1}], **kw)
+    plain = gt.tune(_plain(), [{"n": 2}, {"n": 3}], **kw)
+    assert new_task_initial(10) == 3
+    mine = sorted((t for t in r.history if t.source != SOURCE_BROUGHT), key=lambda t: t.id)
+    design = {i: [t.params for t in mine if t.task_index == i and t.source != "search"] for i in (0, 1, 2)}
+    assert [len(design[i]) for i in (0, 1, 2)] == [3, 3, 3]
+    assert Counter(t.task_index for t in mine) == {0: 10, 1: 10, 2: 3}
+    for i, n in ((0, 2), (1, 3)):
+        theirs = [(q["x"], q["y"]) for q in sorted((q for q in rows if q["n"] == n), key=lambda q: q["value"])]
+        assert [(p["x"], p["y"]) for p in design[i]] == theirs[:3]
+        searched = [(round(t.params["x"], 9), round(t.params["y"], 9)) for t in mine
+                    if t.task_index == i and t.source == "search"]
+        assert set(searched[:5]) == {(round(x, 9), round(y, 9)) for x, y in theirs[3:]}  # the consensus window first
+        # the same design as the run without the auxiliary task (its tasks: the sources' first)
+        alone = [t for t in plain.history if t.source != SOURCE_BROUGHT and t.task["n"] == n and t.source != "search"]
+        assert [(t.params["x"], t.params["y"]) for t in alone] == theirs[:3]

@@ -78,7 +78,8 @@ def tune(
     - tasks: a number of tasks (Latin hypercube over the task space) or a list of task dicts.
     - budget: evaluations per task in total, initial design included (None: 20; with
       ``cost_budget``, as many as the cost budget allows, at most 200 per task and fidelity level).
-    - cost_budget: seconds of summed run cost after which no run starts (runs in flight finish);
+    - cost_budget: seconds of summed run cost after which no run starts, checked before each
+      run (runs in flight finish; the runs not started stay pending for a resume with a larger one);
       with ``budget`` both are limits, whichever is reached first. A run's cost is
       ``problem.run_cost`` of it, its ``"cost"`` output, or its measured wall time
       (docs/fidelity.md).

@@ -365,9 +365,15 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
             for t in resolve_tasks(problem, tasks, seed)]
     if fidelity is not None:
         note_aux_tasks(plan, problem, mine, fidelity)
-    designs = {} if fidelity is not None else _consensus_designs(plan, mine)
+    # the tuned tasks (with auxiliary tasks, the first of ``mine``, their layout's)
+    tuned = mine if fidelity is None else mine[:fidelity.n_tuned]
+    # their consensus designs: without fidelity, auxiliary tasks or not (with fidelity levels the
+    # schedule's designs: cheap level first, promotion)
+    designs = _consensus_designs(plan, tuned) if fidelity is None or fidelity.n_levels == 1 else {}
+    if fidelity is not None:
+        fidelity.start_from(_by_index(designs, mine))
     if n_initial is None and isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1 \
-            and len(designs) == len({point_key(t) for t in mine}):
+            and len(designs) == len({point_key(t) for t in tuned}):
         n_initial = new_task_initial(budget)  # every tuned task is a new machine's run of a measured task
     own = not isinstance(history, Storage)
     try:
@@ -553,7 +559,7 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
         return SourceSelection.from_json(stored["selection"])
     log.info("sources: this machine's initial designs run first; the sources are judged by them")
     proposer = ConsensusProposer(range(len(mine)), designs) if fidelity is None else FidelityProposer(
-        fidelity.n_tuned, fidelity.n_aux, fidelity.n_levels)
+        fidelity.n_tuned, fidelity.n_aux, fidelity.n_levels, fidelity.orders)
     with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage, proposer=proposer, **tuner_args) as design:
         run(design, evaluator, progress=progress)
         settings = design.surrogate.settings

@@ -27,7 +27,8 @@ coregionalisation learns how the levels relate.
   in a row, by the rank correlation of the configurations it shares with the target where there are
   at least :data:`MIN_COMMON`, else by the model, is not bought while that lasts and its runs leave
   the model (logged, and listed in ``result.fidelity["dropped"]``);
-* auxiliary tasks run their initial designs only: data that teaches the tuned tasks.
+* auxiliary tasks run their initial designs only: data that teaches the tuned tasks; with fidelity
+  levels, after every tuned task's first target run (:data:`AUX_AFTER_TARGET`).
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ from ..data.trials import Status, params_key, point_key
 from ..propose.proposals import initial_design
 from ..problem.definition import Problem
 from ..problem.fidelity import ETA, check_cost, role_of
-from .proposer import Proposer
+from .proposer import Proposer, consensus_window, designs_first
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "fidelity_tuner",
            "level_correlations", "spearman"]
 
@@ -115,6 +116,20 @@ POOLED_FIRST_RESTARTS, POOLED_FIRST_RHO = 2, 0.5
 #: 0.434 -> 0.057 with a source of the family's other tasks; with a source that does not relate
 #: (branin's values given as currin's) 0.426 -> 0.449, at 100 % 0.007 -> 0.014
 POOLED_SOURCES = True
+#: with fidelity levels, an auxiliary task's design waits until every tuned task has a finished
+#: target run (or its target is closed): it runs after the tuned tasks' first target runs, before
+#: any search (the LCM needs a point of every task). With AUX_WAIT_CHEAPEST False, its cheapest level
+#: runs from the first round and only its levels above wait. AUX_AFTER_TARGET False: every level of
+#: it from the first round, its target-level point before any tuned task's target run.
+#: bench/results/aux_sources.md (currin, park, 10 seeds, beside a source): the tuned tasks' first
+#: target runs ended at 20 % of the cost (both off), 11 % (the levels above waiting), 8 % (all of it
+#: waiting, as without an auxiliary task); regret at 10 % 1.000 -> 0.597 -> 0.163 on currin, 1.000 ->
+#: 0.500 -> 0.057 on park, 25-100 % within 0.003 on every seed; without the source (30 seeds) the same
+#: at 10-50 %, at 100 % currin +0.008 (se 0.007) with all of it waiting (one seed 0.222 against 0.013),
+#: +0.000 with the levels above only. The default keeps the cheapest level in the first round: the
+#: worst seed at 100 % matters more than the first tenth of the cost
+AUX_AFTER_TARGET = True
+AUX_WAIT_CHEAPEST = False
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
@@ -211,13 +226,21 @@ class FidelityProposer(Proposer):
     """What a fidelity / auxiliary-task run buys next (module docstring).
 
     n_tuned, n_aux: the tuned and auxiliary base tasks; n_levels: the fidelity levels (1: none).
+    orders: with one level (auxiliary tasks without fidelity, ``gt.tune(..., sources=...)``), per
+    tuned task index the sources' consensus order of configurations (best first): its design begins
+    with them and its searches choose among them as :class:`~gptask.tuning.sourced.ConsensusProposer`'s
+    do (:func:`~gptask.tuning.proposer.consensus_window`); ignored with fidelity levels.
     """
 
     name = "fidelity"
 
-    def __init__(self, n_tuned: int, n_aux: int, n_levels: int) -> None:
+    def __init__(self, n_tuned: int, n_aux: int, n_levels: int,
+                 orders: Mapping[int, Sequence[dict]] | None = None) -> None:
         super().__init__()
         self.n_tuned, self.n_aux, self.n_levels = n_tuned, n_aux, n_levels
+        #: tuned task index -> the sources' consensus order (one level only: :meth:`start_from`)
+        self.orders: dict[int, list[dict]] = {}
+        self.start_from(orders)
         self.n_base = n_tuned + n_aux
         #: the tasks it lays out (level by level); the tuner's tasks after them are a source's
         #: (``gt.tune(..., sources=...)``): data the model learns from, that take no run
@@ -236,6 +259,13 @@ class FidelityProposer(Proposer):
         self._size: dict[int, int] = {}  # cheapest level's task -> its design's size when sized by cost
         self._judged_model: Any = None
         self._low: dict[int, int] = {}  # task index -> judgements in a row below RHO_MIN
+        self._targets_begun = False  # every tuned task has a finished target run (AUX_AFTER_TARGET)
+
+    def start_from(self, orders: Mapping[int, Sequence[dict]] | None) -> None:
+        """Set ``orders`` (the class docstring's; before the tuner asks for its designs): kept for
+        the tuned tasks of a run of one level, ignored with fidelity levels."""
+        self.orders = ({int(i): list(d) for i, d in (orders or {}).items() if d and 0 <= int(i) < self.n_tuned}
+                       if self.n_levels == 1 else {})
 
     # ---- layout ------------------------------------------------------------------------------
     def layout(self) -> dict[str, int]:
@@ -278,6 +308,8 @@ class FidelityProposer(Proposer):
         tu = self.tuner
         out: dict[int, list[dict]] = {}
         self._full = {b: Proposer.initial_design(self, b) for b in range(self.n_base)}
+        for b, order in self.orders.items():  # one level: the sources' consensus first
+            self._full[b] = designs_first(order, self._full[b], tu.defaults[b], tu.n_initial)
         full = self._full
         n_t = max(2, math.ceil(TARGET_DESIGN_SHARE * tu.n_initial))
         for i in range(self.n_own):
@@ -355,6 +387,8 @@ class FidelityProposer(Proposer):
         cheapest level's design to finish (every design run of it finished, failed ones too)."""
         if not self._designs:
             self._designs = self._plan()
+        if self._aux_waits(i):
+            return True
         j = self._waits_for.get(i)
         if j is None or i in self._promoted:
             return False
@@ -364,6 +398,19 @@ class FidelityProposer(Proposer):
             if not self.tuner.trials_of(i):
                 return False  # its first point, promoted from the first stage
         return not self._design_done(j)
+
+    def _aux_waits(self, i: int) -> bool:
+        """AUX_AFTER_TARGET: whether task ``i``, an auxiliary task's level (above its cheapest only,
+        without AUX_WAIT_CHEAPEST), waits for every tuned task's first finished target run (a closed
+        target counts as begun)."""
+        b, level = self.base_of(i)
+        if (not AUX_AFTER_TARGET or self._targets_begun or i >= self.n_own or b < self.n_tuned
+                or self.n_levels == 1 or (level == self.n_levels - 1 and not AUX_WAIT_CHEAPEST)):
+            return False
+        tu = self.tuner
+        self._targets_begun = all(any(t.status.finished for t in tu.trials_of(k)) or tu.closed_reason(k) is not None
+                                  for k in range(self.n_tuned))
+        return not self._targets_begun
 
     def _design_done(self, j: int) -> bool:
         """Whether cheap task ``j``'s whole design has run (every run finished, failed ones too)."""
@@ -475,6 +522,12 @@ class FidelityProposer(Proposer):
         log.info("task %d: the target's first run is the pooled pick of %d cheap runs of %d tasks", b, len(pool),
                  len(order))
         return pick
+
+    def search_among(self, i: int) -> np.ndarray | None:
+        """A tuned task with a consensus order (``orders``): its window of it
+        (:func:`~gptask.tuning.proposer.consensus_window`); otherwise the default's."""
+        window = consensus_window(self.tuner, i, self.orders.get(i)) if i in self.orders else None
+        return window if window is not None else super().search_among(i)
 
     def design_open(self, i: int) -> bool:
         """A waiting task's design takes no points yet (:meth:`waiting`); with PROMOTE_AFTER_COST,

@@ -16,6 +16,13 @@ at once: a running objective is killed with its process group, this process's PE
 released (they stay PENDING and the next run re-proposes them, nothing else is lost), and the
 exception goes on (SIGTERM as ``SystemExit(143)``). ``max_time`` stops the loop cleanly and returns
 the result; the trials it could not run stay PENDING likewise.
+
+A cost budget (``Tuner(cost_budget=...)``) is checked before every run starts, not once per batch:
+once the summed cost has reached it, the trials of the batch not started are released as
+``max_time`` leaves them (PENDING: a resume with a larger ``cost_budget`` runs them first, nothing is
+run twice), and the loop returns. So the sum ends at most one run above the budget serially (and on
+rank 0 under MPI); with ``parallel_evaluations`` a batch runs in rounds of one run per rank, the
+budget checked before each round, so at most one run per rank is in flight when it is reached.
 """
 
 from __future__ import annotations
@@ -169,11 +176,15 @@ def run_serial(tuner: Tuner, evaluator: Evaluator, reporter: Progress, parallel:
             continue
         waiting.reset()
         try:
-            _evaluate_all(tuner, evaluator, trials, parallel, stop_at if tuner.size == 1 else None, reporter)
+            left = _evaluate_all(tuner, evaluator, trials, parallel, stop_at if tuner.size == 1 else None, reporter)
         except EvaluationInterrupted as exc:
             reporter.message("max_time reached (%s): the trials not run stay pending", exc)
             return
         report(tuner, reporter, ask_s)
+        if left:
+            reporter.message("cost budget of %.4g s reached: %d trial(s) not started stay pending for the next run",
+                             tuner.cost_budget, left)
+            return
 
 
 def _time_is_up(tuner: Tuner, stop_at: float | None) -> bool:
@@ -183,42 +194,68 @@ def _time_is_up(tuner: Tuner, stop_at: float | None) -> bool:
 
 
 def _evaluate_all(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], parallel: bool, stop_at: float | None,
-                  reporter: Progress) -> None:
-    """Evaluate and tell ``trials``: serially, on rank 0 only, or round robin over the ranks."""
+                  reporter: Progress) -> int:
+    """Evaluate and tell ``trials``: serially, on rank 0 only, or round robin over the ranks; with
+    a cost budget, no run starts once it is spent (with ``parallel``: no round of one run per rank).
+    Returns how many of ``trials`` were not started for that reason (the same on every rank)."""
     if tuner.size == 1:
-        for t in trials:
+        for k, t in enumerate(trials):
             if stop_at is not None and time.monotonic() >= stop_at:
                 raise EvaluationInterrupted("max_time reached before this evaluation")
+            if tuner.cost_spent_up():
+                return len(trials) - k
             tell_journalled(tuner, t, evaluator(t.task, t.params, stop_at=stop_at), reporter=reporter)
             reporter.advance()
-        return
+        return 0
     if parallel:
         # the history's journal folder goes with the work: the other ranks journal what they ran
         # before handing it to rank 0 (they have no history open; a rank on another host needs the
         # folder on a file system it shares with rank 0)
         here = tuner.journal_dir if tuner.rank == 0 else None
         folder = bcast_json(None if here is None else os.path.abspath(here), tuner.comm)
-
-        def mine() -> dict[str, Any]:
-            out = {}
-            for k in my_items(len(trials), tuner.comm):
-                outcome = evaluator(trials[k].task, trials[k].params)
-                if tuner.rank == 0:
-                    tell_journalled(tuner, trials[k], outcome, local=True, reporter=reporter)  # committed now
-                else:
-                    written = journal_on_rank(folder, trials[k], outcome)
-                    out[str(k)] = {"outcome": outcome.to_json(), "written": written}
-            return out
-
-        merged: dict[str, Any] = {}
-        for part in allgather_json(collective(mine, tuner.comm, "evaluations"), tuner.comm):
-            merged.update(part)
-        collective(lambda: [tell_journalled(tuner, trials[int(k)], Outcome.from_json(d["outcome"]), local=True,
-                                            reporter=reporter, written=bool(d["written"]))
-                            for k, d in sorted(merged.items())], tuner.comm, "recording evaluations")
+        # with a cost budget, rounds of one run per rank: the budget is checked before each
+        step = len(trials) if tuner.cost_budget is None else tuner.size
+        ran = 0
+        for first in range(0, len(trials), max(1, step)):
+            if tuner.cost_budget is not None and bcast_json(tuner.cost_spent_up(), tuner.comm):  # rank 0's word
+                break
+            part = trials[first: first + step]
+            _round_on_ranks(tuner, evaluator, part, folder, reporter)
+            ran += len(part)
     else:
         # rank 0 evaluates and records each result at once (committed before the next run)
-        collective(lambda: [tell_journalled(tuner, t, evaluator(t.task, t.params), local=True, reporter=reporter)
-                            for t in trials] if tuner.rank == 0 else None, tuner.comm, "evaluations")
+        def on_root() -> int:
+            for k, t in enumerate(trials):
+                if tuner.cost_spent_up():
+                    return k
+                tell_journalled(tuner, t, evaluator(t.task, t.params), local=True, reporter=reporter)
+            return len(trials)
+
+        ran = int(bcast_json(collective(lambda: on_root() if tuner.rank == 0 else None, tuner.comm, "evaluations"),
+                             tuner.comm))
     tuner.refresh()
-    reporter.advance(len(trials))
+    reporter.advance(ran)
+    return len(trials) - ran
+
+
+def _round_on_ranks(tuner: Tuner, evaluator: Evaluator, trials: list[Trial], folder: str | None,
+                    reporter: Progress) -> None:
+    """Run ``trials`` round robin over the ranks (``parallel_evaluations``) and tell them on rank 0;
+    ``folder``: the history's journal folder, where the other ranks journal what they ran."""
+    def mine() -> dict[str, Any]:
+        out = {}
+        for k in my_items(len(trials), tuner.comm):
+            outcome = evaluator(trials[k].task, trials[k].params)
+            if tuner.rank == 0:
+                tell_journalled(tuner, trials[k], outcome, local=True, reporter=reporter)  # committed now
+            else:
+                written = journal_on_rank(folder, trials[k], outcome)
+                out[str(k)] = {"outcome": outcome.to_json(), "written": written}
+        return out
+
+    merged: dict[str, Any] = {}
+    for part in allgather_json(collective(mine, tuner.comm, "evaluations"), tuner.comm):
+        merged.update(part)
+    collective(lambda: [tell_journalled(tuner, trials[int(k)], Outcome.from_json(d["outcome"]), local=True,
+                                        reporter=reporter, written=bool(d["written"]))
+                        for k, d in sorted(merged.items())], tuner.comm, "recording evaluations")

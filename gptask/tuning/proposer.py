@@ -25,6 +25,7 @@ called once by the tuner before it asks anything); it writes nothing to the hist
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 from typing import Any, Protocol
 
 import numpy as np
@@ -35,9 +36,11 @@ from ..data.trials import Trial, params_key
 from .crosstask import cross_task_picks
 from .probe import probe_rows, stalled_for
 from ..propose.proposals import initial_design
-from .settings import LOCAL_PROBE_AFTER, SOURCE_SEARCH, STAGE_INITIAL, rng
+from .settings import (CONSENSUS_EVERY, CONSENSUS_FIRST, CONSENSUS_WINDOW, LOCAL_PROBE_AFTER, SOURCE_SEARCH,
+                       STAGE_INITIAL, rng)
 
-__all__ = ["Proposer", "TunerView", "register_proposer", "make_proposer", "proposer_names"]
+__all__ = ["Proposer", "TunerView", "register_proposer", "make_proposer", "proposer_names", "designs_first",
+           "consensus_window"]
 
 
 class TunerView(Protocol):
@@ -122,7 +125,8 @@ class Proposer:
     def search_among(self, i: int) -> np.ndarray | None:
         """Encoded configurations (m, D) that task ``i``'s next search chooses from by the
         acquisition, None for its whole space: the cross-task picks of
-        :mod:`gptask.tuning.crosstask` (listed or enumerated domains only)."""
+        :mod:`gptask.tuning.crosstask` (listed or enumerated domains only); otherwise, with
+        ``local_probe_after`` set, a stalled task's local probe (:mod:`gptask.tuning.probe`)."""
         tu = self.tuner
         model = tu.model
         if model is None:
@@ -243,3 +247,18 @@ def designs_first(order: Sequence[dict], design: Sequence[dict], default: dict |
     out = list({params_key(p): p for p in head}.values())[:n]
     keys = {params_key(p) for p in out}
     return (out + [p for p in design if params_key(p) not in keys])[:n]
+
+
+def consensus_window(tuner: TunerView, i: int, order: Sequence[dict] | None) -> np.ndarray | None:
+    """What task ``i`` of ``tuner`` with the consensus ``order`` of the sources (best first) chooses
+    its next search from: for its first CONSENSUS_FIRST searched runs and every CONSENSUS_EVERY-th
+    after, the next CONSENSUS_WINDOW configurations of ``order`` it has not run, encoded (m, D);
+    None otherwise (no order, or none left)."""
+    mine = tuner.trials_of(i)
+    searched = sum(1 for t in mine if t.source == SOURCE_SEARCH)
+    if order and (searched < CONSENSUS_FIRST or searched % CONSENSUS_EVERY == 0):
+        done = {params_key(t.params) for t in mine}
+        window = list(islice((p for p in order if params_key(p) not in done), CONSENSUS_WINDOW))
+        if window:
+            return tuner.problem.param_space.encode(window)
+    return None

@@ -13,14 +13,11 @@ machine, the other five GPUs' complete campaigns as sources): BENCHMARKS.md, iss
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import islice
 
 import numpy as np
 
 from ..results.result import TuningResult
-from ..data.trials import params_key
-from .proposer import Proposer, designs_first, register_proposer
-from .settings import CONSENSUS_EVERY, CONSENSUS_FIRST, CONSENSUS_WINDOW, SOURCE_SEARCH
+from .proposer import Proposer, consensus_window, designs_first, register_proposer
 from .tuner import Tuner
 
 __all__ = ["ConsensusProposer", "DesignTuner"]
@@ -53,15 +50,8 @@ class ConsensusProposer(Proposer):
         """For a task with a consensus order, its first CONSENSUS_FIRST searched runs and every
         CONSENSUS_EVERY-th after: the next CONSENSUS_WINDOW configurations of the order it has not
         run, encoded (m, D); otherwise the default proposer's (cross-task picks)."""
-        order = self._orders.get(i)
-        mine = self.tuner.trials_of(i)
-        searched = sum(1 for t in mine if t.source == SOURCE_SEARCH)
-        if order and (searched < CONSENSUS_FIRST or searched % CONSENSUS_EVERY == 0):
-            done = {params_key(t.params) for t in mine}
-            window = list(islice((p for p in order if params_key(p) not in done), CONSENSUS_WINDOW))
-            if window:
-                return self.tuner.problem.param_space.encode(window)
-        return super().search_among(i)
+        window = consensus_window(self.tuner, i, self._orders.get(i))
+        return window if window is not None else super().search_among(i)
 
 
 register_proposer(ConsensusProposer.name, ConsensusProposer)

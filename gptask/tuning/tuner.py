@@ -73,6 +73,7 @@ from ..data.run_header import RunHeader, run_settings, write_fidelity_layout, wr
 from ..results.result import LazyModelResult, TuningResult
 from ..space.sampling import lhs_points
 from ..data.storage import HistoryMismatch, Owner, Storage, open_storage
+from ..data.storage.owner import holder_alive
 from ..data.trials import SOURCE_BROUGHT, Proposal, Status, Trial, params_key, point_key
 from .config import TunerSettings
 from .mirror import HistoryMirror, HistoryModels
@@ -300,6 +301,7 @@ class Tuner:
         #: whether each told run's cost is stored (extra["cost"]): a run with a cost budget, fidelity or run_cost
         self.tracks_cost = (self.cost_budget is not None or problem.fidelity is not None
                             or problem.run_cost is not None)
+        self._costs: dict[int, float | None] = {}  # finished trials' costs by id (cost_spent)
         # rank 0 alone opens and writes the history; the other ranks receive what it reads as JSON
         self.mirror = HistoryMirror(comm, self.owner, self.budget, self.lease)
         if journal is not None and journal is not False:
@@ -482,11 +484,19 @@ class Tuner:
     @property
     def done(self) -> bool:
         """True when every task this tuner proposes for is finished and none of them has a pending
-        trial (re-reads the history)."""
+        trial, or when the cost budget is spent and no live process holds a pending trial (those a
+        spent budget left unstarted stay PENDING for a resume with a larger one); re-reads the history."""
         self.refresh()
-        if self.cost_spent_up() and not self.pending:
-            return True
+        if self.cost_spent_up() and not self.held_pending():
+            return True  # the trials a spent budget left unstarted stay PENDING, released, for a larger budget
         return not self.open_tasks() and not any(self.proposes_for(t.task_index) for t in self.pending)
+
+    def held_pending(self) -> list[Trial]:
+        """The PENDING trials a live process holds (this one's or another's sharing the history),
+        not those released or left by a holder that died (:func:`~gptask.data.storage.owner.holder_alive`;
+        a holder on another host counts as alive)."""
+        now = time.time()
+        return [t for t in self.pending if holder_alive(t.owner, None, now)]
 
     # ---- cost (docs/fidelity.md) ----------------------------------------------------------------
     def cost_of(self, trial: Trial) -> float | None:
@@ -495,8 +505,19 @@ class Tuner:
 
     def cost_spent(self) -> float:
         """The summed cost in seconds of every finished trial this campaign ran (the history's,
-        less the measurements a source brought: :data:`~gptask.tuning.settings.SOURCE_BROUGHT`)."""
-        return float(sum(c for t in self.records if t.source != SOURCE_BROUGHT and (c := self.cost_of(t)) is not None))
+        less the measurements a source brought: :data:`~gptask.tuning.settings.SOURCE_BROUGHT`).
+        Each finished trial's cost is worked out once (the loop asks before every run starts)."""
+        costs = self._costs
+        total = 0.0
+        for t in self.records:
+            if t.source == SOURCE_BROUGHT:
+                continue
+            if t.id not in costs:
+                costs[t.id] = self.cost_of(t)
+            c = costs[t.id]
+            if c is not None:
+                total += c
+        return float(total)
 
     def cost_spent_up(self) -> bool:
         """Whether the summed cost has reached ``cost_budget`` (False without one)."""
