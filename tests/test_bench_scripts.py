@@ -195,3 +195,30 @@ def test_run_free_speed_report_pairs_rows_by_resampling_mode_and_gives_the_cpu_r
     draw = next(line for line in lines if "(draw)" in line)
     assert "| 100.0 (50x) | 4.0 (2x) |" in complete and "| 1.0 (2.0x) | 25.0 |" in complete and complete.endswith("yes |")
     assert "| 60.0 (30x) | 30.0 (15x) |" in draw and "| 10.0 (20.0x) | 2.0 |" in draw and draw.endswith("NO |")
+
+
+def test_listed_trap_count_finds_the_tasks_one_step_from_a_near_optimal_configuration():
+    """bench/listed_trap_count.py on a hand-made run of the tuning family gen:837: every task ran only (1, 4, 2, 0)
+    (list indices); brute force: a task is one step away when a grid neighbour of it is within 0.1 of its optimum."""
+    import listed_trap_count
+    from suite_generated import generated
+
+    g = generated(837)
+    dims, obj = g["spec"].dims, g["objective"]
+    inc = {d.name: d.ordered[k] for d, k in zip(dims, (1, 4, 2, 0))}
+    rec = {"family": "gen:837", "method": "mla", "budget": 12, "seed": 0,
+           "values": [[1.0]] * len(g["tasks"]), "params": [[inc]] * len(g["tasks"])}
+    expect = []
+    for i in range(len(g["tasks"])):
+        near = []
+        for j, d in enumerate(dims):
+            for step in (-1, 1):
+                k = d.ordered.index(inc[d.name]) + step
+                if 0 <= k < len(d.ordered):
+                    near.append({**inc, d.name: d.ordered[k]})
+        regret = [(obj.latent({"task": i}, p) - g["f_opt"][i]) / (g["f_ref"][i] - g["f_opt"][i]) for p in near]
+        expect.append(min(regret) < listed_trap_count.NEAR)
+    got = listed_trap_count.count([rec])[("gen:837", "mla")]
+    assert got["tasks"] == len(g["tasks"]) and got["found"] == 0.0
+    assert got["one_step"] == pytest.approx(np.mean(expect))
+    assert 0 < np.mean(expect) < 1  # some tasks are one step away (x0 = 4 next to 8), some not

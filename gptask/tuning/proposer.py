@@ -34,8 +34,10 @@ from ..problem.definition import Problem
 from ..model.surrogate.data import usable
 from ..data.trials import Trial, params_key
 from .crosstask import cross_task_picks
+from .probe import probe_rows, stalled_for
 from ..propose.proposals import initial_design
-from .settings import CONSENSUS_EVERY, CONSENSUS_FIRST, CONSENSUS_WINDOW, SOURCE_SEARCH, STAGE_INITIAL, rng
+from .settings import (CONSENSUS_EVERY, CONSENSUS_FIRST, CONSENSUS_WINDOW, LOCAL_PROBE_AFTER, SOURCE_SEARCH,
+                       STAGE_INITIAL, rng)
 
 __all__ = ["Proposer", "TunerView", "register_proposer", "make_proposer", "proposer_names", "designs_first",
            "consensus_window"]
@@ -67,8 +69,17 @@ class Proposer:
     #: the name it is registered under (informative; the registry's key is what selects it)
     name = "default"
 
-    def __init__(self) -> None:
+    def __init__(self, local_probe_after: int | None = LOCAL_PROBE_AFTER) -> None:
+        if local_probe_after is not None and (isinstance(local_probe_after, bool)
+                                              or not isinstance(local_probe_after, (int, np.integer))
+                                              or local_probe_after < 1):
+            raise ValueError(f"local_probe_after must be None or an integer >= 1, got {local_probe_after!r}")
         self._tuner: TunerView | None = None
+        #: searched runs without improvement after which a task probes its incumbent's neighbours
+        #: (gptask.tuning.probe); None: never
+        self.local_probe_after = None if local_probe_after is None else int(local_probe_after)
+        self._probe_round: dict[int, list[int]] = {}  # task -> domain rows its probe offered, this round
+        self._probed_at: set[tuple[int, int]] = set()  # (task, its number of trials) at each probe
 
     def bind(self, tuner: TunerView) -> None:
         """Called once by the tuner that asks: the proposer reads ``tuner`` from now on. A proposer
@@ -114,13 +125,48 @@ class Proposer:
     def search_among(self, i: int) -> np.ndarray | None:
         """Encoded configurations (m, D) that task ``i``'s next search chooses from by the
         acquisition, None for its whole space: the cross-task picks of
-        :mod:`gptask.tuning.crosstask` (listed or enumerated domains only)."""
+        :mod:`gptask.tuning.crosstask` (listed or enumerated domains only); otherwise, with
+        ``local_probe_after`` set, a stalled task's local probe (:mod:`gptask.tuning.probe`)."""
         tu = self.tuner
         model = tu.model
         if model is None:
             return None
-        searched = sum(1 for t in tu.trials_of(i) if t.source == SOURCE_SEARCH)
-        return cross_task_picks(model, i, searched, tu.problem.domain(tu.tasks[i]))
+        mine = tu.trials_of(i)
+        searched = sum(1 for t in mine if t.source == SOURCE_SEARCH)
+        domain = tu.problem.domain(tu.tasks[i])
+        picks = cross_task_picks(model, i, searched, domain)
+        if picks is not None or self.local_probe_after is None or domain is None:
+            return picks
+        return self._local_probe(i, mine, domain)
+
+    def _local_probe(self, i: int, mine: list[Trial], domain: Any) -> np.ndarray | None:
+        """The rows (m, D) of task ``i``'s local probe (gptask.tuning.probe), or None: the task is
+        not stalled, probed on its previous search, or has run every neighbour of its incumbent."""
+        tu = self.tuner
+        assert self.local_probe_after is not None
+        if i in self._probe_round:  # every task asked once: a new round
+            self._probe_round = {}
+        last = [k for k, t in enumerate(mine) if t.source == SOURCE_SEARCH]
+        since, best = stalled_for(mine)
+        if best is None or since < self.local_probe_after or (last and (i, last[-1]) in self._probed_at):
+            return None
+        space = tu.problem.param_space
+        inc = domain.rows_of(space.encode([best]))
+        if not len(inc):
+            return None
+        seen: set[int] = set()
+        for j in range(tu.n_tasks):
+            ran = tu.trials_of(j)
+            if ran:
+                seen |= set(domain.rows_of(space.encode([t.params for t in ran])).tolist())
+            seen |= set(self._probe_round.get(j, []))
+        own = domain.rows_of(space.encode([t.params for t in mine])).tolist()
+        rows = probe_rows(domain, int(inc[0]), own, seen)
+        if not rows:
+            return None
+        self._probe_round[i] = rows
+        self._probed_at.add((i, len(mine)))
+        return domain.encode(np.array(rows, dtype=np.int64))
 
 
     def design_open(self, i: int) -> bool:

@@ -1,0 +1,26 @@
+"""The local probe of a stalled task's incumbent (issue 45, the listed trap; gptask.tuning.probe), switched on.
+
+    python bench/suite.py run --families gen:837 --methods mla --seeds 0-11 --budgets 12 --proposer local_probe \\
+        --proposer-options '{"after": 2}' --tag probe2 --out F
+
+gptask's default proposer with ``local_probe_after=after`` (gptask.tuning.settings.LOCAL_PROBE_AFTER is None, off):
+once a task's best has not improved over its last ``after`` searched runs, its next non-pick search chooses among
+its incumbent's unrun one-step neighbours that the fewest tasks have run, never two probes in a row.
+Measured: bench/results/listed_trap.md.
+"""
+
+from __future__ import annotations
+
+from gptask.tuning.proposer import Proposer, register_proposer
+
+
+class LocalProbe(Proposer):
+    """The default proposer with the local probe on after ``after`` searched runs without improvement."""
+
+    name = "local_probe"
+
+    def __init__(self, after: int = 2) -> None:
+        super().__init__(local_probe_after=int(after))
+
+
+register_proposer("local_probe", LocalProbe)

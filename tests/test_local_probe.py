@@ -1,0 +1,161 @@
+"""The local probe of a stalled task's incumbent (gptask/tuning/probe.py, issue 45's listed trap; off by
+default): the rows offered against a brute-force reading of the grid, the stall count, and what the rule does in a
+run: every search of a stalled task that was not a probe itself proposes an unrun one-step neighbour of the task's
+incumbent along the least-tried input, and the default proposer never probes."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import gptask as gt
+from gptask.data.trials import Status, Trial
+from gptask.space.domain import Domain
+from gptask.tuning import Tuner
+from gptask.tuning.probe import probe_rows, stalled_for
+from gptask.tuning.proposer import Proposer, make_proposer
+from gptask.tuning.settings import LOCAL_PROBE_AFTER, SOURCE_INITIAL, SOURCE_SEARCH
+
+SIZES = (4, 3, 5)
+
+
+def grid() -> Domain:
+    space = gt.Space([gt.Ordinal(f"x{k}", list(range(n))) for k, n in enumerate(SIZES)])
+    return Domain(space, np.array(list(itertools.product(*[range(n) for n in SIZES]))))
+
+
+def brute_probe(inc: tuple, own: set, seen: set) -> set:
+    """The rule read off the grid by hand: the unrun configurations one list step from ``inc`` in one input, along
+    the inputs whose line through ``inc`` holds the fewest seen configurations."""
+    every = list(itertools.product(*[range(n) for n in SIZES]))
+    line = [sum(1 for c in seen if c != inc and all((c[k] == inc[k]) != (k == d) for k in range(3)))
+            for d in range(3)]
+    near = [c for c in every if sum(abs(a - b) for a, b in zip(c, inc)) == 1 and c not in own]
+    if not near:
+        return set()
+    axis = {c: next(k for k in range(3) if c[k] != inc[k]) for c in near}
+    least = min(line[axis[c]] for c in near)
+    return {c for c in near if line[axis[c]] == least}
+
+
+def test_the_probe_rows_are_the_brute_force_rule_on_random_grids():
+    dom = grid()
+    every = [tuple(int(v) for v in r) for r in dom.index]
+    row = {c: k for k, c in enumerate(every)}
+    rng = np.random.default_rng(0)
+    sizes = []
+    for _ in range(200):
+        inc = every[int(rng.integers(len(every)))]
+        seen = {every[k] for k in rng.choice(len(every), int(rng.integers(0, 30)), replace=False)}
+        own = {inc} | {c for c in seen if rng.random() < 0.5}
+        got = {every[r] for r in probe_rows(dom, row[inc], [row[c] for c in own], [row[c] for c in seen])}
+        assert got == brute_probe(inc, own, seen)
+        sizes.append(len(got))
+    assert max(sizes) > 1
+    # by hand: inputs 0 and 1 were tried on the incumbent's lines, input 2 not: both its steps are offered
+    assert {every[r] for r in probe_rows(dom, row[(1, 1, 2)], [row[(1, 1, 2)]], [row[(0, 1, 2)], row[(1, 0, 2)]])} \
+        == {(1, 1, 1), (1, 1, 3)}
+    # a configuration two steps away is on no line; a corner whose neighbours the task ran has nothing to offer
+    far = probe_rows(dom, row[(1, 1, 2)], [], [row[(0, 0, 2)]])
+    assert {every[r] for r in far} == brute_probe((1, 1, 2), set(), set())
+    assert probe_rows(dom, row[(0, 0, 0)], [row[(1, 0, 0)], row[(0, 1, 0)], row[(0, 0, 1)]], []) == []
+
+
+def test_the_stall_count_is_the_searched_runs_after_the_best():
+    def trial(k, value, source=SOURCE_SEARCH, status=Status.COMPLETE):
+        return Trial(k, 0, {"t": 0}, {"x": k}, status, value, source=source)
+
+    trials = [trial(0, 3.0, SOURCE_INITIAL), trial(1, 2.0, SOURCE_INITIAL), trial(2, 2.5),
+              trial(3, None, status=Status.FAILED), trial(4, 1.0), trial(5, 1.5), trial(6, 4.0),
+              trial(7, None, status=Status.PENDING)]
+    assert stalled_for(trials[:4]) == (1, {"x": 1})  # a failed run does not count, a design best does
+    assert stalled_for(trials) == (2, {"x": 4})
+    assert stalled_for([trial(0, None, status=Status.FAILED)]) == (0, None)
+
+
+VALUES = list(range(8))
+TASKS = [{"gpu": "a"}, {"gpu": "b"}, {"gpu": "c"}]
+
+
+def bowl(task, p):
+    """Smooth, one optimum per task near the middle: the tasks settle on it fast and then stall."""
+    shift = {"a": 3, "b": 4, "c": 3}[task["gpu"]]
+    return 1.0 + (p["x"] - shift) ** 2 / 16 + (p["y"] - 4) ** 2 / 16 + (p["z"] - 2) ** 2 / 16
+
+
+def bowl_problem() -> gt.Problem:
+    return gt.Problem(gt.Space([gt.Categorical("gpu", ["a", "b", "c"])]),
+                      gt.Space([gt.Ordinal(n, VALUES) for n in ("x", "y", "z")]), bowl, name="probe-bowl")
+
+
+class Recorder(Proposer):
+    """The probing proposer, recording each probe's offer with the trials the task had then."""
+
+    def __init__(self, after):
+        super().__init__(local_probe_after=after)
+        self.probes = []
+
+    def _local_probe(self, i, mine, domain):
+        rows = super()._local_probe(i, mine, domain)
+        self.probes.append((i, len(mine), None if rows is None else domain.rows_of(rows).tolist()))
+        return rows
+
+
+def test_a_stalled_task_proposes_an_unrun_neighbour_of_its_incumbent_never_twice_in_a_row():
+    prob = bowl_problem()
+    rec = Recorder(after=1)
+    with Tuner(prob, TASKS, budget=16, n_initial=4, seed=2, proposer=rec, pso_particles=10, pso_iters=5) as tu:
+        while True:
+            got = tu.ask()
+            if not got:
+                break
+            for t in got:
+                tu.tell(t, bowl(t.task, t.params))
+        history = sorted(tu.records, key=lambda t: t.id)
+    dom = prob.domain(TASKS[0])
+    every = [tuple(int(v) for v in r) for r in dom.index]
+    key = lambda p: (VALUES.index(p["x"]), VALUES.index(p["y"]), VALUES.index(p["z"]))  # noqa: E731
+    probed = 0
+    for i, n, rows in rec.probes:
+        mine = [t for t in history if t.task_index == i][:n]
+        searched = [k for k, t in enumerate(mine) if t.source == SOURCE_SEARCH]
+        done = [t for t in mine if t.value is not None]
+        best = min(done, key=lambda t: t.value)
+        since = sum(1 for t in done[done.index(best) + 1:] if t.source == SOURCE_SEARCH)
+        was_probe = bool(searched) and any(j == i and m == searched[-1] and r for j, m, r in rec.probes)
+        if since < 1 or was_probe:
+            assert rows is None
+            continue
+        inc = key(best.params)
+        own = {key(t.params) for t in mine}
+        expect = brute_probe_8(inc, own)
+        if not expect:
+            assert rows is None
+            continue
+        assert rows is not None and {every[r] for r in rows} <= expect
+        nxt = [t for t in history if t.task_index == i][n]  # what the task ran: one of the offered rows
+        assert nxt.source == SOURCE_SEARCH and key(nxt.params) in {every[r] for r in rows}
+        probed += 1
+    assert probed >= 3
+
+
+def brute_probe_8(inc: tuple, own: set) -> set:
+    """The unrun one-step neighbours of ``inc`` on the 8 x 8 x 8 grid (the line rule only narrows them)."""
+    return {c for c in itertools.product(VALUES, VALUES, VALUES)
+            if sum(abs(a - b) for a, b in zip(c, inc)) == 1 and c not in own}
+
+
+def test_the_default_proposer_never_probes_and_the_setting_is_checked():
+    assert LOCAL_PROBE_AFTER is None
+    assert Proposer().local_probe_after is None
+    assert make_proposer("default", {"local_probe_after": 2}).local_probe_after == 2
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="local_probe_after"):
+            Proposer(local_probe_after=bad)
+    rec = Recorder(after=None)
+    runs = []
+    for p in (rec, None):
+        res = gt.tune(bowl_problem(), TASKS, budget=10, n_initial=4, seed=2, progress=False, proposer=p,
+                      pso_particles=10, pso_iters=5)
+        runs.append([(t.task_index, dict(t.params)) for t in sorted(res.history, key=lambda t: t.id)])
+    assert rec.probes == [] and runs[0] == runs[1]
