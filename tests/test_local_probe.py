@@ -145,17 +145,24 @@ def brute_probe_8(inc: tuple, own: set) -> set:
             if sum(abs(a - b) for a, b in zip(c, inc)) == 1 and c not in own}
 
 
-def test_the_default_proposer_never_probes_and_the_setting_is_checked():
-    assert LOCAL_PROBE_AFTER is None
-    assert Proposer().local_probe_after is None
-    assert make_proposer("default", {"local_probe_after": 2}).local_probe_after == 2
+def test_the_default_proposer_probes_after_two_stalled_searches_and_the_setting_is_checked():
+    from gptask.tuning.fidelity import FidelityProposer
+    from gptask.tuning.sourced import ConsensusProposer
+
+    assert LOCAL_PROBE_AFTER == 2
+    assert Proposer().local_probe_after == 2
+    assert make_proposer("default", {"local_probe_after": None}).local_probe_after is None
+    # the sources' and the fidelity schedule's proposers were measured without it
+    assert ConsensusProposer([0]).local_probe_after is None
+    assert FidelityProposer(1, 0, 2).local_probe_after is None
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="local_probe_after"):
             Proposer(local_probe_after=bad)
-    rec = Recorder(after=None)
-    runs = []
-    for p in (rec, None):
-        res = gt.tune(bowl_problem(), TASKS, budget=10, n_initial=4, seed=2, progress=False, proposer=p,
+    runs, probes = [], []
+    for p in (Recorder(after=2), None, Recorder(after=None)):
+        res = gt.tune(bowl_problem(), TASKS, budget=12, n_initial=4, seed=2, progress=False, proposer=p,
                       pso_particles=10, pso_iters=5)
         runs.append([(t.task_index, dict(t.params)) for t in sorted(res.history, key=lambda t: t.id)])
-    assert rec.probes == [] and runs[0] == runs[1]
+        probes.append(None if p is None else [r for r in p.probes if r[2] is not None])
+    assert runs[0] == runs[1]  # the default is the probe after 2
+    assert probes[0] and probes[2] == [] and runs[2] != runs[0]  # it probed, and that changed the run

@@ -1,9 +1,10 @@
-"""The local probe of a stalled task's incumbent (issue 45, the listed trap; gptask.tuning.probe), switched on.
+"""The local probe of a stalled task's incumbent (issue 45, the listed trap; gptask.tuning.probe) at a given ``after``.
 
     python bench/suite.py run --families gen:837 --methods mla --seeds 0-11 --budgets 12 --proposer local_probe \\
         --proposer-options '{"after": 2}' --tag probe2 --out F
 
-gptask's default proposer with ``local_probe_after=after`` (gptask.tuning.settings.LOCAL_PROBE_AFTER is None, off):
+gptask's default proposer with ``local_probe_after=after`` (the default since issue 45 is
+gptask.tuning.settings.LOCAL_PROBE_AFTER = 2; ``{"after": null}`` is the proposer without it, as before):
 once a task's best has not improved over its last ``after`` searched runs, its next non-pick search chooses among
 its incumbent's unrun one-step neighbours that the fewest tasks have run, never two probes in a row.
 Measured: bench/results/listed_trap.md.
@@ -15,12 +16,12 @@ from gptask.tuning.proposer import Proposer, register_proposer
 
 
 class LocalProbe(Proposer):
-    """The default proposer with the local probe on after ``after`` searched runs without improvement."""
+    """The default proposer with the local probe after ``after`` searched runs without improvement (None: off)."""
 
     name = "local_probe"
 
-    def __init__(self, after: int = 2) -> None:
-        super().__init__(local_probe_after=int(after))
+    def __init__(self, after: int | None = 2) -> None:
+        super().__init__(local_probe_after=None if after is None else int(after))
 
 
 register_proposer("local_probe", LocalProbe)

@@ -236,7 +236,7 @@ class FidelityProposer(Proposer):
 
     def __init__(self, n_tuned: int, n_aux: int, n_levels: int,
                  orders: Mapping[int, Sequence[dict]] | None = None) -> None:
-        super().__init__()
+        super().__init__(local_probe_after=None)  # no local probe: not measured with the fidelity schedule
         self.n_tuned, self.n_aux, self.n_levels = n_tuned, n_aux, n_levels
         #: tuned task index -> the sources' consensus order (one level only: :meth:`start_from`)
         self.orders: dict[int, list[dict]] = {}

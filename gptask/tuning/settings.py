@@ -51,10 +51,13 @@ CROSS_PICK_LOO_POINTS = 200
 #: the local probe of a stalled task (gptask.tuning.probe): on a listed or enumerated domain, once a
 #: task's best has not improved over its last LOCAL_PROBE_AFTER searched runs, its next search that is
 #: not a cross-task pick chooses among its incumbent's unrun one-step neighbours that the fewest tasks
-#: have run, never two probes in a row. None: off (the default). Measured (bench/results/listed_trap.md): 2 on the
-#: convolution campaign at 40 runs, 32 seeds, +0.032 (se 0.012) in the fraction of the optimum; 1 and 2 within
-#: noise on 9 generated listed families (-0.004 / -0.006 in regret, se 0.009 / 0.008)
-LOCAL_PROBE_AFTER: int | None = None
+#: have run, never two probes in a row. None: off. Measured (bench/results/listed_trap.md), 2 against off: the
+#: convolution campaign at 40 runs, 32 seeds, +0.032 (se 0.012) in the fraction of the optimum (at 20 runs -0.011,
+#: se 0.017, 16 seeds); convolution_unlike at 20 runs +0.052 (0.029); sphere_listed -0.003 (0.005) / +0.0005
+#: at 20 / 40 runs; 9 generated listed tuning families -0.006 (0.008) in regret; the judged generated_small
+#: families +0.036 (0.030) on gen:1001, +0.022 (0.017) on gen:1032, the others +0.002 or identical. The default
+#: proposer's only: the sources' and the fidelity schedule's proposers (measured without it) keep it off
+LOCAL_PROBE_AFTER: int | None = 2
 #: with sources that measured a tuned task on other machines: its first CONSENSUS_FIRST searched runs,
 #: then every CONSENSUS_EVERY-th, choose by the acquisition among the next CONSENSUS_WINDOW
 #: configurations of their consensus order it has not run (gptask.tuning.sourced)

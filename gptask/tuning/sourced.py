@@ -30,7 +30,7 @@ class ConsensusProposer(Proposer):
     name = "consensus"
 
     def __init__(self, proposes: Iterable[int], designs: Mapping[int, Sequence[dict]] | None = None) -> None:
-        super().__init__()
+        super().__init__(local_probe_after=None)  # no local probe: not measured with the sources' consensus window
         self._proposes = frozenset(int(i) for i in proposes)
         self._orders = {int(i): list(d) for i, d in (designs or {}).items() if d}
 
