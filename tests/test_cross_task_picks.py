@@ -11,6 +11,7 @@ from gptask.data.storage import SQLiteStorage
 from gptask.data.trials import Status, Trial
 from gptask.tuning import Tuner
 from gptask.tuning.crosstask import best_rows, cross_task_picks, predicts_itself
+from gptask.tuning.proposer import Proposer
 from gptask.tuning.settings import CROSS_PICK_TOP
 
 VALUES = list(range(0, 48, 4))  # 12 allowed values per parameter, 144 configurations
@@ -102,7 +103,9 @@ def run(tmp_path, objective, picks: bool, name: str) -> list[dict]:
             return None
 
     cls = Tuner if picks else WholeSpace
-    with cls(prob, TASKS, budget=20, n_initial=6, seed=2, history=h, provenance=None) as tuner:
+    # the local probe off: these tests are of the cross-task picks alone
+    with cls(prob, TASKS, budget=20, n_initial=6, seed=2, history=h, provenance=None,
+             proposer=Proposer(local_probe_after=None)) as tuner:
         while not tuner.done:
             for t in tuner.ask():
                 tuner.tell(t, objective(t.task, t.params))
