@@ -28,7 +28,8 @@ coregionalisation learns how the levels relate.
   at least :data:`MIN_COMMON`, else by the model, is not bought while that lasts and its runs leave
   the model (logged, and listed in ``result.fidelity["dropped"]``);
 * auxiliary tasks run their initial designs only: data that teaches the tuned tasks; with fidelity
-  levels, after every tuned task's first target run (:data:`AUX_AFTER_TARGET`).
+  levels, their levels above the cheapest after every tuned task's first target run
+  (:data:`AUX_AFTER_TARGET`, :data:`AUX_WAIT_CHEAPEST`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The local probe of a stalled task's incumbent (issue 45, the listed trap; off by default:
-:data:`~gptask.tuning.settings.LOCAL_PROBE_AFTER` is None).
+"""The local probe of a stalled task's incumbent (issue 45, the listed trap; the default proposer's
+after :data:`~gptask.tuning.settings.LOCAL_PROBE_AFTER` = 2 searched runs without improvement).
 
 On a listed or enumerated domain, once a task's best value has not improved over its last
 ``after`` searched runs, its next search that is not a cross-task pick chooses (by the acquisition)
