@@ -59,7 +59,7 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "smac_hb", "dehb", "optuna_hb", "bohb")
 #: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
 #: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
 #: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs);
@@ -82,7 +82,9 @@ VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOT
             "gptask_mf_every4": {"TARGET_EVERY": 4},
             "gptask_mf_every6": {"TARGET_EVERY": 6},
             "gptask_mf_cs05": {"TARGET_EVERY": 30, "TARGET_COST_SHARE": 0.5},
-            "gptask_mf_cs1": {"TARGET_EVERY": 30, "TARGET_COST_SHARE": 1.0}}
+            "gptask_mf_cs1": {"TARGET_EVERY": 30, "TARGET_COST_SHARE": 1.0},
+            "gptask_mf_own03": {"CHEAP_SEARCH_SHARE": 0.3},
+            "gptask_mf_own1": {"CHEAP_SEARCH_SHARE": 1.0}}
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
 #: what reports show, in order: the methods and the recorded rows of gptask's first fidelity proposer
 #: (branch i44-fidelity, renamed from gptask_mf: bench/results/fidelity_mf_i44.json), not run any more

@@ -59,6 +59,10 @@ log = logging.getLogger(__name__)
 #: TARGET_COST_SHARE a number, also as soon as the cheaper runs since the last target run cost that
 #: share of a target run (a cost-balanced schedule; None: off)
 TARGET_EVERY, TARGET_COST_SHARE = 3, None
+#: with a number, after the designs a tuned task's cheapest level searches on its own (its own
+#: acquisition) until its searched runs since the target's last searched run cost CHEAP_SEARCH_SHARE
+#: of a target run, and only then does the target search (None: off, only the targets search)
+CHEAP_SEARCH_SHARE: float | None = None
 #: a level or auxiliary task whose correlation with the target is below this is not bought again
 RHO_MIN = 0.3
 #: the rank correlation on configurations run at both a level and the target counts from this many
@@ -604,8 +608,27 @@ class FidelityProposer(Proposer):
             return False
         if self._in_initial(i):
             return True
+        if CHEAP_SEARCH_SHARE is not None and self.n_levels > 1:
+            b, lv = self.base_of(i)
+            cheap = (self.n_levels - 1) * self.n_base + b
+            if b < self.n_tuned and lv in (0, self.n_levels - 1):
+                owing = self._open(cheap) and self._cheap_owing(b, cheap)
+                return owing if i == cheap else not owing
         # after the designs only the tuned tasks' targets search; :meth:`place` picks the level
         return self.is_target(i)
+
+    def _cheap_owing(self, b: int, cheap: int) -> bool:
+        """Whether tuned task ``b``'s cheapest level (task ``cheap``) has searched less than
+        CHEAP_SEARCH_SHARE of a target run's cost since the target's last searched run."""
+        tu = self.tuner
+        last = max((t.id for t in tu.trials_of(b) if t.source == SOURCE_SEARCH), default=-1)
+        unit = self.mean_cost(b)
+        if unit is None:
+            return False
+        each = self.mean_cost(cheap) or 0.0
+        spent = sum((tu.cost_of(t) if t.status.finished else None) or each
+                    for t in tu.trials_of(cheap) if t.source == SOURCE_SEARCH and t.id > last)
+        return spent < CHEAP_SEARCH_SHARE * unit
 
     def place(self, i: int, x: np.ndarray, model: Any) -> int:
         """The task that runs configuration ``x`` (encoded (D,)), the maximiser of tuned task
