@@ -127,10 +127,14 @@ def test_objective_sees_fidelity_in_params_and_the_history_stores_level_and_cost
         r.best(1)
     rows = r.table()
     assert [row["role"] for row in rows] == ["target"] + ["low fidelity"] * 3
-    # a schedule that keeps target runs: at least every TARGET_EVERY-th searched run
+    # the schedule after the designs: the cheapest level (iterations 37, task 3) searches until its runs
+    # since the target's last search cost CHEAP_SEARCH_SHARE of a target run (0.3 s at 0.037 s a run: 9
+    # runs), then the target searches; the levels between never search
     searched = [t for t in sorted(r.history, key=lambda t: t.id) if t.source == "search"]
-    gaps = np.diff([-1] + [k for k, t in enumerate(searched) if t.task_index == 0])
-    assert len(searched) >= 3 and gaps.max() <= 3
+    targets = [k for k, t in enumerate(searched) if t.task_index == 0]
+    assert len(targets) >= 2 and {t.task_index for t in searched} == {0, 3}
+    for a, b in zip(targets, targets[1:]):
+        assert [t.task_index for t in searched[a + 1:b]] == [3] * math.ceil(0.3 / 0.037)
     # the stored rows, read back by another connection: the old schema, nothing else needed
     with sqlite3.connect(path) as con:
         names = [c[1] for c in con.execute("PRAGMA table_info(trials)")]
@@ -780,6 +784,7 @@ def test_promotion_after_a_first_stage_gets_every_target_run_in_early(monkeypatc
 
     monkeypatch.setattr(fm, "PROMOTE_AFTER_COST", 0.5)
     monkeypatch.setattr(fm, "POOLED_FIRST", False)  # the first run from the task's own first stage
+    monkeypatch.setattr(fm, "CHEAP_SEARCH_SHARE", None)  # no cheap searches in the batches' room
     two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
     r = gt.tune(problem(fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=20.0, n_initial=10, seed=0,
                 **FAST)
@@ -824,6 +829,7 @@ def test_cheap_design_sized_by_the_cost_budget(monkeypatch, cap, size):
     monkeypatch.setattr(fm, "CHEAP_DESIGN_SHARE", 0.15)
     monkeypatch.setattr(fm, "CHEAP_DESIGN_MAX", cap)
     monkeypatch.setattr(fm, "POOLED_FIRST", False)
+    monkeypatch.setattr(fm, "CHEAP_SEARCH_SHARE", None)  # promoted from the design's runs only
     two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
     r = gt.tune(problem(fidelity=two), [{"n": 1}, {"n": 2}, {"n": 3}], cost_budget=20.0, n_initial=6, seed=0,
                 **FAST)
