@@ -59,7 +59,7 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "smac_hb", "dehb", "optuna_hb", "bohb")
 #: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
 #: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
 #: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs);
@@ -70,7 +70,11 @@ METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptas
 #: 0.15: 16 / 22 runs per task at 15 target-run costs per task and a 1:10 cost ratio, not n_initial's 10);
 #: gptask_mf_pooled the target's first run the LCM's pick from every task's cheap runs (POOLED_FIRST),
 #: gptask_mf_pooled_rho from the tasks the LCM correlates with it at 0.5 or more only (POOLED_FIRST_RHO:
-#: the default since); gptask_mf_own the first run the best of the task's own first stage (the default before)
+#: the default since); gptask_mf_own the first run the best of the task's own first stage (the default before);
+#: gptask_mf_every4 / _every6 / _cs05 / _cs1 the target's cadence (TARGET_EVERY 4, 6; cost-balanced at 0.5 / 1
+#: target run); gptask_mf_own03 / _own1 the cheapest level's own searches worth 0.3 / 1 target run between
+#: the target's (CHEAP_SEARCH_SHARE: 0.3 the default since session 28), gptask_mf_targets without them (the
+#: targets search alone, the default before)
 VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOTE_AFTER_COST": None},
             "gptask_mf_early": {"PROMOTE_AFTER_COST": 0.5},
             "gptask_mf_whole": {"PROMOTE_AFTER_COST": None},
@@ -84,7 +88,8 @@ VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOT
             "gptask_mf_cs05": {"TARGET_EVERY": 30, "TARGET_COST_SHARE": 0.5},
             "gptask_mf_cs1": {"TARGET_EVERY": 30, "TARGET_COST_SHARE": 1.0},
             "gptask_mf_own03": {"CHEAP_SEARCH_SHARE": 0.3},
-            "gptask_mf_own1": {"CHEAP_SEARCH_SHARE": 1.0}}
+            "gptask_mf_own1": {"CHEAP_SEARCH_SHARE": 1.0},
+            "gptask_mf_targets": {"CHEAP_SEARCH_SHARE": None}}
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
 #: what reports show, in order: the methods and the recorded rows of gptask's first fidelity proposer
 #: (branch i44-fidelity, renamed from gptask_mf: bench/results/fidelity_mf_i44.json), not run any more
