@@ -9,7 +9,8 @@ point a configuration no task's design holds yet, chosen by Mitchell's best cand
 ``candidates`` configurations drawn at random from the task's domain (not yet in any design), the
 one farthest (L1 distance over the value positions, each input scaled to [0, 1]) from every point
 of every task's design so far. ``candidates`` 1: distinct random configurations across the tasks;
-large: a greedy maximin design. The problem's default stays first in each task's design. Any task
+large: a greedy maximin design. ``joint`` false (the control): each task's design drawn alike but
+alone (distinct within the task, far from its own points only). The problem's default stays first in each task's design. Any task
 without a domain: the default proposer's designs.
 
 Why: the 6 independent designs of 20 random configurations of the convolution campaign repeat
@@ -43,9 +44,9 @@ class JointDesign(Proposer):
 
     name = "joint_design"
 
-    def __init__(self, candidates: int = 30, **options) -> None:
+    def __init__(self, candidates: int = 30, joint: bool = True, **options) -> None:
         super().__init__(**options)
-        self.candidates = max(1, int(candidates))
+        self.candidates, self.joint = max(1, int(candidates)), bool(joint)
         self._designs: list[list[dict]] | None = None
 
     def _joint(self) -> list[list[dict]] | None:
@@ -54,8 +55,9 @@ class JointDesign(Proposer):
         if any(d is None or not len(d) for d in domains):
             return None
         gen = rng(tu.seed, STAGE_INITIAL, JOINT_STREAM)
-        taken: set[bytes] = set()
-        chosen: list[np.ndarray] = []  # scaled positions of every design point so far
+        # configurations in a design so far and their scaled positions: shared by the tasks (joint), or each task's own
+        shared: tuple[set[bytes], list[np.ndarray]] = (set(), [])
+        held = [shared if self.joint else (set(), []) for _ in domains]
         rows: list[list[int]] = [[] for _ in domains]
         pos = [positions(d) for d in domains]
         keys = [[bytes(r) for r in d.index.astype(np.int32)] for d in domains]
@@ -64,12 +66,13 @@ class JointDesign(Proposer):
             if tu.defaults[i] is not None:
                 r = d.rows_of(tu.problem.param_space.encode([tu.defaults[i]]))
                 if len(r):
-                    taken.add(keys[i][int(r[0])])
-                    chosen.append(pos[i][int(r[0])])
+                    held[i][0].add(keys[i][int(r[0])])
+                    held[i][1].append(pos[i][int(r[0])])
         for k in range(max(want, default=0)):
             for i, d in enumerate(domains):
                 if k >= want[i]:
                     continue
+                taken, chosen = held[i]
                 free = np.array([r for r in range(len(d)) if keys[i][r] not in taken], dtype=np.int64)
                 cand = gen.choice(free, size=min(len(free), self.candidates), replace=False) if len(free) else free
                 if not len(cand):
