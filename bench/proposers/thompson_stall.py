@@ -41,14 +41,15 @@ TS_STREAM = 7045
 MODES = ("after_probe", "alternate", "only")
 
 
-def posterior_draw(model, i: int, X: np.ndarray, gen: np.random.Generator) -> np.ndarray:
-    """One joint draw (m,) of task ``i``'s latent output at encoded X (m, D) from ``model``'s posterior."""
+def posterior_draws(model, i: int, X: np.ndarray, gen: np.random.Generator, n: int = 1) -> np.ndarray:
+    """``n`` joint draws (n, m) of task ``i``'s latent output at encoded X (m, D) from ``model``'s posterior
+    (model units)."""
     _, _, mean, v = model._posterior_parts(i, X)
     bk = model._bk
     cov = bk.to_numpy(model._prior_cov(i, X)) - bk.to_numpy(v.T @ v)
     cov = 0.5 * (cov + cov.T)
     L, _ = robust_cholesky(cov, what="posterior covariance of the draw")
-    return np.asarray(mean) + L @ gen.standard_normal(len(mean))
+    return np.asarray(mean)[None, :] + gen.standard_normal((int(n), len(mean))) @ L.T
 
 
 class ThompsonStall(Proposer):
@@ -94,7 +95,7 @@ class ThompsonStall(Proposer):
         if len(rows) > self.subset:
             rows = np.sort(gen.choice(rows, size=self.subset, replace=False))
         X = domain.encode(rows)
-        draw = posterior_draw(model, i, X, gen)
+        draw = posterior_draws(model, i, X, gen)[0]
         self.draws.append((i, len(mine)))
         self._last[i] = "draw"
         return X[[int(np.argmin(draw))]]
