@@ -51,7 +51,7 @@ def test_the_posterior_draw_has_the_models_mean_and_covariance():
     assert np.all(np.abs(draws.mean(axis=0) - mean) < 5 * se + 1e-9)
     np.testing.assert_allclose(draws.var(axis=0), var, rtol=0.05, atol=1e-6)
     # one off-diagonal entry against the posterior covariance computed from the data by hand
-    Xa, ya = np.vstack(X), np.concatenate(y)
+    Xa = np.vstack(X)
     task = np.r_[np.zeros(12, int), np.ones(9, int)]
     p = m.get_params()
     B = m.coregionalization()[0]
