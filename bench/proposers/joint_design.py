@@ -10,7 +10,8 @@ point a configuration no task's design holds yet, chosen by Mitchell's best cand
 one farthest (L1 distance over the value positions, each input scaled to [0, 1]) from every point
 of every task's design so far. ``candidates`` 1: distinct random configurations across the tasks;
 large: a greedy maximin design. ``joint`` false (the control): each task's design drawn alike but
-alone (distinct within the task, far from its own points only). The problem's default stays first in each task's design. Any task
+alone (distinct within the task, far from its own points only). ``stream``: the key of the designs' random stream
+(another value: other designs by the same rule, to tell the rule from one draw of it). The problem's default stays first in each task's design. Any task
 without a domain: the default proposer's designs.
 
 Why: the 6 independent designs of 20 random configurations of the convolution campaign repeat
@@ -44,9 +45,9 @@ class JointDesign(Proposer):
 
     name = "joint_design"
 
-    def __init__(self, candidates: int = 30, joint: bool = True, **options) -> None:
+    def __init__(self, candidates: int = 30, joint: bool = True, stream: int = JOINT_STREAM, **options) -> None:
         super().__init__(**options)
-        self.candidates, self.joint = max(1, int(candidates)), bool(joint)
+        self.candidates, self.joint, self.stream = max(1, int(candidates)), bool(joint), int(stream)
         self._designs: list[list[dict]] | None = None
 
     def _joint(self) -> list[list[dict]] | None:
@@ -54,7 +55,7 @@ class JointDesign(Proposer):
         domains = [tu.problem.domain(t) for t in tu.tasks]
         if any(d is None or not len(d) for d in domains):
             return None
-        gen = rng(tu.seed, STAGE_INITIAL, JOINT_STREAM)
+        gen = rng(tu.seed, STAGE_INITIAL, self.stream)
         # configurations in a design so far and their scaled positions: shared by the tasks (joint), or each task's own
         shared: tuple[set[bytes], list[np.ndarray]] = (set(), [])
         held = [shared if self.joint else (set(), []) for _ in domains]
