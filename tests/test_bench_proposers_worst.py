@@ -119,10 +119,10 @@ def test_the_joint_design_is_distinct_across_tasks_reproducible_and_spread():
 
 def test_a_campaign_with_the_bench_proposers_runs_its_budget():
     for name, options in (("joint_design", {"candidates": 30}), ("thompson_stall", {"after": 1, "mode": "only"})):
-        mod = load(name)
+        load(name)
         p = make_proposer(name, options)
         res = gt.tune(bowl_problem(), TASKS, budget=12, n_initial=4, seed=1, progress=False, proposer=p,
                       pso_particles=10, pso_iters=5)
         assert len(res.history) == 36 and all(t.status is gt.Status.COMPLETE for t in res.history)
         if name == "thompson_stall":
-            assert p.draws and isinstance(mod.ThompsonStall(), mod.ThompsonStall)
+            assert p.draws  # a stalled task's search took a posterior draw
