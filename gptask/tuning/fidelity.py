@@ -16,10 +16,9 @@ coregionalisation learns how the levels relate.
   of the cheap runs first (:meth:`FidelityProposer._promote`, Hyperband's promotion), the levels between :data:`INTERMEDIATE_DESIGN` of the target's points
   (shared configurations, to judge the levels on), the cheaper designs cut to
   :data:`LOW_DESIGN_SHARE` of the cost budget when ``run_cost`` prices them (one point per level kept);
-* then the cheapest level of each tuned task searches on its own (its own acquisition's maximiser)
-  until it has cost :data:`CHEAP_SEARCH_SHARE` of a target run since the target's last search, and
-  the target searches in turn: its configuration is the maximiser of the target's acquisition and
-  :meth:`FidelityProposer.place` picks its level: the target at least
+* then, per tuned task and round, the configuration is the maximiser of the target's acquisition
+  (only the targets search; with :data:`CHEAP_SEARCH_SHARE`, off by default, the cheapest level
+  searches on its own in turn) and :meth:`FidelityProposer.place` picks its level: the target at least
   every :data:`TARGET_EVERY`-th searched run (Hyperband's and GPTuneBand's share of full-fidelity
   runs: the recommendation comes from target runs only), otherwise the level of most value of
   information per cost at x, ``cov(f_l, f_t)^2 / (var(f_l) + noise_l) / cost_l`` from the LCM's
@@ -67,8 +66,11 @@ TARGET_EVERY, TARGET_COST_SHARE = 3, None
 #: (None: only the targets search, the cheaper levels run the targets' maximisers, about 7-15 % of the
 #: cost). bench/results/fidelity.md (10 seeds, 0.3 against None): regret at 25 % of the budget borehole
 #: 0.549 -> 0.109, park 0.366 -> 0.091, currin 0.222 -> 0.160; park at 100 % 0.076 -> 0.045; the others
-#: within noise (the uninformative currin_noinfo +0.024, se 0.027, at 50 %); 1.0 lost at 50 % on currin
-CHEAP_SEARCH_SHARE: float | None = 0.3
+#: within noise (the uninformative currin_noinfo +0.024, se 0.027, at 50 %); 1.0 lost at 50 % on currin.
+#: Off by default: a campaign whose source is an earlier campaign run with 0.3 starts worse (regret at 10 %
+#: currin 0.163 -> 0.448, park 0.057 -> 0.321: the pooled first pick ranks the source's cheap runs by
+#: their cheap values, and with the rule they sit at the cheap optimum, not the target's)
+CHEAP_SEARCH_SHARE: float | None = None
 #: a level or auxiliary task whose correlation with the target is below this is not bought again
 RHO_MIN = 0.3
 #: the rank correlation on configurations run at both a level and the target counts from this many
