@@ -68,8 +68,8 @@ TARGET_EVERY, TARGET_COST_SHARE = 3, None
 #: 0.549 -> 0.109, park 0.366 -> 0.091, currin 0.222 -> 0.160; park at 100 % 0.076 -> 0.045; the others
 #: within noise (the uninformative currin_noinfo +0.024, se 0.027, at 50 %); 1.0 lost at 50 % on currin.
 #: Off by default: a campaign whose source is an earlier campaign run with 0.3 starts worse (regret at 10 %
-#: currin 0.163 -> 0.448, park 0.060 -> 0.378: the pooled first pick ranks the source's cheap runs by
-#: their cheap values, and with the rule they sit at the cheap optimum, not the target's)
+#: currin 0.163 -> 0.448, park 0.060 -> 0.378; likely the pooled first pick, which ranks the source's cheap
+#: runs by their cheap values: with the rule they sit at the cheap optimum, not the target's)
 CHEAP_SEARCH_SHARE: float | None = None
 #: a level or auxiliary task whose correlation with the target is below this is not bought again
 RHO_MIN = 0.3
