@@ -103,34 +103,43 @@ def regret_curve(name: str, budget: float, evals: list[list[float]]) -> list[flo
     return out
 
 
+def run_rows(out: str, cmd: str, families: str, seeds: list[int], budget: float,
+             methods: list[tuple[str, str]]) -> None:
+    """Run every (family, seed, method) row not yet in ``out`` and append it there as it finishes (a
+    killed run resumes); ``cmd``, the command line, is recorded once. families: comma separated;
+    methods: (the row's method name, the :func:`run_method` it runs), side by side: every method of a
+    seed before the next seed."""
+    doc = load_rows(out)
+    if cmd not in doc.setdefault("commands", []):
+        doc["commands"].append(cmd)
+        save_rows(out, doc)
+    done = {(r["family"], r["method"], r["seed"], r["budget"]) for r in doc["rows"]}
+    for name in [f.strip() for f in families.split(",") if f.strip()]:
+        for seed in seeds:
+            for label, m in methods:
+                if (name, label, seed, budget) in done:
+                    continue
+                t0 = time.perf_counter()
+                evals, facts = run_method(m, name, budget, seed)
+                row = {"family": name, "method": label, "seed": seed, "budget": budget, "evals": evals,
+                       "wall_seconds": time.perf_counter() - t0, **facts,
+                       "regret": regret_curve(name, budget, evals)}
+                doc = load_rows(out)
+                doc["rows"].append(row)
+                save_rows(out, doc)
+                log.info("%s %s seed %d: regret %s (%d runs, %d aux, %.0f s)", name, label, seed,
+                         " ".join(f"{r:.3g}" for r in row["regret"]), len(evals), facts["aux_runs"],
+                         row["wall_seconds"])
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     bad = [m for m in methods if m not in METHODS]
     if bad:
         print(f"aux_sources: unknown method(s) {bad}; known: {', '.join(METHODS)}", file=sys.stderr)
         return 2
-    doc = load_rows(args.out)
-    cmd = "python bench/aux_sources.py " + " ".join(sys.argv[1:])
-    if cmd not in doc.setdefault("commands", []):
-        doc["commands"].append(cmd)
-        save_rows(args.out, doc)
-    done = {(r["family"], r["method"], r["seed"], r["budget"]) for r in doc["rows"]}
-    for name in [f.strip() for f in args.families.split(",") if f.strip()]:
-        for seed in args.seeds:
-            for m in methods:  # side by side: every method of a seed before the next seed
-                if (name, m, seed, args.budget) in done:
-                    continue
-                t0 = time.perf_counter()
-                evals, facts = run_method(m, name, args.budget, seed)
-                row = {"family": name, "method": m, "seed": seed, "budget": args.budget, "evals": evals,
-                       "wall_seconds": time.perf_counter() - t0, **facts,
-                       "regret": regret_curve(name, args.budget, evals)}
-                doc = load_rows(args.out)
-                doc["rows"].append(row)
-                save_rows(args.out, doc)
-                log.info("%s %s seed %d: regret %s (%d runs, %d aux, %.0f s)", name, m, seed,
-                         " ".join(f"{r:.3g}" for r in row["regret"]), len(evals), facts["aux_runs"],
-                         row["wall_seconds"])
+    run_rows(args.out, "python bench/aux_sources.py " + " ".join(sys.argv[1:]), args.families, args.seeds,
+             args.budget, [(m, m) for m in methods])
     return 0
 
 

@@ -14,16 +14,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aux_sources as aux  # noqa: E402
-from row_files import load_rows, parse_seeds, save_rows  # noqa: E402
+from row_files import parse_seeds  # noqa: E402
 
-log = logging.getLogger("aux_cheap_only")
 METHOD = "mf_sources_aux_cheap"
 
 
@@ -50,26 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("gptask").setLevel(logging.ERROR)
     FidelityProposer._plan = _cheap_only(FidelityProposer._plan)
-    doc = load_rows(args.out)
-    cmd = "python bench/archive/aux_cheap_only.py " + " ".join(sys.argv[1:])
-    if cmd not in doc.setdefault("commands", []):
-        doc["commands"].append(cmd)
-        save_rows(args.out, doc)
-    done = {(r["family"], r["method"], r["seed"], r["budget"]) for r in doc["rows"]}
-    for name in [f.strip() for f in args.families.split(",") if f.strip()]:
-        for seed in args.seeds:
-            if (name, METHOD, seed, args.budget) in done:
-                continue
-            t0 = time.perf_counter()
-            evals, facts = aux.run_method("mf_sources_aux", name, args.budget, seed)
-            row = {"family": name, "method": METHOD, "seed": seed, "budget": args.budget, "evals": evals,
-                   "wall_seconds": time.perf_counter() - t0, **facts,
-                   "regret": aux.regret_curve(name, args.budget, evals)}
-            doc = load_rows(args.out)
-            doc["rows"].append(row)
-            save_rows(args.out, doc)
-            log.info("%s %s seed %d: regret %s (%d aux runs)", name, METHOD, seed,
-                     " ".join(f"{r:.3g}" for r in row["regret"]), facts["aux_runs"])
+    aux.run_rows(args.out, "python bench/archive/aux_cheap_only.py " + " ".join(sys.argv[1:]), args.families,
+                 args.seeds, args.budget, [(METHOD, "mf_sources_aux")])
     return 0
 
 

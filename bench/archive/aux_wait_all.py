@@ -13,17 +13,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aux_sources as aux  # noqa: E402
-from row_files import load_rows, parse_seeds, save_rows  # noqa: E402
-
-log = logging.getLogger("aux_wait_all")
-
+from row_files import parse_seeds  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     from gptask.tuning import fidelity
@@ -43,26 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         print("aux_wait_all: this gptask has no AUX_WAIT_CHEAPEST", file=sys.stderr)
         return 2
     fidelity.AUX_AFTER_TARGET, fidelity.AUX_WAIT_CHEAPEST = True, args.waits == "all"
-    doc = load_rows(args.out)
-    cmd = "python bench/archive/aux_wait_all.py " + " ".join(sys.argv[1:])
-    if cmd not in doc.setdefault("commands", []):
-        doc["commands"].append(cmd)
-        save_rows(args.out, doc)
-    done = {(r["family"], r["method"], r["seed"], r["budget"]) for r in doc["rows"]}
-    for name in [f.strip() for f in args.families.split(",") if f.strip()]:
-        for seed in args.seeds:
-            if (name, method, seed, args.budget) in done:
-                continue
-            t0 = time.perf_counter()
-            evals, facts = aux.run_method(args.base, name, args.budget, seed)
-            row = {"family": name, "method": method, "seed": seed, "budget": args.budget, "evals": evals,
-                   "wall_seconds": time.perf_counter() - t0, **facts,
-                   "regret": aux.regret_curve(name, args.budget, evals)}
-            doc = load_rows(args.out)
-            doc["rows"].append(row)
-            save_rows(args.out, doc)
-            log.info("%s %s seed %d: regret %s (%d aux runs)", name, method, seed,
-                     " ".join(f"{r:.3g}" for r in row["regret"]), facts["aux_runs"])
+    aux.run_rows(args.out, "python bench/archive/aux_wait_all.py " + " ".join(sys.argv[1:]), args.families,
+                 args.seeds, args.budget, [(method, args.base)])
     return 0
 
 
