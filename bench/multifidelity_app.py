@@ -18,6 +18,19 @@ Phases (each resumable: results are appended per seed)::
     nice -n 5 .venv/bin/python bench/multifidelity_app.py recheck --top 6
     nice -n 5 .venv/bin/python bench/multifidelity_app.py tune --seeds 0 1 2 3 4
     .venv/bin/python bench/multifidelity_app.py report
+
+``--methods`` (tune, report; default fidelity,single) picks the methods, ``--out`` the records file
+(default bench/results/fidelity_app.json). ``fidelity_own03`` is ``fidelity`` with
+``gptask.tuning.fidelity.CHEAP_SEARCH_SHARE = 0.3`` for its runs (the cheap level searches on its own
+between the target's searches)::
+
+    nice -n 5 .venv/bin/python bench/multifidelity_app.py tune --methods fidelity,fidelity_own03 \
+        --seeds 0 1 2 3 4 --out bench/results/fidelity_app_cheap_search.json
+    .venv/bin/python bench/multifidelity_app.py report --methods fidelity_own03,fidelity \
+        --out bench/results/fidelity_app_cheap_search.json
+
+report compares every method with the last of ``--methods`` (paired by seed: regret difference per
+checkpoint, median and worst seed; the cost to reach its final regret).
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gptask as gt  # noqa: E402
+import gptask.tuning.fidelity as fm  # noqa: E402
 from apps.scalapack_qr import problem as qr_problem  # noqa: E402
 from apps.scalapack_qr.grid import configurations  # noqa: E402
 
@@ -49,6 +63,8 @@ BLOCKS = (8, 16, 32, 64, 128, 256)
 FRACTIONS = (0.25,)
 CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 METHODS = ("fidelity", "single")
+#: methods that are another method with module constants of gptask.tuning.fidelity set for their runs
+VARIANTS = {"fidelity_own03": ("fidelity", {"CHEAP_SEARCH_SHARE": 0.3})}
 
 
 def key(c: dict) -> str:
@@ -117,11 +133,19 @@ def phase_recheck(args) -> None:
 
 
 def run_one(method: str, seed: int, budget: float, n_initial: int) -> dict:
-    fractions = FRACTIONS if method == "fidelity" else None
+    base, consts = VARIANTS.get(method, (method, {}))
+    fractions = FRACTIONS if base == "fidelity" else None
     pr = qr_problem(size_fractions=fractions)
     pr = with_candidates(pr, candidates(qr_problem()))
     t0 = time.process_time()
-    r = gt.tune(pr, [TASK], cost_budget=budget, n_initial=n_initial, seed=seed)
+    saved = {k: getattr(fm, k) for k in consts}
+    try:
+        for k, v in consts.items():
+            setattr(fm, k, v)
+        r = gt.tune(pr, [TASK], cost_budget=budget, n_initial=n_initial, seed=seed)
+    finally:
+        for k, v in saved.items():
+            setattr(fm, k, v)
     runs = []
     for t in sorted(r.history, key=lambda t: t.id):
         runs.append({"params": {k: t.params[k] for k in ("mb", "nb", "nproc", "p", "nth")},
@@ -173,16 +197,16 @@ def cost_to_reach(record: dict, truth: dict, regret: float | None) -> float | No
 
 
 def phase_tune(args) -> None:
-    done = json.loads(RUNS.read_text()) if RUNS.exists() else {"machine": machine(), "records": []}
+    done = json.loads(args.out.read_text()) if args.out.exists() else {"machine": machine(), "records": []}
     have = {(r["method"], r["seed"]) for r in done["records"]}
     for seed in args.seeds:
-        for i, method in enumerate(METHODS if seed % 2 == 0 else METHODS[::-1]):  # alternate the order
+        for method in args.methods if seed % 2 == 0 else args.methods[::-1]:  # alternate the order
             if (method, seed) in have:
                 continue
             rec = run_one(method, seed, args.budget, args.n_initial)
             done["records"].append(rec)
-            RUNS.parent.mkdir(parents=True, exist_ok=True)
-            RUNS.write_text(json.dumps(done, indent=1))
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(done, indent=1))
             logging.info("%s seed %d: %d runs, cost %.1f s", method, seed, len(rec["runs"]), rec["cost_spent"])
 
 
@@ -190,46 +214,73 @@ def fmt(v: float | None) -> str:
     return "none" if v is None else f"{100 * v:.1f} %"
 
 
+def median_worst(vals: list[float | None]) -> tuple[float, float]:
+    """The median and the largest of ``vals`` (None counts as infinite; inf where empty)."""
+    finite = sorted(v if v is not None else math.inf for v in vals)
+    return (finite[len(finite) // 2], finite[-1]) if finite else (math.inf, math.inf)
+
+
+def fmt_inf(v: float) -> str:
+    return fmt(None if math.isinf(v) else v)
+
+
 def phase_report(args) -> None:
     truth = json.loads(TRUTH.read_text())["times"]
-    done = json.loads(RUNS.read_text())
+    done = json.loads(args.out.read_text())
     recs = done["records"]
+    methods, ref = args.methods, args.methods[-1]
     seeds = sorted({r["seed"] for r in recs if all((m, r["seed"]) in {(x["method"], x["seed"]) for x in recs}
-                                                   for m in METHODS)})
+                                                   for m in methods)})
     table = {m: {s: regrets(next(r for r in recs if r["method"] == m and r["seed"] == s), truth,
                             next(r for r in recs if r["method"] == m and r["seed"] == s)["budget"])
-                 for s in seeds} for m in METHODS}
+                 for s in seeds} for m in methods}
     lines = ["| method | checkpoint | " + " | ".join(f"seed {s}" for s in seeds) + " | median | worst |",
              "|---|---|" + "---|" * (len(seeds) + 2)]
     summary = {}
-    for m in METHODS:
+    for m in methods:
         for j, c in enumerate(CHECKPOINTS):
             vals = [table[m][s][j] for s in seeds]
-            finite = sorted(v if v is not None else math.inf for v in vals)
-            med = finite[len(finite) // 2] if finite else math.inf
-            worst = finite[-1] if finite else math.inf
+            med, worst = median_worst(vals)
             summary.setdefault(m, []).append({"checkpoint": c, "median": med, "worst": worst, "per_seed": vals})
             lines.append(f"| {m} | {int(100 * c)} % | " + " | ".join(fmt(v) for v in vals)
-                         + f" | {fmt(None if math.isinf(med) else med)} | {fmt(None if math.isinf(worst) else worst)} |")
+                         + f" | {fmt_inf(med)} | {fmt_inf(worst)} |")
+    diffs = ["| method - " + ref + " | checkpoint | " + " | ".join(f"seed {s}" for s in seeds)
+             + " | median | worst |", "|---|---|" + "---|" * (len(seeds) + 2)]
+    for m in methods[:-1]:  # paired by seed, in points of regret: negative is m better
+        for j, c in enumerate(CHECKPOINTS):
+            vals = [None if table[m][s][j] is None or table[ref][s][j] is None
+                    else table[m][s][j] - table[ref][s][j] for s in seeds]
+            med, worst = median_worst([v for v in vals if v is not None])
+            diffs.append(f"| {m} | {int(100 * c)} % | " + " | ".join("n/a" if v is None else f"{100 * v:+.1f}"
+                                                                     for v in vals)
+                         + " | " + " | ".join("n/a" if math.isinf(v) else f"{100 * v:+.1f}" for v in (med, worst))
+                         + " |")
     counts = []
-    for m in METHODS:
+    for m in methods:
         for s in seeds:
             r = next(r for r in recs if r["method"] == m and r["seed"] == s)
             tgt = [x for x in r["runs"] if x["size_fraction"] == 1.0]
             low = [x for x in r["runs"] if x["size_fraction"] != 1.0]
             mean = lambda xs: sum(x["cost"] for x in xs) / len(xs) if xs else float("nan")  # noqa: E731
-            single = next(x for x in recs if x["method"] == "single" and x["seed"] == s)
-            reach = cost_to_reach(r, truth, table["single"][s][-1])
-            reach_txt = "never" if reach is None else f"{reach:.0f} s ({reach / single['budget']:.2f})"
+            total = sum(x["cost"] or 0.0 for x in r["runs"])
+            share = sum(x["cost"] or 0.0 for x in low) / total if total else float("nan")
+            other = next(x for x in recs if x["method"] == ref and x["seed"] == s)
+            reach = cost_to_reach(r, truth, table[ref][s][-1])
+            reach_txt = "never" if reach is None else f"{reach:.0f} s ({reach / other['budget']:.2f})"
             counts.append(f"| {m} | {s} | {len(tgt)} | {len(low)} | {mean(tgt):.2f} | {mean(low):.2f} | "
-                          f"{r['cost_spent']:.1f} | {reach_txt} | {r['tuner_cpu_s']:.0f} |")
+                          f"{100 * share:.0f} % | {r['cost_spent']:.1f} | {reach_txt} | {r['tuner_cpu_s']:.0f} |")
     print("\n".join(lines))
     print()
+    print("Paired by seed, regret of the method minus that of " + ref + " (points; negative: the method better):")
+    print()
+    print("\n".join(diffs))
+    print()
     print("| method | seed | target runs | low-fidelity runs | mean target cost (s) | mean low cost (s) | "
-          "cost spent (s) | cost to reach single's final regret (fraction of budget) | tuner CPU (s) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"low-fidelity share of cost | cost spent (s) | cost to reach {ref}'s final regret (fraction of budget) "
+          "| tuner CPU (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(counts))
-    (RUNS.with_name("fidelity_app_summary.json")).write_text(json.dumps(
+    (args.out.with_name(args.out.stem + "_summary.json")).write_text(json.dumps(
         {"seeds": seeds, "summary": summary, "truth_best": min(v for v in truth.values() if v)}, indent=1,
         default=lambda x: None))
 
@@ -248,7 +299,11 @@ def main() -> None:
     u.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     u.add_argument("--budget", type=float, default=150.0, help="cost budget, seconds of summed wall time")
     u.add_argument("--n-initial", type=int, default=4)
-    sub.add_parser("report")
+    r = sub.add_parser("report")
+    for q in (u, r):
+        q.add_argument("--methods", type=lambda v: tuple(v.split(",")), default=METHODS,
+                       help="comma-separated, of " + ", ".join((*METHODS, *VARIANTS)) + "; report compares with the last")
+        q.add_argument("--out", type=Path, default=RUNS, help="the records file")
     args = ap.parse_args()
     {"truth": phase_truth, "recheck": phase_recheck, "tune": phase_tune, "report": phase_report}[args.phase](args)
 
