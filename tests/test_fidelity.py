@@ -99,13 +99,16 @@ def test_spearman_matches_a_brute_force_rank_correlation():
 
 
 # ---- a run -------------------------------------------------------------------------------------
-def test_objective_sees_fidelity_in_params_and_the_history_stores_level_and_cost(tmp_path):
+def test_objective_sees_fidelity_in_params_and_the_history_stores_level_and_cost(tmp_path, monkeypatch):
     seen = []
 
     def objective(task, p):
         seen.append((dict(task), dict(p)))
         return informative(task, p)
 
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "CHEAP_SEARCH_SHARE", None)  # the targets' cadence below, alone
     path = tmp_path / "h.sqlite"
     r = gt.tune(problem(objective), [{"n": 2}], cost_budget=8.0, n_initial=6, seed=1, history=path, **FAST)
     assert all(set(t) == {"n"} and set(p) == {"x", "y", "iterations"} for t, p in seen)
@@ -611,6 +614,7 @@ def test_with_sources_the_first_target_run_is_picked_from_their_runs_too(monkeyp
     from gptask.tuning import fidelity as fm
 
     monkeypatch.setattr(fm, "POOLED_SOURCES", pooled_sources)
+    monkeypatch.setattr(fm, "SOURCE_BEST_FIRST", None)  # the pick among the first stage's and the sources' runs
     rows = _source_rows(1000) + _source_rows(100)
     for it in (100, 1000):
         p = {"x": 0.31, "y": 0.69, "iterations": it}
@@ -628,6 +632,37 @@ def test_with_sources_the_first_target_run_is_picked_from_their_runs_too(monkeyp
         assert first.value == pytest.approx(true_value(0.31, 0.69)) and first.value < own_best
     else:
         assert first.params in [t.params for t in stage]
+
+
+@pytest.mark.parametrize("source_best_first", [None, 1, 3])
+def test_with_sources_the_cheap_design_begins_with_their_best_target_runs(monkeypatch, source_best_first):
+    """SOURCE_BEST_FIRST: with sources, each tuned task's cheapest level first runs the best
+    configuration of each of the sources' target-fidelity tasks (here n=2 and n=3 at 1000
+    iterations: 2 configurations, read off the rows by brute force), then its Latin hypercube's
+    points, in its first stage (5 runs, half a target run's cost) before the target's first run is
+    picked; the sources' best run at the cheap level (-5 at (0.5, 0.5)) is not among them. 1: one of
+    the two. None: the first stage holds none of the sources' configurations."""
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "SOURCE_BEST_FIRST", source_best_first)
+    rows = _source_rows(1000) + _source_rows(100)
+    for it in (100, 1000):  # the best of task n=3 at the cheap level, not at the target
+        p = {"x": 0.5, "y": 0.5, "iterations": it}
+        rows.append({"n": 3, **p, "value": -5.0 if it == 100 else 5.0, "machine.label": "other"})
+    bests = [min((r for r in rows if r["n"] == n and r["iterations"] == 1000), key=lambda r: r["value"])
+             for n in (2, 3)]
+    bests = [{"x": r["x"], "y": r["y"]} for r in bests]
+    two_levels = gt.Space([gt.Ordinal("iterations", [100, 1000])])
+    prob = problem(fidelity=two_levels, run_cost=lambda p: 1.0 if p["iterations"] == 1000 else 0.1)
+    r = gt.tune(prob, [{"n": 2}], sources=[rows], cost_budget=3.5, n_initial=6, seed=0, provenance="here", **FAST)
+    mine = sorted((t for t in r.history if t.source != "source"), key=lambda t: t.id)
+    first = next(t for t in mine if t.task_index == 0)
+    stage = [t for t in mine if t.id < first.id]
+    assert len(stage) == 5 and all(t.task["iterations"] == 100 for t in stage)
+    sourced = [{"x": r["x"], "y": r["y"]} for r in rows]
+    k = min(2, source_best_first or 0)  # at most SOURCE_BEST_FIRST of the 2
+    assert len({str(t.params) for t in stage[:k]}) == k and all(t.params in bests for t in stage[:k])
+    assert not any(t.params in sourced for t in stage[k:])
 
 
 def test_a_cost_budget_with_sources_counts_this_campaign_s_runs_only():

@@ -129,6 +129,11 @@ POOLED_FIRST_RESTARTS, POOLED_FIRST_RHO = 2, 0.5
 #: 0.434 -> 0.057 with a source of the family's other tasks; with a source that does not relate
 #: (branin's values given as currin's) 0.426 -> 0.449, at 100 % 0.007 -> 0.014
 POOLED_SOURCES = True
+#: with sources and fidelity levels, each tuned task's cheapest level first runs the best configuration
+#: of each of the sources' target-fidelity tasks, at most SOURCE_BEST_FIRST of them (None or 0: none),
+#: in place of its design's first points: the pooled first pick then knows this task's cheap values
+#: where the sources found their targets' optima
+SOURCE_BEST_FIRST: int | None = None
 #: with fidelity levels, an auxiliary task's design waits until every tuned task has a finished
 #: target run (or its target is closed): it runs after the tuned tasks' first target runs, before
 #: any search (the LCM needs a point of every task). With AUX_WAIT_CHEAPEST False, its cheapest level
@@ -337,6 +342,7 @@ class FidelityProposer(Proposer):
                 out[i] = self._sized(i, out[i])
         out = self._trim(out)
         self._size = {j: len(out[j]) for j in self._size}
+        self._source_bests_in(out)
         if PROMOTE > 0 and self.n_levels > 1:
             cheap = (self.n_levels - 1) * self.n_base
             self._waits_for = {lv * self.n_base + b: cheap + b for b in range(self.n_tuned)
@@ -344,6 +350,18 @@ class FidelityProposer(Proposer):
             self._stage = {cheap + b: n for b in range(self.n_tuned)
                            if (n := self._stage_size(out[b], out[cheap + b], cheap + b)) < len(out[cheap + b])}
         return out
+
+    def _source_bests_in(self, out: dict[int, list[dict]]) -> None:
+        """SOURCE_BEST_FIRST: each tuned task's cheapest-level design in ``out`` (changed in place)
+        begins with the sources' best target configurations (:meth:`_source_bests`, those feasible
+        at its target and there), in place of its first Latin hypercube points (its size kept): they
+        are run in the first stage, before the target's first run is picked."""
+        bests = self._source_bests()
+        tu, cheap = self.tuner, (self.n_levels - 1) * self.n_base
+        for b in range(self.n_tuned) if bests else ():
+            j = cheap + b
+            mine = [p for p in bests if tu.problem.is_feasible(tu.tasks[b], p) and tu.problem.is_feasible(tu.tasks[j], p)]
+            out[j] = designs_first(mine, out[j], None, len(out[j]))
 
     def _sized(self, j: int, design: list[dict]) -> list[dict]:
         """Cheap task ``j``'s design (``design``, n_initial points) grown to what
@@ -535,6 +553,30 @@ class FidelityProposer(Proposer):
         log.info("task %d: the target's first run is the pooled pick of %d cheap runs of %d tasks", b, len(pool),
                  len(order))
         return pick
+
+    def _source_targets(self) -> list[int]:
+        """The sources' tasks (the tuner's tasks after :attr:`n_own`) at the target fidelity: those
+        whose fidelity values (the task dimensions in which this run's levels differ) are the
+        target's; none without fidelity levels."""
+        tasks = self.tuner.tasks
+        if self.n_levels == 1:
+            return []
+        keys = [k for k in tasks[0] if any(tasks[lv * self.n_base].get(k) != tasks[0][k]
+                                           for lv in range(1, self.n_levels))]
+        return [j for j in range(self.n_own, len(tasks)) if all(tasks[j].get(f) == tasks[0][f] for f in keys)]
+
+    def _source_bests(self) -> list[dict]:
+        """SOURCE_BEST_FIRST: the best finished configuration of each of the sources' target-fidelity
+        tasks (:meth:`_source_targets`), in the sources' order, each once; empty without sources."""
+        if not SOURCE_BEST_FIRST:
+            return []
+        out: dict[str, dict] = {}
+        for j in self._source_targets():
+            runs = [t for t in self.tuner.trials_of(j) if t.status is Status.COMPLETE and t.value is not None]
+            if runs:
+                best = min(runs, key=lambda t: (t.value, t.id))
+                out.setdefault(params_key(best.params), best.params)
+        return list(out.values())[:SOURCE_BEST_FIRST]
 
     def search_among(self, i: int) -> np.ndarray | None:
         """A tuned task with a consensus order (``orders``): its window of it
