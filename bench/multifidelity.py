@@ -73,7 +73,7 @@ METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptas
 #: the default since); gptask_mf_own the first run the best of the task's own first stage (the default before);
 #: gptask_mf_every4 / _every6 / _cs05 / _cs1 the target's cadence (TARGET_EVERY 4, 6; cost-balanced at 0.5 / 1
 #: target run); gptask_mf_own03 / _own1 the cheapest level's own searches worth 0.3 / 1 target run between
-#: the target's (CHEAP_SEARCH_SHARE: 0.3 the default since session 28), gptask_mf_targets without them (the
+#: the target's (CHEAP_SEARCH_SHARE 0.3: the default since session 29), gptask_mf_targets without them (the
 #: targets search alone, the default before)
 VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOTE_AFTER_COST": None},
             "gptask_mf_early": {"PROMOTE_AFTER_COST": 0.5},

@@ -17,9 +17,9 @@ coregionalisation learns how the levels relate.
   (shared configurations, to judge the levels on), the cheaper designs cut to
   :data:`LOW_DESIGN_SHARE` of the cost budget when ``run_cost`` prices them (one point per level kept);
 * then, per tuned task and round, the configuration is the maximiser of the target's acquisition
-  (only the targets search; with :data:`CHEAP_SEARCH_SHARE`, off by default, the cheapest level
-  searches on its own in turn) and :meth:`FidelityProposer.place` picks its level: the target at least
-  every :data:`TARGET_EVERY`-th searched run (Hyperband's and GPTuneBand's share of full-fidelity
+  (in turn with the cheapest level's own searches, :data:`CHEAP_SEARCH_SHARE`) and
+  :meth:`FidelityProposer.place` picks its level: the target at least every
+  :data:`TARGET_EVERY`-th searched run (Hyperband's and GPTuneBand's share of full-fidelity
   runs: the recommendation comes from target runs only), otherwise the level of most value of
   information per cost at x, ``cov(f_l, f_t)^2 / (var(f_l) + noise_l) / cost_l`` from the LCM's
   posterior cross-covariance (MF-GP-UCB / MISO style);
@@ -50,7 +50,7 @@ from ..problem.fidelity import ETA, check_cost, role_of
 from .proposer import Proposer, consensus_window, designs_first
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "fidelity_tuner",
            "level_correlations", "spearman"]
 
@@ -67,10 +67,10 @@ TARGET_EVERY, TARGET_COST_SHARE = 3, None
 #: cost). bench/results/fidelity.md (10 seeds, 0.3 against None): regret at 25 % of the budget borehole
 #: 0.549 -> 0.109, park 0.366 -> 0.091, currin 0.222 -> 0.160; park at 100 % 0.076 -> 0.045; the others
 #: within noise (the uninformative currin_noinfo +0.024, se 0.027, at 50 %); 1.0 lost at 50 % on currin.
-#: Off by default: a campaign whose source is an earlier campaign run with 0.3 starts worse (regret at 10 %
-#: currin 0.163 -> 0.448, park 0.060 -> 0.378; likely the pooled first pick, which ranks the source's cheap
-#: runs by their cheap values: with the rule they sit at the cheap optimum, not the target's)
-CHEAP_SEARCH_SHARE: float | None = None
+#: With sources it needs SOURCE_BEST_FIRST (without: regret at 10 % currin 0.163 -> 0.448, park 0.060 ->
+#: 0.378 given an earlier campaign run with it as the source); on PDGEQRF within noise
+#: (bench/results/fidelity_app_cheap_search.md)
+CHEAP_SEARCH_SHARE: float | None = 0.3
 #: a level or auxiliary task whose correlation with the target is below this is not bought again
 RHO_MIN = 0.3
 #: the rank correlation on configurations run at both a level and the target counts from this many
@@ -132,8 +132,14 @@ POOLED_SOURCES = True
 #: with sources and fidelity levels, each tuned task's cheapest level first runs the best configuration
 #: of each of the sources' target-fidelity tasks, at most SOURCE_BEST_FIRST of them (None or 0: none),
 #: in place of its design's first points: the pooled first pick then knows this task's cheap values
-#: where the sources found their targets' optima
-SOURCE_BEST_FIRST: int | None = None
+#: where the sources found their targets' optima. Without it, the pick's LCM may relate this task's five
+#: first-stage runs to a source's clustered runs too weakly (below POOLED_FIRST_RHO) to take any source
+#: run (bench/results/fidelity.md, session 29: currin seed 0, correlations 0.13-0.47 with the sources'
+#: tasks against 0.64-0.92). With CHEAP_SEARCH_SHARE 0.3, 1 against neither (10 seeds, regret at 10 /
+#: 25 %): currin 0.163 / 0.058 -> 0.052 / 0.013, park 0.060 / 0.060 -> 0.054 / 0.054; a source that
+#: does not relate (branin's values as currin's) 0.459 / 0.224 -> 0.495 / 0.133, one that ranks the
+#: other way 0.393 / 0.194 -> 0.424 / 0.093; 3 in place of design points lost 0.23 at 10 % on the latter
+SOURCE_BEST_FIRST: int | None = 1
 #: with fidelity levels, an auxiliary task's design waits until every tuned task has a finished
 #: target run (or its target is closed): it runs after the tuned tasks' first target runs, before
 #: any search (the LCM needs a point of every task). With AUX_WAIT_CHEAPEST False, its cheapest level
