@@ -604,6 +604,17 @@ def test_tla2_from_a_run_with_fidelity_and_sources_learns_from_the_sources_targe
     assert value == pytest.approx(true_value(params["x"], params["y"]))
 
 
+def _first_target_run_with_sources(rows):
+    """Task n=2 tuned at 100 and 1000 iterations (costs 0.1 and 1) with ``rows`` as its source: its
+    first target run and the runs before it."""
+    two_levels = gt.Space([gt.Ordinal("iterations", [100, 1000])])
+    prob = problem(fidelity=two_levels, run_cost=lambda p: 1.0 if p["iterations"] == 1000 else 0.1)
+    r = gt.tune(prob, [{"n": 2}], sources=[rows], cost_budget=3.5, n_initial=6, seed=0, provenance="here", **FAST)
+    mine = sorted((t for t in r.history if t.source != "source"), key=lambda t: t.id)
+    first = next(t for t in mine if t.task_index == 0)
+    return first, [t for t in mine if t.id < first.id]
+
+
 @pytest.mark.parametrize("pooled_sources", [False, True])
 def test_with_sources_the_first_target_run_is_picked_from_their_runs_too(monkeypatch, pooled_sources):
     """POOLED_SOURCES: the target's first run (the pooled pick after the cheap design's first stage)
@@ -619,12 +630,7 @@ def test_with_sources_the_first_target_run_is_picked_from_their_runs_too(monkeyp
     for it in (100, 1000):
         p = {"x": 0.31, "y": 0.69, "iterations": it}
         rows.append({"n": 3, **p, "value": informative({"n": 3}, p), "machine.label": "other"})
-    two_levels = gt.Space([gt.Ordinal("iterations", [100, 1000])])
-    prob = problem(fidelity=two_levels, run_cost=lambda p: 1.0 if p["iterations"] == 1000 else 0.1)
-    r = gt.tune(prob, [{"n": 2}], sources=[rows], cost_budget=3.5, n_initial=6, seed=0, provenance="here", **FAST)
-    mine = sorted((t for t in r.history if t.source != "source"), key=lambda t: t.id)
-    first = next(t for t in mine if t.task_index == 0)
-    stage = [t for t in mine if t.id < first.id]
+    first, stage = _first_target_run_with_sources(rows)
     assert len(stage) == 5 and all(t.task["iterations"] == 100 for t in stage)  # half a target run's cost
     own_best = min(true_value(t.params["x"], t.params["y"]) for t in stage)
     if pooled_sources:
@@ -652,12 +658,7 @@ def test_with_sources_the_cheap_design_begins_with_their_best_target_runs(monkey
     bests = [min((r for r in rows if r["n"] == n and r["iterations"] == 1000), key=lambda r: r["value"])
              for n in (2, 3)]
     bests = [{"x": r["x"], "y": r["y"]} for r in bests]
-    two_levels = gt.Space([gt.Ordinal("iterations", [100, 1000])])
-    prob = problem(fidelity=two_levels, run_cost=lambda p: 1.0 if p["iterations"] == 1000 else 0.1)
-    r = gt.tune(prob, [{"n": 2}], sources=[rows], cost_budget=3.5, n_initial=6, seed=0, provenance="here", **FAST)
-    mine = sorted((t for t in r.history if t.source != "source"), key=lambda t: t.id)
-    first = next(t for t in mine if t.task_index == 0)
-    stage = [t for t in mine if t.id < first.id]
+    first, stage = _first_target_run_with_sources(rows)
     assert len(stage) == 5 and all(t.task["iterations"] == 100 for t in stage)
     sourced = [{"x": r["x"], "y": r["y"]} for r in rows]
     k = min(2, source_best_first or 0)  # at most SOURCE_BEST_FIRST of the 2
