@@ -366,7 +366,7 @@ class FidelityProposer(Proposer):
         tu, cheap = self.tuner, (self.n_levels - 1) * self.n_base
         for b in range(self.n_tuned) if bests else ():
             j = cheap + b
-            mine = [p for p in bests if tu.problem.is_feasible(tu.tasks[b], p) and tu.problem.is_feasible(tu.tasks[j], p)]
+            mine = [p for p in bests if all(tu.problem.is_feasible(tu.tasks[i], p) for i in (b, j))]
             out[j] = designs_first(mine, out[j], None, len(out[j]))
 
     def _sized(self, j: int, design: list[dict]) -> list[dict]:
