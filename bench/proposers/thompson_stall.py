@@ -29,10 +29,9 @@ from __future__ import annotations
 import numpy as np
 
 from gptask.model.numerics.linalg import robust_cholesky
-from gptask.tuning.crosstask import cross_task_picks
 from gptask.tuning.probe import stalled_for
 from gptask.tuning.proposer import Proposer, register_proposer
-from gptask.tuning.settings import LOCAL_PROBE_AFTER, SOURCE_SEARCH, STAGE_SEARCH, rng
+from gptask.tuning.settings import LOCAL_PROBE_AFTER, STAGE_SEARCH, rng
 
 #: extra key of the draw's random stream (after the search stage's task and trial count)
 TS_STREAM = 7045
@@ -67,14 +66,10 @@ class ThompsonStall(Proposer):
         self.draws: list[tuple[int, int]] = []  # (task, its number of trials) at each draw
 
     def search_among(self, i: int) -> np.ndarray | None:
-        tu = self.tuner
-        model = tu.model
-        if model is None:
+        found = self._cross_task_picks(i)
+        if found is None:
             return None
-        mine = tu.trials_of(i)
-        searched = sum(1 for t in mine if t.source == SOURCE_SEARCH)
-        domain = tu.problem.domain(tu.tasks[i])
-        picks = cross_task_picks(model, i, searched, domain)
+        picks, mine, domain = found
         if picks is not None or domain is None:
             return picks
         since, best = stalled_for(mine)
@@ -87,6 +82,7 @@ class ThompsonStall(Proposer):
         if not stalled:
             self._last[i] = "plain"
             return None
+        tu = self.tuner
         space = tu.problem.param_space
         rows = domain.available(space.encode([t.params for t in mine]))
         if not len(rows):
@@ -95,7 +91,7 @@ class ThompsonStall(Proposer):
         if len(rows) > self.subset:
             rows = np.sort(gen.choice(rows, size=self.subset, replace=False))
         X = domain.encode(rows)
-        draw = posterior_draws(model, i, X, gen)[0]
+        draw = posterior_draws(tu.model, i, X, gen)[0]
         self.draws.append((i, len(mine)))
         self._last[i] = "draw"
         return X[[int(np.argmin(draw))]]

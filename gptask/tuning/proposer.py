@@ -127,17 +127,25 @@ class Proposer:
         acquisition, None for its whole space: the cross-task picks of
         :mod:`gptask.tuning.crosstask` (listed or enumerated domains only); otherwise, with
         ``local_probe_after`` set, a stalled task's local probe (:mod:`gptask.tuning.probe`)."""
+        found = self._cross_task_picks(i)
+        if found is None:
+            return None
+        picks, mine, domain = found
+        if picks is not None or self.local_probe_after is None or domain is None:
+            return picks
+        return self._local_probe(i, mine, domain)
+
+    def _cross_task_picks(self, i: int) -> tuple[np.ndarray | None, list[Trial], Any] | None:
+        """Task ``i``'s cross-task picks (:func:`~gptask.tuning.crosstask.cross_task_picks`, or
+        None), its trials and its domain, for :meth:`search_among` and its overrides; None before
+        the first model."""
         tu = self.tuner
-        model = tu.model
-        if model is None:
+        if tu.model is None:
             return None
         mine = tu.trials_of(i)
         searched = sum(1 for t in mine if t.source == SOURCE_SEARCH)
         domain = tu.problem.domain(tu.tasks[i])
-        picks = cross_task_picks(model, i, searched, domain)
-        if picks is not None or self.local_probe_after is None or domain is None:
-            return picks
-        return self._local_probe(i, mine, domain)
+        return cross_task_picks(tu.model, i, searched, domain), mine, domain
 
     def _local_probe(self, i: int, mine: list[Trial], domain: Any) -> np.ndarray | None:
         """The rows (m, D) of task ``i``'s local probe (gptask.tuning.probe), or None: the task is
