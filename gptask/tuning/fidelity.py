@@ -71,6 +71,10 @@ TARGET_EVERY, TARGET_COST_SHARE = 3, None
 #: 0.378 given an earlier campaign run with it as the source); on PDGEQRF within noise
 #: (bench/results/fidelity_app_cheap_search.md)
 CHEAP_SEARCH_SHARE: float | None = 0.3
+#: the cheapest level's own searches stop once its last CHEAP_FAILED_STOP searched runs all failed:
+#: its failures teach the target nothing, and runs that fail at once cost next to nothing, so the
+#: cost share alone would buy them until the task's budget (tests/test_fidelity.py: 196 failed runs)
+CHEAP_FAILED_STOP = 3
 #: a level or auxiliary task whose correlation with the target is below this is not bought again
 RHO_MIN = 0.3
 #: the rank correlation on configurations run at both a level and the target counts from this many
@@ -669,10 +673,16 @@ class FidelityProposer(Proposer):
             b, lv = self.base_of(i)
             cheap = (self.n_levels - 1) * self.n_base + b
             if b < self.n_tuned and lv in (0, self.n_levels - 1):
-                owing = self._open(cheap) and self._cheap_owing(b, cheap)
+                owing = self._open(cheap) and not self._cheap_failing(cheap) and self._cheap_owing(b, cheap)
                 return owing if i == cheap else not owing
         # after the designs only the tuned tasks' targets search; :meth:`place` picks the level
         return self.is_target(i)
+
+    def _cheap_failing(self, cheap: int) -> bool:
+        """Whether the last CHEAP_FAILED_STOP searched runs of cheapest level ``cheap`` all failed."""
+        searched = [t for t in self.tuner.trials_of(cheap) if t.source == SOURCE_SEARCH]
+        last = searched[-CHEAP_FAILED_STOP:]
+        return len(last) == CHEAP_FAILED_STOP and all(t.status is Status.FAILED for t in last)
 
     def _cheap_owing(self, b: int, cheap: int) -> bool:
         """Whether tuned task ``b``'s cheapest level (task ``cheap``) has searched for less than
