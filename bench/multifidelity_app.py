@@ -64,7 +64,9 @@ FRACTIONS = (0.25,)
 CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 METHODS = ("fidelity", "single")
 #: methods that are another method with module constants of gptask.tuning.fidelity set for their runs
-VARIANTS = {"fidelity_own03": ("fidelity", {"CHEAP_SEARCH_SHARE": 0.3})}
+VARIANTS = {"fidelity_own03": ("fidelity", {"CHEAP_SEARCH_SHARE": 0.3}),
+            # the guard before its hysteresis: bought again after one judgement at or above RHO_MIN
+            "fidelity_rebuy1": ("fidelity", {"RHO_REBUY": 0.3, "REBUY_CONFIRM": 1})}
 
 
 def key(c: dict) -> str:
@@ -132,6 +134,21 @@ def phase_recheck(args) -> None:
         logging.info("recheck %-40s truth %.3f again %s", k, data["times"][k], data["recheck"][k])
 
 
+class GuardCount(logging.Handler):
+    """Counts the guard's log lines of one tuning: levels dropped, levels bought again."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.counts = {"dropped": 0, "bought_again": 0}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if "is not bought again" in msg:
+            self.counts["dropped"] += 1
+        elif "is bought again" in msg:
+            self.counts["bought_again"] += 1
+
+
 def run_one(method: str, seed: int, budget: float, n_initial: int) -> dict:
     base, consts = VARIANTS.get(method, (method, {}))
     fractions = FRACTIONS if base == "fidelity" else None
@@ -139,11 +156,14 @@ def run_one(method: str, seed: int, budget: float, n_initial: int) -> dict:
     pr = with_candidates(pr, candidates(qr_problem()))
     t0 = time.process_time()
     saved = {k: getattr(fm, k) for k in consts}
+    guard = GuardCount()
+    logging.getLogger(fm.__name__).addHandler(guard)
     try:
         for k, v in consts.items():
             setattr(fm, k, v)
         r = gt.tune(pr, [TASK], cost_budget=budget, n_initial=n_initial, seed=seed)
     finally:
+        logging.getLogger(fm.__name__).removeHandler(guard)
         for k, v in saved.items():
             setattr(fm, k, v)
     runs = []
@@ -154,7 +174,8 @@ def run_one(method: str, seed: int, budget: float, n_initial: int) -> dict:
                      "cost": t.extra.get("cost", t.duration), "wall": t.duration})
     return {"method": method, "seed": seed, "budget": budget, "n_initial": n_initial, "runs": runs,
             "cost_spent": r.cost_spent, "tuner_cpu_s": time.process_time() - t0,
-            "dropped": (r.fidelity or {}).get("dropped") if getattr(r, "fidelity", None) else None}
+            "dropped": (r.fidelity or {}).get("dropped") if getattr(r, "fidelity", None) else None,
+            "guard": guard.counts}
 
 
 def regrets(record: dict, truth: dict, budget: float) -> list[float | None]:

@@ -312,6 +312,25 @@ def test_an_uninformative_fidelity_is_dropped_and_costs_little_regret():
     assert regret_mf <= max(3 * regret_sf, 0.02)
 
 
+@pytest.mark.parametrize("judged,states", [
+    # a rank correlation hovering at RHO_MIN (PDGEQRF's 250 x 250 level): dropped once, not flipped back
+    ([0.29, 0.29, 0.31, 0.29, 0.31, 0.31, 0.29], ".DDDDDD"),
+    ([0.1, 0.2, 0.45, 0.5, 0.2], ".DD.."),  # it recovers: bought again after two at or above 0.4, kept after one low
+    ([0.2, 0.2, 0.5, 0.35, 0.5, 0.5], ".DDDD."),  # the two high judgements must be in a row
+    ([0.5, 0.2, 0.5, 0.2, 0.25, 0.1], "....DD"),  # one low judgement alone drops nothing, two in a row do
+])
+def test_the_guard_drops_after_two_low_judgements_and_buys_again_after_two_high_ones(judged, states):
+    """Stepping through the judgements one model update at a time (``D``: dropped after it)."""
+    from gptask.tuning.fidelity import GUARD_CONFIRM, REBUY_CONFIRM, RHO_MIN, RHO_REBUY, guard_drops
+
+    assert (GUARD_CONFIRM, RHO_MIN, REBUY_CONFIRM, RHO_REBUY) == (2, 0.3, 2, 0.4)  # the thresholds the sequences are written for
+    dropped, seen = False, ""
+    for k in range(len(judged)):
+        dropped = guard_drops(dropped, judged[: k + 1])
+        seen += "D" if dropped else "."
+    assert seen == states
+
+
 def test_an_informative_fidelity_is_kept_and_bought():
     r = gt.tune(problem(), [{"n": 1}], cost_budget=10.0, n_initial=8, seed=4, **FAST)
     assert r.fidelity["dropped"] == {}

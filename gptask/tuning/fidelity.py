@@ -50,9 +50,9 @@ from ..problem.fidelity import ETA, check_cost, role_of
 from .proposer import Proposer, consensus_window, designs_first
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "CHEAP_FAILED_STOP", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "RHO_REBUY", "REBUY_CONFIRM", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "fidelity_tuner",
-           "level_correlations", "spearman"]
+           "guard_drops", "level_correlations", "spearman"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,11 @@ MIN_COMMON = 5
 #: fidelity that ranks like the target, the first fit after the initial designs gave 0.15, the
 #: later ones 0.93-0.97: bench/fidelity_choices.py)
 JUDGE_AFTER, GUARD_CONFIRM = 6, 2
+#: a dropped level or auxiliary task is bought again only after REBUY_CONFIRM judgements in a row at
+#: or above RHO_REBUY (a hysteresis; with RHO_MIN and 1, the rule before, a rank correlation hovering
+#: at 0.30 dropped and bought again the 250 x 250 level of PDGEQRF 19 and 12 times in 5 tunings, each
+#: time moving its runs out of the model and back)
+RHO_REBUY, REBUY_CONFIRM = 0.4, 2
 #: initial designs: a tuned task's target level runs TARGET_DESIGN_SHARE of its design's size (at
 #: least 2 points: with n_initial 10, the MIN_COMMON shared runs the guard's first judgement ranks
 #: on), the cheapest level all of it, each level between INTERMEDIATE_DESIGN of the target's points
@@ -239,6 +244,16 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     return r
 
 
+def guard_drops(dropped: bool, judged: Sequence[float]) -> bool:
+    """The guard's verdict on a level or auxiliary task: whether it is dropped after its judgements
+    ``judged`` (correlations with its target, oldest first), given whether it was dropped before the
+    last one: dropped after GUARD_CONFIRM in a row below RHO_MIN, bought again after REBUY_CONFIRM in
+    a row at or above RHO_REBUY, else as before."""
+    if not dropped:
+        return len(judged) >= GUARD_CONFIRM and all(r < RHO_MIN for r in judged[-GUARD_CONFIRM:])
+    return not (len(judged) >= REBUY_CONFIRM and all(r >= RHO_REBUY for r in judged[-REBUY_CONFIRM:]))
+
+
 def level_correlations(model: Any, target: int, others: Sequence[int]) -> dict[int, float]:
     """The LCM's correlation between task ``target`` and each of ``others`` at one configuration:
     ``C[i, t] / sqrt(C[i, i] C[t, t])`` with ``C = sum_q B_q`` (the coregionalisation)."""
@@ -286,7 +301,7 @@ class FidelityProposer(Proposer):
         self._renew: set[int] = set()  # targets whose design the tuner has to read again
         self._size: dict[int, int] = {}  # cheapest level's task -> its design's size when sized by cost
         self._judged_model: Any = None
-        self._low: dict[int, int] = {}  # task index -> judgements in a row below RHO_MIN
+        self._judged: dict[int, list[float]] = {}  # task index -> its judged correlations, oldest first
         self._targets_begun = False  # every tuned task has a finished target run (AUX_AFTER_TARGET)
 
     def start_from(self, orders: Mapping[int, Sequence[dict]] | None) -> None:
@@ -784,7 +799,8 @@ class FidelityProposer(Proposer):
         """Measure each cheaper level's and auxiliary task's correlation with its target (by the
         fitted model, and by ranks on shared configurations) at every new model, once the target
         has JUDGE_AFTER complete runs; a task low on GUARD_CONFIRM judgements in a row is dropped,
-        and bought again when a later judgement is not low (the first fits on a few runs are rough)."""
+        and bought again when later ones are high (:func:`guard_drops`; the first fits on a few runs
+        are rough)."""
         tu = self.tuner
         model = tu.model
         if model is None or model is self._judged_model:
@@ -806,20 +822,22 @@ class FidelityProposer(Proposer):
             self.correlation[i] = rho
             if i in self.dropped and "rank" not in rho:
                 continue  # its runs left the model: only its shared runs can bring it back
-            judged = rho.get("rank", rho["model"])  # the rank correlation where there are enough shared runs
-            if judged >= RHO_MIN:
-                self._low[i] = 0
-                if self.dropped.pop(i, None) is not None:
-                    log.warning("task %d (%s) is bought again: its correlation with the target is %s", i,
-                                tu.tasks[i], ", ".join(f"{v:.2f} by {k}" for k, v in rho.items()))
+            judged = self._judged.setdefault(i, [])
+            judged.append(rho.get("rank", rho["model"]))  # the rank correlation where there are enough shared runs
+            was = i in self.dropped
+            if guard_drops(was, judged) == was:
                 continue
-            self._low[i] = self._low.get(i, 0) + 1
-            if self._low[i] >= GUARD_CONFIRM and i not in self.dropped:
-                why = (f"its correlation with the target ({tu.tasks[target]}) is "
-                       + ", ".join(f"{v:.2f} by {'the model' if k == 'model' else f'rank on {len(both)} shared runs'}"
-                                   for k, v in rho.items()) + f", below {RHO_MIN}, on {self._low[i]} fits in a row")
-                self.dropped[i] = why
-                log.warning("task %d (%s) is not bought again: %s", i, tu.tasks[i], why)
+            if was:
+                del self.dropped[i]
+                log.warning("task %d (%s) is bought again: its correlation with the target is %s, at or above %s "
+                            "on %d fits in a row", i, tu.tasks[i], ", ".join(f"{v:.2f} by {k}" for k, v in rho.items()),
+                            RHO_REBUY, REBUY_CONFIRM)
+                continue
+            why = (f"its correlation with the target ({tu.tasks[target]}) is "
+                   + ", ".join(f"{v:.2f} by {'the model' if k == 'model' else f'rank on {len(both)} shared runs'}"
+                               for k, v in rho.items()) + f", below {RHO_MIN}, on {GUARD_CONFIRM} fits in a row")
+            self.dropped[i] = why
+            log.warning("task %d (%s) is not bought again: %s", i, tu.tasks[i], why)
 
     def summary(self) -> dict[str, Any]:
         """What results report of the run (``TuningResult.fidelity``): the layout (``n_own``: its
