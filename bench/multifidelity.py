@@ -59,15 +59,16 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_cheap08", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "smac_hb", "dehb", "optuna_hb", "bohb")
 #: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
 #: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
 #: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs);
 #: gptask_mf_early promotes once the cheap design's first runs cost half a target run (issue 44's
 #: 10 % checkpoint: every task's first target run within it), the cheap design's rest after (the
 #: default since: PROMOTE_AFTER_COST); gptask_mf_whole the whole cheap design first (the default before);
-#: gptask_mf_cheap / gptask_mf_cheap15 the cheap design sized by the cost budget (CHEAP_DESIGN_SHARE 0.11 /
-#: 0.15: 16 / 22 runs per task at 15 target-run costs per task and a 1:10 cost ratio, not n_initial's 10);
+#: gptask_mf_cheap / gptask_mf_cheap15 / gptask_mf_cheap08 the cheap design sized by the cost budget
+#: (CHEAP_DESIGN_SHARE 0.11 / 0.15 / 0.08: 16 / 22 / 12 runs per task at 15 target-run costs per task and a
+#: 1:10 cost ratio, not n_initial's 10);
 #: gptask_mf_pooled the target's first run the LCM's pick from every task's cheap runs (POOLED_FIRST),
 #: gptask_mf_pooled_rho from the tasks the LCM correlates with it at 0.5 or more only (POOLED_FIRST_RHO:
 #: the default since); gptask_mf_own the first run the best of the task's own first stage (the default before);
@@ -80,6 +81,7 @@ VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOT
             "gptask_mf_whole": {"PROMOTE_AFTER_COST": None},
             "gptask_mf_cheap15": {"CHEAP_DESIGN_SHARE": 0.15},
             "gptask_mf_cheap": {"CHEAP_DESIGN_SHARE": 0.11},
+            "gptask_mf_cheap08": {"CHEAP_DESIGN_SHARE": 0.08},
             "gptask_mf_pooled": {"POOLED_FIRST": True, "POOLED_FIRST_RHO": None},
             "gptask_mf_own": {"POOLED_FIRST": False},
             "gptask_mf_pooled_rho": {"POOLED_FIRST": True, "POOLED_FIRST_RHO": 0.5},
