@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import multifidelity_families as mff  # noqa: E402
+from module_constants import constants_set  # noqa: E402
 from row_files import load_rows, parse_seeds, save_rows  # noqa: E402
 
 log = logging.getLogger("multifidelity")
@@ -306,14 +307,8 @@ def run_method(method: str, fam: mff.MFFamily, budget: float, seed: int) -> list
     if method in VARIANTS:
         from gptask.tuning import fidelity as fm
 
-        saved = {k: getattr(fm, k) for k in VARIANTS[method]}
-        try:
-            for k, v in VARIANTS[method].items():
-                setattr(fm, k, v)
+        with constants_set(fm, VARIANTS[method]):
             return run_gptask_mf(fam, budget, seed)
-        finally:
-            for k, v in saved.items():
-                setattr(fm, k, v)
     peer = globals()[f"peer_{method}"]
     evals: list[Eval] = []
     for i in range(len(fam.tasks)):

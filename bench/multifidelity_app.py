@@ -49,11 +49,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import gptask as gt  # noqa: E402
 import gptask.tuning.fidelity as fm  # noqa: E402
 from apps.scalapack_qr import problem as qr_problem  # noqa: E402
 from apps.scalapack_qr.grid import configurations  # noqa: E402
+from module_constants import constants_set  # noqa: E402
 
 TRUTH = ROOT / "bench" / "data" / "fidelity_app_truth.json"
 RUNS = ROOT / "bench" / "results" / "fidelity_app.json"
@@ -155,17 +157,13 @@ def run_one(method: str, seed: int, budget: float, n_initial: int) -> dict:
     pr = qr_problem(size_fractions=fractions)
     pr = with_candidates(pr, candidates(qr_problem()))
     t0 = time.process_time()
-    saved = {k: getattr(fm, k) for k in consts}
     guard = GuardCount()
     logging.getLogger(fm.__name__).addHandler(guard)
     try:
-        for k, v in consts.items():
-            setattr(fm, k, v)
-        r = gt.tune(pr, [TASK], cost_budget=budget, n_initial=n_initial, seed=seed)
+        with constants_set(fm, consts):
+            r = gt.tune(pr, [TASK], cost_budget=budget, n_initial=n_initial, seed=seed)
     finally:
         logging.getLogger(fm.__name__).removeHandler(guard)
-        for k, v in saved.items():
-            setattr(fm, k, v)
     runs = []
     for t in sorted(r.history, key=lambda t: t.id):
         runs.append({"params": {k: t.params[k] for k in ("mb", "nb", "nproc", "p", "nth")},

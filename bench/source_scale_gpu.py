@@ -59,6 +59,7 @@ from gptask.sources.replay import read_recording, replay_problem  # noqa: E402
 from gptask.transfer.model import as_transfer_model  # noqa: E402
 from gptask.transfer.predict import predict_encoded  # noqa: E402
 from machine import describe_machine  # noqa: E402
+from module_constants import constants_set  # noqa: E402
 from row_files import parse_seeds  # noqa: E402
 from source_scale import TASK, source_rows  # noqa: E402
 from suite_families import CONVOLUTION_DIR, CONVOLUTION_RESTRICTIONS  # noqa: E402
@@ -154,14 +155,8 @@ QUIET = ("gptask.evaluation.evaluate", "gptask.tuning", "gptask.sources.multisou
 def model_defaults_set(**values: Any) -> Iterator[None]:
     """``gptask.model.numerics.defaults`` attributes set to ``values`` inside, restored on exit (a caller in
     the same process, e.g. the test suite, sees the library's own afterwards)."""
-    old = {name: getattr(model_defaults, name) for name in values}
-    for name, value in values.items():
-        setattr(model_defaults, name, value)
-    try:
+    with constants_set(model_defaults, values):
         yield
-    finally:
-        for name, value in old.items():
-            setattr(model_defaults, name, value)
 
 
 def run(gpus: list[str], seeds: list[int], per_gpu: int | None, device: str, out: Path, arms: list[str],

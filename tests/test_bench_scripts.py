@@ -222,3 +222,22 @@ def test_listed_trap_count_finds_the_tasks_one_step_from_a_near_optimal_configur
     assert got["tasks"] == len(g["tasks"]) and got["found"] == 0.0
     assert got["one_step"] == pytest.approx(np.mean(expect))
     assert 0 < np.mean(expect) < 1  # some tasks are one step away (x0 = 4 next to 8), some not
+
+
+def test_constants_set_sets_a_modules_constants_inside_and_restores_them_even_on_an_error():
+    """bench/module_constants.py: the benchmark variants' way to run the library with some constants set."""
+    from gptask.tuning import fidelity as fm
+    from module_constants import constants_set
+
+    before = (fm.CHEAP_SEARCH_SHARE, fm.RHO_REBUY)
+    with constants_set(fm, {"CHEAP_SEARCH_SHARE": None, "RHO_REBUY": 0.3}):
+        assert (fm.CHEAP_SEARCH_SHARE, fm.RHO_REBUY) == (None, 0.3)
+    assert (fm.CHEAP_SEARCH_SHARE, fm.RHO_REBUY) == before
+    with pytest.raises(RuntimeError, match="inside"):
+        with constants_set(fm, {"CHEAP_SEARCH_SHARE": 1.0}):
+            raise RuntimeError("inside")
+    assert fm.CHEAP_SEARCH_SHARE == before[0]
+    with pytest.raises(AttributeError, match="gptask.tuning.fidelity has no constant CHEAP_SEARCH_SHAR"):
+        with constants_set(fm, {"CHEAP_SEARCH_SHAR": 1.0}):
+            pass
+    assert not hasattr(fm, "CHEAP_SEARCH_SHAR")

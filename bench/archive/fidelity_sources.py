@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import multifidelity as mfb  # noqa: E402
 import multifidelity_families as mff  # noqa: E402
+from module_constants import constants_set  # noqa: E402
 from row_files import load_rows, parse_seeds, save_rows  # noqa: E402
 
 log = logging.getLogger("fidelity_sources")
@@ -133,14 +134,8 @@ def run_method(method: str, name: str, budget: float, seed: int,
     if method in VARIANTS:
         from gptask.tuning import fidelity as fm
 
-        saved = {k: getattr(fm, k) for k in VARIANTS[method]}
-        try:
-            for k, v in VARIANTS[method].items():
-                setattr(fm, k, v)
+        with constants_set(fm, VARIANTS[method]):
             return run_method("mf_sources", name, budget, seed, source)
-        finally:
-            for k, v in saved.items():
-                setattr(fm, k, v)
     if method == "mf_sources":
         res = gt.tune(_problem(fam, True), tasks, sources=[rows], cost_budget=budget * len(tasks), seed=seed,
                       progress=False, provenance="here")
