@@ -198,11 +198,10 @@ def test_a_cost_output_that_is_negative_makes_a_failed_run_saying_so():
                        in t.reason for t in bad)
     good = [t for t in r.history if t.task["iterations"] != 37]
     assert all(t.extra["cost"] == pytest.approx(t.task["iterations"] / 1e3) for t in good)
-    # 37 is the cheapest level: its own searches stop after CHEAP_FAILED_STOP failures in a row (its
-    # failures cost their wall time, next to nothing here: the cost share alone bought 196 of them);
-    # the target's searches may still place a run there
-    from gptask.tuning.fidelity import CHEAP_FAILED_STOP
-    assert CHEAP_FAILED_STOP <= sum(t.source == "search" for t in bad) <= CHEAP_FAILED_STOP + 2
+    # 37 is the cheapest level: no search buys it once its last FAILED_LEVEL_STOP runs all failed (its
+    # failures cost their wall time, next to nothing here: the cost share alone bought 196 of them)
+    from gptask.tuning.fidelity import FAILED_LEVEL_STOP
+    assert sum(t.source == "search" for t in bad) <= FAILED_LEVEL_STOP
 
 
 def test_a_run_cost_that_is_nan_is_a_clear_error():
@@ -361,6 +360,43 @@ def test_low_fidelity_crashes_do_not_mark_the_target_bad():
     params, value = r.best(0)
     # every configuration with x <= 0.5 is at least 0.09 from the optimum (brute force: (0.5 - 0.8) ** 2)
     assert params["x"] > 0.5 and value < 0.09 / 2
+
+
+def test_a_target_that_fails_at_every_run_stops_the_run_though_its_cheap_runs_succeed(tmp_path):
+    """The failure watch counts the target's runs only: cheap successes used to disarm it, and a target
+    failing at once (its wall time the cost) was bought 200 times, with the cheapest level, for 0.03 s
+    of a 4 s cost budget. The limit is that of one task (at least 3)."""
+    def objective(task, p):
+        if p["iterations"] == 1000:
+            raise RuntimeError("srun: error: Unable to allocate resources")
+        return informative(task, p)
+
+    path = tmp_path / "h.sqlite"
+    with pytest.raises(gt.TuningAborted, match=r"the first 3 evaluations at the target fidelity all failed with the "
+                                               r"same reason: RuntimeError: srun: error: Unable to allocate resources"):
+        gt.tune(problem(objective, run_cost=None), [{"n": 1}], cost_budget=4.0, n_initial=4, seed=0, history=path,
+                **FAST)
+    from gptask.data.storage import SQLiteStorage
+
+    with SQLiteStorage(path, read_only=True) as h:
+        trials = h.trials()
+    target = [t for t in trials if t.task["iterations"] == 1000]
+    assert len(target) == 3 and all(t.status is Status.FAILED for t in target)
+    assert all(t.status is Status.COMPLETE for t in trials if t.task["iterations"] < 1000)
+
+
+def test_cheap_runs_that_all_crash_alike_do_not_stop_a_run_whose_target_works():
+    def objective(task, p):
+        if p["iterations"] < 1000:
+            raise MemoryError("cheap build broken")
+        return informative(task, p)
+
+    r = gt.tune(problem(objective), [{"n": 1}], cost_budget=6.0, n_initial=4, seed=0, **FAST)
+    cheap = [t for t in r.history if t.task["iterations"] < 1000]
+    assert len(cheap) >= 8 and all(t.status is Status.FAILED for t in cheap)  # more than the limit of 4 tasks
+    target = [t for t in r.history if t.task["iterations"] == 1000]
+    assert len(target) >= 3 and all(t.status is Status.COMPLETE for t in target)
+    assert r.cost_spent >= 6.0  # it ran to its cost budget
 
 
 def test_an_executor_runs_levels_of_different_cost_in_flight_at_once():

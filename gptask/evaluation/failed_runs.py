@@ -20,7 +20,9 @@ default that fails on every task (a real possibility: an out-of-memory default o
 does not stop the run by itself, nor do failures with different reasons or any failure after a
 first success. ``max_failures=K`` sets the limit to K; ``None`` or 0 never stops.
 Only the evaluations told by this tuner count: a resumed run starts its count afresh, and the
-finished trials, failed or not, stay committed in the history.
+finished trials, failed or not, stay committed in the history. With fidelity levels only the tuned
+tasks' target runs count (:meth:`gptask.tuning.proposer.Proposer.watched_tasks`): cheap runs that
+succeed must not hide a target that fails at every run.
 """
 
 from __future__ import annotations
@@ -118,9 +120,9 @@ class FailureWatch:
         self.reason = ""
         self.armed = max_failures is not None and max_failures != 0
 
-    def observe(self, trial: Trial, n_tasks: int, where: str = "") -> None:
-        """Count ``trial`` (just told). n_tasks: tasks the tuner proposes for; where: the history
-        file, named in the error."""
+    def observe(self, trial: Trial, n_tasks: int, where: str = "", what: str = "evaluations") -> None:
+        """Count ``trial`` (just told). n_tasks: tasks the tuner proposes for (or watches); where:
+        the history file, named in the error; what: the evaluations watched, as the error names them."""
         if not self.armed:
             return
         if self.limit is None:
@@ -138,7 +140,7 @@ class FailureWatch:
             self.armed = False
             kept = f"they are kept in {where}" if where else "they are kept in the history"
             raise TuningAborted(
-                f"tuning stopped: the first {self.failed} evaluations all failed with the same reason: "
+                f"tuning stopped: the first {self.failed} {what} all failed with the same reason: "
                 f"{_short_reason(self.reason)} (last: {failure_line(trial)}). The objective looks broken; "
                 f"{kept}. Fix the cause and run the same command again (it resumes), or allow more failures "
                 f"(max_failures=, --max-failures; 0 never stops)", self.reason, self.failed)

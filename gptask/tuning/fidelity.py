@@ -50,7 +50,7 @@ from ..problem.fidelity import ETA, check_cost, role_of
 from .proposer import Proposer, consensus_window, designs_first
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "CHEAP_FAILED_STOP", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "RHO_REBUY", "REBUY_CONFIRM", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "FAILED_LEVEL_STOP", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "RHO_REBUY", "REBUY_CONFIRM", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
            "prepare", "fidelity_tuner",
            "guard_drops", "level_correlations", "spearman"]
 
@@ -71,10 +71,12 @@ TARGET_EVERY, TARGET_COST_SHARE = 3, None
 #: 0.378 given an earlier campaign run with it as the source); on PDGEQRF within noise
 #: (bench/results/fidelity_app_cheap_search.md)
 CHEAP_SEARCH_SHARE: float | None = 0.3
-#: the cheapest level's own searches stop once its last CHEAP_FAILED_STOP searched runs all failed:
-#: its failures teach the target nothing, and runs that fail at once cost next to nothing, so the
-#: cost share alone would buy them until the task's budget (tests/test_fidelity.py: 196 failed runs)
-CHEAP_FAILED_STOP = 3
+#: a cheaper level or auxiliary task whose last FAILED_LEVEL_STOP finished runs all failed is bought by
+#: no search (neither the cheapest level's own nor a target's placed there): its failures teach the
+#: target nothing, and runs that fail at once cost next to nothing, so the cost share and the value of
+#: information per cost alone would buy them until the task's budget (tests/test_fidelity.py: 196
+#: failed runs of a cheapest level whose cost output was invalid)
+FAILED_LEVEL_STOP = 3
 #: a level or auxiliary task whose correlation with the target is below this is not bought again
 RHO_MIN = 0.3
 #: the rank correlation on configurations run at both a level and the target counts from this many
@@ -692,16 +694,10 @@ class FidelityProposer(Proposer):
             b, lv = self.base_of(i)
             cheap = (self.n_levels - 1) * self.n_base + b
             if b < self.n_tuned and lv in (0, self.n_levels - 1):
-                owing = self._open(cheap) and not self._cheap_failing(cheap) and self._cheap_owing(b, cheap)
+                owing = self._open(cheap) and self._cheap_owing(b, cheap)
                 return owing if i == cheap else not owing
         # after the designs only the tuned tasks' targets search; :meth:`place` picks the level
         return self.is_target(i)
-
-    def _cheap_failing(self, cheap: int) -> bool:
-        """Whether the last CHEAP_FAILED_STOP searched runs of cheapest level ``cheap`` all failed."""
-        searched = [t for t in self.tuner.trials_of(cheap) if t.source == SOURCE_SEARCH]
-        last = searched[-CHEAP_FAILED_STOP:]
-        return len(last) == CHEAP_FAILED_STOP and all(t.status is Status.FAILED for t in last)
 
     def _cheap_owing(self, b: int, cheap: int) -> bool:
         """Whether tuned task ``b``'s cheapest level (task ``cheap``) has searched for less than
@@ -780,14 +776,25 @@ class FidelityProposer(Proposer):
             return None
 
     def _open(self, i: int) -> bool:
+        """Whether a search may buy a run of cheaper level ``i``: not dropped by the guard, not
+        closed, under its budget, and its last FAILED_LEVEL_STOP finished runs did not all fail."""
         tu = self.tuner
-        return i not in self.dropped and tu.closed_reason(i) is None and len(tu.trials_of(i)) < tu.budget
+        if i in self.dropped or tu.closed_reason(i) is not None or len(tu.trials_of(i)) >= tu.budget:
+            return False
+        last = [t for t in tu.trials_of(i) if t.status.finished][-FAILED_LEVEL_STOP:]
+        return not (len(last) == FAILED_LEVEL_STOP and all(t.status is Status.FAILED for t in last))
 
     def mean_cost(self, i: int) -> float | None:
         """The mean cost in seconds of task ``i``'s finished runs (None before its first)."""
         costs = [c for t in self.tuner.trials_of(i) if t.status.finished
                  and (c := self.tuner.cost_of(t)) is not None]
         return float(np.mean(costs)) if costs else None
+
+    watched_what = "evaluations at the target fidelity"
+
+    def watched_tasks(self) -> list[int]:
+        """The tuned tasks' targets (:meth:`Proposer.watched_tasks`)."""
+        return list(range(self.n_tuned))
 
     def in_model(self, trial: Any) -> bool:
         """A dropped level's runs leave the model (they stay in the history), all but its first

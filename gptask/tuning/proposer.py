@@ -202,6 +202,17 @@ class Proposer:
         proposer leaves out the runs of a level its guard dropped)."""
         return True
 
+    #: what the failure watch's message calls the evaluations it counts
+    watched_what = "evaluations"
+
+    def watched_tasks(self) -> list[int] | None:
+        """The tasks whose told evaluations the failure watch counts
+        (:class:`~gptask.evaluation.failed_runs.FailureWatch`: a run whose first evaluations all
+        fail alike is stopped), None for every task that proposes (here). The fidelity proposer
+        watches its tuned tasks' target runs only: cheap runs that succeed must not hide a target
+        that fails at every run, nor cheap crashes stop a run whose target works."""
+        return None
+
     def place(self, i: int, x: np.ndarray, model: Any) -> int:
         """The task that runs the configuration ``x`` (encoded, (D,)) task ``i``'s search chose on
         ``model`` (the search view, pending runs as fantasies): task ``i`` itself here; the

@@ -870,9 +870,21 @@ class Tuner:
         done = Trial.from_json(self.mirror.on_root(
             lambda: self.mirror.finish(trial_id, outcome, expected, self.machine).to_json(), "telling"))
         self.mirror.merge([done])
-        self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
-                              getattr(self.mirror.storage, "path", ""))
+        self._watch_failures(done)
         return done
+
+    def _watch_failures(self, done: Trial) -> None:
+        """Count finished trial ``done`` in the failure watch when the proposer watches its task
+        (:meth:`~gptask.tuning.proposer.Proposer.watched_tasks`; the limit from how many it watches,
+        else from the tasks that propose). The tasks that propose are asked at every tell, watched or
+        not: the fidelity proposer's answer moves its schedule on (a cheap design done promotes the
+        target's), and the benchmarks' figures were measured with it asked here."""
+        proposing = sum(map(self.proposes_for, range(self.n_tasks)))
+        watched = self.proposer.watched_tasks()
+        if watched is not None and done.task_index not in watched:
+            return
+        n = len(watched) if watched is not None else proposing
+        self.failures.observe(done, n, getattr(self.mirror.storage, "path", ""), what=self.proposer.watched_what)
 
     def _check_outputs_told(self, trial_id: int, outcome: Outcome) -> None:
         """ValueError when ``outcome`` is a complete (or censored) result of a problem with named
@@ -921,8 +933,7 @@ class Tuner:
         done = self.mirror.finish(trial.id, self._with_cost(trial.id, trial, Outcome.of(result, outputs=self.problem.outputs)),
                                   trial, self.machine)
         self.mirror.keep_told(done)
-        self.failures.observe(done, sum(map(self.proposes_for, range(self.n_tasks))),
-                              getattr(self.mirror.storage, "path", ""))
+        self._watch_failures(done)
         return done
 
     # ---- result ------------------------------------------------------------------------------
