@@ -877,8 +877,10 @@ class Tuner:
         """Count finished trial ``done`` in the failure watch when the proposer watches its task
         (:meth:`~gptask.tuning.proposer.Proposer.watched_tasks`; the limit from how many it watches,
         else from the tasks that propose). The tasks that propose are asked at every tell, watched or
-        not: the fidelity proposer's answer moves its schedule on (a cheap design done promotes the
-        target's), and the benchmarks' figures were measured with it asked here."""
+        not: asking the fidelity proposer moves its schedule on (it promotes a target's design from
+        the cheap runs finished when first asked after they are), and the benchmarks' figures were
+        measured with it asked here (asked only at the next proposal, currin_noinfo's seed 1 starts
+        at another first target run)."""
         proposing = sum(map(self.proposes_for, range(self.n_tasks)))
         watched = self.proposer.watched_tasks()
         if watched is not None and done.task_index not in watched:
