@@ -96,6 +96,9 @@ def test_spearman_matches_a_brute_force_rank_correlation():
     d = ra - rb
     assert spearman(a, b) == pytest.approx(1 - 6 * np.sum(d ** 2) / (9 * (81 - 1)))
     assert spearman(a, a ** 3) == pytest.approx(1.0)
+    # on 5 runs with squared rank differences summing to 14 it is exactly 1 - 6 * 14 / 120 = 0.3: not
+    # below the guard's RHO_MIN (float rounding gave 0.29999999999999993, and a drop)
+    assert spearman(np.arange(5.0), np.array([1.0, 3.0, 0.0, 4.0, 2.0])) == 0.3
 
 
 # ---- a run -------------------------------------------------------------------------------------
