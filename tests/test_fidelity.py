@@ -227,19 +227,22 @@ def test_aux_tasks_run_their_initial_design_only_and_have_no_best():
 
 
 # ---- what it buys ------------------------------------------------------------------------------
-def test_initial_designs_are_cost_aware_and_share_configurations():
-    """The cheapest level the whole design first; then the target's 5 points, the 3 best of the
-    cheap runs promoted (ranked here by their values) then the Latin hypercube's next; the levels
-    between 2 of the target's points; the cheaper designs within LOW_DESIGN_SHARE of the cost
-    budget (run_cost)."""
+@pytest.mark.parametrize("share, n_target", [(None, 2), (0.5, 5)])
+def test_initial_designs_are_cost_aware_and_share_configurations(monkeypatch, share, n_target):
+    """The cheapest level the whole design first; then the target's points (TARGET_DESIGN_SHARE of
+    n_initial 10: 2 by default, 5 with 0.5), the 3 best of the cheap runs promoted (ranked here by
+    their values) then the Latin hypercube's next; the levels between 2 of the target's points; the
+    cheaper designs within LOW_DESIGN_SHARE of the cost budget (run_cost)."""
     from gptask.data.trials import params_key
     from gptask.tuning import fidelity as fm
 
+    if share is not None:
+        monkeypatch.setattr(fm, "TARGET_DESIGN_SHARE", share)
     budget = 8.0
     r = gt.tune(problem(), [{"n": 1}], cost_budget=budget, n_initial=10, seed=2, **FAST)
     design = {i: [t for t in sorted(r.history, key=lambda t: t.id) if t.task_index == i and t.source != "search"]
               for i in range(4)}
-    assert [len(design[i]) for i in range(4)] == [5, 2, 2, 10]  # levels 1000, 333, 111, 37
+    assert [len(design[i]) for i in range(4)] == [n_target, 2, 2, 10]  # levels 1000, 333, 111, 37
     low_cost = sum(t.extra["cost"] for i in (1, 2, 3) for t in design[i])
     assert low_cost == pytest.approx((2 * 333 + 2 * 111 + 10 * 37) / 1000) and low_cost <= fm.LOW_DESIGN_SHARE * budget
     # the cheap design ran before any other level's (the promotion waits for all of it)
@@ -247,8 +250,8 @@ def test_initial_designs_are_cost_aware_and_share_configurations():
     cheap = [params_key(t.params) for t in design[3]]
     best3 = [params_key(t.params) for t in sorted(design[3], key=lambda t: t.value)[:3]]
     target = [params_key(t.params) for t in design[0]]
-    assert target[:3] == best3  # promoted, best first
-    assert target[3:] == [k for k in cheap if k not in best3][:2]  # then the design's next points
+    assert target[:3] == best3[:n_target]  # promoted, best first
+    assert target[3:] == [k for k in cheap if k not in best3][:max(0, n_target - 3)]  # then the design's next points
     assert [params_key(t.params) for t in design[1]] == target[:2]  # shared with the target
     assert [params_key(t.params) for t in design[2]] == target[:2]
     # the first target run is the cheap level's best: at the target it beats the median of the
@@ -896,6 +899,7 @@ def test_promotion_after_a_first_stage_gets_every_target_run_in_early(monkeypatc
     from gptask.tuning import fidelity as fm
 
     monkeypatch.setattr(fm, "PROMOTE_AFTER_COST", 0.5)
+    monkeypatch.setattr(fm, "TARGET_DESIGN_SHARE", 0.5)  # 5 target design points: 3 promoted (2 by default)
     monkeypatch.setattr(fm, "POOLED_FIRST", False)  # the first run from the task's own first stage
     monkeypatch.setattr(fm, "CHEAP_SEARCH_SHARE", None)  # no cheap searches in the batches' room
     two = gt.Space([gt.Ordinal("iterations", [100, 1000])])
@@ -941,6 +945,7 @@ def test_cheap_design_sized_by_the_cost_budget(monkeypatch, cap, size):
 
     monkeypatch.setattr(fm, "CHEAP_DESIGN_SHARE", 0.15)
     monkeypatch.setattr(fm, "CHEAP_DESIGN_MAX", cap)
+    monkeypatch.setattr(fm, "TARGET_DESIGN_SHARE", 0.5)  # 3 target design points, all promoted (2 by default)
     monkeypatch.setattr(fm, "POOLED_FIRST", False)
     monkeypatch.setattr(fm, "CHEAP_SEARCH_SHARE", None)  # promoted from the design's runs only
     two = gt.Space([gt.Ordinal("iterations", [100, 1000])])

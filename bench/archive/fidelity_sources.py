@@ -60,12 +60,12 @@ TUNED = (0, 1)
 SOURCE_TASKS = (2, 3, 4)
 SOURCE_SEED = 1000
 DEFAULT_BUDGET = 15.0
-METHODS = ("mf_sources", "sf_sources", "mf_alone", "mf_sources_own")
+METHODS = ("mf_sources", "sf_sources", "mf_alone", "mf_sources_own", "mf_sources_design2")
 #: mf_sources with constants of gptask/tuning/fidelity.py set otherwise (a schedule measured side by
 #: side): mf_sources_own, the target's first run picked from the tuned tasks' cheap runs only, as
 #: without sources (POOLED_SOURCES False: the default before; mf_sources picks it by an LCM that holds
 #: the sources' tasks too, from their runs as well)
-VARIANTS = {"mf_sources_own": {"POOLED_SOURCES": False}}
+VARIANTS = {"mf_sources_own": {"POOLED_SOURCES": False}, "mf_sources_design2": {"TARGET_DESIGN_SHARE": 0.2}}
 
 
 @lru_cache(maxsize=None)

@@ -94,7 +94,7 @@ from ..data.trials import SOURCE_BROUGHT, Status, Trial, point_key
 __all__ = ["Source", "SourceError", "MACHINE_DIM", "SOURCE_POINTS_AUTO", "SOURCE_POINTS_MIN",
            "machine_labels", "combined_problem",
            "tune_with_sources", "predict_optimum", "target_tasks", "note_levels", "note_aux_tasks",
-           "SELECT_TARGET_RUNS_ONLY"]
+           "SELECT_TARGET_RUNS_ONLY", "SELECT_TARGET_DESIGN_SHARE"]
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +316,11 @@ def target_tasks(result: TuningResult) -> list[int]:
 #: (dropped on 3); scored on the 5 target runs alone, -0.1 and +0.5 (dropped on 3 and 1): too few
 #: runs to tell them apart (bench/results/select_fidelity_scoring.md)
 SELECT_TARGET_RUNS_ONLY = False
+#: with fidelity, select_sources=True runs a target design of this share of ``n_initial`` (5 runs of
+#: 10; the fidelity schedule's own default is 2, gptask.tuning.fidelity.TARGET_DESIGN_SHARE): the
+#: sources are judged by the designs' runs, and with 2 target runs the source of the same function
+#: in tests/test_aux_sources.py was dropped beside the random one
+SELECT_TARGET_DESIGN_SHARE = 0.5
 #: the error of select_sources=True without sources
 NEEDS_SOURCES = "select_sources=True judges the sources by this machine's runs; it needs sources="
 #: gt.tune arguments that the sources path does not take yet (gptask.api.campaign.tune refuses them)
@@ -385,6 +390,8 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     selection = None
     try:
         if select_sources:
+            if fidelity is not None:
+                fidelity.target_design_share = SELECT_TARGET_DESIGN_SHARE
             selection = _selection(plan, mine, storage, evaluator, budget, n_initial, seed, progress, tuner_args,
                                    _by_index(designs, mine), fidelity)
             trials, records = _kept(plan, selection)
@@ -559,7 +566,7 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
         return SourceSelection.from_json(stored["selection"])
     log.info("sources: this machine's initial designs run first; the sources are judged by them")
     proposer = ConsensusProposer(range(len(mine)), designs) if fidelity is None else FidelityProposer(
-        fidelity.n_tuned, fidelity.n_aux, fidelity.n_levels, fidelity.orders)
+        fidelity.n_tuned, fidelity.n_aux, fidelity.n_levels, fidelity.orders, fidelity.target_design_share)
     with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage, proposer=proposer, **tuner_args) as design:
         run(design, evaluator, progress=progress)
         settings = design.surrogate.settings

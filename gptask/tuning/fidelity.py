@@ -94,12 +94,18 @@ JUDGE_AFTER, GUARD_CONFIRM = 6, 2
 #: and 4 times (rank correlations of 0.67 on the shared runs), regret within that bench's noise
 RHO_REBUY, REBUY_CONFIRM = 0.4, 2
 #: initial designs: a tuned task's target level runs TARGET_DESIGN_SHARE of its design's size (at
-#: least 2 points: with n_initial 10, the MIN_COMMON shared runs the guard's first judgement ranks
-#: on), the cheapest level all of it, each level between INTERMEDIATE_DESIGN of the target's points
-#: (the LCM needs data of every task); the cheaper levels' and auxiliary tasks' designs together cost
-#: at most LOW_DESIGN_SHARE of ``cost_budget`` (by ``run_cost``, when the problem gives one: points
-#: are left out, each task keeping one)
-TARGET_DESIGN_SHARE, INTERMEDIATE_DESIGN, LOW_DESIGN_SHARE = 0.5, 2, 0.2
+#: least 2 points), the cheapest level all of it, each level between INTERMEDIATE_DESIGN of the
+#: target's points (the LCM needs data of every task); the cheaper levels' and auxiliary tasks'
+#: designs together cost at most LOW_DESIGN_SHARE of ``cost_budget`` (by ``run_cost``, when the problem
+#: gives one: points are left out, each task keeping one). 0.2 (2 of n_initial 10: the promoted first
+#: run and the best other cheap run; the target's searches begin after them) against 0.5 (5: 3 promoted,
+#: then 2 Latin hypercube points spread for the guard's first rank correlation; the guard now judges
+#: by the model until MIN_COMMON runs are shared): bench/results/fidelity.md, session 31 (10 seeds,
+#: 6 families): regret at 1/3 of the budget currin 0.160 -> 0.066, hartmann3 0.311 -> 0.194, branin
+#: 0.203 -> 0.156, borehole 0.109 -> 0.095; at 50 % 0.002-0.181 lower on every family; at 100 % park
+#: 0.045 -> 0.034, the others within noise (branin +0.008, se 0.009); 0.3 (3 points, all promoted)
+#: lost branin's final (+0.040, se 0.009), 1 promoted and 2 spread points lost 0.15-0.19 at 25 %
+TARGET_DESIGN_SHARE, INTERMEDIATE_DESIGN, LOW_DESIGN_SHARE = 0.2, 2, 0.2
 #: promotion (Hyperband's, GPTuneBand's): a tuned task's target and intermediate levels wait for its
 #: cheapest level's design to finish, then the target's design begins with the PROMOTE best
 #: configurations of that design (by their cheap values), the rest its Latin hypercube's next points
@@ -282,14 +288,18 @@ class FidelityProposer(Proposer):
     tuned task index the sources' consensus order of configurations (best first): its design begins
     with them and its searches choose among them as :class:`~gptask.tuning.sourced.ConsensusProposer`'s
     do (:func:`~gptask.tuning.proposer.consensus_window`); ignored with fidelity levels.
+    target_design_share: the share of ``n_initial`` a tuned task's target design runs (None:
+    :data:`TARGET_DESIGN_SHARE`; ``select_sources=True`` sets more, its sources being judged by
+    the designs' runs).
     """
 
     name = "fidelity"
 
     def __init__(self, n_tuned: int, n_aux: int, n_levels: int,
-                 orders: Mapping[int, Sequence[dict]] | None = None) -> None:
+                 orders: Mapping[int, Sequence[dict]] | None = None, target_design_share: float | None = None) -> None:
         super().__init__(local_probe_after=None)  # no local probe: not measured with the fidelity schedule
         self.n_tuned, self.n_aux, self.n_levels = n_tuned, n_aux, n_levels
+        self.target_design_share = target_design_share
         #: tuned task index -> the sources' consensus order (one level only: :meth:`start_from`)
         self.orders: dict[int, list[dict]] = {}
         self.start_from(orders)
@@ -363,7 +373,8 @@ class FidelityProposer(Proposer):
         for b, order in self.orders.items():  # one level: the sources' consensus first
             self._full[b] = designs_first(order, self._full[b], tu.defaults[b], tu.n_initial)
         full = self._full
-        n_t = max(2, math.ceil(TARGET_DESIGN_SHARE * tu.n_initial))
+        share = TARGET_DESIGN_SHARE if self.target_design_share is None else self.target_design_share
+        n_t = max(2, math.ceil(share * tu.n_initial))
         for i in range(self.n_own):
             b, level = self.base_of(i)
             if level == 0:
