@@ -103,8 +103,8 @@ RHO_REBUY, REBUY_CONFIRM = 0.4, 2
 #: by the model until MIN_COMMON runs are shared): bench/results/fidelity.md, session 31 (10 seeds,
 #: 6 families): regret at 1/3 of the budget currin 0.160 -> 0.066, hartmann3 0.311 -> 0.194, branin
 #: 0.203 -> 0.156, borehole 0.109 -> 0.095; at 50 % 0.002-0.181 lower on every family; at 100 % park
-#: 0.045 -> 0.034, the others within noise (branin +0.008, se 0.009); 0.3 (3 points, all promoted)
-#: lost branin's final (+0.040, se 0.009), 1 promoted and 2 spread points lost 0.15-0.19 at 25 %
+#: 0.045 -> 0.034, the others within noise (branin +0.010, se 0.010); 0.3 (3 points, all promoted)
+#: lost branin's final (+0.042, se 0.010), 1 promoted and 2 spread points lost 0.15-0.19 at 25 %
 TARGET_DESIGN_SHARE, INTERMEDIATE_DESIGN, LOW_DESIGN_SHARE = 0.2, 2, 0.2
 #: promotion (Hyperband's, GPTuneBand's): a tuned task's target and intermediate levels wait for its
 #: cheapest level's design to finish, then the target's design begins with the PROMOTE best
