@@ -127,7 +127,8 @@ PROMOTE_AFTER_COST: float | None = 0.5
 #: (bench/results/fidelity_bounds.md: at 25 % of the budget about 27 cheap runs to 1 target run per
 #: task). None: ``n_initial`` runs. With the cheap searches on (session 30, 10 seeds), 0.11 lowered regret
 #: at 25 % by 0.065-0.098 on currin, hartmann3 and branin but raised borehole's at 50 % by 0.009 (se 0.003)
-#: and the uninformative currin_noinfo's at 25 % by 0.070 (se 0.037): not the default
+#: and the uninformative currin_noinfo's at 25 % by 0.070 (se 0.037): not the default; the same trade with
+#: the target design of 2 (session 31: borehole +0.006, se 0.002, at 25 %, currin_noinfo +0.023, 0.015, at 100 %)
 CHEAP_DESIGN_SHARE: float | None = None
 CHEAP_DESIGN_MAX = 3
 #: with PROMOTE_AFTER_COST, a tuned task's first target run is the configuration of lowest LCM
