@@ -96,7 +96,7 @@ VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOT
             "gptask_mf_own03": {"CHEAP_SEARCH_SHARE": 0.3},
             "gptask_mf_own1": {"CHEAP_SEARCH_SHARE": 1.0},
             "gptask_mf_targets": {"CHEAP_SEARCH_SHARE": None},
-            "gptask_mf_promote5": {"PROMOTE": 5},
+            "gptask_mf_promote5": {"PROMOTE": 5, "TARGET_DESIGN_SHARE": 0.5},
             "gptask_mf_design3": {"TARGET_DESIGN_SHARE": 0.3},
             "gptask_mf_design2": {"TARGET_DESIGN_SHARE": 0.2},
             "gptask_mf_design3_lhs": {"TARGET_DESIGN_SHARE": 0.3, "PROMOTE": 1},
