@@ -40,8 +40,6 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -151,14 +149,6 @@ ARMS = {
 QUIET = ("gptask.evaluation.evaluate", "gptask.tuning", "gptask.sources.multisource")
 
 
-@contextmanager
-def model_defaults_set(**values: Any) -> Iterator[None]:
-    """``gptask.model.numerics.defaults`` attributes set to ``values`` inside, restored on exit (a caller in
-    the same process, e.g. the test suite, sees the library's own afterwards)."""
-    with constants_set(model_defaults, values):
-        yield
-
-
 def run(gpus: list[str], seeds: list[int], per_gpu: int | None, device: str, out: Path, arms: list[str],
         subset_above: int | None = None) -> None:
     recordings = {g: read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in GPUS}
@@ -175,7 +165,7 @@ def run(gpus: list[str], seeds: list[int], per_gpu: int | None, device: str, out
             exact = dict(source_points=None, device=device, output_transform="log" if summary["use_log"] else "none")
             for name in (a for a in ARMS if a in arms):
                 values, options = ARMS[name]
-                with model_defaults_set(**{**limits, **values}):
+                with constants_set(model_defaults, {**limits, **values}):
                     rows.append(run_arm(name, held, seed, recordings, per_gpu, **options, **exact))
                 if rows[-1]["initial"] != summary["initial"]:
                     logging.warning("%s seed %d: the %s arm's initial runs differ from the summary's", held, seed,
