@@ -7,7 +7,10 @@ with :data:`N_INSTANCES` = 6 instances so that one instance is neither tuned nor
 * ``mf_sources_aux``: the same with ``aux_tasks=[instance 5]`` (a task nobody measured);
 * ``mf_sources_aux_src``: the same with ``aux_tasks=[instance 2]``, a task the source measured (on the
   machine "earlier"; the auxiliary task runs it on "here");
-* ``mf_aux``: ``aux_tasks=[instance 5]`` without the source (what the source adds to it).
+* ``mf_aux``: ``aux_tasks=[instance 5]`` without the source (what the source adds to it);
+* ``mf_sources_aux_design5``: ``mf_sources_aux`` with the target's design half of ``n_initial``
+  (``TARGET_DESIGN_SHARE = 0.5``, the default before session 31), beside the same source (made by
+  today's default): what the rule itself changes, the source held fixed.
 
 The auxiliary tasks' runs count in the cost clock (they are this campaign's runs); regret is of the tuned
 instances (0, 1) only.
@@ -41,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fidelity_sources as fs  # noqa: E402
 import multifidelity_families as mff  # noqa: E402
+from module_constants import constants_set  # noqa: E402
 from row_files import load_rows, parse_seeds, save_rows  # noqa: E402
 
 log = logging.getLogger("aux_sources")
@@ -49,7 +53,9 @@ log = logging.getLogger("aux_sources")
 N_INSTANCES = 6
 fs.N_INSTANCES = N_INSTANCES  # a setting of the benchmark module (its family() reads it), not of gptask
 AUX_NEW, AUX_SOURCE = 5, 2
-METHODS = ("mf_sources", "mf_sources_aux", "mf_sources_aux_src", "mf_aux")
+METHODS = ("mf_sources", "mf_sources_aux", "mf_sources_aux_src", "mf_aux", "mf_sources_aux_design5")
+#: a method run as another with constants of gptask/tuning/fidelity.py set (the source made before, by the default)
+VARIANTS = {"mf_sources_aux_design5": ("mf_sources_aux", {"TARGET_DESIGN_SHARE": 0.5})}
 #: rows of bench/archive/aux_cheap_only.py (the auxiliary task at the cheapest level only) in the same file
 REPORTED = (*METHODS, "mf_sources_aux_cheap", "mf_sources_aux_wait_all")
 
@@ -62,6 +68,12 @@ def run_method(method: str, name: str, budget: float, seed: int) -> tuple[list[l
     fam = fs.family(name)
     tasks = [{"instance": i} for i in fs.TUNED]
     rows = [dict(r) for r in fs.source_rows(name, budget)]
+    if method in VARIANTS:
+        from gptask.tuning import fidelity as fm
+
+        base, values = VARIANTS[method]
+        with constants_set(fm, values):
+            return run_method(base, name, budget, seed)
     kw: dict[str, Any] = dict(cost_budget=budget * len(tasks), seed=seed, progress=False, provenance="here")
     if method != "mf_aux":
         kw["sources"] = [rows]

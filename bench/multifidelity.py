@@ -60,7 +60,7 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_cheap08", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "gptask_mf_promote5", "gptask_mf_design3", "gptask_mf_design2", "gptask_mf_design3_lhs", "gptask_mf_design5", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_cheap08", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "gptask_mf_promote5", "gptask_mf_design3", "gptask_mf_design2", "gptask_mf_design3_lhs", "gptask_mf_design5", "gptask_mf_inter1", "smac_hb", "dehb", "optuna_hb", "bohb")
 #: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
 #: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
 #: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs);
@@ -79,7 +79,9 @@ METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptas
 #: targets search alone, the default before); gptask_mf_design2 / _design3 / _design5 the target's design
 #: a fifth (the default since session 31) / 3 tenths / half of n_initial (TARGET_DESIGN_SHARE; the default
 #: before: 3 promoted points, then 2 Latin hypercube ones), gptask_mf_promote5 half with all 5 promoted,
-#: gptask_mf_design3_lhs 3 tenths with 1 promoted (PROMOTE 1)
+#: gptask_mf_design3_lhs 3 tenths with 1 promoted (PROMOTE 1); gptask_mf_inter1 one design point per
+#: level between the cheapest and the target, not 2 (INTERMEDIATE_DESIGN; only the continuous fidelities of
+#: hartmann3 and branin have such levels)
 VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOTE_AFTER_COST": None},
             "gptask_mf_early": {"PROMOTE_AFTER_COST": 0.5},
             "gptask_mf_whole": {"PROMOTE_AFTER_COST": None},
@@ -100,7 +102,8 @@ VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOT
             "gptask_mf_design3": {"TARGET_DESIGN_SHARE": 0.3},
             "gptask_mf_design2": {"TARGET_DESIGN_SHARE": 0.2},
             "gptask_mf_design3_lhs": {"TARGET_DESIGN_SHARE": 0.3, "PROMOTE": 1},
-            "gptask_mf_design5": {"TARGET_DESIGN_SHARE": 0.5}}
+            "gptask_mf_design5": {"TARGET_DESIGN_SHARE": 0.5},
+            "gptask_mf_inter1": {"INTERMEDIATE_DESIGN": 1}}
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")
 #: what reports show, in order: the methods and the recorded rows of gptask's first fidelity proposer
 #: (branch i44-fidelity, renamed from gptask_mf: bench/results/fidelity_mf_i44.json), not run any more

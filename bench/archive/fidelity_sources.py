@@ -60,14 +60,16 @@ TUNED = (0, 1)
 SOURCE_TASKS = (2, 3, 4)
 SOURCE_SEED = 1000
 DEFAULT_BUDGET = 15.0
-METHODS = ("mf_sources", "sf_sources", "mf_alone", "mf_sources_own", "mf_sources_design2")
+METHODS = ("mf_sources", "sf_sources", "mf_alone", "mf_sources_own", "mf_sources_design2", "mf_sources_design5")
 #: mf_sources with constants of gptask/tuning/fidelity.py set otherwise (a schedule measured side by
 #: side): mf_sources_own, the target's first run picked from the tuned tasks' cheap runs only, as
 #: without sources (POOLED_SOURCES False: the default before; mf_sources picks it by an LCM that holds
 #: the sources' tasks too, from their runs as well); mf_sources_design2, the target's design a fifth of
 #: n_initial (TARGET_DESIGN_SHARE 0.2, the default since session 31; the source campaign is made by the
-#: default either way)
-VARIANTS = {"mf_sources_own": {"POOLED_SOURCES": False}, "mf_sources_design2": {"TARGET_DESIGN_SHARE": 0.2}}
+#: default either way); mf_sources_design5, the target's design half of n_initial (the default before
+#: session 31) beside a source made by today's default
+VARIANTS = {"mf_sources_own": {"POOLED_SOURCES": False}, "mf_sources_design2": {"TARGET_DESIGN_SHARE": 0.2},
+            "mf_sources_design5": {"TARGET_DESIGN_SHARE": 0.5}}
 
 
 @lru_cache(maxsize=None)
