@@ -13,7 +13,6 @@ import gptask as gt
 from gptask.sources.importing import DataError, group_runs, read_rows
 from gptask.data.storage import HistoryMismatch, SQLiteStorage
 from gptask.data.trials import Status
-from gptask.tuning import Tuner
 
 sys.path.insert(0, str(Path(__file__).parent))
 from problems_for_tests import BLOCKS_DEFAULT, blocks_problem as small_problem, blocks_truth as truth  # noqa: E402

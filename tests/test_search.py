@@ -1,4 +1,3 @@
-import logging
 import os
 
 import numpy as np

@@ -32,7 +32,6 @@ sys.path.insert(0, str(ROOT))
 
 import gptask as gt  # noqa: E402
 import gptask.tuning.steps as steps  # noqa: E402
-from gptask.evaluation import journal  # noqa: E402
 from problems_for_tests import sleepy_problem  # noqa: E402
 
 
