@@ -166,3 +166,70 @@ def test_the_default_proposer_probes_after_two_stalled_searches_and_the_setting_
         probes.append(None if p is None else [r for r in p.probes if r[2] is not None])
     assert runs[0] == runs[1]  # the default is the probe after 2
     assert probes[0] and probes[2] == [] and runs[2] != runs[0]  # it probed, and that changed the run
+
+
+CAPS = [{"cap": 21}, {"cap": 9}, {"cap": 11}]
+
+
+def capped_problem() -> gt.Problem:
+    """The bowl where each task allows its own configurations (x + y + z <= cap): the tasks' domains differ
+    in size and order, as PDGEQRF's do (the process grid and blocks must fit the matrix)."""
+    return gt.Problem(gt.Space([gt.Integer("cap", 0, 30)]), gt.Space([gt.Ordinal(n, VALUES) for n in ("x", "y", "z")]),
+                      lambda task, p: bowl({"gpu": "a"}, p) + 0.01 * task["cap"], name="probe-capped",
+                      constraints=["x + y + z <= cap"])
+
+
+def test_a_probe_reads_the_other_tasks_offers_as_configurations_when_the_tasks_domains_differ():
+    # the offers of one round are configurations: another task's domain numbers them otherwise (PDGEQRF's main
+    # job used to stop here with an IndexError, task 0's row 162898 read in task 1's domain of 145152)
+    prob = capped_problem()
+    rec = Recorder(after=1)
+    with Tuner(prob, CAPS, budget=16, n_initial=4, seed=2, proposer=rec, pso_particles=10, pso_iters=5) as tu:
+        while True:
+            got = tu.ask()
+            if not got:
+                break
+            for t in got:
+                assert sum(t.params[n] for n in "xyz") <= t.task["cap"]
+                tu.tell(t, prob.objective(t.task, t.params))
+    domains = [prob.domain(c) for c in CAPS]
+    assert len({len(d) for d in domains}) == 3
+    offered = [(i, rows) for i, _, rows in rec.probes if rows]
+    assert len({i for i, _ in offered}) >= 2  # probes of tasks with different domains, one round after another
+    for i, rows in offered:
+        for p in domains[i].params(rows):
+            assert sum(p.values()) <= CAPS[i]["cap"]
+
+
+def test_the_line_counts_of_a_probe_take_another_tasks_offer_by_its_configuration():
+    # two tasks stalled at (3, 4, 2); task 0 (the whole grid) has run its x and z neighbours (2, 4, 2) and (3, 4, 1),
+    # so it offers the y line; task 1 (x + y + z <= 9, its rows numbered otherwise) has run (2, 4, 2). Read by hand:
+    # task 1's lines through (3, 4, 2) then hold x: (2, 4, 2), y: task 0's offer (3, 3, 2), z: task 0's run
+    # (3, 4, 1), one each, so it offers its unrun neighbours on all three that its domain holds: (3, 3, 2) and
+    # (3, 4, 1). Without task 0's offer it would offer (3, 3, 2) alone.
+    from gptask.tuning.settings import SOURCE_INITIAL as INIT
+
+    prob = capped_problem()
+
+    def run(k, task, x, y, z, value, source=SOURCE_SEARCH):
+        return Trial(k, task, CAPS[task], {"x": x, "y": y, "z": z}, Status.COMPLETE, value, source=source)
+
+    trials = {0: [run(0, 0, 7, 7, 7, 5.0, INIT), run(1, 0, 3, 4, 2, 1.0), run(2, 0, 2, 4, 2, 2.0), run(3, 0, 3, 4, 1, 3.0)],
+              1: [run(4, 1, 0, 0, 0, 5.0, INIT), run(5, 1, 3, 4, 2, 1.0), run(6, 1, 2, 4, 2, 2.0)]}
+
+    class View:
+        problem, n_tasks = prob, 2
+
+        def trials_of(self, j):
+            return trials[j]
+
+    prop = Proposer(local_probe_after=1)
+    prop.bind(View())
+    offers = []
+    for i in (0, 1):
+        dom = prob.domain(CAPS[i])
+        rows = prop._local_probe(i, trials[i], dom)
+        offers.append({tuple(p[n] for n in "xyz") for p in dom.params(dom.rows_of(rows))})
+    assert len(prob.domain(CAPS[0])) == 512 and len(prob.domain(CAPS[1])) < 512
+    assert offers[0] == {(3, 3, 2), (3, 5, 2)}
+    assert offers[1] == {(3, 3, 2), (3, 4, 1)}

@@ -78,7 +78,9 @@ class Proposer:
         #: searched runs without improvement after which a task probes its incumbent's neighbours
         #: (gptask.tuning.probe); None: never
         self.local_probe_after = None if local_probe_after is None else int(local_probe_after)
-        self._probe_round: dict[int, list[int]] = {}  # task -> domain rows its probe offered, this round
+        # task -> the configurations (encoded, (m, D)) its probe offered, this round: as configurations, since
+        # each task's domain numbers its rows its own way (the allowed configurations may depend on the task)
+        self._probe_round: dict[int, np.ndarray] = {}
         self._probed_at: set[tuple[int, int]] = set()  # (task, its number of trials) at each probe
 
     def bind(self, tuner: TunerView) -> None:
@@ -167,14 +169,15 @@ class Proposer:
             ran = tu.trials_of(j)
             if ran:
                 seen |= set(domain.rows_of(space.encode([t.params for t in ran])).tolist())
-            seen |= set(self._probe_round.get(j, []))
+            seen |= set(domain.rows_of(self._probe_round.get(j)).tolist())
         own = domain.rows_of(space.encode([t.params for t in mine])).tolist()
         rows = probe_rows(domain, int(inc[0]), own, seen)
         if not rows:
             return None
-        self._probe_round[i] = rows
+        offer = domain.encode(np.array(rows, dtype=np.int64))
+        self._probe_round[i] = offer
         self._probed_at.add((i, len(mine)))
-        return domain.encode(np.array(rows, dtype=np.int64))
+        return offer
 
 
     def design_open(self, i: int) -> bool:
