@@ -23,6 +23,12 @@ Measured (bench/results/listed_trap.md): on 9 generated listed families (12 runs
 within noise (after 1: -0.004, after 2: -0.006 in regret, se 0.009 / 0.008), gen:837 itself
 unchanged; on the recorded convolution campaign (40 runs per GPU, 32 seeds) after 2 raises the
 mean fraction of the optimum from 0.836 to 0.868 (+0.032, se 0.012), the worst seed 0.678 -> 0.707.
+
+The offers of a round are kept as configurations (each task's domain numbers its rows its own way:
+PDGEQRF's allowed configurations depend on the matrix, the convolution campaign lists one GPU's in
+another order); until session 32 they were kept as row numbers and read in the next task's domain,
+which stopped PDGEQRF's main job with an IndexError and misread that GPU's offers
+(bench/results/listed_trap.md, section 6).
 """
 
 from __future__ import annotations
