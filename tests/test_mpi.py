@@ -148,3 +148,17 @@ def test_a_result_finished_on_rank_1_and_killed_before_rank_0s_commit_is_committ
     assert f"trial {ran.id} " in caplog.text and "committed from" in caplog.text
     assert journal.journals(hist) == {} and not journal.journal_dir(hist).exists()
     assert json.loads(mark.read_text()) == [ran.id]  # rank 1's file was there when the job was killed
+
+
+def test_two_ranks_probe_stalled_tasks_as_one_does(tmp_path):
+    # a listed campaign whose tasks stall: the local probe's round (the offers other tasks made, "never two
+    # probes in a row") must not depend on which rank searched which task
+    got = {}
+    for mode in ("serial", "mpi"):
+        out = tmp_path / f"{mode}.json"
+        cmd = [sys.executable, str(SCRIPTS / "probe_run.py"), str(out), mode]
+        r = run(cmd if mode == "serial" else [mpiexec(), "-n", "2", *cmd])
+        assert r.returncode == 0, r.stderr
+        got[mode] = json.loads(out.read_text())
+    assert len(got["serial"]) == 4 * 14
+    assert got["mpi"] == got["serial"]

@@ -128,7 +128,9 @@ class Proposer:
         """Encoded configurations (m, D) that task ``i``'s next search chooses from by the
         acquisition, None for its whole space: the cross-task picks of
         :mod:`gptask.tuning.crosstask` (listed or enumerated domains only); otherwise, with
-        ``local_probe_after`` set, a stalled task's local probe (:mod:`gptask.tuning.probe`)."""
+        ``local_probe_after`` set, a stalled task's local probe (:mod:`gptask.tuning.probe`). The
+        tuner asks it for every task of a search round, in task order, on every MPI rank, before
+        the searches are spread over the ranks (a memory of the round is the same everywhere)."""
         found = self._cross_task_picks(i)
         if found is None:
             return None

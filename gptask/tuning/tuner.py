@@ -331,6 +331,8 @@ class Tuner:
         self.outputs = OutputModels(problem, self.tasks, self.surrogate, model_settings, policy, meta, comm,
                                     self.failure_model)
         self._search_view: SearchView | OutputsView | None = None
+        #: per task of the search round, what its search chooses among (:meth:`search_among`, asked on every rank)
+        self._among: dict[int, np.ndarray | None] = {}
         self._initial: dict[int, list[dict]] = {}
         self._open = True
         self.proposer.bind(self)
@@ -741,7 +743,12 @@ class Tuner:
         out: list[Trial] = []
         for _ in range(CLAIM_ROUNDS):
             self._believe_pending()
+            # every rank asks the proposer for every task, in task order, before the searches are spread
+            # over the ranks: a proposer's memory of the round (the local probe's offers) is then the
+            # same on every rank and the same as a serial run's
+            self._among = {i: self.search_among(i) for i in active}
             rows = search_tasks(active, self._search, self.problem.param_space.n_columns, self.comm)
+            self._among = {}
             for i, row in zip(active, rows):
                 if row is None:
                     reason = (f"every feasible configuration has been claimed ({len(self.trials_of(i))} "
@@ -789,7 +796,8 @@ class Tuner:
             acquisition = view.log_ei(i, float(np.min(view.model.predict(i, claimed)[0])) if best is None else best)
         return search_task(view.model, i, self.problem, self.tasks[i], view.best[i], claimed,
                            self.incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
-                           self.pso_particles, self.pso_iters, acquisition, among=self.search_among(i))
+                           self.pso_particles, self.pso_iters, acquisition,
+                           among=self._among[i] if i in self._among else self.search_among(i))
 
     def incumbents(self, i: int) -> np.ndarray | None:
         """Encoded configurations (m, D) placed in task ``i``'s initial swarm (the proposer's)."""
