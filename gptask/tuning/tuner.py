@@ -747,8 +747,10 @@ class Tuner:
             # over the ranks: a proposer's memory of the round (the local probe's offers) is then the
             # same on every rank and the same as a serial run's
             self._among = {i: self.search_among(i) for i in active}
-            rows = search_tasks(active, self._search, self.problem.param_space.n_columns, self.comm)
-            self._among = {}
+            try:
+                rows = search_tasks(active, self._search, self.problem.param_space.n_columns, self.comm)
+            finally:
+                self._among = {}
             for i, row in zip(active, rows):
                 if row is None:
                     reason = (f"every feasible configuration has been claimed ({len(self.trials_of(i))} "
