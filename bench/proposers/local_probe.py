@@ -7,6 +7,7 @@ gptask's default proposer with ``local_probe_after=after`` (the default since is
 gptask.tuning.settings.LOCAL_PROBE_AFTER = 2; ``{"after": null}`` is the proposer without it, as before):
 once a task's best has not improved over its last ``after`` searched runs, its next non-pick search chooses among
 its incumbent's unrun one-step neighbours that the fewest tasks have run, never two probes in a row.
+``{"offers": false}``: the line counts leave out what other tasks' probes offered in the same round.
 Measured: bench/results/listed_trap.md.
 """
 
@@ -20,8 +21,15 @@ class LocalProbe(Proposer):
 
     name = "local_probe"
 
-    def __init__(self, after: int | None = 2) -> None:
+    def __init__(self, after: int | None = 2, offers: bool = True) -> None:
         super().__init__(local_probe_after=None if after is None else int(after))
+        #: False: a probe's line counts leave out the other tasks' offers of the round (their runs only)
+        self.offers = bool(offers)
+
+    def _local_probe(self, i, mine, domain):
+        if not self.offers:
+            self._probe_round = {}
+        return super()._local_probe(i, mine, domain)
 
 
 register_proposer("local_probe", LocalProbe)
