@@ -272,3 +272,16 @@ def awkward_names_problem() -> gt.Problem:
     params = gt.Space([gt.Integer("blocks\tper=row", 1, 4), gt.Categorical("alg name", ["x", "y"])])
     return gt.Problem(tasks, params, lambda task, p: 1.0 + p["blocks\tper=row"] + (p["alg name"] == "y"),
                       name="awkward-names")
+
+
+def capped_bowl(task: dict, p: dict) -> float:
+    """One optimum at (3, 4, 2) for every task (they settle on it and stall), a little higher for a larger cap."""
+    return 1.0 + (p["x"] - 3) ** 2 / 16 + (p["y"] - 4) ** 2 / 16 + (p["z"] - 2) ** 2 / 16 + 0.01 * task["cap"]
+
+
+def capped_problem(name: str = "probe-capped") -> gt.Problem:
+    """A listed bowl (x, y, z in 0-7) where each task allows its own configurations (x + y + z <= cap): the
+    tasks' domains differ in size and order, as PDGEQRF's do (the process grid and blocks must fit the matrix)."""
+    return gt.Problem(gt.Space([gt.Integer("cap", 0, 30)]),
+                      gt.Space([gt.Ordinal(n, list(range(8))) for n in ("x", "y", "z")]), capped_bowl, name=name,
+                      constraints=["x + y + z <= cap"])

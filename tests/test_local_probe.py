@@ -1,9 +1,12 @@
-"""The local probe of a stalled task's incumbent (gptask/tuning/probe.py, issue 45's listed trap; off by
-default): the rows offered against a brute-force reading of the grid, the stall count, and what the rule does in a
-run: every search of a stalled task that was not a probe itself proposes an unrun one-step neighbour of the task's
-incumbent along the least-tried input, and the default proposer never probes."""
+"""The local probe of a stalled task's incumbent (gptask/tuning/probe.py, issue 45's listed trap; the default
+proposer's after 2 stalled searches): the rows offered against a brute-force reading of the grid, the stall count,
+and what the rule does in a run: every search of a stalled task that was not a probe itself proposes an unrun
+one-step neighbour of the task's incumbent along the least-tried input; the offers of one round read as
+configurations where the tasks' domains differ."""
 
 import itertools
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +18,9 @@ from gptask.tuning import Tuner
 from gptask.tuning.probe import probe_rows, stalled_for
 from gptask.tuning.proposer import Proposer, make_proposer
 from gptask.tuning.settings import LOCAL_PROBE_AFTER, SOURCE_INITIAL, SOURCE_SEARCH
+
+sys.path.insert(0, str(Path(__file__).parent))
+from problems_for_tests import capped_problem  # noqa: E402
 
 SIZES = (4, 3, 5)
 
@@ -174,14 +180,6 @@ def test_the_default_proposer_probes_after_two_stalled_searches_and_the_setting_
 
 
 CAPS = [{"cap": 21}, {"cap": 9}, {"cap": 11}]
-
-
-def capped_problem() -> gt.Problem:
-    """The bowl where each task allows its own configurations (x + y + z <= cap): the tasks' domains differ
-    in size and order, as PDGEQRF's do (the process grid and blocks must fit the matrix)."""
-    return gt.Problem(gt.Space([gt.Integer("cap", 0, 30)]), gt.Space([gt.Ordinal(n, VALUES) for n in ("x", "y", "z")]),
-                      lambda task, p: bowl({"gpu": "a"}, p) + 0.01 * task["cap"], name="probe-capped",
-                      constraints=["x + y + z <= cap"])
 
 
 def test_a_probe_reads_the_other_tasks_offers_as_configurations_when_the_tasks_domains_differ():

@@ -116,9 +116,9 @@ class ProbeTuner(Tuner):
         self.search_seconds: list[float] = []
         self.search_cpu_seconds: list[float] = []
 
-    def _search(self, i: int):
+    def _search(self, i: int, *among: Any):
         t0, c0 = time.perf_counter(), time.process_time()
-        prop = super()._search(i)
+        prop = super()._search(i, *among)
         self.search_seconds.append(time.perf_counter() - t0)
         self.search_cpu_seconds.append(time.process_time() - c0)
         space = self.problem.param_space

@@ -86,6 +86,8 @@ from .settings import (CLAIM_ROUNDS, SEARCH_BLAS_THREADS, SOURCE_DEFAULT, SOURCE
 __all__ = ["Tuner", "resolve_tasks", "check_int", "check_seconds"]
 
 log = logging.getLogger(__name__)
+#: :meth:`Tuner._search` without its ``among``: it asks :meth:`Tuner.search_among` itself
+_ASK = object()
 
 
 def resolve_tasks(problem: Problem, tasks: int | Sequence[Mapping[str, Any]], seed: int) -> list[dict]:
@@ -331,8 +333,6 @@ class Tuner:
         self.outputs = OutputModels(problem, self.tasks, self.surrogate, model_settings, policy, meta, comm,
                                     self.failure_model)
         self._search_view: SearchView | OutputsView | None = None
-        #: per task of the search round, what its search chooses among (:meth:`search_among`, asked on every rank)
-        self._among: dict[int, np.ndarray | None] = {}
         self._initial: dict[int, list[dict]] = {}
         self._open = True
         self.proposer.bind(self)
@@ -746,11 +746,9 @@ class Tuner:
             # every rank asks the proposer for every task, in task order, before the searches are spread
             # over the ranks: a proposer's memory of the round (the local probe's offers) is then the
             # same on every rank and the same as a serial run's
-            self._among = {i: self.search_among(i) for i in active}
-            try:
-                rows = search_tasks(active, self._search, self.problem.param_space.n_columns, self.comm)
-            finally:
-                self._among = {}
+            among = {i: self.search_among(i) for i in active}
+            rows = search_tasks(active, lambda i: self._search(i, among[i]), self.problem.param_space.n_columns,
+                                self.comm)
             for i, row in zip(active, rows):
                 if row is None:
                     reason = (f"every feasible configuration has been claimed ({len(self.trials_of(i))} "
@@ -784,9 +782,12 @@ class Tuner:
         self._search_view = self.outputs.search_view(
             [space.encode(p) if p else np.empty((0, space.n_columns)) for p in pending])
 
-    def _search(self, i: int) -> np.ndarray | None:
+    def _search(self, i: int, among: np.ndarray | None | object = _ASK) -> np.ndarray | None:
         """Task ``i``'s next configuration, encoded (D,), or None when none is left. Runs on the
-        rank that owns task i."""
+        rank that owns task i. among: what the search chooses from (:meth:`search_among`, asked
+        here when not given)."""
+        if among is _ASK:
+            among = self.search_among(i)
         space = self.problem.param_space
         mine = self.trials_of(i)
         claimed = space.encode([t.params for t in mine])
@@ -798,8 +799,7 @@ class Tuner:
             acquisition = view.log_ei(i, float(np.min(view.model.predict(i, claimed)[0])) if best is None else best)
         return search_task(view.model, i, self.problem, self.tasks[i], view.best[i], claimed,
                            self.incumbents(i), int_seed(self.seed, STAGE_SEARCH, i, len(mine)),
-                           self.pso_particles, self.pso_iters, acquisition,
-                           among=self._among[i] if i in self._among else self.search_among(i))
+                           self.pso_particles, self.pso_iters, acquisition, among=among)
 
     def incumbents(self, i: int) -> np.ndarray | None:
         """Encoded configurations (m, D) placed in task ``i``'s initial swarm (the proposer's)."""
