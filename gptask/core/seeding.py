@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["rng", "int_seed", "STAGE_TASKS", "STAGE_INITIAL", "STAGE_SEARCH", "STAGE_FIT", "STAGE_STEER", "STAGE_CENTRED",
-           "STAGE_EXTEND", "STAGE_REFIT", "STAGE_PROJECT", "STAGE_JOINT_SEARCH", "STAGE_CHEAP"]
+           "STAGE_EXTEND", "STAGE_REFIT", "STAGE_PROJECT", "STAGE_JOINT_SEARCH", "STAGE_CHEAP", "STAGE_PRICE"]
 
 #: MLA: the task Latin hypercube, each task's initial design, each acquisition search, each model fit
 STAGE_TASKS, STAGE_INITIAL, STAGE_SEARCH, STAGE_FIT = 0, 1, 2, 3
@@ -23,6 +23,8 @@ STAGE_STEER = 4
 STAGE_CENTRED, STAGE_EXTEND, STAGE_REFIT, STAGE_PROJECT, STAGE_JOINT_SEARCH = 20, 22, 23, 24, 25
 #: fidelity: the extra points of a cheapest level's design sized by the cost budget (CHEAP_DESIGN_SHARE)
 STAGE_CHEAP = 26
+#: fidelity: the configurations at which run_cost prices the fidelity levels (gptask.tuning.fidelity.run_levels)
+STAGE_PRICE = 27
 
 
 def rng(seed: int, *keys: int) -> np.random.Generator:

@@ -85,7 +85,7 @@ def _stored_prior(problem: Any) -> Any:
 
 def _fidelity_layout(sig: dict, tasks: list[dict], trials: list, stored: dict | None = None) -> dict | None:
     """The ``TuningResult.fidelity`` of a history tuned with fidelity levels or auxiliary tasks
-    (docs/fidelity.md), from its signature's levels and the layout it stores (``stored``,
+    (docs/fidelity.md), from the layout it stores and its task rows' levels (``stored``,
     :func:`gptask.data.run_header.read_fidelity_layout`), else (a history of an earlier version) the
     roles its runs are marked with (with sources, the tasks after the last one with a role are the
     sources'); None for another history. What the guard dropped is not stored: ``dropped`` is empty."""
@@ -95,10 +95,14 @@ def _fidelity_layout(sig: dict, tasks: list[dict], trials: list, stored: dict | 
 
     fid = sig.get("fidelity")
     levels = fidelity_levels(Space.from_json(fid["space"]), fid["target"]) if fid else [{}]
-    if stored is not None and stored["n_levels"] == len(levels):
-        n_base = stored["n_tuned"] + stored["n_aux"]
-        return {"n_tuned": stored["n_tuned"], "n_aux": stored["n_aux"], "n_own": len(levels) * n_base,
-                "levels": levels, "dropped": {}, "correlation": {}}
+    if stored is not None:
+        n_base, n_levels = stored["n_tuned"] + stored["n_aux"], stored["n_levels"]
+        if fid and len(tasks) >= n_levels * n_base:  # the levels the run laid out (run_levels): its task rows'
+            names = Space.from_json(fid["space"]).names
+            levels = [{n: tasks[lv * n_base][n] for n in names} for lv in range(n_levels)]
+        if n_levels == len(levels):
+            return {"n_tuned": stored["n_tuned"], "n_aux": stored["n_aux"], "n_own": n_levels * n_base,
+                    "levels": levels, "dropped": {}, "correlation": {}}
     roles = {t.task_index: t.extra.get("fidelity") for t in trials if t.extra.get("fidelity")}
     if not roles:
         return None

@@ -365,7 +365,7 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     store = None if cache is None else SourceCache(cache)
     plan = _plan(problem, sources, target, source_points=source_points, cache=store)  # mixing machines is asked for here
     if fidelity is not None:
-        note_levels(plan, problem)
+        note_levels(plan, problem, fidelity.levels)
     mine = [plan.problem.task_space.validate({**t, MACHINE_DIM: plan.target_label})
             for t in resolve_tasks(problem, tasks, seed)]
     if fidelity is not None:
@@ -428,9 +428,10 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
             storage.close()
 
 
-def note_levels(plan: _Plan, problem: Problem) -> None:
-    """Log the sources' measurements of ``plan`` that are at no fidelity level of ``problem`` (an
-    expanded problem with fidelity, :meth:`Problem.expanded`). The rule (docs/fidelity.md): a
+def note_levels(plan: _Plan, problem: Problem, levels: Sequence[Mapping[str, Any]] | None = None) -> None:
+    """Log the sources' measurements of ``plan`` that are at no fidelity level of the run (``levels``,
+    :func:`gptask.tuning.fidelity.run_levels`; None: the ladder of ``problem``, an expanded problem
+    with fidelity, :meth:`Problem.expanded`). The rule (docs/fidelity.md): a
     measurement at one of the levels is data of that level (its fidelity values are in its task
     row); at another value of the fidelity space (an earlier campaign's other ladder or target) it
     is a task of its own that the model relates to the levels, as it relates the sources' other
@@ -439,16 +440,17 @@ def note_levels(plan: _Plan, problem: Problem) -> None:
     if problem.fidelity is None:
         return
     names = problem.fidelity.names
-    levels = {point_key(level) for level in problem.fidelity_levels()}
+    levels = problem.fidelity_levels() if levels is None else list(levels)
+    keys = {point_key(level) for level in levels}
     other: dict[int, set[tuple]] = {}
     for t in plan.measured:
         got = {k: t.task[k] for k in names}
-        if point_key(got) not in levels:
+        if point_key(got) not in keys:
             other.setdefault(int(t.extra["source"]), set()).add(tuple(got.items()))
     for k, values in sorted(other.items()):
         log.info("sources: source #%d%s has measurements at fidelity %s, none of the levels %s: tasks of their own "
                  "that the model relates to the levels", k, plan.names.get(k, ""),
-                 ", ".join(str(dict(v)) for v in sorted(values)), problem.fidelity_levels())
+                 ", ".join(str(dict(v)) for v in sorted(values)), levels)
 
 
 def note_aux_tasks(plan: _Plan, problem: Problem, mine: Sequence[Mapping[str, Any]], fidelity: Any) -> None:
@@ -566,7 +568,8 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
         return SourceSelection.from_json(stored["selection"])
     log.info("sources: this machine's initial designs run first; the sources are judged by them")
     proposer = ConsensusProposer(range(len(mine)), designs) if fidelity is None else FidelityProposer(
-        fidelity.n_tuned, fidelity.n_aux, fidelity.n_levels, fidelity.orders, fidelity.target_design_share)
+        fidelity.n_tuned, fidelity.n_aux, fidelity.n_levels, fidelity.orders, fidelity.target_design_share,
+        fidelity.levels)
     with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage, proposer=proposer, **tuner_args) as design:
         run(design, evaluator, progress=progress)
         settings = design.surrogate.settings

@@ -42,15 +42,15 @@ from typing import Any
 
 import numpy as np
 
-from ..core.seeding import STAGE_CHEAP, rng
+from ..core.seeding import STAGE_CHEAP, STAGE_PRICE, rng
 from ..data.trials import Status, params_key, point_key
 from ..propose.proposals import initial_design
 from ..problem.definition import Problem
-from ..problem.fidelity import ETA, check_cost, role_of
+from ..problem.fidelity import ETA, LEVEL_COST_RATIO, check_cost, cost_spaced, role_of
 from .proposer import Proposer, consensus_window, designs_first
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "FAILED_LEVEL_STOP", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "RHO_REBUY", "REBUY_CONFIRM", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "FidelityProposer", "expand_tasks",
+__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "FAILED_LEVEL_STOP", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "RHO_REBUY", "REBUY_CONFIRM", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "PRICE_POINTS", "FidelityProposer", "expand_tasks", "run_levels",
            "prepare", "fidelity_tuner",
            "guard_drops", "level_correlations", "spearman"]
 
@@ -179,14 +179,48 @@ AUX_WAIT_CHEAPEST = False
 #: with ``cost_budget`` and no ``budget``, each task and level takes at most this many runs (the cost
 #: budget is what stops the run; the exact model's size caps it further, see gptask.tune)
 COST_BUDGET_RUNS = 200
+#: the configurations per task at which ``run_cost`` prices the fidelity levels (:func:`run_levels`)
+PRICE_POINTS = 5
 
 
-def expand_tasks(problem: Problem, tasks: Sequence[Mapping[str, Any]],
+def expand_tasks(levels: Sequence[Mapping[str, Any]], tasks: Sequence[Mapping[str, Any]],
                  aux: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """The run's task rows: every base task (``tasks`` then ``aux``) at every fidelity level, level
-    by level, target first (``[{**task, **level}, ...]``; the base tasks themselves without fidelity)."""
+    """The run's task rows: every base task (``tasks`` then ``aux``) at every fidelity level of
+    ``levels`` (:func:`run_levels`; ``[{}]`` without fidelity), level by level, target first
+    (``[{**task, **level}, ...]``)."""
     base = [dict(t) for t in tasks] + [dict(t) for t in aux]
-    return [{**t, **level} for level in problem.fidelity_levels() for t in base]
+    return [{**t, **level} for level in levels for t in base]
+
+
+def run_levels(problem: Problem, tasks: Sequence[Mapping[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """The fidelity levels a run of ``problem`` on base tasks ``tasks`` lays out, target first: the
+    problem's ladder (:meth:`Problem.fidelity_levels`), cut to levels spaced in cost
+    (:func:`~gptask.problem.fidelity.cost_spaced`) when ``run_cost`` prices them. A level's price is
+    the median of ``run_cost`` over the tasks and PRICE_POINTS configurations of each (the same
+    configurations at every level, a Latin hypercube of the task's target row); the whole ladder
+    when a price cannot be had (no ``run_cost``, no feasible configuration, an invalid cost)."""
+    levels = problem.fidelity_levels()
+    if len(levels) < 3 or problem.run_cost is None or not tasks:
+        return levels
+    expanded = problem.expanded()
+    prices = np.empty((len(levels), 0))
+    try:
+        for b, task in enumerate(tasks):
+            rows = [{**task, **level} for level in levels]
+            points = initial_design(expanded, rows[0], PRICE_POINTS, rng(seed, STAGE_PRICE, b),
+                                    f"the constraints of problem {problem.name!r} for task {rows[0]}")
+            priced = [[check_cost(problem.run_cost(expanded.merged(row, p)), "run_cost") for p in points]
+                      for row in rows]
+            prices = np.hstack([prices, np.asarray(priced, dtype=float)])
+    except (ValueError, TypeError, KeyError) as exc:
+        log.info("the fidelity levels are the whole ladder %s: their run_cost was not had (%s)", levels, exc)
+        return levels
+    kept = cost_spaced(np.median(prices, axis=1))
+    if len(kept) < len(levels):
+        log.info("fidelity levels %s of the ladder %s: priced %s s by run_cost, those within a factor %.2g of a "
+                 "dearer level's price are one rung with it", [levels[k] for k in kept], levels,
+                 [float(f"{c:.3g}") for c in np.median(prices, axis=1)], LEVEL_COST_RATIO)
+    return [levels[k] for k in kept]
 
 
 def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]] | None,
@@ -202,8 +236,9 @@ def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]]
     clash = [t for t in aux if t in base]
     if clash:
         raise ValueError(f"aux_tasks must differ from the tuned tasks, got {clash[0]} in both")
-    proposer = FidelityProposer(len(base), len(aux), len(problem.fidelity_levels()))
-    return problem.expanded(), expand_tasks(problem, base, aux), proposer
+    levels = run_levels(problem, base, seed)
+    proposer = FidelityProposer(len(base), len(aux), len(levels), levels=levels)
+    return problem.expanded(), expand_tasks(levels, base, aux), proposer
 
 
 def _aux_tasks(problem: Problem, aux_tasks: Any) -> list[dict]:
@@ -297,9 +332,14 @@ class FidelityProposer(Proposer):
     name = "fidelity"
 
     def __init__(self, n_tuned: int, n_aux: int, n_levels: int,
-                 orders: Mapping[int, Sequence[dict]] | None = None, target_design_share: float | None = None) -> None:
+                 orders: Mapping[int, Sequence[dict]] | None = None, target_design_share: float | None = None,
+                 levels: Sequence[Mapping[str, Any]] | None = None) -> None:
         super().__init__(local_probe_after=None)  # no local probe: not measured with the fidelity schedule
         self.n_tuned, self.n_aux, self.n_levels = n_tuned, n_aux, n_levels
+        #: the fidelity values of each level, target first (:func:`run_levels`; None: the problem's ladder)
+        self.levels = None if levels is None else [dict(lv) for lv in levels]
+        if self.levels is not None and len(self.levels) != n_levels:
+            raise ValueError(f"FidelityProposer: {n_levels} levels asked, {len(self.levels)} given ({self.levels})")
         self.target_design_share = target_design_share
         #: tuned task index -> the sources' consensus order (one level only: :meth:`start_from`)
         self.orders: dict[int, list[dict]] = {}
@@ -871,5 +911,5 @@ class FidelityProposer(Proposer):
         measured."""
         tu = self.tuner
         return {"n_tuned": self.n_tuned, "n_aux": self.n_aux, "n_own": self.n_own,
-                "levels": tu.problem.fidelity_levels(), "dropped": {int(i): r for i, r in self.dropped.items()},
+                "levels": self.levels if self.levels is not None else tu.problem.fidelity_levels(), "dropped": {int(i): r for i, r in self.dropped.items()},
                 "correlation": {int(i): dict(r) for i, r in self.correlation.items()}}
