@@ -8,8 +8,9 @@ import pytest
 
 import gptask as gt
 from gptask.data.storage import open_history
-from gptask.problem.fidelity import LEVEL_COST_RATIO, cost_spaced, fidelity_levels
+from gptask.problem.fidelity import cost_spaced, fidelity_levels
 from gptask.results.rebuild import result_from_history
+from gptask.tuning.fidelity import LEVEL_COST_RATIO as R, run_levels
 
 TASKS = gt.Space([gt.Integer("n", 1, 4)])
 PARAMS = gt.Space([gt.Real("x", 0.0, 1.0), gt.Real("y", 0.0, 1.0)])
@@ -35,35 +36,37 @@ def problem(run_cost):
     return gt.Problem(TASKS, PARAMS, objective, fidelity=FRACTION, target_fidelity={"s": 1.0}, run_cost=run_cost)
 
 
-def test_levels_within_the_cost_factor_are_one_rung_that_keeps_its_dearest_level():
+def test_a_level_within_the_cost_factor_of_the_cheaper_level_kept_is_left_out():
     ladder = [1.0, 1 / 3, 1 / 9, 1 / 27]
     floor = [0.1 + 0.9 * s ** 2 for s in ladder]  # 1, 0.2, 0.111, 0.101
-    assert cost_spaced(floor) == [0, 1, 2]  # 1/9 and 1/27 cost 1.1x apart: one rung, 1/9 kept
-    assert cost_spaced(ladder) == [0, 1, 2, 3]  # a cost proportional to the fidelity: ETA apart, all kept
-    assert cost_spaced([1.0, 0.7, 0.5, 0.3]) == [0, 2]  # 0.7 and 0.3 within 1.73x of the level kept above
-    assert cost_spaced([1.0, 0.2, float("nan"), 0.1]) == [0, 1, 2, 3]  # a price it cannot read keeps them all
-    assert cost_spaced([1.0, 0.0, 0.0]) == [0, 1, 2]
-    assert cost_spaced([1.0, 0.9, 0.8]) == [0, 2]  # every level near the target's price: the cheapest still kept
+    assert cost_spaced(floor, R) == [0, 1, 3]  # 1/9 costs 1.1x 1/27: left out; 1/3 costs 2x: kept
+    assert cost_spaced(ladder, R) == [0, 1, 2, 3]  # a cost proportional to the fidelity: ETA apart, all kept
+    assert cost_spaced([1.0, 0.7, 0.5, 0.3], R) == [0, 1, 3]  # 0.5 is 1.67x 0.3: left out; 0.7 is 2.3x: kept
+    assert cost_spaced([1.0, 0.2, float("nan"), 0.1], R) == [0, 1, 2, 3]  # a price it cannot read keeps them all
+    assert cost_spaced([1.0, 0.0, 0.0], R) == [0, 1, 2]
+    assert cost_spaced([1.0, 0.9, 0.8], R) == [0, 2]  # the target and the cheapest are always kept
+    assert cost_spaced(floor, 1.0) == [0, 1, 2, 3]  # a ratio of 1: the whole ladder (the rule before)
+    assert cost_spaced(floor, 3.0) == [0, 3]  # ETA: the target and the cheapest level
     rng = np.random.default_rng(0)
     for _ in range(300):  # the two properties that define the rule, on random ladders
         p = np.sort(rng.uniform(0.01, 1.0, size=rng.integers(3, 7)))[::-1]
-        kept = cost_spaced(p)
-        assert kept[0] == 0 and kept == sorted(set(kept)) and len(kept) >= 2
-        rungs = kept if p[kept[-1]] * LEVEL_COST_RATIO <= p[kept[-2]] else kept[:-1]  # the cheapest kept as a floor
-        assert all(p[b] * LEVEL_COST_RATIO <= p[a] for a, b in zip(rungs, rungs[1:]))  # kept rungs a factor apart
-        for k in set(range(len(p))) - set(kept):  # a dropped level costs more than 1/factor of the rung above it
-            assert p[k] * LEVEL_COST_RATIO > p[max(j for j in rungs if j < k)]
+        kept = cost_spaced(p, R)
+        assert kept[0] == 0 and kept[-1] == len(p) - 1 and kept == sorted(set(kept))
+        below = kept[1:]  # the kept levels under the target, dearest first: each R times the next cheaper one
+        assert all(p[a] >= R * p[b] for a, b in zip(below, below[1:]))
+        for k in set(range(len(p))) - set(kept):  # a level left out costs less than R times the cheaper one kept
+            assert p[k] < R * p[min(j for j in kept if j > k)]
 
 
-def test_a_cost_floor_merges_the_ladder_s_lowest_levels_in_the_run_history_and_rebuilt_result(tmp_path, caplog):
+def test_a_cost_floor_leaves_out_a_level_as_cheap_as_the_one_below_in_the_run_history_and_rebuilt_result(tmp_path, caplog):
     path = tmp_path / "h.sqlite"
     with caplog.at_level(logging.INFO, logger="gptask.tuning.fidelity"):
         r = gt.tune(problem(floor_cost), [{"n": 1}], cost_budget=4.0, n_initial=6, seed=1, history=path, **FAST)
-    kept = [1.0, 1 / 3, 1 / 9]
+    kept = [1.0, 1 / 3, 1 / 27]
     assert len(fidelity_levels(FRACTION, {"s": 1.0})) == 4
     assert [lv["s"] for lv in r.fidelity["levels"]] == pytest.approx(kept)
     assert sorted({t.task["s"] for t in r.history}) == pytest.approx(sorted(kept))
-    assert "within a factor 1.7 of a dearer level's price are one rung" in caplog.text
+    assert "costing less than 1.7 times the cheaper level kept are left out" in caplog.text
     with open_history(path, read_only=True) as h:
         assert [t["s"] for t in h.tasks()] == pytest.approx(kept)
         assert [lv["s"] for lv in result_from_history(h).fidelity["levels"]] == pytest.approx(kept)
@@ -79,3 +82,14 @@ def test_a_cost_spaced_ladder_or_an_unpriced_one_keeps_every_level(run_cost):
     ladder = [1.0, 1 / 3, 1 / 9, 1 / 27]
     assert [lv["s"] for lv in r.fidelity["levels"]] == pytest.approx(ladder)
     assert sorted({t.task["s"] for t in r.history}, reverse=True) == pytest.approx(ladder)
+
+
+def test_a_run_cost_that_cannot_price_the_levels_leaves_the_whole_ladder_and_says_why(caplog):
+    def broken(point):
+        return 1.0 / (point["s"] - point["s"])  # ZeroDivisionError: a user's cost model gone wrong
+
+    with caplog.at_level(logging.INFO, logger="gptask.tuning.fidelity"):
+        levels = run_levels(problem(broken), [{"n": 1}, {"n": 2}], seed=0)
+    assert levels == fidelity_levels(FRACTION, {"s": 1.0})
+    assert "their run_cost was not had (ZeroDivisionError" in caplog.text
+    assert run_levels(problem(floor_cost), [{"n": 1}, {"n": 2}], seed=0) == [levels[0], levels[1], levels[3]]

@@ -432,8 +432,9 @@ class Problem:
         return out
 
     def fidelity_levels(self) -> list[dict[str, Any]]:
-        """The fidelity levels a tuner runs, target first (:func:`gptask.problem.fidelity.fidelity_levels`);
-        ``[{}]`` for a problem without fidelity."""
+        """The ladder of fidelity levels, target first (:func:`gptask.problem.fidelity.fidelity_levels`);
+        ``[{}]`` for a problem without fidelity. A run lays out these, or fewer of them when ``run_cost``
+        prices them (:func:`gptask.tuning.fidelity.run_levels`; ``result.fidelity["levels"]``)."""
         if self.fidelity is None:
             return [{}]
         assert self.target_fidelity is not None

@@ -3,8 +3,9 @@
 A problem may declare ``fidelity=Space([...])`` (iterations, a problem-size fraction, repetitions)
 and ``target_fidelity={name: value}``, the fidelity its results are wanted at. The tuner runs a
 few discrete *levels* of the fidelity (:func:`fidelity_levels`: the target first, then a geometric
-ladder down by :data:`ETA`, as Hyperband's brackets), and models each (task, level) as one task of
-the LCM: the coregionalisation learns how much each level says about the target.
+ladder down by :data:`ETA`, as Hyperband's brackets; when ``run_cost`` prices the levels, a level
+nearly as cheap as the one below it is left out, :func:`cost_spaced`), and models each (task, level)
+as one task of the LCM: the coregionalisation learns how much each level says about the target.
 
 Inside the tuner a fidelity problem is its :func:`expanded` problem: the task space followed by the
 fidelity dimensions, so the history's task rows hold each run's fidelity values; the user's
@@ -27,20 +28,13 @@ import numpy as np
 from ..data.trials import Trial
 from ..space.dimensions import Boolean, Categorical, Integer, Ordinal, Real, Space
 
-__all__ = ["ETA", "MAX_LEVELS", "LEVEL_COST_RATIO", "COST_OUTPUT", "check_fidelity", "fidelity_levels", "cost_spaced", "FidelityObjective",
+__all__ = ["ETA", "MAX_LEVELS", "COST_OUTPUT", "check_fidelity", "fidelity_levels", "cost_spaced", "FidelityObjective",
            "split_fidelity", "run_cost_of", "check_cost", "role_of"]
 
 #: each fidelity level is the previous one divided by ETA (Hyperband's eta)
 ETA = 3.0
 #: at most this many levels, the target included
 MAX_LEVELS = 4
-#: when ``run_cost`` prices the levels, two of them whose prices differ by less than this factor are
-#: one rung (:func:`cost_spaced`): a cost floor (a launch, a set-up, 0.1 + 0.9 s^2 of the MF-GP
-#: literature) makes the ladder's lowest levels cost about the same, and the tuner keeps only the
-#: highest of them. The square root of ETA: levels a full ETA apart in cost are kept, a pair within
-#: 1.1x (1/27 and 1/9 under that floor) merged, 1/3 at 2x the cost of 1/9 kept.
-#: bench/results/fidelity.md, session 33
-LEVEL_COST_RATIO = float(np.sqrt(ETA))
 #: the output of a problem with named outputs that, when present, is a run's cost in seconds
 COST_OUTPUT = "cost"
 
@@ -107,23 +101,20 @@ def fidelity_levels(fidelity: Space, target: Mapping[str, Any]) -> list[dict[str
     return out[:MAX_LEVELS]
 
 
-def cost_spaced(prices: Sequence[float]) -> list[int]:
+def cost_spaced(prices: Sequence[float], ratio: float) -> list[int]:
     """The levels kept of a ladder priced ``prices`` (seconds per run, target first, each level
-    cheaper than the one before): from the target down, a level is one rung with the last kept one
-    when it costs more than 1 / :data:`LEVEL_COST_RATIO` of it, and the rung keeps its highest
-    level (nearly the same cost, closer to the target); the target is always kept, and the cheapest
-    level too when every other one is near the target's price. Indices into ``prices``, ascending.
-    A price that is not a finite number > 0 keeps every level."""
+    cheaper than the one before): from the cheapest level up, a level is one rung with the last one
+    kept when it costs less than ``ratio`` times it (ratio 1: every level kept), and the rung keeps
+    its cheapest level (the cheapest level does most of the cheap runs); the target is always kept.
+    Indices into ``prices``, ascending. A price that is not a finite number > 0 keeps every level."""
     p = np.asarray(prices, dtype=float)
     if p.size == 0 or not np.all(np.isfinite(p)) or np.any(p <= 0):
         return list(range(p.size))
-    kept = [0]
-    for k in range(1, p.size):
-        if p[k] * LEVEL_COST_RATIO <= p[kept[-1]] * (1 + 1e-9):
+    kept = [p.size - 1]
+    for k in range(p.size - 2, 0, -1):
+        if p[k] >= ratio * p[kept[-1]] * (1 - 1e-9):
             kept.append(k)
-    if len(kept) == 1 and p.size > 1:
-        kept.append(p.size - 1)  # every level near the target's price: the cheapest still runs (the guard judges it)
-    return kept
+    return sorted({0, *kept})
 
 
 def split_fidelity(task: Mapping[str, Any], names: list[str]) -> tuple[dict, dict]:

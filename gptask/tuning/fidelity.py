@@ -46,11 +46,11 @@ from ..core.seeding import STAGE_CHEAP, STAGE_PRICE, rng
 from ..data.trials import Status, params_key, point_key
 from ..propose.proposals import initial_design
 from ..problem.definition import Problem
-from ..problem.fidelity import ETA, LEVEL_COST_RATIO, check_cost, cost_spaced, role_of
+from ..problem.fidelity import ETA, check_cost, cost_spaced, role_of
 from .proposer import Proposer, consensus_window, designs_first
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "FAILED_LEVEL_STOP", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "RHO_REBUY", "REBUY_CONFIRM", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "PRICE_POINTS", "FidelityProposer", "expand_tasks", "run_levels",
+__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "FAILED_LEVEL_STOP", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "RHO_REBUY", "REBUY_CONFIRM", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "PRICE_POINTS", "LEVEL_COST_RATIO", "FidelityProposer", "expand_tasks", "run_levels",
            "prepare", "fidelity_tuner",
            "guard_drops", "level_correlations", "spearman"]
 
@@ -181,6 +181,16 @@ AUX_WAIT_CHEAPEST = False
 COST_BUDGET_RUNS = 200
 #: the configurations per task at which ``run_cost`` prices the fidelity levels (:func:`run_levels`)
 PRICE_POINTS = 5
+#: when ``run_cost`` prices the levels, a level that costs less than LEVEL_COST_RATIO times the next
+#: cheaper level kept is left out (:func:`~gptask.problem.fidelity.cost_spaced`, :func:`run_levels`): a
+#: cost floor (a launch, a set-up; 0.1 + 0.9 s^2 of the MF-GP literature) makes the ladder's lowest
+#: levels cost about the same. The square root of ETA: under that floor the ladder 1, 1/3, 1/9, 1/27
+#: (costs 1, 0.2, 0.111, 0.101) runs 1, 1/3 and 1/27 (1/9 costs 1.1x 1/27; 1/3 costs 2x). Measured
+#: (bench/results/fidelity.md, session 33; 20 seeds, regret at 50 / 100 % of the budget): hartmann3
+#: -0.023 / -0.005, branin -0.022 / -0.012 (seeds 0-9), hartmann6 -0.034 / +0.000; keeping the dearer
+#: level of such a pair instead (1, 1/3, 1/9) lost hartmann6's worst seed at 100 % (0.130 -> 0.329), and
+#: ETA itself (1 and 1/3: the cheapest level twice the price) lost 0.087 / 0.126 at 25 % on hartmann3 / branin
+LEVEL_COST_RATIO = math.sqrt(ETA)
 
 
 def expand_tasks(levels: Sequence[Mapping[str, Any]], tasks: Sequence[Mapping[str, Any]],
@@ -212,13 +222,14 @@ def run_levels(problem: Problem, tasks: Sequence[Mapping[str, Any]], seed: int) 
             priced = [[check_cost(problem.run_cost(expanded.merged(row, p)), "run_cost") for p in points]
                       for row in rows]
             prices = np.hstack([prices, np.asarray(priced, dtype=float)])
-    except (ValueError, TypeError, KeyError) as exc:
-        log.info("the fidelity levels are the whole ladder %s: their run_cost was not had (%s)", levels, exc)
+    except Exception as exc:  # noqa: BLE001 - the user's run_cost or constraints; a run reports them itself
+        log.info("the fidelity levels are the whole ladder %s: their run_cost was not had (%s: %s)", levels,
+                 type(exc).__name__, exc)
         return levels
-    kept = cost_spaced(np.median(prices, axis=1))
+    kept = cost_spaced(np.median(prices, axis=1), LEVEL_COST_RATIO)
     if len(kept) < len(levels):
-        log.info("fidelity levels %s of the ladder %s: priced %s s by run_cost, those within a factor %.2g of a "
-                 "dearer level's price are one rung with it", [levels[k] for k in kept], levels,
+        log.info("fidelity levels %s of the ladder %s: priced %s s by run_cost, those costing less than %.2g times "
+                 "the cheaper level kept are left out", [levels[k] for k in kept], levels,
                  [float(f"{c:.3g}") for c in np.median(prices, axis=1)], LEVEL_COST_RATIO)
     return [levels[k] for k in kept]
 
