@@ -185,11 +185,11 @@ PRICE_POINTS = 5
 #: cheaper level kept is left out (:func:`~gptask.problem.fidelity.cost_spaced`, :func:`run_levels`): a
 #: cost floor (a launch, a set-up; 0.1 + 0.9 s^2 of the MF-GP literature) makes the ladder's lowest
 #: levels cost about the same. The square root of ETA: under that floor the ladder 1, 1/3, 1/9, 1/27
-#: (costs 1, 0.2, 0.111, 0.101) runs 1, 1/3 and 1/27 (1/9 costs 1.1x 1/27; 1/3 costs 2x). Measured
-#: (bench/results/fidelity.md, session 33; 20 seeds, regret at 50 / 100 % of the budget): hartmann3
-#: -0.023 / -0.005, branin -0.022 / -0.012 (seeds 0-9), hartmann6 -0.034 / +0.000; keeping the dearer
-#: level of such a pair instead (1, 1/3, 1/9) lost hartmann6's worst seed at 100 % (0.130 -> 0.329), and
-#: ETA itself (1 and 1/3: the cheapest level twice the price) lost 0.087 / 0.126 at 25 % on hartmann3 / branin
+#: (costs 1, 0.2, 0.111, 0.101) runs 1, 1/3 and 1/27 (1/9 costs 1.1x 1/27; 1/3 costs 2x); 1 keeps the
+#: whole ladder (the rule before). bench/results/fidelity.md, session 33 (20 seeds, regret at 50 / 100 %
+#: of the budget): hartmann3 -0.018 / -0.008, branin -0.030 / -0.008, hartmann6 -0.034 / +0.000 (se 0.013),
+#: 10 % and 25 % unchanged; keeping the dearer level of such a near pair (1, 1/3, 1/9) lost hartmann6's
+#: worst seed at 100 % (0.130 -> 0.329); ETA (1 and 1/27) gained at 25 % on hartmann3 and less later
 LEVEL_COST_RATIO = math.sqrt(ETA)
 
 
