@@ -58,7 +58,7 @@ def test_a_level_within_the_cost_factor_of_the_cheaper_level_kept_is_left_out():
             assert p[k] < R * p[min(j for j in kept if j > k)]
 
 
-def test_a_cost_floor_leaves_out_a_level_as_cheap_as_the_one_below_in_the_run_history_and_rebuilt_result(tmp_path, caplog):
+def test_a_cost_floor_leaves_out_a_level_as_cheap_as_the_one_below_in_history_and_rebuilt_result(tmp_path, caplog):
     path = tmp_path / "h.sqlite"
     with caplog.at_level(logging.INFO, logger="gptask.tuning.fidelity"):
         r = gt.tune(problem(floor_cost), [{"n": 1}], cost_budget=4.0, n_initial=6, seed=1, history=path, **FAST)

@@ -3,9 +3,10 @@ gptask with fidelity on bench/multifidelity.py's families with the ladder 1, 1/3
 0.1 + 0.9 s^2: 1, 0.2, 0.111, 0.101) cut to a fixed shape, the cost spacing of run_levels off
 (LEVEL_COST_RATIO 1), rows as bench/multifidelity.py writes them (method ``gptask_mf_<shape>``):
 
-* ``ends``: the target and 1/27; ``ends9``: the target and 1/9; ``mid``: 1, 1/3 and 1/27;
-* (``max3``, 1, 1/3, 1/9, is today's default, ``gptask_mf``; ``max2``, 1 and 1/3, is
-  ``gptask_mf_cost3`` of bench/multifidelity.py.)
+* ``ends``: the target and 1/27 (what ``gptask_mf_cost3`` of bench/multifidelity.py runs); ``ends9``:
+  the target and 1/9; ``mid``: 1, 1/3 and 1/27 (what today's default, ``gptask_mf``, runs: the rows are
+  the same run for run);
+* not here: 1, 1/3, 1/9 (the first version of the rule, 5628cd7) and 1, 1/3 (``MAX_LEVELS = 2``).
 
     python bench/archive/fidelity_ladder_shapes.py ends|ends9|mid hartmann3,branin 0-9 OUT.json
     python bench/multifidelity.py report --out OUT.json ...
