@@ -202,35 +202,37 @@ def expand_tasks(levels: Sequence[Mapping[str, Any]], tasks: Sequence[Mapping[st
     return [{**t, **level} for level in levels for t in base]
 
 
-def run_levels(problem: Problem, tasks: Sequence[Mapping[str, Any]], seed: int) -> list[dict[str, Any]]:
+def run_levels(problem: Problem, tasks: Sequence[Mapping[str, Any]], seed: int,
+               expanded: Problem | None = None) -> list[dict[str, Any]]:
     """The fidelity levels a run of ``problem`` on base tasks ``tasks`` lays out, target first: the
     problem's ladder (:meth:`Problem.fidelity_levels`), cut to levels spaced in cost
     (:func:`~gptask.problem.fidelity.cost_spaced`) when ``run_cost`` prices them. A level's price is
     the median of ``run_cost`` over the tasks and PRICE_POINTS configurations of each (the same
     configurations at every level, a Latin hypercube of the task's target row); the whole ladder
-    when a price cannot be had (no ``run_cost``, no feasible configuration, an invalid cost)."""
+    when a price cannot be had (no ``run_cost``, no feasible configuration, an invalid cost).
+    expanded: ``problem.expanded()`` when the caller has it (its domains are then built once)."""
     levels = problem.fidelity_levels()
     if len(levels) < 3 or problem.run_cost is None or not tasks:
         return levels
-    expanded = problem.expanded()
-    prices = np.empty((len(levels), 0))
+    expanded = problem.expanded() if expanded is None else expanded
+    priced: list[list[float]] = []  # per configuration, its price at each level
     try:
         for b, task in enumerate(tasks):
             rows = [{**task, **level} for level in levels]
             points = initial_design(expanded, rows[0], PRICE_POINTS, rng(seed, STAGE_PRICE, b),
                                     f"the constraints of problem {problem.name!r} for task {rows[0]}")
-            priced = [[check_cost(problem.run_cost(expanded.merged(row, p)), "run_cost") for p in points]
-                      for row in rows]
-            prices = np.hstack([prices, np.asarray(priced, dtype=float)])
+            priced += [[check_cost(problem.run_cost(expanded.merged(row, p)), "run_cost") for row in rows]
+                       for p in points]
     except Exception as exc:  # noqa: BLE001 - the user's run_cost or constraints; a run reports them itself
         log.info("the fidelity levels are the whole ladder %s: their run_cost was not had (%s: %s)", levels,
                  type(exc).__name__, exc)
         return levels
-    kept = cost_spaced(np.median(prices, axis=1), LEVEL_COST_RATIO)
+    price = np.median(np.asarray(priced, dtype=float), axis=0)
+    kept = cost_spaced(price, LEVEL_COST_RATIO)
     if len(kept) < len(levels):
         log.info("fidelity levels %s of the ladder %s: priced %s s by run_cost, those costing less than %.2g times "
                  "the cheaper level kept are left out", [levels[k] for k in kept], levels,
-                 [float(f"{c:.3g}") for c in np.median(prices, axis=1)], LEVEL_COST_RATIO)
+                 [float(f"{c:.3g}") for c in price], LEVEL_COST_RATIO)
     return [levels[k] for k in kept]
 
 
@@ -247,9 +249,10 @@ def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]]
     clash = [t for t in aux if t in base]
     if clash:
         raise ValueError(f"aux_tasks must differ from the tuned tasks, got {clash[0]} in both")
-    levels = run_levels(problem, base, seed)
+    expanded = problem.expanded()
+    levels = run_levels(problem, base, seed, expanded)
     proposer = FidelityProposer(len(base), len(aux), len(levels), levels=levels)
-    return problem.expanded(), expand_tasks(levels, base, aux), proposer
+    return expanded, expand_tasks(levels, base, aux), proposer
 
 
 def _aux_tasks(problem: Problem, aux_tasks: Any) -> list[dict]:
