@@ -45,6 +45,8 @@ def test_a_level_within_the_cost_factor_of_the_cheaper_level_kept_is_left_out():
     assert cost_spaced([1.0, 0.2, float("nan"), 0.1], R) == [0, 1, 2, 3]  # a price it cannot read keeps them all
     assert cost_spaced([1.0, 0.0, 0.0], R) == [0, 1, 2]
     assert cost_spaced([1.0, 0.9, 0.8], R) == [0, 2]  # the target and the cheapest are always kept
+    sizes = fidelity_levels(gt.Space([gt.Ordinal("f", [0.25, 0.5, 1.0])]), {"f": 1.0})  # 1, 0.25, 0.5: not by cost
+    assert cost_spaced([lv["f"] ** 3 for lv in sizes], R) == [0, 1, 2]  # so nothing is left out (0.25 was)
     assert cost_spaced(floor, 1.0) == [0, 1, 2, 3]  # a ratio of 1: the whole ladder (the rule before)
     assert cost_spaced(floor, 3.0) == [0, 3]  # ETA: the target and the cheapest level
     rng = np.random.default_rng(0)

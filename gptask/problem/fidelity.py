@@ -106,9 +106,11 @@ def cost_spaced(prices: Sequence[float], ratio: float) -> list[int]:
     cheaper than the one before): from the cheapest level up, a level is one rung with the last one
     kept when it costs less than ``ratio`` times it (ratio 1: every level kept), and the rung keeps
     its cheapest level (the cheapest level does most of the cheap runs); the target is always kept.
-    Indices into ``prices``, ascending. A price that is not a finite number > 0 keeps every level."""
+    Indices into ``prices``, ascending. A price that is not a finite number > 0, or a level dearer
+    than the one before it (an ``Ordinal`` ladder lists its other values in their own order: 1, 0.25,
+    0.5), keeps every level."""
     p = np.asarray(prices, dtype=float)
-    if p.size == 0 or not np.all(np.isfinite(p)) or np.any(p <= 0):
+    if p.size == 0 or not np.all(np.isfinite(p)) or np.any(p <= 0) or np.any(np.diff(p) > 0):
         return list(range(p.size))
     kept = [p.size - 1]
     for k in range(p.size - 2, 0, -1):
