@@ -86,7 +86,16 @@ def test_levels_are_a_geometric_ladder_from_the_target():
     frac = gt.Space([gt.Real("fraction", 0.0, 1.0)])
     assert [lv["fraction"] for lv in fidelity_levels(frac, {"fraction": 1.0})] == pytest.approx([1, 1 / 3, 1 / 9, 1 / 27])
     size = gt.Space([gt.Ordinal("size", [500, 1000, 4000])])
-    assert fidelity_levels(size, {"size": 4000}) == [{"size": 4000}, {"size": 500}, {"size": 1000}]
+    # an ordered list: from the target outwards, so that the last level is the farthest (the cheapest)
+    assert fidelity_levels(size, {"size": 4000}) == [{"size": 4000}, {"size": 1000}, {"size": 500}]
+    assert fidelity_levels(gt.Space([gt.Ordinal("size", [4000, 500, 1000])]), {"size": 500}) == [
+        {"size": 500}, {"size": 1000}, {"size": 4000}]  # numbers are ordered by value, not as listed
+    many = gt.Space([gt.Ordinal("size", [100, 200, 400, 800, 1600, 3200, 6400])])
+    # more values than levels: evenly spaced ones, the nearest and the farthest among them
+    assert [lv["size"] for lv in fidelity_levels(many, {"size": 6400})] == [6400, 3200, 800, 100]
+    # a choice without an order keeps its listed order
+    kinds = gt.Space([gt.Categorical("model", ["full", "coarse", "coarser"])])
+    assert [lv["model"] for lv in fidelity_levels(kinds, {"model": "full"})] == ["full", "coarse", "coarser"]
 
 
 def test_spearman_matches_a_brute_force_rank_correlation():

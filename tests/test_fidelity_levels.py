@@ -45,8 +45,8 @@ def test_a_level_within_the_cost_factor_of_the_cheaper_level_kept_is_left_out():
     assert cost_spaced([1.0, 0.2, float("nan"), 0.1], R) == [0, 1, 2, 3]  # a price it cannot read keeps them all
     assert cost_spaced([1.0, 0.0, 0.0], R) == [0, 1, 2]
     assert cost_spaced([1.0, 0.9, 0.8], R) == [0, 2]  # the target and the cheapest are always kept
-    sizes = fidelity_levels(gt.Space([gt.Ordinal("f", [0.25, 0.5, 1.0])]), {"f": 1.0})  # 1, 0.25, 0.5: not by cost
-    assert cost_spaced([lv["f"] ** 3 for lv in sizes], R) == [0, 1, 2]  # so nothing is left out (0.25 was)
+    # prices that do not fall level by level (a Categorical ladder in its listed order): nothing left out
+    assert cost_spaced([1.0, 0.25 ** 3, 0.5 ** 3], R) == [0, 1, 2]
     assert cost_spaced(floor, 1.0) == [0, 1, 2, 3]  # a ratio of 1: the whole ladder (the rule before)
     assert cost_spaced(floor, 3.0) == [0, 3]  # ETA: the target and the cheapest level
     rng = np.random.default_rng(0)
@@ -95,3 +95,16 @@ def test_a_run_cost_that_cannot_price_the_levels_leaves_the_whole_ladder_and_say
     assert levels == fidelity_levels(FRACTION, {"s": 1.0})
     assert "their run_cost was not had (ZeroDivisionError" in caplog.text
     assert run_levels(problem(floor_cost), [{"n": 1}, {"n": 2}], seed=0) == [levels[0], levels[1], levels[3]]
+
+
+def test_an_ordinal_ladder_runs_its_cheap_design_at_the_value_farthest_from_the_target():
+    """``Ordinal([0.25, 0.5, 1.0])``, target 1: the ladder is 1, 0.5, 0.25, so the cheap design (the
+    last level's) runs at 0.25; it ran at 0.5 when the ladder kept the listed order (1, 0.25, 0.5): seed 0
+    ran its first 4 runs at 0.5, and its first run at 0.25 was its 9th."""
+    sizes = gt.Space([gt.Ordinal("s", [0.25, 0.5, 1.0])])
+    assert fidelity_levels(sizes, {"s": 1.0}) == [{"s": 1.0}, {"s": 0.5}, {"s": 0.25}]
+    pr = gt.Problem(TASKS, PARAMS, objective, fidelity=sizes, target_fidelity={"s": 1.0},
+                    run_cost=lambda point: point["s"] ** 3)
+    r = gt.tune(pr, [{"n": 1}], budget=8, n_initial=6, seed=0, **FAST)
+    assert [t.task["s"] for t in r.history][:6] == [0.25] * 6  # the cheap design at the cheapest size
+    assert {t.task["s"] for t in r.history} == {1.0, 0.5, 0.25}

@@ -19,7 +19,8 @@ CONFIG = {"mb": 16, "nb": 8, "nproc": 2, "p": 2, "nth": 1}
 def test_size_fidelity_declares_the_fraction_with_the_full_matrix_as_target():
     pb = problem(backend="model", size_fractions=[0.25, 0.5])
     assert pb.fidelity.names == [SIZE_FIDELITY] and pb.target_fidelity == {SIZE_FIDELITY: 1.0}
-    assert pb.fidelity_levels() == [{SIZE_FIDELITY: 1.0}, {SIZE_FIDELITY: 0.25}, {SIZE_FIDELITY: 0.5}]
+    # from the full matrix outwards: the last level, where the cheap design runs, is the smallest
+    assert pb.fidelity_levels() == [{SIZE_FIDELITY: 1.0}, {SIZE_FIDELITY: 0.5}, {SIZE_FIDELITY: 0.25}]
     assert problem(backend="model").fidelity is None  # the classic problem is unchanged
     assert pb.name == "scalapack_pdgeqrf_MODEL_size_fidelity"
 

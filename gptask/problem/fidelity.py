@@ -83,8 +83,25 @@ def _ladder(d: Any, target: Any) -> list[Any]:
         return out
     if isinstance(d, Boolean):
         return [target, not target]
-    values = list(d.values() or []) if isinstance(d, (Ordinal, Categorical)) else [target]
+    if isinstance(d, Ordinal):
+        return _ordinal_ladder(list(d.values() or []), target)
+    values = list(d.values() or []) if isinstance(d, Categorical) else [target]
     return [target] + [v for v in values if v != target][: MAX_LEVELS - 1]
+
+
+def _ordinal_ladder(values: list[Any], target: Any) -> list[Any]:
+    """An ordered dimension's ladder: the target, then the other values from the target outwards (the
+    nearest in the dimension's order first), so that the last level, where the fidelity proposer runs
+    its cheap design and searches, is the farthest from the target: ``Ordinal([0.25, 0.5, 1.0])``
+    with target 1 gives 1, 0.5, 0.25. Of more than ``MAX_LEVELS - 1`` other values, evenly spaced
+    ones are kept, the nearest and the farthest among them. Ties (a target inside the list) go to the
+    value listed first."""
+    at = values.index(target)
+    others = sorted((v for v in values if v != target), key=lambda v: abs(values.index(v) - at))
+    if len(others) > MAX_LEVELS - 1:
+        keep = np.unique(np.round(np.linspace(0, len(others) - 1, MAX_LEVELS - 1)).astype(int))
+        others = [others[i] for i in keep]
+    return [target, *others]
 
 
 def fidelity_levels(fidelity: Space, target: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -107,8 +124,8 @@ def cost_spaced(prices: Sequence[float], ratio: float) -> list[int]:
     kept when it costs less than ``ratio`` times it (ratio 1: every level kept), and the rung keeps
     its cheapest level (the cheapest level does most of the cheap runs); the target is always kept.
     Indices into ``prices``, ascending. A price that is not a finite number > 0, or a level dearer
-    than the one before it (an ``Ordinal`` ladder lists its other values in their own order: 1, 0.25,
-    0.5), keeps every level."""
+    than the one before it (a ``Categorical`` ladder lists its other values in their own order; an
+    ``Ordinal`` one whose costs do not follow its values), keeps every level."""
     p = np.asarray(prices, dtype=float)
     if p.size == 0 or not np.all(np.isfinite(p)) or np.any(p <= 0) or np.any(np.diff(p) > 0):
         return list(range(p.size))
