@@ -372,3 +372,93 @@ def test_folds_start_afresh_below_twenty_points_per_task():
     got = model.crossval_residuals(3, 1)[0]
     assert got == pytest.approx(model.crossval_residuals(3, 1, fresh=True)[0], rel=1e-9)
     assert not np.allclose(got, model.crossval_residuals(3, 1, fresh=False)[0])
+
+
+def test_folds_conditioned_on_the_models_hyperparameters_equal_the_closed_form_and_fit_nothing(monkeypatch):
+    """Above CALIBRATION_REFIT_MAX_POINTS points the folds are conditioned, not refitted: each held-out
+    block's residuals and predictive variances (with noise) against the closed form of a GP with fixed
+    hyperparameters, y_h - mean_h = C (K^-1 y)_h and cov_h = C = ((K^-1)_hh)^-1 (K: the full covariance,
+    noise included, built here from the kernel and the coregionalization matrices)."""
+    from gptask.model.numerics import kernels, lcm as lcm_mod
+
+    rng = np.random.default_rng(3)
+    X = [rng.random((24, 2)), rng.random((22, 2)), rng.random((21, 2))]
+    y = [np.sin(4 * x[:, 0] + i) + 0.5 * x[:, 1] + 0.05 * rng.standard_normal(len(x)) for i, x in enumerate(X)]
+    model = LCM(2, "matern52").fit(X, y, restarts=1, seed=0, prior=LCMPrior(dimension=2.0))
+    refitted = model.calibration_factors(folds=3, seed=5)  # 67 points: refitted by default
+    assert refitted == model.calibration_factors(folds=3, seed=5, refit=True)
+    # above CALIBRATION_REFIT_MAX_POINTS (monkeypatched to 30) the default conditions the folds ...
+    monkeypatch.setattr(lcm_mod, "CALIBRATION_REFIT_MAX_POINTS", 30)
+    conditioned = model.calibration_factors(folds=3, seed=5)
+    assert conditioned == model.calibration_factors(folds=3, seed=5, refit=False) != refitted
+    # ... unless the median task is scarce (22 points, under a CALIBRATION_FRESH_BELOW of 23): refitted afresh
+    monkeypatch.setattr(lcm_mod, "CALIBRATION_FRESH_BELOW", 23)
+    model._calibration = None
+    scarce = model.calibration_factors(folds=3, seed=5)
+    assert scarce == model.calibration_factors(folds=3, seed=5, refit=True) != conditioned
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("a conditioned fold must not be fitted")
+
+    monkeypatch.setattr(LCM, "fit", no_fit)
+    r, v, n = model.crossval_residuals(folds=3, seed=5, restandardize=False, refit=False)
+    p, B = model.get_params(), model.coregionalization()
+    Xa, ya = np.vstack(X), np.concatenate(y)
+    t = np.concatenate([np.full(len(x), i) for i, x in enumerate(X)])
+    K = sum(B[q][np.ix_(t, t)] * kernels.kernel("matern52", Xa, Xa, p["lengthscale"][q]) for q in range(2))
+    K = K + np.diag(p["noise"][t])
+    split = np.random.default_rng(5)
+    part = np.concatenate([split.permutation(len(v_)) % 3 for v_ in y])
+    want_r, want_var, want_noise, want_task = [], [], [], []
+    for k in range(3):
+        keep = np.flatnonzero(part != k)
+        for i in range(3):  # in the order crossval_residuals scores them: fold, then task
+            rows = np.flatnonzero((part == k) & (t == i))
+            both = np.concatenate([keep, rows])  # the fold's data, then task i's held-out rows
+            inv = np.linalg.inv(K[np.ix_(both, both)])
+            hh = np.arange(len(keep), len(both))
+            C = np.linalg.inv(inv[np.ix_(hh, hh)])
+            want_r.append(C @ (inv @ ya[both])[hh])
+            want_var.append(np.diag(C))
+            want_noise.append(p["noise"][t[rows]])
+            want_task.append(t[rows])
+    assert r == pytest.approx(np.concatenate(want_r), rel=1e-6, abs=1e-9)
+    assert v + n == pytest.approx(np.concatenate(want_var), rel=1e-6)
+    assert n == pytest.approx(np.concatenate(want_noise), rel=1e-12)
+    r, v, n, task = model.fold_residuals(folds=3, seed=5, restandardize=False, refit=False)
+    assert np.array_equal(task, np.concatenate(want_task))
+    # per task, where the folds are conditioned: the larger of the pooled bound and the task's own (every
+    # point is held out once: 24, 22 and 21 z-scores, under CALIBRATION_SHRINK_MIN_POINTS, so clipped at 1)
+    r, v, n, task = model.fold_residuals(folds=3, seed=5, refit=False)
+    q = lambda size: chi2.ppf(1 - defaults.CALIBRATION_CONFIDENCE, size)
+    pooled = model.calibration_factors(folds=3, seed=5, refit=False)
+    assert pooled[1] == pytest.approx(max(np.sum(r ** 2 / (v + n)) / q(r.size), defaults.CALIBRATION_MIN))
+    per = model.task_calibration_factors(folds=3, seed=5, refit=False)
+    for i in range(3):
+        mine = task == i
+        own = [np.sum(r[mine] ** 2 / w) / q(mine.sum()) for w in (v[mine], v[mine] + n[mine])]
+        want = np.maximum(pooled, np.clip(own, 1.0, defaults.CALIBRATION_MAX))
+        assert per[i] == pytest.approx(want, rel=1e-9)
+    assert (per[:, 1] > pooled[1]).any()  # some task's own folds ask for more than the pool
+    # the intervals users see use their task's factors (the default conditions: 67 points > 30, median 22
+    # points per task >= 20); refitted folds give every task the pooled ones
+    monkeypatch.setattr(lcm_mod, "CALIBRATION_FRESH_BELOW", defaults.CALIBRATION_FRESH_BELOW)
+    Xp = rng.random((4, 2))
+    for i in range(3):
+        raw = model.predict(i, Xp, include_noise=True)[1]
+        assert model.predict_calibrated(i, Xp, include_noise=True)[1] == pytest.approx(
+            raw * model.task_calibration_factors()[i, 1], rel=1e-12)
+    assert np.array_equal(model.task_calibration_factors(), model.task_calibration_factors(refit=False))
+    # the report's fit note names the largest task factor where it exceeds the pooled one
+    from gptask.insight.sections import _fit_note
+
+    diag = model.diagnostics()
+    assert diag["calibration_factor_tasks"] == model.task_calibration_factors()[:, 1].tolist()
+    widest = max(diag["calibration_factor_tasks"])
+    assert widest > diag["calibration_factor"]
+    assert f"up to x{widest:.3g} for a task whose own held-out points need it" in _fit_note(model)
+    monkeypatch.undo()
+    model._calibration = None
+    refit_pooled = model.calibration_factors(folds=3, seed=5, refit=True)
+    assert np.array_equal(model.task_calibration_factors(folds=3, seed=5, refit=True), np.tile(refit_pooled, (3, 1)))
+    assert "for a task whose own held-out points need it" not in _fit_note(model)  # refitted: one factor

@@ -423,7 +423,9 @@ def _fit_note(model: Any) -> str:
             f"(latent alone {100 * diag['loo_coverage_latent']:.1f} %); intervals shown calibrated by 5-fold "
             f"cross-validation: variances x{diag['calibration_factor']:.3g} (a new measurement)"
             + (f", x{diag['calibration_factor_latent']:.3g} (the latent function, at most the former)"
-               if diag.get("calibration_factor_latent") is not None else "") + ".")
+               if diag.get("calibration_factor_latent") is not None else "")
+            + (f"; up to x{max(diag['calibration_factor_tasks']):.3g} for a task whose own held-out points need it"
+               if max(diag.get("calibration_factor_tasks") or [0.0]) > diag["calibration_factor"] else "") + ".")
     recorded = diag.get("recorded") or {}
     if recorded.get("collapse_refit"):
         text += " The fit was refitted away from a collapsed length scale."

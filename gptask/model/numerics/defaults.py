@@ -106,6 +106,16 @@ CALIBRATION_LEVEL = 0.95
 CALIBRATION_STANDARD_TOL = 1e-6
 CALIBRATION_FRESH_BELOW = 20
 CALIBRATION_FRESH_STARTS = 2
+#: above this many points (all tasks together, sources' included), unless the median task has fewer than
+#: CALIBRATION_FRESH_BELOW, the folds are conditioned on the model's hyperparameters, not refitted
+#: (LCM.crossval_residuals). A refit costs one factorisation per L-BFGS-B iteration: the first calibrated
+#: prediction after a run beside 5 sources of 300 measurements each (1,510 points) took 76 s on 2 cores
+#: (conditioned: 2 s), and beside every source measurement (21,820 points) more than 5 minutes on an H200
+#: node, whose fit had taken 22 s. The refitted folds also widened the intervals there: beside the
+#: convolution campaign's sources (100-300 measurements per GPU, 1,011-1,511 points) they covered 98-100 %
+#: of the other 24,000 measurements (factors 3-64), the conditioned ones 91-94 % (factors 1.0-1.2;
+#: bench/calibration_large.py). The suite's family-sizes (at most 600 points) are refitted as before
+CALIBRATION_REFIT_MAX_POINTS = 1000
 #: the worst seed (issue 45: 21 of 46 suite family-sizes had a seed under 85 %). The empirical 95 %
 #: quantile of |z| over the few held-out points of scarce data (10-100) is a noisy estimate of the factor;
 #: the factor is instead a one-sided CALIBRATION_CONFIDENCE upper confidence bound on the variance ratio

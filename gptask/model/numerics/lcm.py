@@ -57,7 +57,7 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
                        LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
                        CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS,
-                       CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS,
+                       CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS, CALIBRATION_REFIT_MAX_POINTS,
                        CALIBRATION_CONFIDENCE, CALIBRATION_MIN, CALIBRATION_SHRINK_MIN_POINTS,
                        LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR, COLLAPSE_KEEP_NATS,
                        COLLAPSE_REFIT_EVERY_START, COLLAPSE_LOO_NATS)
@@ -115,6 +115,20 @@ def input_gaps(X_list: Sequence[np.ndarray]) -> np.ndarray:
         if per:
             gaps[j] = float(np.median(per))
     return gaps
+
+
+def _variance_bounds(r: np.ndarray, v: np.ndarray, n: np.ndarray) -> tuple[float, float]:
+    """(latent, noisy) calibration factors from held-out residuals r (N,) with latent variances v and noise
+    variances n (N,) (LCM.calibration_factors): the one-sided CALIBRATION_CONFIDENCE upper bounds on the
+    variance ratios of r / sqrt(v) and r / sqrt(v + n), clipped to [CALIBRATION_MIN, CALIBRATION_MAX]
+    (the lower clip 1 under CALIBRATION_SHRINK_MIN_POINTS points); (1, 1) under CALIBRATION_MIN_POINTS."""
+    if r.size < CALIBRATION_MIN_POINTS:
+        return 1.0, 1.0
+    lo = CALIBRATION_MIN if r.size >= CALIBRATION_SHRINK_MIN_POINTS else 1.0
+    bound = float(chi2.ppf(1.0 - CALIBRATION_CONFIDENCE, r.size))
+    latent = float(np.sum(r ** 2 / v)) / bound
+    noisy = float(np.sum(r ** 2 / (v + n))) / bound
+    return float(np.clip(latent, lo, CALIBRATION_MAX)), float(np.clip(noisy, lo, CALIBRATION_MAX))
 
 
 def _check_int(value: Any, name: str, lo: int) -> int:
@@ -582,8 +596,9 @@ class LCM:
         self._s2: float | None = None
         #: how the last fit went (starts, objective per start, post-fit check)
         self.fit_report: FitReport | None = None
-        #: the last calibration factor computed, with the state it was computed on (see calibration_factor)
-        self._calibration: tuple[tuple, tuple[float, float]] | None = None
+        #: the last calibration factors computed (pooled, per task), with the state they were computed on
+        #: (see _calibrated)
+        self._calibration: tuple[tuple, tuple[tuple[float, float], np.ndarray]] | None = None
         #: what :meth:`fit_record` gave when the hyperparameters were fitted, as stored in a history (a
         #: model rebuilt from one: gptask.results.rebuild); None for a model fitted here or never stored
         self.recorded_fit: dict[str, Any] | None = None
@@ -996,7 +1011,8 @@ class LCM:
         return r / np.sqrt(v + n)
 
     def crossval_residuals(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, restandardize: bool | None = None,
-                           fresh: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                           fresh: bool | None = None, refit: bool | None = None
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The residuals y - mean of every held-out observation of a ``folds``-fold cross-validation, each
         fold's model refitted on the others (this model's prior, no exploration), with the fold model's
         latent variance and noise variance there: three (n_held,) arrays in fold order, in the fold's
@@ -1009,15 +1025,27 @@ class LCM:
         (their mean and sd), fits and scores the held-out points in those units, as the tuner would see a
         new point; other tasks are used as given. fresh: each fold refitted from CALIBRATION_FRESH_STARTS
         random starts (None: when the median task has fewer than CALIBRATION_FRESH_BELOW points), else
-        from one start at this model's hyperparameters. Why both: defaults.CALIBRATION_STANDARD_TOL."""
+        from one start at this model's hyperparameters. Why both: defaults.CALIBRATION_STANDARD_TOL.
+        refit: False conditions each fold on this model's hyperparameters (one factorisation per fold, no
+        fit; ``fresh`` is then ignored); None: refitted up to CALIBRATION_REFIT_MAX_POINTS points or when
+        the median task has fewer than CALIBRATION_FRESH_BELOW points (the leak the refits close), else
+        conditioned (defaults.CALIBRATION_REFIT_MAX_POINTS: the refits cost many factorisations each, and
+        on many points they widened the intervals past 99 %)."""
+        return self.fold_residuals(folds, seed, restandardize, fresh, refit)[:3]
+
+    def fold_residuals(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, restandardize: bool | None = None,
+                       fresh: bool | None = None, refit: bool | None = None
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`crossval_residuals` (same arguments) and the task of each held-out observation: four
+        (n_held,) arrays, the last of task indices."""
         self._require_data()
         folds = _check_int(folds, "folds", 2)
         Xs, ys = self.data()
         rng = np.random.default_rng(_check_int(seed, "seed", 0))
         part = [rng.permutation(len(y)) % folds if len(y) >= 2 else np.full(len(y), -1) for y in ys]
         std = self.standardized_tasks() if restandardize is None else np.full(len(ys), bool(restandardize))
-        if fresh is None:
-            fresh = float(np.median([len(y) for y in ys])) < CALIBRATION_FRESH_BELOW
+        fresh = float(np.median([len(y) for y in ys])) < CALIBRATION_FRESH_BELOW if fresh is None else fresh
+        refit = self.refits_folds() if refit is None else refit
         out = []
         for k in range(folds):
             held = [p == k for p in part]
@@ -1026,19 +1054,23 @@ class LCM:
             keep = [y[~h] for y, h in zip(ys, held)]
             units = self.fold_units(keep, std)
             sub = self._like()
-            start = dict(restarts=CALIBRATION_FRESH_STARTS, seed=_check_int(seed, "seed", 0) + 1 + k) if fresh \
-                else dict(restarts=1, seed=seed, init=self._params)
-            sub.fit([x[~h] for x, h in zip(Xs, held)], [(y - a) / b for y, (a, b) in zip(keep, units)],
-                    prior=self.prior, explore=False, calibrate=False, threads=1, **start)
+            fold_X, fold_y = [x[~h] for x, h in zip(Xs, held)], [(y - a) / b for y, (a, b) in zip(keep, units)]
+            if not refit:
+                sub.condition(fold_X, fold_y, self._params)
+            else:
+                start = dict(restarts=CALIBRATION_FRESH_STARTS, seed=_check_int(seed, "seed", 0) + 1 + k) if fresh \
+                    else dict(restarts=1, seed=seed, init=self._params)
+                sub.fit(fold_X, fold_y, prior=self.prior, explore=False, calibrate=False, threads=1, **start)
             for i, h in enumerate(held):
                 if h.any():
                     m, v = sub.predict(i, Xs[i][h])
                     a, b = units[i]
-                    out.append(((ys[i][h] - a) / b - m, v, np.full(len(m), float(sub._params["noise"][i]))))
+                    out.append(((ys[i][h] - a) / b - m, v, np.full(len(m), float(sub._params["noise"][i])),
+                                np.full(len(m), i)))
         if not out:
-            return np.zeros(0), np.zeros(0), np.zeros(0)
-        r, v, n = (np.concatenate(c) for c in zip(*out))
-        return r, v, n
+            return np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=int)
+        r, v, n, t = (np.concatenate(c) for c in zip(*out))
+        return r, v, n, t
 
     def standardized_tasks(self) -> np.ndarray:
         """(T,) bool: the tasks of at least three points whose outputs have mean 0 and sd 1 (numpy's
@@ -1059,7 +1091,8 @@ class LCM:
         return [(float(np.mean(y)), float(np.std(y))) if s and len(y) >= 2 and np.std(y) > 0 else (0.0, 1.0)
                 for y, s in zip(kept, standardized)]
 
-    def calibration_factors(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> tuple[float, float]:
+    def calibration_factors(self, folds: int = CALIBRATION_FOLDS, seed: int = 0,
+                            refit: bool | None = None) -> tuple[float, float]:
         """The factors (latent, noisy) the intervals users see multiply this model's variances by (the search
         keeps the raw model), from the residuals r of :meth:`crossval_residuals` (fold latent variance v,
         noise variance n):
@@ -1076,33 +1109,60 @@ class LCM:
         wide; CALIBRATION_MIN only with at least CALIBRATION_SHRINK_MIN_POINTS held-out points, else 1);
         (1, 1) with fewer than CALIBRATION_MIN_POINTS held-out points. The folds re-standardise per-task
         standardised tasks and, when data are scarce, start afresh (:meth:`crossval_residuals`). Costs a few
-        fits; cached for this model's state (data and hyperparameters)."""
+        fits (above CALIBRATION_REFIT_MAX_POINTS points a factorisation per fold; ``refit`` as there);
+        cached for this model's state (data and hyperparameters)."""
+        return self._calibrated(folds, seed, refit)[0]
+
+    def task_calibration_factors(self, folds: int = CALIBRATION_FOLDS, seed: int = 0,
+                                 refit: bool | None = None) -> np.ndarray:
+        """(T, 2): each task's factors (latent, noisy), what :meth:`predict_calibrated` uses. Where the folds
+        are refitted (:meth:`crossval_residuals`; at most CALIBRATION_REFIT_MAX_POINTS points, or scarce
+        tasks) every task has :meth:`calibration_factors`. Where they are conditioned (many points), a task
+        with at least CALIBRATION_MIN_POINTS held-out points has the larger of those and the same bound on
+        its own held-out points (clipped to CALIBRATION_MAX): there the pooled factor is set by the tasks
+        of many points (sources of hundreds of measurements), and a task of a few runs beside them (the one
+        being tuned) would get intervals its own folds do not bear out (bench/calibration_large.py: 64-75 %
+        of a held-out GPU's measurements covered on 2 of 12 cases, 94-100 % with its own bound)."""
+        return self._calibrated(folds, seed, refit)[1].copy()
+
+    def _calibrated(self, folds: int, seed: int, refit: bool | None) -> tuple[tuple[float, float], np.ndarray]:
+        """(:meth:`calibration_factors`, :meth:`task_calibration_factors`), computed once per model state."""
         self._require_data()
-        key = (int(self._X.shape[0]), float(self._ll), folds, seed)
+        key = (int(self._X.shape[0]), float(self._ll), folds, seed, refit)
         if self._calibration is not None and self._calibration[0] == key:
             return self._calibration[1]
-        r, v, n = self.crossval_residuals(folds, seed)
-        out = (1.0, 1.0)
-        if r.size >= CALIBRATION_MIN_POINTS:
-            lo = CALIBRATION_MIN if r.size >= CALIBRATION_SHRINK_MIN_POINTS else 1.0
-            bound = float(chi2.ppf(1.0 - CALIBRATION_CONFIDENCE, r.size))
-            noisy = float(np.sum(r ** 2 / (v + n))) / bound
-            latent = float(np.sum(r ** 2 / v)) / bound
-            out = (float(np.clip(latent, lo, CALIBRATION_MAX)), float(np.clip(noisy, lo, CALIBRATION_MAX)))
+        conditioned = refit is False or (refit is None and not self.refits_folds())
+        r, v, n, t = self.fold_residuals(folds, seed, refit=not conditioned)
+        pooled = _variance_bounds(r, v, n)
+        per_task = np.tile(pooled, (self.n_tasks, 1))
+        if conditioned:
+            for i in range(self.n_tasks):
+                mine = t == i
+                if mine.sum() >= CALIBRATION_MIN_POINTS:
+                    own = _variance_bounds(r[mine], v[mine], n[mine])
+                    per_task[i] = np.maximum(pooled, own)
+        out = (pooled, per_task)
         self._calibration = (key, out)
         return out
+
+    def refits_folds(self) -> bool:
+        """Whether :meth:`crossval_residuals` refits its folds by default (None): at most
+        CALIBRATION_REFIT_MAX_POINTS points, or a median task under CALIBRATION_FRESH_BELOW points."""
+        self._require_data()
+        scarce = float(np.median(self.n_points)) < CALIBRATION_FRESH_BELOW
+        return scarce or int(self._X.shape[0]) <= CALIBRATION_REFIT_MAX_POINTS
 
     def calibration_factor(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> float:
         """The noisy factor of :meth:`calibration_factors`: what a new measurement's variance is multiplied by."""
         return self.calibration_factors(folds, seed)[1]
 
     def predict_calibrated(self, i: int, X: np.ndarray, include_noise: bool = False):
-        """:meth:`predict` with the variances of :meth:`calibration_factors`: the posterior mean (n,) and
-        the calibrated variance (n,) of task i at X (n, d), for the intervals users see. With include_noise
-        (a new measurement): (latent variance + noise) x the noisy factor; without: the latent variance x
-        the latent factor, capped at the former."""
+        """:meth:`predict` with the variances of task i's :meth:`task_calibration_factors`: the posterior mean
+        (n,) and the calibrated variance (n,) of task i at X (n, d), for the intervals users see. With
+        include_noise (a new measurement): (latent variance + noise) x the noisy factor; without: the latent
+        variance x the latent factor, capped at the former."""
         mean, var = self.predict(i, X)
-        latent, noisy = self.calibration_factors()
+        latent, noisy = self._calibrated(CALIBRATION_FOLDS, 0, None)[1][self._check_task(i)]
         var_noisy = (var + self._params["noise"][self._check_task(i)]) * noisy
         return mean, var_noisy if include_noise else np.minimum(var * latent, var_noisy)
 
@@ -1132,7 +1192,8 @@ class LCM:
         model's widening is part of its stored hyperparameters), collapsed (the strings of :meth:`collapsed_lengthscales` on the final
         model), collapse_refit, and the leave-one-out coverage of the 95 % intervals of the observed
         values, with noise (loo_coverage) and of the latent alone (loo_coverage_latent), calibration_factor
-        and calibration_factor_latent (:meth:`calibration_factors`: a few fits), and recorded: :meth:`fit_record` (what the fit found, also
+        and calibration_factor_latent (:meth:`calibration_factors`: a few fits), calibration_factor_tasks (the
+        noisy factors of :meth:`task_calibration_factors`, (T,) list), and recorded: :meth:`fit_record` (what the fit found, also
         when the model was rebuilt from a history)."""
         self._require_data()
         ys, ms, vs = self.loo()
@@ -1147,6 +1208,7 @@ class LCM:
                 "variance_scale": recorded.get("variance_scale") if rep is None else rep.variance_scale,
                 "calibration_factor": self.calibration_factor(),
                 "calibration_factor_latent": self.calibration_factors()[0],
+                "calibration_factor_tasks": self.task_calibration_factors()[:, 1].tolist(),
                 "recorded": recorded,
                 "collapsed": self.collapsed_lengthscales(),
                 "collapse_refit": bool(recorded.get("collapse_refit", False)) if rep is None else rep.collapse_refit,
