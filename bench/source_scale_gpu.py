@@ -28,8 +28,9 @@ value; the classifier has no GPU path and no summary yet). Scored per arm: secon
 the end of the fit, of the proposal (the fit's log line to the 11th evaluation), of the whole call;
 points in the model; on every completed configuration of the held-out GPU, the Spearman rank
 correlation of predicted and measured times, the mean absolute relative error (MAPE), the fraction
-of the optimum of the best of the 5 configurations predicted fastest, and of the proposal.
-``--per-gpu N`` draws N measurements per source GPU instead of all (a CPU smoke test of the script).
+of the optimum of the best of the 5 configurations predicted fastest, and of the proposal; the
+seconds of that prediction (``predict_seconds``: the first calibrated one, the calibration's folds
+included). ``--per-gpu N`` draws N measurements per source GPU instead of all (a CPU smoke test of the script).
 Rows are appended to ``--out`` (JSON lines) as each arm finishes.
 """
 
@@ -123,7 +124,9 @@ def run_arm(name: str, held: str, seed: int, recordings: dict, per_gpu: int | No
     held_params = [c for c in configs if not isinstance(rec.lookup(c), str)]
     measured = np.array([float(rec.lookup(c)) for c in held_params])
     tm = as_transfer_model(res)
-    pred, _ = predict_encoded(tm, res.tasks[-1], prob.param_space.encode(held_params))
+    t1 = time.perf_counter()
+    pred, _ = predict_encoded(tm, res.tasks[-1], prob.param_space.encode(held_params))  # calibrated: the folds too
+    predict_seconds = time.perf_counter() - t1
     mine = [t for t in res.history if t.task_index == len(res.tasks) - 1]
     last = rec.lookup(mine[-1].params)
     fit_end = clock.fitted if clock.fitted is not None else float("nan")
@@ -132,7 +135,7 @@ def run_arm(name: str, held: str, seed: int, recordings: dict, per_gpu: int | No
             "gpu_peak_gb": torch.cuda.max_memory_allocated() / 1e9 if on_cuda else None,
             "use_log": bool(res.transform.use_log), "fit_seconds": fit_end - t0,
             "proposal_seconds": (calls[-1] - fit_end) if len(calls) > INITIAL_RUNS else float("nan"),
-            "total_seconds": total, "fit_log": clock.lines, "initial": [t.params for t in mine[:INITIAL_RUNS]],
+            "total_seconds": total, "predict_seconds": predict_seconds, "fit_log": clock.lines, "initial": [t.params for t in mine[:INITIAL_RUNS]],
             "spearman": float(spearmanr(pred, measured)[0]),
             "mape": float(np.mean(np.abs(pred - measured) / measured)),
             "top5": float(optimum / measured[np.argsort(pred)[:5]].min()),

@@ -108,13 +108,16 @@ CALIBRATION_FRESH_BELOW = 20
 CALIBRATION_FRESH_STARTS = 2
 #: above this many points (all tasks together, sources' included), unless the median task has fewer than
 #: CALIBRATION_FRESH_BELOW, the folds are conditioned on the model's hyperparameters, not refitted
-#: (LCM.crossval_residuals). A refit costs one factorisation per L-BFGS-B iteration: the first calibrated
-#: prediction after a run beside 5 sources of 300 measurements each (1,510 points) took 76 s on 2 cores
-#: (conditioned: 2 s), and beside every source measurement (21,820 points) more than 5 minutes on an H200
-#: node, whose fit had taken 22 s. The refitted folds also widened the intervals there: beside the
-#: convolution campaign's sources (100-300 measurements per GPU, 1,011-1,511 points) they covered 98-100 %
-#: of the other 24,000 measurements (factors 3-64), the conditioned ones 91-94 % (factors 1.0-1.2;
-#: bench/calibration_large.py). The suite's family-sizes (at most 600 points) are refitted as before
+#: (LCM.crossval_residuals), and each task's factor is the larger of the pooled one and its own
+#: (LCM.task_calibration_factors). A refit costs one factorisation per L-BFGS-B iteration: the first
+#: calibrated prediction beside 5 sources of 300 measurements each (1,511 points) took 56-86 s on 2 cores
+#: (conditioned: 1-2 s), beside every source measurement (21,821 points) more than 5 minutes on an H200 node
+#: whose fit had taken 22 s (conditioned: 1 s). The refitted folds also widened the intervals there: beside
+#: the convolution campaign's sources (100-300 measurements per GPU, 511-1,511 points, 18 cases) they
+#: covered over 99 % of a source GPU's other measurements on 50 of 90 (factors 2.4-64); the conditioned
+#: folds 85-99 % on 90 of 90, and the tuned GPU's (11 runs) 94-100 %, where their pooled factor alone left
+#: it at 64-75 % on 3 of 18 (bench/calibration_large.py). The suite's family-sizes (at most 600 points) and
+#: the shipped models (at most 600) are refitted as before
 CALIBRATION_REFIT_MAX_POINTS = 1000
 #: the worst seed (issue 45: 21 of 46 suite family-sizes had a seed under 85 %). The empirical 95 %
 #: quantile of |z| over the few held-out points of scarce data (10-100) is a noisy estimate of the factor;

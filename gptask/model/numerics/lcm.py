@@ -1122,7 +1122,7 @@ class LCM:
         its own held-out points (clipped to CALIBRATION_MAX): there the pooled factor is set by the tasks
         of many points (sources of hundreds of measurements), and a task of a few runs beside them (the one
         being tuned) would get intervals its own folds do not bear out (bench/calibration_large.py: 64-75 %
-        of a held-out GPU's measurements covered on 2 of 12 cases, 94-100 % with its own bound)."""
+        of a held-out GPU's measurements covered on 3 of 18 cases, 94-100 % with its own bound)."""
         return self._calibrated(folds, seed, refit)[1].copy()
 
     def _calibrated(self, folds: int, seed: int, refit: bool | None) -> tuple[tuple[float, float], np.ndarray]:
