@@ -10,7 +10,8 @@ measurement), and records, in the model's units:
   variance and the noise variance of the full model;
 * ``warm`` and ``fresh``: :meth:`LCM.crossval_residuals` of the 5-fold cross-validation (seed 0, as
   ``LCM.calibration_factor``) with each fold started at the full fit (warm) or refitted from
-  ``CALIBRATION_FRESH_STARTS`` random starts (fresh): residuals, latent and noise variances.
+  ``CALIBRATION_FRESH_STARTS`` random starts (fresh): residuals, latent and noise variances; ``cond``
+  (with ``--folds``): each fold conditioned on the full fit's hyperparameters, not refitted.
 
 Every rule of ``analyse`` is then a function of these arrays, so the rules are compared on the same fits
 and the same folds (no refit per rule):
@@ -51,7 +52,11 @@ def _r(a: np.ndarray) -> list[float]:
     return [float(f"{x:.5g}") for x in np.asarray(a, float)]
 
 
-def record(fam: Any, n: int, seed: int, n_test: int) -> dict[str, Any]:
+#: the folds ``record`` can take: name -> crossval_residuals' arguments
+FOLDS = {"warm": {"fresh": False, "refit": True}, "fresh": {"fresh": True, "refit": True}, "cond": {"refit": False}}
+
+
+def record(fam: Any, n: int, seed: int, n_test: int, folds: tuple[str, ...] = ("warm", "fresh")) -> dict[str, Any]:
     """The arrays of one family-size-seed (module docstring)."""
     from calibration import split
 
@@ -74,9 +79,9 @@ def record(fam: Any, n: int, seed: int, n_test: int) -> dict[str, Any]:
         vn.append(v2 - v)
     rec["test"] = {"rl": _r(np.concatenate(rl)), "rn": _r(np.concatenate(rn)), "v": _r(np.concatenate(vl)),
                    "noise": _r(np.concatenate(vn))}
-    for name, fresh in (("warm", False), ("fresh", True)):
+    for name in folds:
         t1 = time.process_time()
-        r, v, nz = model.crossval_residuals(fresh=fresh)
+        r, v, nz = model.crossval_residuals(**FOLDS[name])
         rec[name] = {"r": _r(r), "v": _r(v), "noise": _r(nz), "cpu_s": time.process_time() - t1}
     tuner.close()
     return rec
@@ -101,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if key in done:
                     continue
                 try:
-                    rec = record(fam, n, seed, args.n_test)
+                    rec = record(fam, n, seed, args.n_test, tuple(args.folds.split(",")))
                 except Exception as exc:  # a failed fit is a result too
                     log.warning("%s: %s: %s", key, type(exc).__name__, exc)
                     rec = {"error": f"{type(exc).__name__}: {exc}"}
@@ -156,7 +161,7 @@ def rule_vars(rec: dict[str, Any], n: int, rule: dict[str, Any]) -> tuple[np.nda
     than this keep floor 1), latent ("same": the noisy factor on both; "measured": a latent factor from the
     folds' residuals over the latent sd alone, the latent variance capped at the noisy one; "split": the
     factor on the latent part only, the noise as fitted)."""
-    folds = rec["fresh"] if n < rule.get("fresh_below", 12) else rec["warm"]
+    folds = rec["fresh"] if n < rule.get("fresh_below", 12) else rec[rule.get("warm", "warm")]
     r, v, nz = (np.array(folds[k]) for k in ("r", "v", "noise"))
     t = rec["test"]
     tv, tn = np.array(t["v"]), np.array(t["noise"])
@@ -206,6 +211,9 @@ RULES["fresh12_measured_ub90_floor0.25_z40"] = {"fresh_below": 12, "latent": "me
 RULES["main_ub90"] = {"stat": "ub90"}
 #: the library's rule (gptask/model/numerics/defaults.py, LCM.calibration_factors)
 RULES["lib"] = RULES["fresh20_measured_ub90_floor0.25_z40"]
+#: the library's rule with the folds from 20 points per task conditioned on the full fit, not refitted
+#: (``--folds warm,cond``; session 34)
+RULES["lib_cond"] = {**RULES["lib"], "warm": "cond"}
 
 
 def coverage(rec: dict[str, Any], n: int, rule: dict[str, Any]) -> tuple[float, float]:
@@ -230,8 +238,12 @@ def analyse(paths: list[str], rules: dict[str, dict[str, Any]]) -> dict[str, Any
     for name, rule in rules.items():
         cells = {}
         n_mean = n_worst = n_low = 0
+        try:
+            cov = {key: np.array([coverage(rec, key[1], rule) for rec in rs]) for key, rs in recs.items()}
+        except KeyError:  # folds this rule needs were not recorded (--folds)
+            continue
         for (f, n), rs in sorted(recs.items()):
-            c = np.array([coverage(rec, n, rule) for rec in rs])
+            c = cov[(f, n)]
             worst = [float(c[np.argmax(np.abs(c[:, k] - 0.95)), k]) for k in (0, 1)]
             mean = [float(x) for x in c.mean(axis=0)]
             cells[f"{f}|{n}"] = {"seeds": len(rs), "latent": mean[0], "noisy": mean[1], "latent_worst": worst[0],
@@ -293,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--sizes", default="5,12,20,30")
     r.add_argument("--seeds", default="0-9")
     r.add_argument("--n-test", type=int, default=40)
+    r.add_argument("--folds", default="warm,fresh", help="the folds to record: warm, fresh, cond (conditioned)")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
     a = sub.add_parser("analyse")
