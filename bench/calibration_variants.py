@@ -53,7 +53,8 @@ def _r(a: np.ndarray) -> list[float]:
 
 
 #: the folds ``record`` can take: name -> crossval_residuals' arguments
-FOLDS = {"warm": {"fresh": False, "refit": True}, "fresh": {"fresh": True, "refit": True}, "cond": {"refit": False}}
+FOLDS = {"warm": {"fresh": False, "refit": True}, "fresh": {"fresh": True, "refit": True}, "cond": {"refit": False},
+         "warm_x": {"fresh": False, "refit": True, "explore": True}, "fresh_x": {"fresh": True, "refit": True, "explore": True}}
 
 
 def record(fam: Any, n: int, seed: int, n_test: int, folds: tuple[str, ...] = ("warm", "fresh")) -> dict[str, Any]:
@@ -161,7 +162,7 @@ def rule_vars(rec: dict[str, Any], n: int, rule: dict[str, Any]) -> tuple[np.nda
     than this keep floor 1), latent ("same": the noisy factor on both; "measured": a latent factor from the
     folds' residuals over the latent sd alone, the latent variance capped at the noisy one; "split": the
     factor on the latent part only, the noise as fitted)."""
-    folds = rec["fresh"] if n < rule.get("fresh_below", 12) else rec[rule.get("warm", "warm")]
+    folds = rec[rule.get("fresh", "fresh")] if n < rule.get("fresh_below", 12) else rec[rule.get("warm", "warm")]
     r, v, nz = (np.array(folds[k]) for k in ("r", "v", "noise"))
     t = rec["test"]
     tv, tn = np.array(t["v"]), np.array(t["noise"])
@@ -214,6 +215,9 @@ RULES["lib"] = RULES["fresh20_measured_ub90_floor0.25_z40"]
 #: the library's rule with the folds from 20 points per task conditioned on the full fit, not refitted
 #: (``--folds warm,cond``; session 34)
 RULES["lib_cond"] = {**RULES["lib"], "warm": "cond"}
+#: the library's rule with each fold's refit checked as the main fit is (``explore``: the collapse check;
+#: ``--folds warm_x,fresh_x``)
+RULES["lib_x"] = {**RULES["lib"], "warm": "warm_x", "fresh": "fresh_x"}
 
 
 def coverage(rec: dict[str, Any], n: int, rule: dict[str, Any]) -> tuple[float, float]:

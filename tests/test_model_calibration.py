@@ -462,3 +462,25 @@ def test_folds_conditioned_on_the_models_hyperparameters_equal_the_closed_form_a
     refit_pooled = model.calibration_factors(folds=3, seed=5, refit=True)
     assert np.array_equal(model.task_calibration_factors(folds=3, seed=5, refit=True), np.tile(refit_pooled, (3, 1)))
     assert "for a task whose own held-out points need it" not in _fit_note(model)  # refitted: one factor
+
+
+def test_the_folds_refits_are_checked_only_when_asked(monkeypatch):
+    """crossval_residuals(explore=True) gives each fold's refit the main fit's diagnosis and collapse check
+    (bench/calibration_variants.py's lib_x); by default the refits are unchecked, as measured."""
+    rng = np.random.default_rng(2)
+    X = [rng.random((8, 2)), rng.random((7, 2))]
+    y = [np.cos(3 * x[:, 0]) + 0.1 * rng.standard_normal(len(x)) for x in X]
+    model = LCM(1, "matern52").fit(X, y, restarts=1, seed=0, prior=LCMPrior(dimension=2.0))
+    seen = []
+    fit = LCM.fit
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs["explore"])
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(LCM, "fit", spy)
+    model.crossval_residuals(folds=3)
+    assert seen == [False] * 3
+    seen.clear()
+    model.crossval_residuals(folds=3, explore=True)
+    assert seen == [True] * 3

@@ -1011,7 +1011,7 @@ class LCM:
         return r / np.sqrt(v + n)
 
     def crossval_residuals(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, restandardize: bool | None = None,
-                           fresh: bool | None = None, refit: bool | None = None
+                           fresh: bool | None = None, refit: bool | None = None, explore: bool = False
                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The residuals y - mean of every held-out observation of a ``folds``-fold cross-validation, each
         fold's model refitted on the others (this model's prior, no exploration), with the fold model's
@@ -1030,11 +1030,12 @@ class LCM:
         fit; ``fresh`` is then ignored); None: refitted up to CALIBRATION_REFIT_MAX_POINTS points or when
         the median task has fewer than CALIBRATION_FRESH_BELOW points (the leak the refits close), else
         conditioned (defaults.CALIBRATION_REFIT_MAX_POINTS: the refits cost many factorisations each, and
-        on many points they widened the intervals past 99 %)."""
-        return self.fold_residuals(folds, seed, restandardize, fresh, refit)[:3]
+        on many points they widened the intervals past 99 %). explore: the refits' ``fit(explore=...)`` (its
+        diagnosis and collapse check; off: the folds as measured in bench/results/calibrated.md)."""
+        return self.fold_residuals(folds, seed, restandardize, fresh, refit, explore)[:3]
 
     def fold_residuals(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, restandardize: bool | None = None,
-                       fresh: bool | None = None, refit: bool | None = None
+                       fresh: bool | None = None, refit: bool | None = None, explore: bool = False
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`crossval_residuals` (same arguments) and the task of each held-out observation: four
         (n_held,) arrays, the last of task indices."""
@@ -1060,7 +1061,7 @@ class LCM:
             else:
                 start = dict(restarts=CALIBRATION_FRESH_STARTS, seed=_check_int(seed, "seed", 0) + 1 + k) if fresh \
                     else dict(restarts=1, seed=seed, init=self._params)
-                sub.fit(fold_X, fold_y, prior=self.prior, explore=False, calibrate=False, threads=1, **start)
+                sub.fit(fold_X, fold_y, prior=self.prior, explore=explore, calibrate=False, threads=1, **start)
             for i, h in enumerate(held):
                 if h.any():
                     m, v = sub.predict(i, Xs[i][h])
