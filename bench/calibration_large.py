@@ -2,7 +2,8 @@
 sources): folds refitted against folds conditioned on the model's hyperparameters (the default above
 ``CALIBRATION_REFIT_MAX_POINTS`` points), side by side on the same fitted model.
 
-    python bench/calibration_large.py [--gpus A100,W7800,MI250X] [--seeds 0-2] [--per-gpu 100,200,300]
+    python bench/calibration_large.py [--gpus A100,W7800,MI250X] [--seeds 0-2] [--per-gpu 100,200,300|all]
+                                      [--device cuda] [--kinds refit,conditioned,conditioned_pooled]
                                       [--out bench/results/calibration_large.jsonl]
     python bench/calibration_large.py --report [--out ...]
 
@@ -59,16 +60,22 @@ def coverage(model, transform, i: int, X: np.ndarray, y: np.ndarray, factors) ->
     return np.abs(transform.forward(i, y) - mean) <= Z95 * sd
 
 
-def run_case(held: str, seed: int, per_gpu: int, recordings: dict) -> dict:
+#: the fold kinds scored: name -> (refit, a factor per task)
+KINDS = {"refit": (True, False), "conditioned": (False, True), "conditioned_pooled": (False, False)}
+
+
+def run_case(held: str, seed: int, per_gpu: int | None, recordings: dict, device: str | None = None,
+             kinds: tuple[str, ...] = tuple(KINDS)) -> dict:
     rec = replace(recordings[held], label=TASK["kernel"])
     prob = replay_problem([rec], CONVOLUTION_RESTRICTIONS, task_name="kernel", name="convolution")
     rng = np.random.default_rng(seed)
-    sources = [gt.Source(source_rows(recordings[g], g, rng.choice(len(recordings[g].results), per_gpu, replace=False)),
-                         status="status") for g in GPUS if g != held]
+    picks = {g: None if per_gpu is None else rng.choice(len(recordings[g].results), per_gpu, replace=False)
+             for g in GPUS if g != held}
+    sources = [gt.Source(source_rows(recordings[g], g, p), status="status") for g, p in picks.items()]
     with constants_set(model_defaults, {"EXACT_FIT_MAX_POINTS": 30_000}):
         res = gt.tune(prob, [TASK], INITIAL_RUNS + 1, n_initial=INITIAL_RUNS, seed=seed, sources=sources,
                       provenance=held, progress=False, refit_every=None, failure_model=False, source_points=None,
-                      output_transform="log")
+                      output_transform="log", device=device)
     lcm, Xs = res.model, res.model.data()[0]
     row: dict = {"gpu": held, "seed": seed, "per_gpu": per_gpu, "points": int(sum(lcm.n_points))}
     held_out = []  # per task: (encoded configurations, measured values) not in the model
@@ -79,20 +86,27 @@ def run_case(held: str, seed: int, per_gpu: int, recordings: dict) -> dict:
         seen = {tuple(np.round(x, 9)) for x in Xs[i]}
         keep = np.array([tuple(np.round(x, 9)) not in seen for x in X])
         held_out.append((X[keep], np.array([float(r.lookup(c)) for c, k in zip(configs, keep) if k])))
-    for name, refit, by_task in (("refit", True, False), ("conditioned", False, True), ("conditioned_pooled", False, False)):
+    for name in kinds:
+        refit, by_task = KINDS[name]
         lcm._calibration = None
         t0 = time.perf_counter()
         factors = lcm.task_calibration_factors(refit=refit)
         seconds = time.perf_counter() - t0
         if not by_task:
             factors[:] = lcm.calibration_factors(refit=refit)
-        inside = [coverage(lcm, res.transform, i, X, y, factors[i]) for i, (X, y) in enumerate(held_out)]
+        inside = [coverage(lcm, res.transform, i, X, y, factors[i]) if len(y) else np.zeros(0, bool)
+                  for i, (X, y) in enumerate(held_out)]  # every source measurement in the model: none held out
         own = len(res.tasks) - 1
+        mean = lambda a: float(np.mean(a)) if a.size else None
         row[name] = {"seconds": seconds, "latent": float(factors[own, 0]), "noisy": float(factors[own, 1]),
                      "pooled": list(lcm.calibration_factors(refit=refit)),
-                     "coverage": float(np.mean(np.concatenate(inside[:own]))), "coverage_held": float(np.mean(inside[own])),
-                     "per_task": [float(np.mean(c)) for c in inside], "held_out": int(sum(len(c) for c in inside))}
+                     "coverage": mean(np.concatenate(inside[:own])), "coverage_held": mean(inside[own]),
+                     "per_task": [mean(c) for c in inside], "held_out": int(sum(len(c) for c in inside))}
     return row
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def report(out: Path) -> str:
@@ -106,7 +120,7 @@ def report(out: Path) -> str:
             if name in r:
                 c = r[name]
                 lines.append(f"| {r['gpu']}, {r['seed']} | {r['points']:,} | {c['held_out']:,} | {name} | {c['seconds']:.1f} | "
-                             f"{c['latent']:.2f} / {c['noisy']:.2f} | {c['coverage']:.3f} | {c['coverage_held']:.3f} |")
+                             f"{c['latent']:.2f} / {c['noisy']:.2f} | {_share(c['coverage'])} | {_share(c['coverage_held'])} |")
     return "\n".join(lines)
 
 
@@ -114,7 +128,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpus", default="A100,W7800,MI250X")
     ap.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-2"))
-    ap.add_argument("--per-gpu", default="100,200,300")
+    ap.add_argument("--per-gpu", default="100,200,300", help="measurements per source GPU; all: every one")
+    ap.add_argument("--device", default=None, help="gt.tune(device=...): cuda for the torch backend on a GPU")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="the fold kinds scored (refit is slow on many points)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "calibration_large.jsonl"))
     ap.add_argument("--report", action="store_true")
     args = ap.parse_args()
@@ -127,10 +143,10 @@ def main() -> None:
     with out.open("a") as f:
         f.write(json.dumps({"machine": describe_machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
                 + "\n")
-    for per_gpu in (int(v) for v in args.per_gpu.split(",")):
+    for per_gpu in (None if v == "all" else int(v) for v in args.per_gpu.split(",")):
         for seed in args.seeds:
             for held in args.gpus.split(","):
-                row = run_case(held, seed, per_gpu, recordings)
+                row = run_case(held, seed, per_gpu, recordings, args.device, tuple(args.kinds.split(",")))
                 logging.warning("%s", {k: v for k, v in row.items()})
                 with out.open("a") as f:
                     f.write(json.dumps(row) + "\n")
