@@ -114,7 +114,7 @@ CALIBRATION_FRESH_STARTS = 2
 #: (conditioned: 1-2 s), beside every source measurement (21,821 points) more than 5 minutes on an H200 node
 #: whose fit had taken 22 s (conditioned: 1 s). The refitted folds also widened the intervals there: beside
 #: the convolution campaign's sources (100-300 measurements per GPU, 511-1,511 points, 18 cases) they
-#: covered over 99 % of a source GPU's other measurements on 50 of 90 (factors 2.4-64); the conditioned
+#: covered over 99 % of a source GPU's other measurements on 50 of 90 (noisy factors 2.2-64); the conditioned
 #: folds 85-99 % on 90 of 90, and the tuned GPU's (11 runs) 94-100 %, where their pooled factor alone left
 #: it at 64-75 % on 3 of 18 (bench/calibration_large.py). The suite's family-sizes (at most 600 points) and
 #: the shipped models (at most 600) are refitted as before
