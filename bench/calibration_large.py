@@ -78,14 +78,16 @@ def run_case(held: str, seed: int, per_gpu: int | None, recordings: dict, device
                       output_transform="log", device=device)
     lcm, Xs = res.model, res.model.data()[0]
     row: dict = {"gpu": held, "seed": seed, "per_gpu": per_gpu, "points": int(sum(lcm.n_points))}
+    configs = prob.candidate_list(TASK)  # every GPU's allowed configurations (one kernel, one list)
+    encoded = prob.param_space.encode(configs)
     held_out = []  # per task: (encoded configurations, measured values) not in the model
     for i, task in enumerate(res.tasks):
         r = recordings[task["machine"]]
-        configs = [c for c in prob.candidate_list(TASK) if not isinstance(r.lookup(c), str)]
-        X = prob.param_space.encode(configs)
         seen = {tuple(np.round(x, 9)) for x in Xs[i]}
-        keep = np.array([tuple(np.round(x, 9)) not in seen for x in X])
-        held_out.append((X[keep], np.array([float(r.lookup(c)) for c, k in zip(configs, keep) if k])))
+        values = [r.lookup(c) for c in configs]
+        keep = [k for k, (x, v) in enumerate(zip(encoded, values))
+                if not isinstance(v, str) and tuple(np.round(x, 9)) not in seen]
+        held_out.append((encoded[keep], np.array([float(values[k]) for k in keep])))
     for name in kinds:
         refit, by_task = KINDS[name]
         lcm._calibration = None

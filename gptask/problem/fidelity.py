@@ -97,7 +97,7 @@ def _ordinal_ladder(values: list[Any], target: Any) -> list[Any]:
     ones are kept, the nearest and the farthest among them. Ties (a target inside the list) go to the
     value listed first."""
     at = values.index(target)
-    others = sorted((v for v in values if v != target), key=lambda v: abs(values.index(v) - at))
+    others = [values[i] for i in sorted((i for i in range(len(values)) if i != at), key=lambda i: abs(i - at))]
     if len(others) > MAX_LEVELS - 1:
         keep = np.unique(np.round(np.linspace(0, len(others) - 1, MAX_LEVELS - 1)).astype(int))
         others = [others[i] for i in keep]

@@ -1045,7 +1045,7 @@ class LCM:
         rng = np.random.default_rng(_check_int(seed, "seed", 0))
         part = [rng.permutation(len(y)) % folds if len(y) >= 2 else np.full(len(y), -1) for y in ys]
         std = self.standardized_tasks() if restandardize is None else np.full(len(ys), bool(restandardize))
-        fresh = float(np.median([len(y) for y in ys])) < CALIBRATION_FRESH_BELOW if fresh is None else fresh
+        fresh = self._scarce_tasks() if fresh is None else fresh
         refit = self.refits_folds() if refit is None else refit
         out = []
         for k in range(folds):
@@ -1150,8 +1150,11 @@ class LCM:
         """Whether :meth:`crossval_residuals` refits its folds by default (None): at most
         CALIBRATION_REFIT_MAX_POINTS points, or a median task under CALIBRATION_FRESH_BELOW points."""
         self._require_data()
-        scarce = float(np.median(self.n_points)) < CALIBRATION_FRESH_BELOW
-        return scarce or int(self._X.shape[0]) <= CALIBRATION_REFIT_MAX_POINTS
+        return self._scarce_tasks() or int(self._X.shape[0]) <= CALIBRATION_REFIT_MAX_POINTS
+
+    def _scarce_tasks(self) -> bool:
+        """Whether the median task has fewer than CALIBRATION_FRESH_BELOW points (the folds' leak)."""
+        return float(np.median(self.n_points)) < CALIBRATION_FRESH_BELOW
 
     def calibration_factor(self, folds: int = CALIBRATION_FOLDS, seed: int = 0) -> float:
         """The noisy factor of :meth:`calibration_factors`: what a new measurement's variance is multiplied by."""
