@@ -14,7 +14,10 @@ fitted model (``result.model``, 5 x per-gpu + 11 points) then gives its calibrat
 (``LCM.task_calibration_factors``, timed) three ways: *refit*, the folds refitted (``refit=True``, the rule
 up to ``CALIBRATION_REFIT_MAX_POINTS``: one pooled factor for every task); *conditioned*, the folds
 conditioned on the model's hyperparameters (``refit=False``, the default above it: each task the larger of
-the pooled factor and its own); *conditioned_pooled*, the same folds' pooled factor for every task. Scored on every measured
+the pooled factor and its own); *conditioned_pooled*, the same folds' pooled factor for every task;
+*refit_task*, the refitted folds with each task's factors as the library gives them (tasks of unequal size:
+the smaller of the pooled and its own, ``CALIBRATION_UNEQUAL_TASKS``); *refit_explore*, the refits with the
+main fit's collapse check (``explore``), pooled. Scored on every measured
 configuration of the six GPUs that is not in the model (held out: 4,000-21,000 points): the coverage of the
 calibrated 95 % intervals of a new measurement (``include_noise``: a recorded time is one), in the model's
 units, pooled and per task (the held-out GPU's own, with its 11 runs, separately). Rows are appended to
@@ -61,7 +64,8 @@ def coverage(model, transform, i: int, X: np.ndarray, y: np.ndarray, factors) ->
 
 
 #: the fold kinds scored: name -> (refit, a factor per task)
-KINDS = {"refit": (True, False), "conditioned": (False, True), "conditioned_pooled": (False, False)}
+KINDS = {"refit": (True, False), "conditioned": (False, True), "conditioned_pooled": (False, False),
+         "refit_explore": (True, False), "refit_task": (True, True)}
 
 
 def run_case(held: str, seed: int, per_gpu: int | None, recordings: dict, device: str | None = None,
@@ -92,16 +96,17 @@ def run_case(held: str, seed: int, per_gpu: int | None, recordings: dict, device
         refit, by_task = KINDS[name]
         lcm._calibration = None
         t0 = time.perf_counter()
-        factors = lcm.task_calibration_factors(refit=refit)
+        explore = name.endswith("_explore")  # the folds' refits with the main fit's collapse check
+        factors = lcm.task_calibration_factors(refit=refit, explore=explore)
         seconds = time.perf_counter() - t0
         if not by_task:
-            factors[:] = lcm.calibration_factors(refit=refit)
+            factors[:] = lcm.calibration_factors(refit=refit, explore=explore)
         inside = [coverage(lcm, res.transform, i, X, y, factors[i]) if len(y) else np.zeros(0, bool)
                   for i, (X, y) in enumerate(held_out)]  # every source measurement in the model: none held out
         own = len(res.tasks) - 1
         mean = lambda a: float(np.mean(a)) if a.size else None
         row[name] = {"seconds": seconds, "latent": float(factors[own, 0]), "noisy": float(factors[own, 1]),
-                     "pooled": list(lcm.calibration_factors(refit=refit)),
+                     "pooled": list(lcm.calibration_factors(refit=refit, explore=explore)),
                      "coverage": mean(np.concatenate(inside[:own])), "coverage_held": mean(inside[own]),
                      "per_task": [mean(c) for c in inside], "held_out": int(sum(len(c) for c in inside))}
     return row
@@ -118,7 +123,7 @@ def report(out: Path) -> str:
              "| held-out GPU, seed | points | held out | folds | seconds | held-out GPU's factor latent / noisy | "
              "coverage, sources' GPUs | coverage, held-out GPU |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        for name in ("refit", "conditioned_pooled", "conditioned"):
+        for name in ("refit", "refit_task", "refit_explore", "conditioned_pooled", "conditioned"):
             if name in r:
                 c = r[name]
                 lines.append(f"| {r['gpu']}, {r['seed']} | {r['points']:,} | {c['held_out']:,} | {name} | {c['seconds']:.1f} | "

@@ -228,12 +228,48 @@ def test_the_calibration_factors_are_upper_bounds_from_a_naive_fold_loop_and_lea
     assert np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])
     m, v = model.predict_calibrated(0, Xp, include_noise=True)
     assert np.array_equal(m, before[0])
-    assert v == pytest.approx(before[1] * model.calibration_factor(), rel=1e-12)
+    # tasks of 9, 7 and 1 points are of unequal size: task 0 (9 held-out points) has its own factors where
+    # they are the smaller (test_tasks_of_unequal_size_keep_the_smaller_of_the_pooled_and_their_own_factors)
+    assert model.unequal_tasks()
+    latent, noisy = model.task_calibration_factors()[0]  # the defaults' folds
+    assert noisy <= model.calibration_factor() and latent <= model.calibration_factors()[0]
+    assert v == pytest.approx(before[1] * noisy, rel=1e-12)
     # the latent variance x the latent factor, never wider than a new measurement's
     m, v = model.predict_calibrated(0, Xp)
     raw = model.predict(0, Xp)[1]
-    latent, noisy = model.calibration_factors()  # the defaults' folds
     assert v == pytest.approx(np.minimum(raw * latent, before[1] * noisy), rel=1e-12)
+
+
+def test_tasks_of_unequal_size_keep_the_smaller_of_the_pooled_and_their_own_factors():
+    """Refitted folds: a task of many points (a source) beside one of few no longer widens the other's
+    intervals with its own exploding fold: each task of at least CALIBRATION_MIN_POINTS held-out points has
+    min(pooled, own) (the same upper bound on its own residuals, by hand); tasks of equal size keep the pooled."""
+    rng = np.random.default_rng(3)
+    X = [rng.random((30, 2)), rng.random((12, 2))]
+    y = [np.sin(6 * X[0][:, 0]) + 0.05 * rng.standard_normal(30),  # a task the folds predict well
+         np.where(X[1][:, 1] > 0.5, 1.0, -1.0) + 0.05 * rng.standard_normal(12)]  # a step: the folds miss it
+    model = LCM(1, "matern52").fit(X, y, restarts=2, seed=0, prior=LCMPrior(dimension=2.0))
+    assert model.unequal_tasks() and model.refits_folds()
+    r, v, n, t = model.fold_residuals()
+    bound = lambda m, vv: min(max(np.sum(r[m] ** 2 / vv[m]) / chi2.ppf(1 - defaults.CALIBRATION_CONFIDENCE, m.sum()),
+                                  1.0), defaults.CALIBRATION_MAX)  # fewer than CALIBRATION_SHRINK_MIN_POINTS each
+    pooled = np.array(model.calibration_factors())
+    assert pooled == pytest.approx([bound(t >= 0, v), bound(t >= 0, v + n)], rel=1e-9)
+    own = np.array([[bound(t == i, v), bound(t == i, v + n)] for i in range(2)])
+    got = model.task_calibration_factors()
+    assert got == pytest.approx(np.minimum(pooled, own), rel=1e-9)
+    assert (got[0] < pooled).all() and (got[1] == pooled).all()  # the smooth task narrower, the step as pooled
+    _, var = model.predict_calibrated(0, X[0][:3], include_noise=True)
+    raw = model.predict(0, X[0][:3])[1] + model.get_params()["noise"][0]
+    assert var == pytest.approx(raw * got[0, 1], rel=1e-12)
+    from gptask.insight.sections import _fit_note  # the report's fit note names the narrowest task factor
+
+    assert f"down to x{got[0, 1]:.3g} for a task whose own held-out points bear out narrower intervals" in _fit_note(model)
+    # tasks of equal size: every task the pooled factors
+    equal = LCM(1, "matern52").fit([X[0][:12], X[1]], [y[0][:12], y[1]], restarts=2, seed=0,
+                                   prior=LCMPrior(dimension=2.0))
+    assert not equal.unequal_tasks()
+    assert (equal.task_calibration_factors() == np.array(equal.calibration_factors())).all()
 
 
 def test_too_few_held_out_points_give_factor_one():

@@ -425,7 +425,10 @@ def _fit_note(model: Any) -> str:
             + (f", x{diag['calibration_factor_latent']:.3g} (the latent function, at most the former)"
                if diag.get("calibration_factor_latent") is not None else "")
             + (f"; up to x{max(diag['calibration_factor_tasks']):.3g} for a task whose own held-out points need it"
-               if max(diag.get("calibration_factor_tasks") or [0.0]) > diag["calibration_factor"] else "") + ".")
+               if max(diag.get("calibration_factor_tasks") or [0.0]) > diag["calibration_factor"] else "")
+            + (f"; down to x{min(diag['calibration_factor_tasks']):.3g} for a task whose own held-out points bear "
+               "out narrower intervals"
+               if min(diag.get("calibration_factor_tasks") or [np.inf]) < diag["calibration_factor"] else "") + ".")
     recorded = diag.get("recorded") or {}
     if recorded.get("collapse_refit"):
         text += " The fit was refitted away from a collapsed length scale."

@@ -57,7 +57,7 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
                        LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
                        CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS,
-                       CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS, CALIBRATION_REFIT_MAX_POINTS,
+                       CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS, CALIBRATION_REFIT_MAX_POINTS, CALIBRATION_UNEQUAL_TASKS,
                        CALIBRATION_CONFIDENCE, CALIBRATION_MIN, CALIBRATION_SHRINK_MIN_POINTS,
                        LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR, COLLAPSE_KEEP_NATS,
                        COLLAPSE_REFIT_EVERY_START, COLLAPSE_LOO_NATS)
@@ -1093,7 +1093,7 @@ class LCM:
                 for y, s in zip(kept, standardized)]
 
     def calibration_factors(self, folds: int = CALIBRATION_FOLDS, seed: int = 0,
-                            refit: bool | None = None) -> tuple[float, float]:
+                            refit: bool | None = None, explore: bool = False) -> tuple[float, float]:
         """The factors (latent, noisy) the intervals users see multiply this model's variances by (the search
         keeps the raw model), from the residuals r of :meth:`crossval_residuals` (fold latent variance v,
         noise variance n):
@@ -1110,38 +1110,42 @@ class LCM:
         wide; CALIBRATION_MIN only with at least CALIBRATION_SHRINK_MIN_POINTS held-out points, else 1);
         (1, 1) with fewer than CALIBRATION_MIN_POINTS held-out points. The folds re-standardise per-task
         standardised tasks and, when data are scarce, start afresh (:meth:`crossval_residuals`). Costs a few
-        fits (above CALIBRATION_REFIT_MAX_POINTS points a factorisation per fold; ``refit`` as there);
-        cached for this model's state (data and hyperparameters)."""
-        return self._calibrated(folds, seed, refit)[0]
+        fits (above CALIBRATION_REFIT_MAX_POINTS points a factorisation per fold; ``refit`` and ``explore``
+        as there); cached for this model's state (data and hyperparameters)."""
+        return self._calibrated(folds, seed, refit, explore)[0]
 
     def task_calibration_factors(self, folds: int = CALIBRATION_FOLDS, seed: int = 0,
-                                 refit: bool | None = None) -> np.ndarray:
+                                 refit: bool | None = None, explore: bool = False) -> np.ndarray:
         """(T, 2): each task's factors (latent, noisy), what :meth:`predict_calibrated` uses. Where the folds
         are refitted (:meth:`crossval_residuals`; at most CALIBRATION_REFIT_MAX_POINTS points, or scarce
-        tasks) every task has :meth:`calibration_factors`. Where they are conditioned (many points), a task
-        with at least CALIBRATION_MIN_POINTS held-out points has the larger of those and the same bound on
-        its own held-out points (clipped to CALIBRATION_MAX): there the pooled factor is set by the tasks
-        of many points (sources of hundreds of measurements), and a task of a few runs beside them (the one
-        being tuned) would get intervals its own folds do not bear out (bench/calibration_large.py: 64-75 %
-        of a held-out GPU's measurements covered on 3 of 18 cases, 94-100 % with its own bound)."""
-        return self._calibrated(folds, seed, refit)[1].copy()
+        tasks) every task has :meth:`calibration_factors`, unless the tasks are of unequal size
+        (:meth:`unequal_tasks`): then a task with at least CALIBRATION_MIN_POINTS held-out points has the
+        smaller of those and the same bound on its own held-out points (one task's exploding fold no longer
+        widens every task's intervals; defaults.CALIBRATION_UNEQUAL_TASKS). Where they are conditioned (many
+        points), such a task has the larger of the two (clipped to CALIBRATION_MAX): there the pooled factor
+        is set by the tasks of many points (sources of hundreds of measurements), and a task of a few runs
+        beside them (the one being tuned) would get intervals its own folds do not bear out
+        (bench/calibration_large.py: 64-75 % of a held-out GPU's measurements covered on 3 of 18 cases,
+        94-100 % with its own bound)."""
+        return self._calibrated(folds, seed, refit, explore)[1].copy()
 
-    def _calibrated(self, folds: int, seed: int, refit: bool | None) -> tuple[tuple[float, float], np.ndarray]:
+    def _calibrated(self, folds: int, seed: int, refit: bool | None,
+                    explore: bool = False) -> tuple[tuple[float, float], np.ndarray]:
         """(:meth:`calibration_factors`, :meth:`task_calibration_factors`), computed once per model state."""
         self._require_data()
-        key = (int(self._X.shape[0]), float(self._ll), folds, seed, refit)
+        key = (int(self._X.shape[0]), float(self._ll), folds, seed, refit, explore)
         if self._calibration is not None and self._calibration[0] == key:
             return self._calibration[1]
         conditioned = refit is False or (refit is None and not self.refits_folds())
-        r, v, n, t = self.fold_residuals(folds, seed, refit=not conditioned)
+        r, v, n, t = self.fold_residuals(folds, seed, refit=not conditioned, explore=explore)
         pooled = _variance_bounds(r, v, n)
         per_task = np.tile(pooled, (self.n_tasks, 1))
-        if conditioned:
+        if conditioned or self.unequal_tasks():
+            pick = np.maximum if conditioned else np.minimum
             for i in range(self.n_tasks):
                 mine = t == i
                 if mine.sum() >= CALIBRATION_MIN_POINTS:
-                    own = _variance_bounds(r[mine], v[mine], n[mine])
-                    per_task[i] = np.maximum(pooled, own)
+                    per_task[i] = pick(pooled, _variance_bounds(r[mine], v[mine], n[mine]))
         out = (pooled, per_task)
         self._calibration = (key, out)
         return out
@@ -1151,6 +1155,13 @@ class LCM:
         CALIBRATION_REFIT_MAX_POINTS points, or a median task under CALIBRATION_FRESH_BELOW points."""
         self._require_data()
         return self._scarce_tasks() or int(self._X.shape[0]) <= CALIBRATION_REFIT_MAX_POINTS
+
+    def unequal_tasks(self) -> bool:
+        """Whether the task with the most points has at least CALIBRATION_UNEQUAL_TASKS times the points of
+        the one with the fewest (sources or imported runs beside a tuned task; :meth:`task_calibration_factors`)."""
+        self._require_data()
+        counts = np.asarray(self.n_points, dtype=float)
+        return bool(counts.max() >= CALIBRATION_UNEQUAL_TASKS * counts.min())
 
     def _scarce_tasks(self) -> bool:
         """Whether the median task has fewer than CALIBRATION_FRESH_BELOW points (the folds' leak)."""
