@@ -5,6 +5,7 @@ a SIGTERM requeues only a job ended at its time limit. Fast, and no Slurm needed
 on the real local Slurm are in tests/test_slurm.py."""
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -116,6 +117,36 @@ def test_nodes_not_yet_registered_are_waited_for_not_failed(fake_slurm):
     with SlurmSteps(allocation=Allocation("7", ("n1", "n2"))) as ex:
         out = ex.submit(run_job, Evaluator(_on_step).job({}, {"x": 1})).result(timeout=30).outcome
     assert out.status is Status.FAILED and "0 of the allocation's 2 are up" in out.reason, out.reason
+
+
+STEP_CANCELLED = "slurmstepd: error: *** STEP 7.2 ON n1 CANCELLED AT 2026-11-30T05:30:25 ***"
+
+
+TIME_LIMIT = STEP_CANCELLED[:-4] + " DUE TO TIME LIMIT ***"
+
+
+@pytest.mark.parametrize("state, message, limit, failed", [
+    ("CANCELLED", STEP_CANCELLED, None, ""), ("COMPLETING", STEP_CANCELLED, None, ""), ("", STEP_CANCELLED, None, ""),
+    ("CANCELLED", TIME_LIMIT, None, ""),  # the job's time limit: went with the job
+    ("RUNNING", STEP_CANCELLED, None, "exited with status 1: .*CANCELLED AT"),  # cancelled on its own
+    ("CANCELLED", TIME_LIMIT, 60.0, "killed at its time limit of 60 s")])
+def test_a_step_slurm_cancels_with_its_job_leaves_its_trial_pending(fake_slurm, state, message, limit, failed):
+    """scancel of the campaign's job: Slurm cancels the running steps before the tuner has stopped (a
+    clean-clone CI of 2026-11-30: such a run was recorded FAILED, 'exited with status 143: ... CANCELLED
+    AT', and lost: counted in the budget, never run again). While the job ends (squeue: not RUNNING, or
+    no longer listed) its trial stays pending, as at the campaign's own stop; a step cancelled on its own
+    while the job runs, or at a time limit of its own, is a FAILED trial with the reason."""
+    (fake_slurm / "srun_errors").write_text(message + "\n")
+    (fake_slurm / "state").write_text(state + "\n" if state else "")  # squeue -o %T: the job's state
+    _script(fake_slurm / "bin" / "squeue", f'[[ " $* " == *" %T "* ]] && cat {fake_slurm}/state; exit 0\n')
+    with SlurmSteps(resources=lambda task, params: Resources(time_limit=limit),
+                    allocation=Allocation("7", ("n1", "n2"))) as ex:
+        result = ex.submit(run_job, Evaluator(_on_step).job({}, {"x": 1})).result(timeout=30)
+    if not failed:
+        assert result.outcome is None and "cancelled" in result.interrupted, result
+    else:
+        assert result.outcome.status is Status.FAILED and re.search(failed, result.outcome.reason), result
+    assert len((fake_slurm / "srun_calls").read_text().splitlines()) == 1  # never run again here
 
 
 @pytest.mark.parametrize("reason, requeue", [("TimeLimit", True), ("None", False), ("", False)])

@@ -32,7 +32,9 @@ Stopping (walltime): ``with SlurmSteps(...) as ex:`` installs a SIGUSR1 handler 
 closed, and :func:`requeue` (``scontrol requeue``) puts the job back in the queue, where the same
 command resumes. SIGTERM stops the loop at once (:mod:`gptask.tuning.loop`); Slurm kills the steps.
 A SIGTERM requeues only a job ended for its time limit (:func:`ending_at_time_limit`), never one
-ended by ``scancel``, whose cancel it would undo.
+ended by ``scancel``, whose cancel it would undo. A step Slurm cancels while its job ends (``scancel``
+of the job, before the tuner has stopped) is an interrupted run, not a failed one: its trial stays
+pending (:func:`job_ending`).
 
 Killed outright (``scancel --signal=KILL``, the OOM killer): a step's result is journalled beside
 the history (:mod:`gptask.evaluation.journal`) by the thread that ran it, before the campaign's main
@@ -70,7 +72,7 @@ from ...problem.fidelity import FidelityObjective
 
 __all__ = ["Allocation", "ClusterError", "Resources", "SlurmSteps", "Step", "StepFailed", "current_step",
            "check_fidelity_resources", "check_level_resources", "level_key", "level_resources_spec", "resources_at_level", "split_fidelity",
-           "ending_at_time_limit", "requeue", "ON_STOP"]
+           "ending_at_time_limit", "job_ending", "requeue", "ON_STOP"]
 
 log = logging.getLogger(__name__)
 
@@ -323,9 +325,22 @@ class Step:
             self.never_created = not self._created
         else:
             self._created = True
+        if proc.returncode != 0 and not self.cancelled and self._went_with_job(text):
+            # cancelled with its job, not on its own: its trial stays pending, as at the campaign's own stop;
+            # recorded FAILED it was lost (counted in the budget, never run again)
+            self.cancelled = True
         if proc.returncode != 0 or _lost_node(err or ""):  # srun may exit 0 when its node failed
             raise StepFailed(self.reason(proc.returncode, err or ""))
         return done
+
+    def _went_with_job(self, stderr: str) -> bool:
+        """Whether Slurm cancelled this step (srun's ``stderr``: ``*** STEP 7.2 ON n1 CANCELLED AT ...``)
+        because its job ends (``scancel`` of the job, the job's time limit; :func:`job_ending`), not on its
+        own or at a time limit of its own."""
+        upper = stderr.upper()
+        if "CANCELLED AT" not in upper or ("TIME LIMIT" in upper and self.resources.time_limit is not None):
+            return False
+        return job_ending(self.job_id)
 
     def reason(self, code: int, stderr: str) -> str:
         """Why a step ended with exit status ``code`` (read from srun's ``stderr``)."""
@@ -334,7 +349,9 @@ class Step:
         if self.cancelled:
             return f"step {self.name} cancelled (the campaign was stopped)"
         if "TIME LIMIT" in upper:
-            return f"step {self.name} killed at its time limit of {self.resources.time_limit:g} s"
+            limit = self.resources.time_limit
+            return (f"step {self.name} killed at its time limit of {limit:g} s" if limit is not None else
+                    f"step {self.name} killed at the job's time limit")
         if _lost_node(text):
             return f"step {self.name} lost a node ({', '.join(self.nodes)}): {_last_line(text)}"
         if "UNABLE TO CREATE STEP" in upper or "STEP CREATION" in upper or "INVALID" in upper:
@@ -378,6 +395,21 @@ def _node_states(sinfo: str) -> tuple[set[str], set[str]]:
         elif base in WAITING_STATES or state.endswith("*"):
             waiting.add(node)
     return down, waiting
+
+
+def job_ending(job_id: str) -> bool:
+    """Whether Slurm job ``job_id`` is ending: squeue shows it in another state than RUNNING
+    (CANCELLED, COMPLETING, ...) or no longer knows it. A step Slurm cancelled while its job ends went
+    with the job (scancel of the job): its run is interrupted, not failed. True when it cannot be told
+    (slurmctld not answering): the trial then stays pending and a resumed campaign runs it, where a
+    FAILED trial would lose it."""
+    try:
+        state = _command(["squeue", "-h", "-j", str(job_id), "-o", "%T"], timeout=20, retry_for=RETRY_MAX_S)
+    except ClusterError as exc:
+        log.warning("could not read the state of Slurm job %s (%s): a step Slurm cancelled is taken as ended "
+                    "with its job (its trial stays pending)", job_id, exc)
+        return True
+    return state.strip().upper() != "RUNNING"
 
 
 def _lost_node(stderr: str | bytes) -> bool:
