@@ -120,8 +120,6 @@ def test_nodes_not_yet_registered_are_waited_for_not_failed(fake_slurm):
 
 
 STEP_CANCELLED = "slurmstepd: error: *** STEP 7.2 ON n1 CANCELLED AT 2026-11-30T05:30:25 ***"
-
-
 TIME_LIMIT = STEP_CANCELLED[:-4] + " DUE TO TIME LIMIT ***"
 
 
