@@ -63,9 +63,9 @@ def coverage(model, transform, i: int, X: np.ndarray, y: np.ndarray, factors) ->
     return np.abs(transform.forward(i, y) - mean) <= Z95 * sd
 
 
-#: the fold kinds scored: name -> (refit, a factor per task)
-KINDS = {"refit": (True, False), "conditioned": (False, True), "conditioned_pooled": (False, False),
-         "refit_explore": (True, False), "refit_task": (True, True)}
+#: the fold kinds scored, in the report's order: name -> (refit, a factor per task, the refits' collapse check)
+KINDS = {"refit": (True, False, False), "refit_task": (True, True, False), "refit_explore": (True, False, True),
+         "conditioned_pooled": (False, False, False), "conditioned": (False, True, False)}
 
 
 def run_case(held: str, seed: int, per_gpu: int | None, recordings: dict, device: str | None = None,
@@ -93,10 +93,9 @@ def run_case(held: str, seed: int, per_gpu: int | None, recordings: dict, device
                 if not isinstance(v, str) and tuple(np.round(x, 9)) not in seen]
         held_out.append((encoded[keep], np.array([float(values[k]) for k in keep])))
     for name in kinds:
-        refit, by_task = KINDS[name]
+        refit, by_task, explore = KINDS[name]
         lcm._calibration = None
         t0 = time.perf_counter()
-        explore = name.endswith("_explore")  # the folds' refits with the main fit's collapse check
         factors = lcm.task_calibration_factors(refit=refit, explore=explore)
         seconds = time.perf_counter() - t0
         if not by_task:
@@ -123,7 +122,7 @@ def report(out: Path) -> str:
              "| held-out GPU, seed | points | held out | folds | seconds | held-out GPU's factor latent / noisy | "
              "coverage, sources' GPUs | coverage, held-out GPU |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        for name in ("refit", "refit_task", "refit_explore", "conditioned_pooled", "conditioned"):
+        for name in KINDS:
             if name in r:
                 c = r[name]
                 lines.append(f"| {r['gpu']}, {r['seed']} | {r['points']:,} | {c['held_out']:,} | {name} | {c['seconds']:.1f} | "

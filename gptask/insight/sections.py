@@ -415,20 +415,19 @@ def _fit_note(model: Any) -> str:
         return ""
     ls = ", ".join(f"{v:.3g}" for row in diag["lengthscales"] for v in row)
     noise = diag["noise"]
+    pooled, by_task = diag["calibration_factor"], diag.get("calibration_factor_tasks") or [diag["calibration_factor"]]
     text = (f"Model fit: length scales {ls} (inputs scaled to [0, 1]); noise {100 * min(noise):.2g}-"
             f"{100 * max(noise):.2g} % of the output variance; "
             + (f"variances widened x{diag['variance_scale']:.3g} for the hyperparameters fitted; "
                if diag["variance_scale"] is not None else "")
             + f"leave-one-out coverage of the 95 % intervals {100 * diag['loo_coverage']:.1f} % "
             f"(latent alone {100 * diag['loo_coverage_latent']:.1f} %); intervals shown calibrated by 5-fold "
-            f"cross-validation: variances x{diag['calibration_factor']:.3g} (a new measurement)"
+            f"cross-validation: variances x{pooled:.3g} (a new measurement)"
             + (f", x{diag['calibration_factor_latent']:.3g} (the latent function, at most the former)"
                if diag.get("calibration_factor_latent") is not None else "")
-            + (f"; up to x{max(diag['calibration_factor_tasks']):.3g} for a task whose own held-out points need it"
-               if max(diag.get("calibration_factor_tasks") or [0.0]) > diag["calibration_factor"] else "")
-            + (f"; down to x{min(diag['calibration_factor_tasks']):.3g} for a task whose own held-out points bear "
-               "out narrower intervals"
-               if min(diag.get("calibration_factor_tasks") or [np.inf]) < diag["calibration_factor"] else "") + ".")
+            + (f"; up to x{max(by_task):.3g} for a task whose own held-out points need it" if max(by_task) > pooled else "")
+            + (f"; down to x{min(by_task):.3g} for a task whose own held-out points bear out narrower intervals"
+               if min(by_task) < pooled else "") + ".")
     recorded = diag.get("recorded") or {}
     if recorded.get("collapse_refit"):
         text += " The fit was refitted away from a collapsed length scale."
