@@ -68,6 +68,19 @@ KINDS = {"refit": (True, False, False), "refit_task": (True, True, False), "refi
          "conditioned_pooled": (False, False, False), "conditioned": (False, True, False)}
 
 
+def fold_factors(lcm, kind: str) -> tuple[np.ndarray, float]:
+    """The (T, 2) factors (latent, noisy) per task of the fold kind ``kind`` (:data:`KINDS`), computed afresh
+    (the model's cached calibration dropped), and the seconds they took."""
+    refit, by_task, explore = KINDS[kind]
+    lcm._calibration = None
+    t0 = time.perf_counter()
+    factors = lcm.task_calibration_factors(refit=refit, explore=explore)
+    seconds = time.perf_counter() - t0
+    if not by_task:
+        factors[:] = lcm.calibration_factors(refit=refit, explore=explore)
+    return factors, seconds
+
+
 def run_case(held: str, seed: int, per_gpu: int | None, recordings: dict, device: str | None = None,
              kinds: tuple[str, ...] = tuple(KINDS)) -> dict:
     rec = replace(recordings[held], label=TASK["kernel"])
@@ -93,13 +106,8 @@ def run_case(held: str, seed: int, per_gpu: int | None, recordings: dict, device
                 if not isinstance(v, str) and tuple(np.round(x, 9)) not in seen]
         held_out.append((encoded[keep], np.array([float(values[k]) for k in keep])))
     for name in kinds:
-        refit, by_task, explore = KINDS[name]
-        lcm._calibration = None
-        t0 = time.perf_counter()
-        factors = lcm.task_calibration_factors(refit=refit, explore=explore)
-        seconds = time.perf_counter() - t0
-        if not by_task:
-            factors[:] = lcm.calibration_factors(refit=refit, explore=explore)
+        refit, _, explore = KINDS[name]
+        factors, seconds = fold_factors(lcm, name)
         inside = [coverage(lcm, res.transform, i, X, y, factors[i]) if len(y) else np.zeros(0, bool)
                   for i, (X, y) in enumerate(held_out)]  # every source measurement in the model: none held out
         own = len(res.tasks) - 1
@@ -130,6 +138,13 @@ def report(out: Path) -> str:
     return "\n".join(lines)
 
 
+def start_rows(out: Path) -> None:
+    """Append the machine and the date (UTC) to the JSON-lines file ``out``, before a run's rows."""
+    with out.open("a") as f:
+        f.write(json.dumps({"machine": describe_machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+                + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpus", default="A100,W7800,MI250X")
@@ -146,9 +161,7 @@ def main() -> None:
         return
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     recordings = {g: read_recording(CONVOLUTION_DIR / f"{g}.json.gz") for g in GPUS}
-    with out.open("a") as f:
-        f.write(json.dumps({"machine": describe_machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
-                + "\n")
+    start_rows(out)
     for per_gpu in (None if v == "all" else int(v) for v in args.per_gpu.split(",")):
         for seed in args.seeds:
             for held in args.gpus.split(","):

@@ -23,7 +23,6 @@ import argparse
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gptask as gt  # noqa: E402
-from calibration_large import INITIAL_RUNS, KINDS, coverage  # noqa: E402
+from calibration_large import INITIAL_RUNS, KINDS, coverage, fold_factors, start_rows  # noqa: E402
 from gptask.space.sampling import lhs_points  # noqa: E402
-from machine import describe_machine  # noqa: E402
 from row_files import parse_seeds  # noqa: E402
 from suite_families import family  # noqa: E402
 
@@ -66,13 +64,7 @@ def run_case(name: str, held: int, seed: int, per_task: int, kinds: tuple[str, .
         held_out.append((prob.param_space.encode(configs), y))
     own = next(i for i, t in enumerate(order) if t["task"] == tasks[held]["task"])  # the tuned task
     for kind in kinds:
-        refit, by_task, explore = KINDS[kind]
-        lcm._calibration = None
-        t0 = time.perf_counter()
-        factors = lcm.task_calibration_factors(refit=refit, explore=explore)
-        seconds = time.perf_counter() - t0
-        if not by_task:
-            factors[:] = lcm.calibration_factors(refit=refit, explore=explore)
+        factors, seconds = fold_factors(lcm, kind)
         inside = [float(np.mean(coverage(lcm, res.transform, i, X, y, factors[i]))) for i, (X, y) in enumerate(held_out)]
         row[kind] = {"seconds": seconds, "noisy": factors[:, 1].tolist(),
                      "coverage_held": inside[own], "per_task": [c for i, c in enumerate(inside) if i != own]}
@@ -126,9 +118,7 @@ def main() -> None:
         print(summary(out))
         return
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    with out.open("a") as f:
-        f.write(json.dumps({"machine": describe_machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
-                + "\n")
+    start_rows(out)
     for per in (int(v) for v in args.per_task.split(",")):
         for name in parse_families(args.families):
             for seed in args.seeds:
