@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gptask as gt  # noqa: E402
+from calibration import COVER_OK  # noqa: E402
 from calibration_large import INITIAL_RUNS, KINDS, coverage, fold_factors, start_rows  # noqa: E402
 from gptask.space.sampling import lhs_points  # noqa: E402
 from row_files import parse_seeds  # noqa: E402
@@ -90,8 +91,10 @@ def summary(path: Path) -> str:
     out = ["| per source task | cases | folds | source tasks in 85-99 % / under / over (lowest) | "
            "tuned task in / under / over (lowest) | seconds |", "|---|---|---|---|---|---|"]
 
+    low, high = COVER_OK
+
     def count(v):
-        return (f"{sum(0.85 <= x <= 0.99 for x in v)} / {sum(x < 0.85 for x in v)} / {sum(x > 0.99 for x in v)} "
+        return (f"{sum(low <= x <= high for x in v)} / {sum(x < low for x in v)} / {sum(x > high for x in v)} "
                 f"of {len(v)} ({min(v):.3f})")
     for per in sorted({r["per_task"] for r in rows}):
         rs = [r for r in rows if r["per_task"] == per]

@@ -13,6 +13,7 @@ import pytest
 
 import gptask as gt
 from gptask.tuning.cluster import Allocation, ClusterError, Resources, SlurmSteps, current_step
+from gptask.evaluation import journal
 from gptask.evaluation.evaluate import Evaluator, run_job
 from gptask.data.storage import open_storage
 from gptask.data.trials import Status
@@ -321,7 +322,6 @@ def test_slurm_jobs_journal_each_result_in_the_tuner(slurm, tmp_path, monkeypatc
     """SlurmJobs journals a trial's result in the tuner when it reads it (not in the job, on a compute
     node where the history's folder may not be), before handing it on; the files are gone once the
     trials are committed."""
-    from gptask.evaluation import journal
     from gptask.tuning.cluster import jobs as jobs_module
     from gptask.tuning.cluster.jobs import SlurmJobs
     from tests.slurm_scripts.campaign import plain_objective
@@ -563,8 +563,6 @@ def test_campaign_job_killed_then_resubmitted_finishes_exactly(slurm, tmp_path):
     assert "not requeued" in first, first
     # a run that ended just before the kill may be journalled and not yet committed (a clean-clone CI of
     # 2026-11-30): every run that ran to its end is a COMPLETE trial or a journal entry the next job commits
-    from gptask.evaluation import journal
-
     waiting = [e for e in (journal.read(p) for p in journal.journals(history).values()) if e is not None]
     ended = [f"{t.params['x']} {t.params['n']}" for t in _complete(history)] + \
         [f"{e.params['x']} {e.params['n']}" for e in waiting if e.outcome.get("status") == "complete"]
