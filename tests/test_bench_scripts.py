@@ -241,3 +241,23 @@ def test_constants_set_sets_a_modules_constants_inside_and_restores_them_even_on
         with constants_set(fm, {"CHEAP_SEARCH_SHAR": 1.0}):
             pass
     assert not hasattr(fm, "CHEAP_SEARCH_SHAR")
+
+
+def test_fidelity_kernel_data_follow_the_schedule_and_an_offset_keeps_each_levels_ranking():
+    """bench/fidelity_kernel.py's data: the target's first configurations are the best cheap ones, the
+    level between runs the target's first two, and a "+offset" family moves the cheaper levels without
+    changing their ranking or the target's values."""
+    import fidelity_kernel as fk
+    import multifidelity_families as mff
+
+    fam = mff.build("hartmann3")
+    plain, moved = fk.training_data(fam, "late", 3), fk.training_data(fam, "late", 3, offset=True)
+    for rows, rows_moved in zip(plain, moved):
+        (s_t, U_t, y_t), (s_m, U_m, _), (s_c, U_c, y_c) = rows
+        assert (s_t, s_m, s_c) == (1.0, 1.0 / 3.0, 1.0 / 27.0) and (len(U_t), len(U_c)) == (6, 20)
+        np.testing.assert_array_equal(U_t[:3], U_c[np.argsort(y_c)[:3]])  # the 3 best cheap ones, best first
+        np.testing.assert_array_equal(U_m, U_t[:2])
+        np.testing.assert_array_equal(rows_moved[0][2], y_t)  # the target untouched
+        y_moved = rows_moved[2][2]
+        assert np.array_equal(np.argsort(y_moved), np.argsort(y_c))
+        assert np.mean(y_moved) > np.mean(y_c) + 1
