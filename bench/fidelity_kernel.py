@@ -16,8 +16,8 @@ cost floor), at the target the ``ceil(n_target / 2)`` best of them by their chea
 and Latin hypercube points for the rest, and for a continuous fidelity 2 points at 1/3 (the
 target's first two). Regimes ``early`` (10 cheap, 2 target) and ``late`` (20 cheap, 6 target).
 A family named ``NAME+offset`` is NAME with each cheaper level moved and squeezed as the run times
-of a smaller problem are (:func:`level_values`: 5 target spreads lower at the cheapest level, half
-the spread), its rankings unchanged: the test of a rule that shares a task's levels' scale.
+of a smaller problem are (:func:`level_values`: moved by about 5 target spreads at the cheapest level,
+with about half the spread), its rankings unchanged: the test of a rule that shares a task's levels' scale.
 
 Models (Matern-5/2 over the configuration with a length scale per input, a task covariance of
 rank 1 plus a diagonal over the coregionalised outputs, 3 starts; noise-free data, noise bounded
