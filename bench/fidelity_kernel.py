@@ -73,6 +73,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import multifidelity_families as mff  # noqa: E402
+from row_files import parse_seeds  # noqa: E402
 
 from gptask.model.numerics.lcm import LCM  # noqa: E402
 
@@ -93,16 +94,20 @@ def lhs(n: int, d: int, seed: int) -> np.ndarray:
     return qmc.LatinHypercube(d=d, seed=seed).random(n)
 
 
-def level_values(fam: mff.MFFamily, i: int, U: np.ndarray, s: float, offset: bool) -> np.ndarray:
-    """Task ``i``'s values at fidelity ``s``; with ``offset`` a cheaper level is moved and squeezed
-    as run times at a smaller size are: (1 - u / 2) f + OFFSET_SDS sd u, u = 1 - s, sd the spread of
-    the task's target over the box (the ranking at each level unchanged)."""
+def level_values(fam: mff.MFFamily, i: int, U: np.ndarray, s: float, sd: float | None) -> np.ndarray:
+    """Task ``i``'s values at fidelity ``s``; with ``sd`` (the spread of the task's target over the
+    box, :func:`target_spread`) a cheaper level is moved and squeezed as run times at a smaller size
+    are: (1 - u / 2) f + OFFSET_SDS sd u, u = 1 - s (the ranking at each level unchanged)."""
     y = fam.objective.value(i, U, s)
-    if not offset or s >= mff.TARGET:
+    if sd is None or s >= mff.TARGET:
         return y
     u = 1.0 - s
-    sd = float(np.std(fam.objective.value(i, np.random.default_rng(i).random((2000, fam.dim)), mff.TARGET)))
     return (1.0 - 0.5 * u) * y + OFFSET_SDS * sd * u
+
+
+def target_spread(fam: mff.MFFamily, i: int) -> float:
+    """The standard deviation of task ``i``'s target over 2,000 uniform configurations of the box."""
+    return float(np.std(fam.objective.value(i, np.random.default_rng(i).random((2000, fam.dim)), mff.TARGET)))
 
 
 Levels = list[tuple[float, np.ndarray, np.ndarray]]
@@ -115,8 +120,9 @@ def training_data(fam: mff.MFFamily, regime: str, seed: int, offset: bool = Fals
     low = levels[-1]
     out = []
     for i in range(len(fam.tasks)):
+        sd = target_spread(fam, i) if offset else None
         U = lhs(n_low, fam.dim, seed * 1000 + 17 * i)
-        y_low = level_values(fam, i, U, low, offset)
+        y_low = level_values(fam, i, U, low, sd)
         n_promote = math.ceil(n_target / 2)
         promoted = U[np.argsort(y_low)[:n_promote]]
         spread = (lhs(n_target - n_promote, fam.dim, seed * 1000 + 17 * i + 7) if n_target > n_promote
@@ -125,7 +131,7 @@ def training_data(fam: mff.MFFamily, regime: str, seed: int, offset: bool = Fals
         rows = [(float(levels[0]), U_t, fam.objective.value(i, U_t, levels[0]))]
         for s in levels[1:-1]:  # the levels between run the target's first points
             U_m = U_t[:INTERMEDIATE_POINTS]
-            rows.append((float(s), U_m, level_values(fam, i, U_m, s, offset)))
+            rows.append((float(s), U_m, level_values(fam, i, U_m, s, sd)))
         rows.append((float(low), U, y_low))
         out.append(rows)
     return out
@@ -136,17 +142,17 @@ def standardise(y: np.ndarray) -> tuple[np.ndarray, float, float]:
     return (y - mu) / sd, mu, sd
 
 
-def fit_lcm_levels(data, seed: int, joint: str = "", n_latent: int = 1):
+def fit_lcm_levels(data, seed: int, rule: str = "", n_latent: int = 1):
     X, ys, scales = [], [], []
     for rows in data:
         _, mu_t, sd_t = standardise(np.concatenate([y for _, _, y in rows]))
         for s, U, y in rows:
             z, mu, sd = standardise(y)
-            if joint == "joint":  # the task's levels standardised together, as the fidelity kernels' are
+            if rule == "joint":  # the task's levels standardised together, as the fidelity kernels' are
                 z, mu, sd = (y - mu_t) / sd_t, mu_t, sd_t
-            elif joint == "spread":  # each level its own mean, the task's spread over all its levels
+            elif rule == "spread":  # each level its own mean, the task's spread over all its levels
                 z, mu, sd = (y - mu) / sd_t, mu, sd_t
-            elif joint == "paired":  # the cheapest level's scale, moved by the mean paired difference
+            elif rule == "paired":  # the cheapest level's scale, moved by the mean paired difference
                 _, U_ref, y_ref = rows[-1]
                 _, mu_r, sd_r = standardise(y_ref)
                 d = [y[k] - y_ref[j] for k in range(len(U)) for j in range(len(U_ref)) if np.allclose(U[k], U_ref[j])]
@@ -274,7 +280,7 @@ def run(args: argparse.Namespace) -> None:
                     t0 = time.process_time()
                     if model.startswith("lcm_levels"):
                         rule, q2 = model[len("lcm_levels_"):].removesuffix("q2").strip("_"), model.endswith("q2")
-                        predict = fit_lcm_levels(data, seed, joint=rule, n_latent=2 if q2 else 1)
+                        predict = fit_lcm_levels(data, seed, rule=rule, n_latent=2 if q2 else 1)
                     elif model == "gpy_levels":
                         predict = fit_gpy_levels(data, seed, fam.dim)
                     elif model in ("gpy_se", "gpy_discrepancy"):
@@ -316,14 +322,6 @@ def report(args: argparse.Namespace) -> None:
         prom = np.mean([by[here[0]][s]["promote"] for s in seeds])
         print(f"| {fam} | {regime} | {len(seeds)} | {prom:.3f} | " + " | ".join(cells) + " |")
     print("\nCells: Spearman at the target / pick regret, mean (worst seed) / raw 95 % coverage of the latent value.")
-
-
-def parse_seeds(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:
