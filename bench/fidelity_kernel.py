@@ -39,7 +39,12 @@ below by 1e-6 of the standardised variance):
   Matern(x) x SE(u) + SE(u) (the second term: a level offset smooth in the fidelity); each task's
   values standardised over all its levels;
 * ``gpy_discrepancy``: the same inputs, kernel Matern_a(x) + Matern_b(x) x Linear(u) + Linear(u):
-  target f(x), a cheaper level f(x) + u d(x) + u c (a discrepancy growing with 1 - s).
+  target f(x), a cheaper level f(x) + u d(x) + u c (a discrepancy growing with 1 - s);
+* ``lcm_input``: gptask's own LCM over the 3 base tasks with u = 1 - s as one more input (a length
+  scale for it; the task covariance shared by all levels: the task x fidelity product of ``gpy_se``
+  within gptask's model), each task's values standardised over all its levels; ``lcm_input_paired``:
+  each cheaper level first moved by the mean difference of the target's values from its own at the
+  configurations both ran (:func:`paired_shift`); ``..._q2``: two latent processes.
 
 Scores at the target, over 500 uniform configurations per task (noise-free truth), averaged over
 the tasks: ``spearman`` (rank correlation of the predicted mean with the truth), ``pick`` (the
@@ -51,6 +56,7 @@ best cheap configuration.
     python bench/fidelity_kernel.py run --families currin,park,borehole,hartmann3,branin,currin_noinfo \\
         --seeds 0-9 --out bench/results/fidelity_kernel.jsonl
     python bench/fidelity_kernel.py report bench/results/fidelity_kernel.jsonl
+    python bench/fidelity_kernel.py pairs bench/results/fidelity_kernel.jsonl --new lcm_input_paired_q2 --base lcm_levels
 
 Rows (family, regime, seed, model) are appended as they finish and skipped when present.
 """
@@ -87,7 +93,8 @@ OFFSET_SDS = 5.0
 RESTARTS = 3
 NOISE_FLOOR = 1e-6
 MODELS = ("lcm_levels", "lcm_levels_joint", "lcm_levels_spread", "lcm_levels_paired", "lcm_levels_q2",
-          "lcm_levels_paired_q2", "gpy_levels", "gpy_se", "gpy_discrepancy")
+          "lcm_levels_paired_q2", "gpy_levels", "gpy_se", "gpy_discrepancy", "lcm_input", "lcm_input_q2",
+          "lcm_input_paired", "lcm_input_paired_q2")
 
 
 def lhs(n: int, d: int, seed: int) -> np.ndarray:
@@ -168,6 +175,38 @@ def fit_lcm_levels(data, seed: int, rule: str = "", n_latent: int = 1):
         j = i * stride  # task i's target level
         m, v = model.predict(j, U)
         mu, sd = scales[j]
+        return mu + sd * m, sd * sd * v
+    return predict
+
+
+def paired_shift(rows: Levels) -> list[np.ndarray]:
+    """Each level's values moved by the mean difference of the target's values from its own at the
+    configurations both ran (unmoved where they share none; the target itself unmoved)."""
+    _, U_t, y_t = rows[0]
+    out = []
+    for _, U, y in rows:
+        d = [y_t[k] - y[j] for k in range(len(U_t)) for j in range(len(U)) if np.allclose(U_t[k], U[j])]
+        out.append(y + (float(np.mean(d)) if d else 0.0))
+    return out
+
+
+def fit_lcm_input(data, seed: int, n_latent: int = 1, rule: str = ""):
+    """gptask's LCM over the base tasks, the fidelity an input: configuration and u = 1 - s, one
+    Matern-5/2 with a length scale per input (u's included), each task's levels standardised
+    together. A task x fidelity product, as ``gpy_se``'s, within the tuner's own model. ``rule``
+    "paired": each cheaper level first moved onto the target by :func:`paired_shift`."""
+    X, ys, scales = [], [], []
+    for rows in data:
+        X.append(np.vstack([np.hstack([U, np.full((len(U), 1), 1.0 - s)]) for s, U, _ in rows]))
+        values = paired_shift(rows) if rule == "paired" else [y for _, _, y in rows]
+        z, mu, sd = standardise(np.concatenate(values))
+        ys.append(z)
+        scales.append((mu, sd))
+    model = LCM(n_latent=n_latent, kernel="matern52").fit(X, ys, restarts=RESTARTS, seed=seed)
+
+    def predict(i: int, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m, v = model.predict(i, np.hstack([U, np.zeros((len(U), 1))]))
+        mu, sd = scales[i]
         return mu + sd * m, sd * sd * v
     return predict
 
@@ -281,6 +320,9 @@ def run(args: argparse.Namespace) -> None:
                     if model.startswith("lcm_levels"):
                         rule, q2 = model[len("lcm_levels_"):].removesuffix("q2").strip("_"), model.endswith("q2")
                         predict = fit_lcm_levels(data, seed, rule=rule, n_latent=2 if q2 else 1)
+                    elif model.startswith("lcm_input"):
+                        predict = fit_lcm_input(data, seed, n_latent=2 if model.endswith("q2") else 1,
+                                                rule="paired" if "paired" in model else "")
                     elif model == "gpy_levels":
                         predict = fit_gpy_levels(data, seed, fam.dim)
                     elif model in ("gpy_se", "gpy_discrepancy"):
@@ -324,6 +366,28 @@ def report(args: argparse.Namespace) -> None:
     print("\nCells: Spearman at the target / pick regret, mean (worst seed) / raw 95 % coverage of the latent value.")
 
 
+def pairs(args: argparse.Namespace) -> None:
+    """Per family and regime, the pick of ``--new`` minus that of ``--base`` and minus promotion's, seed by
+    seed: mean (standard error) over the seeds both ran; "better" / "worse" where beyond 2 standard errors."""
+    rows = [json.loads(line) for f in args.inputs for line in Path(f).read_text().splitlines() if line.strip()]
+    at = {(r["family"], r["regime"], r["seed"], r["model"]): r for r in rows}
+
+    def cell(d: list[float]) -> str:
+        m, se = float(np.mean(d)), float(np.std(d, ddof=1) / np.sqrt(len(d)))
+        verdict = "better" if m < -2 * se else "worse" if m > 2 * se else "noise"
+        return f"{m:+.3f} ({se:.3f}) {verdict}"
+    print(f"| family | regime | seeds | {args.new} - {args.base} | {args.new} - promote | {args.base} - promote |")
+    print("|---|---|---|---|---|---|")
+    for fam, regime in sorted({(r["family"], r["regime"]) for r in rows}):
+        seeds = sorted(s for (f, g, s, m) in at if (f, g, m) == (fam, regime, args.new) and (f, g, s, args.base) in at)
+        if len(seeds) < 2:
+            continue
+        new = [at[fam, regime, s, args.new] for s in seeds]
+        base = [at[fam, regime, s, args.base] for s in seeds]
+        print(f"| {fam} | {regime} | {len(seeds)} | {cell([a['pick'] - b['pick'] for a, b in zip(new, base)])} | "
+              f"{cell([a['pick'] - a['promote'] for a in new])} | {cell([b['pick'] - b['promote'] for b in base])} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -337,8 +401,12 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("inputs", nargs="+")
     s.add_argument("--models", default=None, help="the columns, comma separated (default: every model in the rows)")
     s.add_argument("--families", default=None, help="the rows' families, comma separated (default: all)")
+    c = sub.add_parser("pairs", help="one model's picks against another's and promotion's, seed by seed")
+    c.add_argument("inputs", nargs="+")
+    c.add_argument("--new", default="lcm_input_paired_q2")
+    c.add_argument("--base", default="lcm_levels")
     args = p.parse_args(argv)
-    (run if args.cmd == "run" else report)(args)
+    {"run": run, "report": report, "pairs": pairs}[args.cmd](args)
 
 
 if __name__ == "__main__":

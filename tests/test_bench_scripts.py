@@ -243,6 +243,35 @@ def test_constants_set_sets_a_modules_constants_inside_and_restores_them_even_on
     assert not hasattr(fm, "CHEAP_SEARCH_SHAR")
 
 
+def test_fidelity_kernel_paired_shift_and_the_fidelity_input_model():
+    """bench/fidelity_kernel.py: ``paired_shift`` moves a cheaper level by the mean target-minus-level
+    difference at the configurations both ran (worked by hand), leaves a level that shares none and the
+    target alone; ``fit_lcm_input`` predicts the target level (u = 0) through its own runs on data where
+    the cheap level is the target moved by a constant."""
+    import fidelity_kernel as fk
+
+    target = (1.0, np.array([[0.0], [1.0]]), np.array([10.0, 12.0]))
+    cheap = (0.1, np.array([[1.0], [0.0], [0.5]]), np.array([2.0, 0.0, 5.0]))
+    alone = (0.3, np.array([[0.25]]), np.array([7.0]))
+    shifted = fk.paired_shift([target, cheap, alone])
+    np.testing.assert_allclose(shifted[0], [10.0, 12.0])
+    np.testing.assert_allclose(shifted[1], [12.0, 10.0, 15.0])  # (10 - 0 + 12 - 2) / 2 = 10
+    np.testing.assert_allclose(shifted[2], [7.0])
+
+    rng = np.random.default_rng(0)
+    f = lambda U: np.sin(6.0 * U[:, 0]) + U[:, 1] ** 2  # noqa: E731
+    data = []
+    for task in range(2):
+        U_c, U_t = rng.random((12, 2)), rng.random((4, 2))
+        data.append([(1.0, U_t, f(U_t) + task), (0.1, U_c, f(U_c) + task - 3.0)])
+    for rule in ("", "paired"):
+        predict = fk.fit_lcm_input(data, seed=0, n_latent=1, rule=rule)
+        for task, rows in enumerate(data):
+            mean, var = predict(task, rows[0][1])
+            np.testing.assert_allclose(mean, rows[0][2], atol=0.05)
+            assert np.all(var >= 0.0)
+
+
 def test_fidelity_kernel_data_follow_the_schedule_and_an_offset_keeps_each_levels_ranking():
     """bench/fidelity_kernel.py's data: the target's first configurations are the best cheap ones, the
     level between runs the target's first two, and a "+offset" family moves the cheaper levels without
