@@ -55,6 +55,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import logging
+import math
 import numbers
 import os
 import shutil
@@ -533,7 +534,9 @@ class SlurmSteps(cf.Executor):
         self._threads: list[threading.Thread] = []
         self._shutdown = False
         self._count = 0
-        self._checked = 0.0
+        # when the node states were last read (time.monotonic()); -inf: never, or to be read at the next
+        # placement (0.0 was not: within NODE_CHECK_S of the machine's boot the monotonic clock is below it)
+        self._checked = -math.inf
         self._previous: dict[int, Any] = {}
         self._dispatcher = threading.Thread(target=self._dispatch, name="gptask-slurm-steps", daemon=True)
         self._dispatcher.start()
@@ -713,7 +716,7 @@ class SlurmSteps(cf.Executor):
         if not step.never_created or step.cancelled or self.stopped_by:
             return False
         with self._cond:
-            self._checked = 0.0
+            self._checked = -math.inf
             self._usable()
             gone = sorted(set(step.nodes) & self._down)
         if gone:
@@ -754,7 +757,7 @@ class SlurmSteps(cf.Executor):
                 if again:
                     self._queue.insert(0, w)
                 if failed:  # a node may be lost: read the node states before its next step
-                    self._checked = 0.0
+                    self._checked = -math.inf
                 self._threads = [t for t in self._threads if t is not threading.current_thread()]
                 self._cond.notify_all()
 
