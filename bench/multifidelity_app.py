@@ -68,7 +68,9 @@ METHODS = ("fidelity", "single")
 #: methods that are another method with module constants of gptask.tuning.fidelity set for their runs
 VARIANTS = {"fidelity_own03": ("fidelity", {"CHEAP_SEARCH_SHARE": 0.3}),
             # the guard before its hysteresis: bought again after one judgement at or above RHO_MIN
-            "fidelity_rebuy1": ("fidelity", {"RHO_REBUY": 0.3, "REBUY_CONFIRM": 1})}
+            "fidelity_rebuy1": ("fidelity", {"RHO_REBUY": 0.3, "REBUY_CONFIRM": 1}),
+            # each (task, level) a task of the LCM on its own scale: the model before session 38
+            "fidelity_tasks": ("fidelity", {"LEVEL_MODEL": "tasks"})}
 
 
 def key(c: dict) -> str:

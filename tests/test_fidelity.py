@@ -353,6 +353,36 @@ def test_an_informative_fidelity_is_kept_and_bought():
     assert low_searched  # the cheap runs were bought after the initial designs
 
 
+def test_levels_as_inputs_of_their_base_task_tune_keep_the_informative_level_and_drop_the_other(monkeypatch):
+    """LEVEL_MODEL "input" (the task x fidelity product, gptask.model.numerics.TaskLevels): the tuner's
+    model holds the levels of each base task, the informative levels rank like the target by the model's
+    task covariance and are kept, the best target run is near the brute-force optimum; random rankings
+    below the target are still dropped by the guard."""
+    from gptask.tuning import fidelity as fm
+
+    monkeypatch.setattr(fm, "LEVEL_MODEL", "input")
+    opt = brute_force_optimum()
+    tuner_options = dict(restarts=1, refit_restarts=1, pso_particles=12, pso_iters=8)
+    with fm.fidelity_tuner(problem(), [{"n": 1}], n_initial=8, cost_budget=10.0, seed=4, **tuner_options) as tuner:
+        while not tuner.done:
+            for trial in tuner.ask():
+                tuner.tell(trial, tuner.problem.objective(trial.task, trial.params))
+        r = tuner.result()
+        tuner.fit_model()
+        levels = tuner.model.levels
+        assert levels is not None and levels.group == (0,) * tuner.n_tasks
+        assert levels.level == tuple(k / (tuner.n_tasks - 1) for k in range(tuner.n_tasks))
+    assert r.fidelity["dropped"] == {}
+    assert all(c["model"] > 0.3 for c in r.fidelity["correlation"].values())
+    assert r.best(0)[1] - opt < 0.02
+    with fm.fidelity_tuner(problem(uninformative), [{"n": 1}], n_initial=8, cost_budget=14.0, seed=3,
+                           **tuner_options) as tuner:
+        while not tuner.done:
+            for trial in tuner.ask():
+                tuner.tell(trial, tuner.problem.objective(trial.task, trial.params))
+        assert tuner.result().fidelity["dropped"]
+
+
 def test_the_proposer_lays_out_tasks_level_by_level():
     p = FidelityProposer(n_tuned=2, n_aux=1, n_levels=3)
     assert [p.base_of(i) for i in range(9)] == [(b, lv) for lv in range(3) for b in range(3)]

@@ -249,7 +249,7 @@ def objective_model(source: Any, model: Any, transform: Any, seed: int = 0) -> t
                  if mine else np.empty(0))
     if sum(len(v) for v in y) == 0:
         return model, 0
-    fresh = LCM(n_latent=model.n_latent, kernel=model.kernel, rank=model.rank)
+    fresh = LCM(n_latent=model.n_latent, kernel=model.kernel, rank=model.rank, levels=model.levels)
     fitted = fresh.fit(X, y, restarts=REFIT_RESTARTS, seed=int_seed(seed, 2), init=model.get_params(),
                        prior=LCMPrior(dimension=float(len(space))))
     log.info("sensitivity: the objective's model refitted on %d measured runs (%d failed or unusable left out)",

@@ -20,7 +20,7 @@ def result_from_history(history: Any) -> Any:
     from ..evaluation.evaluate import EvaluationFailed
     from ..data.run_header import RunHeader, read_fidelity_layout, stored_unit
     from ..data.trials import point_key
-    from ..model.numerics import LCM
+    from ..model.numerics import LCM, TaskLevels
     from ..problem.definition import Problem
     from .result import TuningResult
     from ..space.dimensions import Space
@@ -62,9 +62,13 @@ def result_from_history(history: Any) -> Any:
             models[out] = (None, None)
             continue
         seen = project(finished, out, 1.0 if spec is None or out is None else spec.sign(out))
-        data = training_data(seen, len(tasks), problem.param_space, bool(use_log))
-        W = last["params"]["W"]  # nested lists (Q, T, rank)
-        model = LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0])).condition(data.X, data.y, params=last["params"])
+        # a fit of fidelity levels (LEVEL_MODEL "input") stores its levels and the levels' shared scales
+        stored_levels, scale_from = last["params"].get("levels"), tuple(last["params"].get("scale_from") or ())
+        data = training_data(seen, len(tasks), problem.param_space, bool(use_log), scale_from=scale_from)
+        W = last["params"]["W"]  # nested lists (Q, T or G, rank)
+        levels = None if stored_levels is None else TaskLevels(stored_levels["group"], stored_levels["level"])
+        model = LCM(n_latent=len(W), kernel=kernel, rank=len(W[0][0]), levels=levels).condition(
+            data.X, data.y, params=last["params"])
         model.recorded_fit = last["params"].get("diagnostics")  # the fit's diagnostics (None: an older history)
         if model.recorded_fit is not None:
             model.prior = _stored_prior(problem)

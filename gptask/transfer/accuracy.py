@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from ..model.numerics import LCM
 from ..model.transforms import OutputTransform
 from .model import OptimaModel, TransferModel, as_transfer_model
 from .predict import predict_encoded
@@ -61,14 +60,10 @@ def transfer_accuracy(source: Any, max_points: int = 20) -> AccuracyReport:
     if len(tuned) < 3:
         raise ValueError(f"a leave-one-task-out report needs at least 3 tuned tasks, got {len(tuned)}")
     Xs, ys = model.data()
-    p = model.get_params()
     report = AccuracyReport()
     for i in tuned:
         keep = [j for j in range(len(tm.tasks)) if j != i and model.n_points[j] > 0]
-        sub_p = {"lengthscale": p["lengthscale"], "W": p["W"][:, keep], "kappa": p["kappa"][:, keep],
-                 "noise": p["noise"][keep]}
-        sub = LCM(model.n_latent, model.kernel, model.rank).condition([Xs[j] for j in keep],
-                                                                      [ys[j] for j in keep], sub_p)
+        sub = model.subset(keep)  # the kept tasks' hyperparameters, conditioned on their data
         sub_tr = OutputTransform(tr.use_log, tr.mu[keep], tr.sigma[keep])
         idx = [j for j in keep if tm.best[j] is not None]
         optima = OptimaModel.fit(tm.task_space.encode([tm.tasks[j] for j in idx]),

@@ -124,7 +124,7 @@ PICK_EVERY, PICK_TOP = 2, 2
 
 def sampling_spread(model: LCM, tla1_std: np.ndarray) -> np.ndarray:
     """Per encoded column spread of TLA2's centred sampling (module docstring formula): (D,)."""
-    ls = model.lengthscales  # (Q, D)
+    ls = model.lengthscales[:, :model.input_dim]  # (Q, D): a fidelity level's column left out
     B = model.coregionalization()
     v = np.array([float(np.mean(np.diagonal(B[q]))) for q in range(B.shape[0])])
     v = np.maximum(v, 1e-300)
@@ -365,7 +365,12 @@ class _NewTaskSurrogate(Surrogate):
         X_new = self.space.encode([t.params for t in model_trials])
         z_new = self._model_values(model_trials)
         base = tuner.transfer.model
-        if self.model is None and not (tuner.refit_mode == "auto" and tuner.extended_since_fit >= AUTO_MAX_EXTENDED):
+        if base.levels is not None:  # fidelity levels of base tasks (LEVEL_MODEL "input"): no task to extend by
+            model = self._refit_all(X_new, z_new, None if self.model is None else self.model.get_params(),
+                                    int_seed(tuner.seed, STAGE_REFIT, len(model_trials)))
+            tuner.refits += 1
+            kind = "refit"
+        elif self.model is None and not (tuner.refit_mode == "auto" and tuner.extended_since_fit >= AUTO_MAX_EXTENDED):
             model = base.extend(X_new, z_new, restarts=tuner.extend_restarts, seed=int_seed(tuner.seed, STAGE_EXTEND))
             tuner.extended_since_fit += 1
             kind = "extend"
@@ -400,12 +405,15 @@ class _NewTaskSurrogate(Surrogate):
         worst = max(known) if known else max(float(np.max(y)) for y in self.tuner.old_data[1] if len(y))
         return np.array([worst if v is None else v for v in z])
 
-    def _refit_all(self, X_new: np.ndarray, z_new: np.ndarray, init: dict, seed: int) -> LCM:
+    def _refit_all(self, X_new: np.ndarray, z_new: np.ndarray, init: dict | None, seed: int) -> LCM:
+        """Every hyperparameter fitted on the old data and the new task's, warm-started from ``init`` (None:
+        cold, with at least 3 restarts); each task its own (a base model of fidelity levels included)."""
         tuner = self.tuner
         Xs, ys = list(tuner.old_data[0]) + [X_new], list(tuner.old_data[1]) + [z_new]
         base = tuner.transfer.model
+        restarts = tuner.refit_restarts if init is not None else max(tuner.refit_restarts, 3)
         try:
-            return LCM(base.n_latent, base.kernel, base.rank).fit(Xs, ys, restarts=tuner.refit_restarts, seed=seed,
+            return LCM(base.n_latent, base.kernel, base.rank).fit(Xs, ys, restarts=restarts, seed=seed,
                                                                   init=init, comm=self.comm)
         except Exception as exc:  # noqa: BLE001 - a failed warm start: retry cold with more restarts
             log.warning("warm-started refit failed (%s); refitting from scratch", exc)

@@ -4,8 +4,9 @@ The run's tasks are laid out as ``(level, base task)``: base tasks are the tuned
 auxiliary ones, levels the problem's fidelity levels, target first
 (:meth:`gptask.problem.definition.Problem.fidelity_levels`); the tuner's task ``level * n_base + b``
 is base task ``b`` at that level, so its first tasks are the tuned tasks at the target fidelity and
-``result.best(k)`` speaks of them. Every (task, level) is one task of the LCM: its
-coregionalisation learns how the levels relate.
+``result.best(k)`` speaks of them. In the LCM the levels of a base task share its coregionalisation
+and differ by one more kernel input, their place in the ladder (:data:`LEVEL_MODEL`, :meth:`FidelityProposer.model_structure`):
+the fit learns how far the levels relate.
 
 :class:`FidelityProposer` (the tuner's proposer slot) chooses what to buy:
 
@@ -50,7 +51,7 @@ from ..problem.fidelity import ETA, check_cost, cost_spaced, role_of
 from .proposer import Proposer, consensus_window, designs_first
 from .settings import SOURCE_SEARCH
 
-__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "FAILED_LEVEL_STOP", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "RHO_REBUY", "REBUY_CONFIRM", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "PRICE_POINTS", "LEVEL_COST_RATIO", "FidelityProposer", "expand_tasks", "run_levels",
+__all__ = ["TARGET_EVERY", "CHEAP_SEARCH_SHARE", "FAILED_LEVEL_STOP", "TARGET_DESIGN_SHARE", "INTERMEDIATE_DESIGN", "LOW_DESIGN_SHARE", "PROMOTE", "PROMOTE_AFTER_COST", "CHEAP_DESIGN_SHARE", "CHEAP_DESIGN_MAX", "POOLED_FIRST", "POOLED_FIRST_RHO", "POOLED_SOURCES", "SOURCE_BEST_FIRST", "AUX_AFTER_TARGET", "AUX_WAIT_CHEAPEST", "RHO_MIN", "RHO_REBUY", "REBUY_CONFIRM", "MIN_COMMON", "JUDGE_AFTER", "GUARD_CONFIRM", "COST_BUDGET_RUNS", "PRICE_POINTS", "LEVEL_COST_RATIO", "LEVEL_MODEL", "FidelityProposer", "expand_tasks", "run_levels",
            "prepare", "fidelity_tuner",
            "guard_drops", "level_correlations", "spearman"]
 
@@ -191,6 +192,18 @@ PRICE_POINTS = 5
 #: 10 % and 25 % unchanged; keeping the dearer level of such a near pair (1, 1/3, 1/9) lost hartmann6's
 #: worst seed at 100 % (0.130 -> 0.329); ETA (1 and 1/27) gained at 25 % on hartmann3 and less later
 LEVEL_COST_RATIO = math.sqrt(ETA)
+#: how the model holds a base task's fidelity levels. "tasks": each (task, level) a task of the LCM,
+#: standardised on its own values (the rule so far). "input": a task x fidelity product
+#: (:class:`gptask.model.numerics.TaskLevels`): the levels of a base task share its coregionalisation,
+#: the level's position in the ladder (0 at the target, 1 at the cheapest) is one more kernel input with
+#: a length scale of its own, and each level is standardised on its cheapest level's scale, the mean moved
+#: by the paired difference at the configurations both ran (:func:`gptask.model.surrogate.data.shared_scales`).
+#: bench/results/fidelity_kernel.md, section 5: better target picks than "tasks" on 10 of 24
+#: family-regimes, worse on none; tuning (bench/results/fidelity.md, session 38, 10 seeds): regret at 50 %
+#: of the budget hartmann3 0.052 -> 0.006, branin 0.062 -> 0.019, currin 0.015 -> 0.006, park 0.080 ->
+#: 0.067, at 100 % branin 0.018 -> 0.003; 10 % and 25 % the same (promoted runs), nothing worse beyond
+#: noise. Runs with sources keep "tasks" (the sources' tasks are no levels of this run's base tasks)
+LEVEL_MODEL = "input"
 
 
 def expand_tasks(levels: Sequence[Mapping[str, Any]], tasks: Sequence[Mapping[str, Any]],
@@ -321,8 +334,9 @@ def guard_drops(dropped: bool, judged: Sequence[float]) -> bool:
 
 def level_correlations(model: Any, target: int, others: Sequence[int]) -> dict[int, float]:
     """The LCM's correlation between task ``target`` and each of ``others`` at one configuration:
-    ``C[i, t] / sqrt(C[i, i] C[t, t])`` with ``C = sum_q B_q`` (the coregionalisation)."""
-    C = np.sum(model.coregionalization(), axis=0)
+    ``C[i, t] / sqrt(C[i, i] C[t, t])`` with ``C`` the task covariance at one configuration (``sum_q B_q``,
+    the coregionalisation, without :class:`~gptask.model.numerics.TaskLevels`)."""
+    C = model.task_covariance()
     out = {}
     for i in others:
         den = math.sqrt(max(C[i, i] * C[target, target], 1e-300))
@@ -784,6 +798,21 @@ class FidelityProposer(Proposer):
                 cost = tu.cost_of(t) if t.status.finished else None
                 spent += each if cost is None else cost
         return spent < CHEAP_SEARCH_SHARE * unit
+
+    def model_structure(self, n_tasks: int) -> tuple[tuple[int | None, ...], tuple | None]:
+        """With LEVEL_MODEL "input", several levels and no sources' tasks (``n_tasks`` is :attr:`n_own`):
+        each level of a base task on its cheapest level's scale, and the levels as
+        :class:`~gptask.model.numerics.TaskLevels` of the base tasks at their position in the ladder
+        (0 the target, 1 the cheapest). Otherwise every task on its own (the proposer's default)."""
+        if LEVEL_MODEL == "tasks" or self.n_levels == 1 or n_tasks != self.n_own:
+            return super().model_structure(n_tasks)
+        if LEVEL_MODEL != "input":
+            raise ValueError(f"LEVEL_MODEL must be 'tasks' or 'input', got {LEVEL_MODEL!r}")
+        cheapest = (self.n_levels - 1) * self.n_base
+        scale_from = tuple(cheapest + j % self.n_base if j < cheapest else None for j in range(n_tasks))
+        group = tuple(j % self.n_base for j in range(n_tasks))
+        level = tuple((j // self.n_base) / (self.n_levels - 1) for j in range(n_tasks))
+        return scale_from, (group, level)
 
     def place(self, i: int, x: np.ndarray, model: Any) -> int:
         """The task that runs configuration ``x`` (encoded (D,)), the maximiser of tuned task

@@ -207,6 +207,13 @@ class Proposer:
         proposer leaves out the runs of a level its guard dropped)."""
         return True
 
+    def model_structure(self, n_tasks: int) -> tuple[tuple[int | None, ...], tuple | None]:
+        """How the model relates the tuner's ``n_tasks`` tasks beyond the coregionalisation it learns:
+        ``(scale_from, levels)`` of :class:`gptask.model.surrogate.ModelSettings`. Here none: every task
+        standardised on its own and coregionalised as its own (``((), None)``). The fidelity proposer
+        may make the tasks fidelity levels of its base tasks (``LEVEL_MODEL``)."""
+        return (), None
+
     #: what the failure watch's message calls the evaluations it counts
     watched_what = "evaluations"
 

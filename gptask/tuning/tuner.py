@@ -325,9 +325,10 @@ class Tuner:
         except BaseException:
             self.mirror.close_storage()
             raise
+        scale_from, levels = self.proposer.model_structure(self.n_tasks)
         model_settings = ModelSettings(self.n_latent, self.kernel, self.restarts, self.refit_restarts,
                                        transform_for(problem, self.output_transform), self.seed, self.device,
-                                       settings.ei_draws)
+                                       settings.ei_draws, scale_from, levels)
         self.surrogate = self.make_surrogate(model_settings, policy, state["use_log"], int(state["iteration"]))
         meta = HistoryMeta(self.mirror.get_meta, self.mirror.set_meta if self.records_run else None)
         self.outputs = OutputModels(problem, self.tasks, self.surrogate, model_settings, policy, meta, comm,

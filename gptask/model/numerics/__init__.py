@@ -2,9 +2,9 @@
 
 from .gp import GP
 from .kernels import KERNELS
-from .lcm import LCM, FitReport, lml_and_grad
+from .lcm import LCM, FitReport, TaskLevels, lml_and_grad
 from .linalg import CholeskyError, robust_cholesky
 from .priors import LCMPrior
 
-__all__ = ["LCM", "GP", "FitReport", "LCMPrior", "lml_and_grad", "KERNELS", "CholeskyError",
+__all__ = ["LCM", "GP", "FitReport", "TaskLevels", "LCMPrior", "lml_and_grad", "KERNELS", "CholeskyError",
            "robust_cholesky"]

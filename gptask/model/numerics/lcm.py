@@ -15,6 +15,16 @@ Hyperparameters (``get_params()``)::
 
     lengthscale (Q, d) > 0     W (Q, T, rank) real     kappa (Q, T) > 0     noise (T,) > 0
 
+Fidelity levels (``LCM(levels=TaskLevels(group, level))``): task i is base task ``group[i]`` at the
+fidelity coordinate ``level[i]`` (e.g. 1 - s). The coregionalisation is over the G base tasks and the
+coordinate is one more kernel input, fixed per task, with a length scale of its own::
+
+    cov(y_i(x), y_j(x')) = sum_q C_q[g_i, g_j] k_q((x, l_i), (x', l_j)) + [i == j, x is x'] noise[i]
+
+W (Q, G, rank) and kappa (Q, G) are then per base task, noise (T,) and everything a caller sees
+(task indices, inputs of d columns, predictions) per task; ``lengthscale`` is (Q, d + 1), the last
+column the coordinate's. A task x fidelity product (bench/results/fidelity_kernel.md, section 5).
+
 Fitting maximises, by default, the log posterior: the exact log marginal likelihood of the outputs
 *as given* (no transformation; standardise or log-transform before calling ``fit`` if wanted) plus
 the weakly informative log prior of :mod:`.priors` (maximum a posteriori; ``prior=None`` gives plain
@@ -131,6 +141,51 @@ def _variance_bounds(r: np.ndarray, v: np.ndarray, n: np.ndarray) -> tuple[float
     return float(np.clip(latent, lo, CALIBRATION_MAX)), float(np.clip(noisy, lo, CALIBRATION_MAX))
 
 
+@dataclass(frozen=True)
+class TaskLevels:
+    """Tasks as fidelity levels of fewer base tasks (module docstring): ``group`` (T,) the base task of
+    each task, 0 .. G - 1, every one used; ``level`` (T,) its fidelity coordinate (a finite number, the
+    same scale for every task: 0 at the target, e.g. 1 - s)."""
+
+    group: tuple[int, ...]
+    level: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        g, u = tuple(int(v) for v in self.group), tuple(float(v) for v in self.level)
+        if len(g) == 0 or len(g) != len(u):
+            raise ValueError(f"TaskLevels needs one group and one level per task, got {len(g)} and {len(u)}")
+        if sorted(set(g)) != list(range(max(g) + 1)):
+            raise ValueError(f"TaskLevels.group must use every base task 0 .. G - 1, got {sorted(set(g))}")
+        if not all(np.isfinite(u)):
+            raise ValueError("TaskLevels.level must be finite numbers")
+        object.__setattr__(self, "group", g)
+        object.__setattr__(self, "level", u)
+
+    @property
+    def n_groups(self) -> int:
+        return max(self.group) + 1
+
+    def to_json(self) -> dict:
+        return {"group": list(self.group), "level": list(self.level)}
+
+
+def _expand(B: np.ndarray, levels: "TaskLevels | None") -> np.ndarray:
+    """B (Q, G, G) over base tasks -> (Q, T, T) over tasks (unchanged without levels)."""
+    if levels is None:
+        return B
+    g = np.asarray(levels.group)
+    return B[:, g][:, :, g]
+
+
+def _gather(S: np.ndarray, levels: "TaskLevels | None") -> np.ndarray:
+    """The transpose of :func:`_expand` on a (T, T) gradient: summed into (G, G)."""
+    if levels is None:
+        return S
+    P = np.zeros((len(levels.group), levels.n_groups))
+    P[np.arange(len(levels.group)), levels.group] = 1.0
+    return P.T @ S @ P
+
+
 def _check_int(value: Any, name: str, lo: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
@@ -146,16 +201,22 @@ def _check_int(value: Any, name: str, lo: int) -> int:
 
 @dataclass(frozen=True)
 class _Layout:
-    """theta = [log lengthscale (Q*d), W (Q*T*r), log kappa (Q*T), log noise (T)]."""
+    """theta = [log lengthscale (Q*d), W (Q*G*r), log kappa (Q*G), log noise (T)]; G = T but with
+    :class:`TaskLevels`."""
 
     Q: int
     d: int
     T: int
     r: int
+    G: int = 0
+
+    @property
+    def groups(self) -> int:
+        return self.G or self.T
 
     @property
     def sizes(self) -> tuple[int, int, int, int]:
-        return (self.Q * self.d, self.Q * self.T * self.r, self.Q * self.T, self.T)
+        return (self.Q * self.d, self.Q * self.groups * self.r, self.Q * self.groups, self.T)
 
     @property
     def size(self) -> int:
@@ -164,8 +225,8 @@ class _Layout:
     def unpack(self, theta: np.ndarray):
         a, b, c, _ = self.sizes
         ls = np.exp(theta[:a]).reshape(self.Q, self.d)
-        W = theta[a : a + b].reshape(self.Q, self.T, self.r)
-        kappa = np.exp(theta[a + b : a + b + c]).reshape(self.Q, self.T)
+        W = theta[a : a + b].reshape(self.Q, self.groups, self.r)
+        kappa = np.exp(theta[a + b : a + b + c]).reshape(self.Q, self.groups)
         noise = np.exp(theta[a + b + c :])
         return ls, W, kappa, noise
 
@@ -188,8 +249,8 @@ class _Layout:
         log-uniform in [0.25, 1.5] x sqrt(d) (the typical distance between points of the cube)."""
         root = np.sqrt(self.d)
         ls = np.exp(rng.uniform(np.log(0.25 * root), np.log(1.5 * root), size=(self.Q, self.d)))
-        W = rng.standard_normal((self.Q, self.T, self.r)) * np.sqrt(s2 / (self.Q * self.r))
-        kappa = s2 / self.Q * np.exp(rng.uniform(np.log(1e-2), np.log(0.3), size=(self.Q, self.T)))
+        W = rng.standard_normal((self.Q, self.groups, self.r)) * np.sqrt(s2 / (self.Q * self.r))
+        kappa = s2 / self.Q * np.exp(rng.uniform(np.log(1e-2), np.log(0.3), size=(self.Q, self.groups)))
         noise = s2 * np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), size=self.T))
         return self.pack(ls, W, kappa, noise)
 
@@ -230,11 +291,12 @@ def _block_kernel(kern, data, blk, ls_q, want_factor, bk):
     return from_sqdist(kern, r2, want_factor, bk)
 
 
-def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
+def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad, levels=None):
     """Exact LML (and gradient) for data sorted by task, on the array backend ``bk``.
 
     data: a :class:`_Sorted` on ``bk``. Hyperparameters ls (Q, d), W (Q, T, r), kappa (Q, T),
-    noise (T,) are numpy arrays.
+    noise (T,) are numpy arrays; with ``levels`` (:class:`TaskLevels`) W and kappa are per base task,
+    (Q, G, r) and (Q, G), and data.X holds each task's level as its last column.
     Returns (ll, grads, L, z, alpha, jitter): grads is None or a tuple of numpy arrays
     (d/d lengthscale (Q, d), d/dW (Q, T, r), d/dkappa (Q, T), d/dnoise (T,)); L, z, alpha are
     backend arrays, L is None with want_grad (its memory then holds K^-1).
@@ -256,8 +318,8 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     """
     y, t = data.yd, data.td
     N, d = data.X.shape
-    Q, T = W.shape[0], W.shape[1]
-    B = bk.asarray(_coreg(W, kappa))  # (Q, T, T)
+    Q, T = W.shape[0], noise.shape[0]
+    B = bk.asarray(_expand(_coreg(W, kappa), levels))  # (Q, T, T)
     lsd = bk.asarray(ls)
     cache = want_grad and _cache_kernels(kern, Q, N)
     full = len(data.blocks) == 1
@@ -335,19 +397,20 @@ def _lml_core(bk, data, ls, W, kappa, noise, kern, want_grad):
     g_kappa = np.empty_like(kappa)
     for q in range(Q):
         # dLL/dB_q = S_full / 2 entrywise, B = W W^T + diag(kappa), S_full symmetric
-        S_full = S[q] if full else S[q] + S[q].T
+        S_full = _gather(S[q] if full else S[q] + S[q].T, levels)
         g_W[q] = S_full @ W[q]
         g_kappa[q] = 0.5 * np.diagonal(S_full)
         g_ls[q] = (0.5 if full else 1.0) * sq[q] / ls[q] ** 3  # 0.5 x the full sum (twice a halved one)
     return ll, (g_ls, g_W, g_kappa, g_noise), None, z, alpha, jitter
 
 
-def _neg_log_posterior(bk, data, lay: "_Layout", kern: str, prior_obj, s2: float, theta: np.ndarray):
+def _neg_log_posterior(bk, data, lay: "_Layout", kern: str, prior_obj, s2: float, theta: np.ndarray,
+                       levels: "TaskLevels | None" = None):
     """(-log posterior, its gradient (P,)) at theta (P,) of layout ``lay`` (minus the log-likelihood
     without a prior); (FAIL_VALUE, zeros) where the covariance does not factorise or a value is not finite."""
     ls, W, kappa, noise = lay.unpack(theta)
     try:
-        ll, g, *_ = _lml_core(bk, data, ls, W, kappa, noise, kern, True)
+        ll, g, *_ = _lml_core(bk, data, ls, W, kappa, noise, kern, True, levels)
     except np.linalg.LinAlgError:
         return FAIL_VALUE, np.zeros_like(theta)
     g_ls, g_W, g_k, g_n = g
@@ -460,18 +523,21 @@ def lml_and_grad(
     kernel: str = "rbf",
     backend: str | None = None,
     device: str | None = None,
+    levels: "TaskLevels | None" = None,
 ) -> tuple[float, dict[str, np.ndarray]]:
     """Log marginal likelihood of the data at ``params`` and its gradient in natural parameters.
 
     X_list[i]: (n_i, d) in [0, 1]; y_list[i]: (n_i,). params as returned by ``LCM.get_params``.
-    backend, device: where to compute, as for :class:`LCM`. Returns (ll, grads) with grads keyed
-    like params and of the same shapes (numpy arrays whatever the backend).
+    backend, device: where to compute, as for :class:`LCM`; levels: as for :class:`LCM` (X_list then
+    without the level column). Returns (ll, grads) with grads keyed like params and of the same
+    shapes (numpy arrays whatever the backend).
     """
     bk = _resolve_backend(backend, device)
     Xs, ys = _check_data(X_list, y_list)
-    p = _check_params(params, None, Xs[0].shape[1], len(Xs), None)
+    Xs = _with_levels(Xs, levels)
+    p = _check_params(params, None, Xs[0].shape[1], len(Xs), None, _groups(levels, len(Xs)))
     ll, g, *_ = _lml_core(bk, _sorted_data(Xs, ys, bk), p["lengthscale"], p["W"], p["kappa"],
-                          p["noise"], check_kernel(kernel), True)
+                          p["noise"], check_kernel(kernel), True, levels)
     return ll, dict(zip(("lengthscale", "W", "kappa", "noise"), g))
 
 
@@ -482,7 +548,24 @@ def _resolve_backend(backend: str | None, device: str | None):
     return get_backend(backend, device)
 
 
-def _check_params(params, Q, d, T, r) -> dict[str, np.ndarray]:
+def _groups(levels: "TaskLevels | None", T: int) -> int:
+    """The number of coregionalised groups: T tasks, or the base tasks of ``levels`` (which must have T)."""
+    if levels is None:
+        return T
+    if len(levels.group) != T:
+        raise ValueError(f"the data have {T} tasks but the model's TaskLevels {len(levels.group)}")
+    return levels.n_groups
+
+
+def _with_levels(Xs: Sequence[np.ndarray], levels: "TaskLevels | None") -> list[np.ndarray]:
+    """Each task's inputs (n_i, d) with its level as a last column (n_i, d + 1); as given without levels."""
+    if levels is None:
+        return list(Xs)
+    _groups(levels, len(Xs))
+    return [np.hstack([X, np.full((X.shape[0], 1), u)]) for X, u in zip(Xs, levels.level)]
+
+
+def _check_params(params, Q, d, T, r, G=None) -> dict[str, np.ndarray]:
     if not isinstance(params, Mapping):
         raise ValueError(f"params must be a dict of arrays, got {type(params).__name__}")
     missing = {"lengthscale", "W", "kappa", "noise"} - set(params)
@@ -493,11 +576,12 @@ def _check_params(params, Q, d, T, r) -> dict[str, np.ndarray]:
     if W.ndim != 3:
         raise ValueError(f"params['W'] must have shape (Q, T, rank), got {W.shape}")
     Q = W.shape[0] if Q is None else Q
-    T = W.shape[1] if T is None else T
+    G = W.shape[1] if G is None else G
+    T = noise.shape[0] if T is None else T
     r = W.shape[2] if r is None else r
     d = ls.shape[-1] if d is None else d
-    for name, arr, shape in (("lengthscale", ls, (Q, d)), ("W", W, (Q, T, r)),
-                             ("kappa", kappa, (Q, T)), ("noise", noise, (T,))):
+    for name, arr, shape in (("lengthscale", ls, (Q, d)), ("W", W, (Q, G, r)),
+                             ("kappa", kappa, (Q, G)), ("noise", noise, (T,))):
         if arr.shape != shape:
             raise ValueError(f"params[{name!r}] must have shape {shape}, got {arr.shape}")
         if not np.all(np.isfinite(arr)):
@@ -563,6 +647,8 @@ class LCM:
     optional extra ``pip install gptask[gpu]``). None picks torch when ``device`` names a non-CPU
     device, else numpy.
     device: the torch device ("cpu", "cuda", "cuda:1", ...); numpy runs on the CPU only.
+    levels: a :class:`TaskLevels`: the tasks are fidelity levels of fewer base tasks (module
+    docstring); None: every task its own.
 
     The likelihood, gradient, factor, predictions and block updates run on the backend (the
     Cholesky factor stays on the device); every public input and output is a numpy array, so the
@@ -570,13 +656,17 @@ class LCM:
     """
 
     def __init__(self, n_latent: int = 1, kernel: str = "rbf", rank: int = 1,
-                 backend: str | None = None, device: str | None = None) -> None:
+                 backend: str | None = None, device: str | None = None,
+                 levels: TaskLevels | None = None) -> None:
         self._Q = _check_int(n_latent, "n_latent", 1)
+        if levels is not None and not isinstance(levels, TaskLevels):
+            raise ValueError(f"levels must be a TaskLevels or None, got {type(levels).__name__}")
+        self._levels = levels
         self._kernel = check_kernel(kernel)
         self._rank = _check_int(rank, "rank", 1)
         self._bk = _resolve_backend(backend, device)
         self._params: dict[str, np.ndarray] | None = None
-        self._X: np.ndarray | None = None  # (N, d), in factor order
+        self._X: np.ndarray | None = None  # (N, d), in factor order (N, d + 1) with levels: the task's level last
         self._t: np.ndarray | None = None  # (N,) task of each row
         self._y: np.ndarray | None = None  # (N,)
         self._Xd: Any = None  # _X as a backend array
@@ -624,9 +714,14 @@ class LCM:
 
     def _like(self) -> "LCM":
         """An empty model with this one's settings and backend."""
-        new = LCM(self._Q, self._kernel, self._rank, backend=self.backend, device=self.device)
+        new = LCM(self._Q, self._kernel, self._rank, backend=self.backend, device=self.device, levels=self._levels)
         new._bk = self._bk
         return new
+
+    @property
+    def levels(self) -> TaskLevels | None:
+        """The tasks' fidelity levels (:class:`TaskLevels`), or None."""
+        return self._levels
 
     @property
     def rank(self) -> int:
@@ -635,16 +730,17 @@ class LCM:
     @property
     def n_tasks(self) -> int:
         self._require_params()
-        return int(self._params["W"].shape[1])
+        return int(self._params["noise"].shape[0])
 
     @property
     def input_dim(self) -> int:
+        """d, the columns of a caller's inputs (without the level column of :class:`TaskLevels`)."""
         self._require_params()
-        return int(self._params["lengthscale"].shape[1])
+        return int(self._params["lengthscale"].shape[1]) - (self._levels is not None)
 
     @property
     def lengthscales(self) -> np.ndarray:
-        """(Q, d) length scales (GPy convention, see kernels.py)."""
+        """(Q, d) length scales (GPy convention, see kernels.py); (Q, d + 1) with levels, the level's last."""
         self._require_params()
         return self._params["lengthscale"].copy()
 
@@ -655,16 +751,42 @@ class LCM:
         return np.bincount(self._t, minlength=self.n_tasks)
 
     def coregionalization(self) -> np.ndarray:
-        """B (Q, T, T) = W_q W_q^T + diag(kappa_q)."""
+        """B (Q, T, T) = W_q W_q^T + diag(kappa_q); with levels C_q[g_i, g_j] of the base tasks (the
+        covariance at one configuration is then :meth:`task_covariance`)."""
         self._require_params()
-        return _coreg(self._params["W"], self._params["kappa"])
+        return _expand(_coreg(self._params["W"], self._params["kappa"]), self._levels)
+
+    def _level_kernel(self) -> np.ndarray:
+        """(Q, T, T) k_q between the tasks' levels at one configuration (ones without levels)."""
+        T = self.n_tasks
+        if self._levels is None:
+            return np.ones((self._Q, T, T))
+        u = np.asarray(self._levels.level)[:, None]
+        ls = self._params["lengthscale"][:, -1:]
+        return np.stack([_kernel(self._kernel, u, u, ls[q]) for q in range(self._Q)])
+
+    def task_covariance(self) -> np.ndarray:
+        """(T, T) the prior covariance of the tasks' latent outputs at one configuration:
+        sum_q B_q[i, j] k_q(level_i, level_j) (sum_q B_q without levels)."""
+        return np.sum(self.coregionalization() * self._level_kernel(), axis=0)
 
     def data(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """The conditioning data as (X_list, y_list), one entry per task."""
+        """The conditioning data as (X_list, y_list), one entry per task (inputs (n_i, d))."""
+        Xs, ys = self._stored_data()
+        return ([X[:, :self.input_dim] for X in Xs] if self._levels is not None else Xs), ys
+
+    def _stored_data(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """:meth:`data` as stored: with levels, each task's level as a last column."""
         self._require_data()
         T = self.n_tasks
         return ([self._X[self._t == i].copy() for i in range(T)],
                 [self._y[self._t == i].copy() for i in range(T)])
+
+    def _at_level(self, i: int, X: np.ndarray) -> np.ndarray:
+        """A caller's inputs X (n, d) of task i as the kernel sees them: (n, d + 1) with levels."""
+        if self._levels is None:
+            return X
+        return np.hstack([X, np.full((X.shape[0], 1), self._levels.level[i])])
 
     def _require_params(self) -> None:
         if self._params is None:
@@ -682,12 +804,13 @@ class LCM:
 
     def set_params(self, params: Mapping[str, np.ndarray]) -> "LCM":
         """Set all hyperparameters; if the model holds data, it is re-conditioned on it."""
-        d = T = None
+        d = T = G = None
         if self._X is not None:
-            d, T = self._X.shape[1], int(self._params["W"].shape[1])
-        self._params = _check_params(params, self._Q, d, T, self._rank)
+            d, T = self._X.shape[1], self.n_tasks
+            G = _groups(self._levels, T)
+        self._params = _check_params(params, self._Q, d, T, self._rank, G)
         if self._X is not None:
-            self._condition_sorted(*self.data())
+            self._condition_sorted(*self._stored_data())
         return self
 
     def condition(self, X_list, y_list, params: Mapping[str, np.ndarray] | None = None) -> "LCM":
@@ -696,10 +819,11 @@ class LCM:
         X_list[i]: (n_i, d) in [0, 1], y_list[i]: (n_i,). Returns self. One full factorisation.
         """
         Xs, ys = _check_data(X_list, y_list)
+        Xs = _with_levels(Xs, self._levels)
         p = params if params is not None else self._params
         if p is None:
             raise RuntimeError("condition() needs params: pass them or call set_params() first")
-        self._params = _check_params(p, self._Q, Xs[0].shape[1], len(Xs), self._rank)
+        self._params = _check_params(p, self._Q, Xs[0].shape[1], len(Xs), self._rank, _groups(self._levels, len(Xs)))
         self._condition_sorted(Xs, ys)
         return self
 
@@ -707,7 +831,7 @@ class LCM:
         data = _sorted_data(Xs, ys, self._bk)
         p = self._params
         ll, _, L, z, alpha, jitter = _lml_core(
-            self._bk, data, p["lengthscale"], p["W"], p["kappa"], p["noise"], self._kernel, False)
+            self._bk, data, p["lengthscale"], p["W"], p["kappa"], p["noise"], self._kernel, False, self._levels)
         self._X, self._y, self._t, self._Xd, self._td = data.X, data.y, data.t, data.Xd, data.td
         self._L, self._z, self._alpha, self._ll, self.jitter = L, z, alpha, ll, jitter
         self.n_factorizations += 1
@@ -764,6 +888,7 @@ class LCM:
         thread each, on the cores this process may use: the same model, sooner.
         """
         Xs, ys = _check_data(X_list, y_list)
+        Xs = _with_levels(Xs, self._levels)
         n_points = sum(x.shape[0] for x in Xs)
         workers = 1
         if threads == "auto" and comm is None and n_points < BLAS_THREADS_MIN_N:
@@ -782,7 +907,7 @@ class LCM:
         maxiter = DEFAULT_MAXITER if maxiter is None else _check_int(maxiter, "maxiter", 1)
         prior_obj = resolve_prior(prior)
         T, d = len(Xs), Xs[0].shape[1]
-        lay = _Layout(self._Q, d, T, self._rank)
+        lay = _Layout(self._Q, d, T, self._rank, _groups(self._levels, T))
         data = _sorted_data(Xs, ys, self._bk)
         y = data.y
         s2 = _output_scale(y)
@@ -792,11 +917,11 @@ class LCM:
         theta_init = None
         if init is not None:
             ip = init.get_params() if isinstance(init, LCM) else init
-            ip = _check_params(ip, self._Q, d, T, self._rank)
+            ip = _check_params(ip, self._Q, d, T, self._rank, lay.groups)
             theta_init = np.clip(lay.pack(ip["lengthscale"], ip["W"], ip["kappa"], ip["noise"]), lo, hi)
 
         def objective(theta):
-            return _neg_log_posterior(self._bk, data, lay, self._kernel, prior_obj, s2, theta)
+            return _neg_log_posterior(self._bk, data, lay, self._kernel, prior_obj, s2, theta, self._levels)
 
         rank, size = (0, 1) if comm is None else (int(comm.Get_rank()), int(comm.Get_size()))
 
@@ -970,9 +1095,9 @@ class LCM:
         n = _check_int(n, "n", 0)
         if n == 0:
             return []
-        Xs, ys = self.data()
+        Xs, ys = self._stored_data()
         T, d = len(Xs), Xs[0].shape[1]
-        lay = _Layout(self._Q, d, T, self._rank)
+        lay = _Layout(self._Q, d, T, self._rank, _groups(self._levels, T))
         data = _sorted_data(Xs, ys, self._bk)
         s2 = self._s2 if self._s2 is not None else _output_scale(data.y)
         scale = 1.0 if self.fit_report is None else float(self.fit_report.variance_scale)
@@ -981,7 +1106,7 @@ class LCM:
         bounds = lay.bounds(s2)
         lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
         hi = np.array([np.inf if b[1] is None else b[1] for b in bounds])
-        f0, g0 = _neg_log_posterior(self._bk, data, lay, self._kernel, self.prior, s2, theta0)
+        f0, g0 = _neg_log_posterior(self._bk, data, lay, self._kernel, self.prior, s2, theta0, self._levels)
         if f0 >= FAIL_VALUE:
             return []
         P = theta0.size
@@ -989,7 +1114,7 @@ class LCM:
         for k in range(P):
             step = np.zeros(P)
             step[k] = LAPLACE_STEP
-            f, g = _neg_log_posterior(self._bk, data, lay, self._kernel, self.prior, s2, theta0 + step)
+            f, g = _neg_log_posterior(self._bk, data, lay, self._kernel, self.prior, s2, theta0 + step, self._levels)
             if f >= FAIL_VALUE:
                 return []
             H[:, k] = (g - g0) / LAPLACE_STEP
@@ -1251,7 +1376,7 @@ class LCM:
         p = self._params
         s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
         out = []
-        log_ls = np.log(p["lengthscale"])
+        log_ls = np.log(p["lengthscale"][:, :self.input_dim])  # a level's at its upper bound: levels alike
         for side, bound, hit in (("lower", LENGTHSCALE_BOUNDS[0], log_ls - np.log(LENGTHSCALE_BOUNDS[0])),
                                  ("upper", LENGTHSCALE_BOUNDS[1], np.log(LENGTHSCALE_BOUNDS[1]) - log_ls)):
             n = int(np.sum(hit < BOUND_TOL_LOG))
@@ -1272,16 +1397,20 @@ class LCM:
     def _wild_tasks(self) -> list[int]:
         """Tasks whose posterior mean at the probe points leaves their observed range widened by
         WILD_RANGES ranges on each side (means only: K(X, P)^T alpha, no solve)."""
-        d = self._X.shape[1]
-        P = qmc.Halton(d=d, scramble=True, seed=0).random(PROBE_POINTS)
+        P = qmc.Halton(d=self.input_dim, scramble=True, seed=0).random(PROBE_POINTS)
         bk = self._bk
         B = bk.asarray(self.coregionalization())  # (Q, T, T)
-        ls, Pd = bk.asarray(self._params["lengthscale"]), bk.asarray(P)
-        mean = bk.zeros((self.n_tasks, PROBE_POINTS))
-        for q in range(self._Q):
-            Kq = _kernel(self._kernel, self._Xd, Pd, ls[q], bk)  # (N, P)
-            mean += (B[q][self._td, :] * self._alpha[:, None]).T @ Kq
-        mean = bk.to_numpy(mean)
+        ls = bk.asarray(self._params["lengthscale"])
+        mean = np.zeros((self.n_tasks, PROBE_POINTS))
+        at = [list(range(self.n_tasks))] if self._levels is None else \
+            [[i for i, v in enumerate(self._levels.level) if v == u] for u in sorted(set(self._levels.level))]
+        for tasks in at:  # the tasks at one level share the probe points' kernel rows
+            Pd = bk.asarray(self._at_level(tasks[0], P))
+            part = bk.zeros((self.n_tasks, PROBE_POINTS))
+            for q in range(self._Q):
+                Kq = _kernel(self._kernel, self._Xd, Pd, ls[q], bk)  # (N, P)
+                part += (B[q][self._td, :] * self._alpha[:, None]).T @ Kq
+            mean[tasks] = bk.to_numpy(part)[tasks]
         wild = []
         for i in range(self.n_tasks):
             yi = self._y[self._t == i]
@@ -1340,11 +1469,11 @@ class LCM:
         return int(i)
 
     def _posterior_parts(self, i: int, X: np.ndarray):
-        """Checked (i, X), the posterior mean (n,) numpy and v = L^-1 K(data, X) (N, n) (backend)
-        for task i."""
+        """Checked (i, X) (X as the kernel sees it: :meth:`_at_level`), the posterior mean (n,) numpy and
+        v = L^-1 K(data, X) (N, n) (backend) for task i."""
         self._require_data()
         i = self._check_task(i)
-        X = as_inputs(X, "X", self.input_dim)
+        X = self._at_level(i, as_inputs(X, "X", self.input_dim))
         Kx = self._cross(i, X)
         return i, X, self._bk.to_numpy(Kx.T @ self._alpha), self._bk.solve_lower(self._L, Kx)
 
@@ -1366,10 +1495,10 @@ class LCM:
         """Posterior covariance (n,) of task i's and task j's latent outputs at the same points X
         (n, d) in [0, 1] (no noise; i == j: the variance, unfloored). What a run of task j at x
         says of task i there: a multi-fidelity rule's value of information."""
-        i, X, _, vi = self._posterior_parts(i, X)
+        i, _, _, vi = self._posterior_parts(i, X)
         j = self._check_task(j)
         vj = self._posterior_parts(j, X)[3]
-        prior = float(np.sum(self.coregionalization()[:, i, j]))
+        prior = float(self.task_covariance()[i, j])
         return prior - self._bk.to_numpy(self._bk.einsum("nm,nm->m", vi, vj))
 
     def loo(self) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
@@ -1455,7 +1584,7 @@ class LCM:
         """
         self._require_data()
         i = self._check_task(i)
-        X_add = as_inputs(X_add, "X_add", self.input_dim)
+        X_add = self._at_level(i, as_inputs(X_add, "X_add", self.input_dim))
         y_add = as_outputs(y_add, "y_add", X_add.shape[0])
         bk = self._bk
         K12 = self._cross(i, X_add)
@@ -1486,6 +1615,8 @@ class LCM:
         threads: CPU threads, as in :meth:`fit`.
         """
         self._require_data()
+        if self._levels is not None:
+            raise ValueError("extend() adds a task of its own; a model of fidelity levels (TaskLevels) cannot")
         X_new = as_inputs(X_new, "X_new", self.input_dim)
         threads = _thread_cap(threads, self._X.shape[0] + X_new.shape[0])
         if threads is not None:
@@ -1598,9 +1729,17 @@ class LCM:
             raise ValueError(f"X_list and y_list need one entry per kept task ({len(keep)}), "
                              f"got {len(X_list)} and {len(y_list)}")
         p = self._params
-        params = {"lengthscale": p["lengthscale"], "W": p["W"][:, keep], "kappa": p["kappa"][:, keep],
-                  "noise": p["noise"][keep]}
-        new = LCM(self._Q, self._kernel, self._rank)
+        levels = None
+        if self._levels is None:
+            params = {"lengthscale": p["lengthscale"], "W": p["W"][:, keep], "kappa": p["kappa"][:, keep],
+                      "noise": p["noise"][keep]}
+        else:  # the kept tasks' base tasks, renumbered in order of first appearance
+            old = [self._levels.group[i] for i in keep]
+            groups = list(dict.fromkeys(old))
+            levels = TaskLevels(tuple(groups.index(g) for g in old), tuple(self._levels.level[i] for i in keep))
+            params = {"lengthscale": p["lengthscale"], "W": p["W"][:, groups], "kappa": p["kappa"][:, groups],
+                      "noise": p["noise"][keep]}
+        new = LCM(self._Q, self._kernel, self._rank, levels=levels)
         new.prior, new._s2 = self.prior, self._s2
         return new.condition(list(X_list), list(y_list), params)
 
@@ -1611,7 +1750,8 @@ class LCM:
         meta = {"format": _FORMAT, "n_latent": self._Q, "kernel": self._kernel, "rank": self._rank,
                 "jitter": self.jitter, "log_likelihood": self._ll,
                 "n_factorizations": self.n_factorizations, "n_block_updates": self.n_block_updates,
-                "prior": None if self.prior is None else self.prior.to_json(), "s2": self._s2}
+                "prior": None if self.prior is None else self.prior.to_json(), "s2": self._s2,
+                "levels": None if self._levels is None else self._levels.to_json()}
         with open(path, "wb") as fh:
             bk = self._bk
             np.savez(fh, meta=np.array(json.dumps(meta)), X=self._X, t=self._t, y=self._y,
@@ -1627,7 +1767,9 @@ class LCM:
             meta = json.loads(str(f["meta"]))
             if meta.get("format") != _FORMAT:
                 raise ValueError(f"{path}: not a gptask LCM file (format {meta.get('format')!r})")
-            m = cls(meta["n_latent"], meta["kernel"], meta["rank"], backend=backend, device=device)
+            levels = meta.get("levels")
+            m = cls(meta["n_latent"], meta["kernel"], meta["rank"], backend=backend, device=device,
+                    levels=None if levels is None else TaskLevels(levels["group"], levels["level"]))
             bk = m._bk
             m._params = _check_params({k: f[k] for k in ("lengthscale", "W", "kappa", "noise")},
                                       m._Q, None, None, m._rank)
@@ -1646,5 +1788,7 @@ class LCM:
 
     def __repr__(self) -> str:
         state = "unfitted" if self._params is None else f"n_tasks={self.n_tasks}"
+        if self._levels is not None:
+            state += f", {self._levels.n_groups} base tasks"
         where = "" if self.backend == "numpy" else f"backend={self.backend!r}, device={self.device!r}, "
         return f"LCM(n_latent={self._Q}, kernel={self._kernel!r}, rank={self._rank}, {where}{state})"

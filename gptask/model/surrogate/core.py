@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..acquisition import log_ei_averaged
-from ..numerics import LCM
+from ..numerics import LCM, TaskLevels
 from ..numerics import defaults as model_defaults
 from ..numerics.priors import LCMPrior
 from ...core.seeding import STAGE_FIT, int_seed
@@ -66,7 +66,10 @@ class ModelSettings:
     run's seed (each fit draws from ``(seed, STAGE_FIT, iteration)``); device: where the LCM
     computes (None: numpy on the CPU; a torch device such as "cuda": the torch backend there,
     equal to numpy's to rounding, :mod:`gptask.model.numerics.backend`); ei_draws: Laplace draws of the
-    hyperparameters after each fit that the search's log-EI is averaged over (0: none)."""
+    hyperparameters after each fit that the search's log-EI is averaged over (0: none);
+    scale_from: per task, the task whose output scale it takes (:func:`.data.shared_scales`; empty:
+    each task its own); levels: ``(group, level)`` of a :class:`~gptask.model.numerics.TaskLevels`, the
+    tasks as fidelity levels of fewer base tasks (None: every task its own)."""
 
     n_latent: int
     kernel: str
@@ -76,10 +79,13 @@ class ModelSettings:
     seed: int
     device: str | None = None
     ei_draws: int = 0
+    scale_from: tuple[int | None, ...] = ()
+    levels: tuple[tuple[int, ...], tuple[float, ...]] | None = None
 
     def key(self) -> list:
         """What changes a fit's result besides the data (folded into the data key)."""
-        return [self.n_latent, self.kernel]
+        return ([self.n_latent, self.kernel] + ([list(self.scale_from)] if self.scale_from else [])
+                + ([[list(v) for v in self.levels]] if self.levels else []))
 
 
 @dataclass(frozen=True)
@@ -229,7 +235,8 @@ class Surrogate:
         else:
             if not self._recorded:
                 self._set_use_log(use_log)
-            data = training_data(trials, self.n_tasks, self.space, use_log, self.settings.key())
+            data = training_data(trials, self.n_tasks, self.space, use_log, self.settings.key(),
+                                 self.settings.scale_from)
             last = self.store.last_model()
             if last is not None and last.get("data_key") == data.key:
                 model = self._new_model().condition(data.X, data.y, params=last["params"])
@@ -241,6 +248,10 @@ class Surrogate:
         self.iteration += 1
         params = {k: np.asarray(v).tolist() for k, v in model.get_params().items()}
         params["diagnostics"] = model.fit_record()  # what a model rebuilt from the history reports (issue 45)
+        if model.levels is not None:  # and what it is a model of (LEVEL_MODEL "input")
+            params["levels"] = model.levels.to_json()
+        if self.settings.scale_from:
+            params["scale_from"] = list(self.settings.scale_from)
         ll = float(model.log_likelihood())
         self.store.add_model(self.iteration, params, ll, data.key)
         log.info("iteration %d: LCM fitted on %d points, log-likelihood %.4g", self.iteration, data.n_points, ll)
@@ -258,7 +269,9 @@ class Surrogate:
         log.debug("%d Laplace draws of the hyperparameters in %.3f s", len(self.draws), self.draw_seconds[-1])
 
     def _new_model(self) -> LCM:
-        return LCM(n_latent=self.settings.n_latent, kernel=self.settings.kernel, device=self.settings.device)
+        levels = self.settings.levels
+        return LCM(n_latent=self.settings.n_latent, kernel=self.settings.kernel, device=self.settings.device,
+                   levels=None if levels is None else TaskLevels(*levels))
 
     @property
     def prior(self) -> LCMPrior:
@@ -321,7 +334,8 @@ class Surrogate:
         is fitted fully (the same cold fit, seed and model as before, at half the cost); otherwise,
         and on more than ``SUBSET_FIT_ABOVE`` points (fitted from a subset, no probe), both are fitted
         fully and compared as before."""
-        datas = {use_log: training_data(trials, self.n_tasks, self.space, use_log, self.settings.key())
+        datas = {use_log: training_data(trials, self.n_tasks, self.space, use_log, self.settings.key(),
+                                        self.settings.scale_from)
                  for use_log in (True, False)}
         gap = 0.0
         if datas[True].n_points <= model_defaults.SUBSET_FIT_ABOVE:  # above, fitted from a subset: no probe
@@ -376,7 +390,8 @@ class Surrogate:
             model = self.update(model_trials, trials)
             assert self.transform is not None
             return model, self.transform
-        data = training_data(trials, self.n_tasks, self.space, use_log, self.settings.key())
+        data = training_data(trials, self.n_tasks, self.space, use_log, self.settings.key(),
+                             self.settings.scale_from)
         if self.data is not None and data.key == self.data.key and self.state is not None \
                 and self.state.since_fit == 0:
             assert self.transform is not None

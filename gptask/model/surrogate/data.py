@@ -34,10 +34,11 @@ import numpy as np
 from ..numerics import defaults
 from ...space.dimensions import Space
 from ..transforms import OutputTransform
-from ...data.trials import Status, Trial
+from ...data.trials import Status, Trial, params_key
 from .settings import VALUE_LIMIT
 
-__all__ = ["TrainingData", "training_data", "usable", "usable_values", "log_possible", "check_fit_size"]
+__all__ = ["TrainingData", "training_data", "usable", "usable_values", "log_possible", "check_fit_size",
+           "shared_scales"]
 
 
 def check_fit_size(n_points: int, what: str = "") -> None:
@@ -107,13 +108,46 @@ def _key(finished: Sequence[Trial], use_log: bool, model_settings: Sequence) -> 
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def shared_scales(transform: OutputTransform, finished: Sequence[Trial],
+                  scale_from: Sequence[int | None]) -> OutputTransform:
+    """``transform`` with each task ``i`` whose ``scale_from[i]`` is a task ``r`` put on ``r``'s
+    scale: ``r``'s spread, and ``r``'s mean moved by the mean difference of ``i``'s usable values
+    from ``r``'s at the configurations both measured (in the transform's units: log or not); ``i``'s
+    own mean where they share none. A task keeps its own scale where ``scale_from[i]`` is None or
+    ``r`` has fewer than two usable values. For the fidelity levels of one task (the same objective
+    at another cost): a level of two runs standardised on its own loses how its values sit
+    against the cheaper level's, which is what the model should carry over (bench/fidelity_kernel.py).
+    """
+    n = len(transform.mu)
+    mu, sigma = transform.mu.copy(), transform.sigma.copy()
+    by_task: list[dict[str, list[float]]] = [{} for _ in range(n)]
+    for t in finished:
+        if usable(t) and t.task_index < n:
+            w = float(np.log(t.value)) if transform.use_log else float(t.value)
+            by_task[t.task_index].setdefault(params_key(t.params), []).append(w)
+    for i, r in enumerate(scale_from):
+        if r is None or r == i or sum(len(v) for v in by_task[r].values()) < 2:
+            continue
+        own = [w for ws in by_task[i].values() for w in ws]
+        shared = [float(np.mean(ws)) - float(np.mean(by_task[r][k])) for k, ws in by_task[i].items() if k in by_task[r]]
+        if shared:
+            mu[i] = transform.mu[r] + float(np.mean(shared))
+        elif own:
+            mu[i] = float(np.mean(own))
+        else:
+            mu[i] = transform.mu[r]
+        sigma[i] = transform.sigma[r]
+    return OutputTransform(transform.use_log, mu, sigma)
+
+
 def training_data(trials: Sequence[Trial], n_tasks: int, space: Space, use_log: bool,
-                  model_settings: Sequence = ()) -> TrainingData:
+                  model_settings: Sequence = (), scale_from: Sequence[int | None] = ()) -> TrainingData:
     """The :class:`TrainingData` of ``trials`` under the rule of the module docstring.
 
     use_log: the log transform (the caller checks :func:`log_possible` first; a value <= 0 under
     it raises ValueError). model_settings: JSON values that change what a fit produces (number of
-    latent processes, kernel), folded into the key.
+    latent processes, kernel), folded into the key. scale_from: per task, the task whose scale it
+    takes (:func:`shared_scales`; empty: each its own).
     """
     finished = [t for t in trials if t.status.finished]
     check_fit_size(len(finished))
@@ -121,6 +155,8 @@ def training_data(trials: Sequence[Trial], n_tasks: int, space: Space, use_log: 
     if use_log and not log_possible(values):
         raise ValueError("the log transform needs every usable value > 0")
     transform = OutputTransform.fit(values, use_log=use_log)
+    if any(r is not None for r in scale_from):
+        transform = shared_scales(transform, finished, scale_from)
     worst_all = max((float(np.max(transform.forward(i, v))) for i, v in enumerate(values) if v.size), default=1.0)
     X, Y, measured, pending = [], [], [], []
     for i in range(n_tasks):
