@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gptask.model.numerics import LCM, TaskLevels, lml_and_grad
+from gptask.model.numerics.defaults import WILD_RANGES
 from gptask.model.numerics.kernels import kernel as k_fn
 from lcm_helpers import make_data
 
@@ -142,3 +143,21 @@ def test_a_model_of_levels_refuses_data_of_another_task_count_and_extend():
     m = LCM(1, levels=LEVELS).condition(Xs, ys, params(Q=1))
     with pytest.raises(ValueError, match="cannot"):
         m.extend(np.random.default_rng(0).random((3, 2)), np.zeros(3))
+
+
+def test_a_target_of_two_runs_predicting_its_cheap_levels_spread_is_not_wild():
+    """The post-fit check of wild predictions judges a level against every level of its base task: a
+    target of two nearby runs whose cheap level spans a wide range rightly predicts that range (the
+    model before judged it against its own two values and flagged nearly every fit of the tuner's)."""
+    rng = np.random.default_rng(3)
+    f = lambda U: np.sin(6.0 * U[:, 0]) + U[:, 1]  # noqa: E731
+    U_cheap, U_target = rng.random((20, 2)), np.array([[0.30, 0.50], [0.32, 0.52]])
+    levels = TaskLevels((0, 0), (0.0, 1.0))
+    p = {"lengthscale": np.array([[0.3, 0.5, 5.0]]), "W": np.array([[[1.0]]]), "kappa": np.array([[0.01]]),
+         "noise": np.array([1e-4, 1e-4])}
+    m = LCM(1, "matern52", levels=levels).condition([U_target, U_cheap], [f(U_target), f(U_cheap)], p)
+    P = np.random.default_rng(0).random((64, 2))
+    mean = m.predict(0, P)[0]
+    own = f(U_target)
+    assert np.ptp(mean) > (1 + 2 * WILD_RANGES) * np.ptp(own)  # wild against the target's own two values
+    assert not [flag for flag in m.diagnose() if flag.startswith("predictions of task")]

@@ -1396,7 +1396,9 @@ class LCM:
 
     def _wild_tasks(self) -> list[int]:
         """Tasks whose posterior mean at the probe points leaves their observed range widened by
-        WILD_RANGES ranges on each side (means only: K(X, P)^T alpha, no solve)."""
+        WILD_RANGES ranges on each side (means only: K(X, P)^T alpha, no solve). With levels, a task's
+        observed range is that of every level of its base task (on their shared scale): a target of two
+        runs rightly predicts the spread its cheap level shows."""
         P = qmc.Halton(d=self.input_dim, scramble=True, seed=0).random(PROBE_POINTS)
         bk = self._bk
         B = bk.asarray(self.coregionalization())  # (Q, T, T)
@@ -1412,8 +1414,9 @@ class LCM:
                 part += (B[q][self._td, :] * self._alpha[:, None]).T @ Kq
             mean[tasks] = bk.to_numpy(part)[tasks]
         wild = []
+        group = None if self._levels is None else np.asarray(self._levels.group)
         for i in range(self.n_tasks):
-            yi = self._y[self._t == i]
+            yi = self._y[self._t == i if group is None else group[self._t] == group[i]]
             if yi.size == 0:
                 continue
             lo, hi = float(yi.min()), float(yi.max())
