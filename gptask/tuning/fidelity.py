@@ -199,10 +199,11 @@ LEVEL_COST_RATIO = math.sqrt(ETA)
 #: a length scale of its own, and each level is standardised on its cheapest level's scale, the mean moved
 #: by the paired difference at the configurations both ran (:func:`gptask.model.surrogate.data.shared_scales`).
 #: bench/results/fidelity_kernel.md, section 5: better target picks than "tasks" on 10 of 24
-#: family-regimes, worse on none; tuning (bench/results/fidelity.md, session 38, 10 seeds): regret at 50 %
-#: of the budget hartmann3 0.052 -> 0.006, branin 0.062 -> 0.019, currin 0.015 -> 0.006, park 0.080 ->
-#: 0.067, at 100 % branin 0.018 -> 0.003; 10 % and 25 % the same (promoted runs), nothing worse beyond
-#: noise. Runs with sources keep "tasks" (the sources' tasks are no levels of this run's base tasks)
+#: family-regimes, worse on none; tuning (bench/results/fidelity.md, session 38, 10-20 seeds, 7 families):
+#: lower beyond 2 standard errors at 10 family-checkpoints from 50 % of the budget on (hartmann3 at 50 %
+#: 0.044 -> 0.003, branin 0.057 -> 0.020, hartmann6 0.337 -> 0.238; at 100 % hartmann6 0.055 -> 0.023,
+#: branin 0.018 -> 0.005), higher at none; 10 % and 25 % the same (promoted runs); borehole +0.004 (se
+#: 0.002) at 50 %. Runs with sources keep "tasks" (the sources' tasks are no levels of this run's base tasks)
 LEVEL_MODEL = "input"
 
 

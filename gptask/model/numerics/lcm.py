@@ -798,7 +798,8 @@ class LCM:
 
     # ---- parameters --------------------------------------------------------------------------
     def get_params(self) -> dict[str, np.ndarray]:
-        """Copies of lengthscale (Q, d), W (Q, T, rank), kappa (Q, T), noise (T,)."""
+        """Copies of lengthscale (Q, d), W (Q, T, rank), kappa (Q, T), noise (T,); with levels
+        lengthscale (Q, d + 1), W (Q, G, rank), kappa (Q, G)."""
         self._require_params()
         return {k: v.copy() for k, v in self._params.items()}
 
