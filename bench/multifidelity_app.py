@@ -69,8 +69,8 @@ METHODS = ("fidelity", "single")
 VARIANTS = {"fidelity_own03": ("fidelity", {"CHEAP_SEARCH_SHARE": 0.3}),
             # the guard before its hysteresis: bought again after one judgement at or above RHO_MIN
             "fidelity_rebuy1": ("fidelity", {"RHO_REBUY": 0.3, "REBUY_CONFIRM": 1}),
-            # each (task, level) a task of the LCM on its own scale: the model before session 38
-            "fidelity_tasks": ("fidelity", {"LEVEL_MODEL": "tasks"})}
+            # the levels of the task as one more kernel input of its coregionalisation (session 38, an option)
+            "fidelity_input": ("fidelity", {"LEVEL_MODEL": "input"})}
 
 
 def key(c: dict) -> str:

@@ -353,34 +353,31 @@ def test_an_informative_fidelity_is_kept_and_bought():
     assert low_searched  # the cheap runs were bought after the initial designs
 
 
-def test_levels_as_inputs_of_their_base_task_tune_keep_the_informative_level_and_drop_the_other(monkeypatch):
-    """LEVEL_MODEL "input" (the task x fidelity product, gptask.model.numerics.TaskLevels): the tuner's
-    model holds the levels of each base task, the informative levels rank like the target by the model's
-    task covariance and are kept, the best target run is near the brute-force optimum; random rankings
-    below the target are still dropped by the guard."""
+def test_levels_as_inputs_of_their_base_task_tune_keep_the_informative_level_and_rebuild(tmp_path, monkeypatch):
+    """LEVEL_MODEL "input" (the task x fidelity product, gptask.model.numerics.TaskLevels; an option): the
+    tuner's model holds the levels of each base task, the informative levels rank like the target by the
+    model's task covariance and are kept, the best target run is near the brute-force optimum, and the
+    result rebuilt from the history alone is the same model (its levels and shared scales stored with
+    the fit): equal predictions at every level."""
+    from gptask.data.storage import SQLiteStorage
+    from gptask.results.rebuild import result_from_history
     from gptask.tuning import fidelity as fm
 
     monkeypatch.setattr(fm, "LEVEL_MODEL", "input")
-    opt = brute_force_optimum()
-    tuner_options = dict(restarts=1, refit_restarts=1, pso_particles=12, pso_iters=8)
-    with fm.fidelity_tuner(problem(), [{"n": 1}], n_initial=8, cost_budget=10.0, seed=4, **tuner_options) as tuner:
-        while not tuner.done:
-            for trial in tuner.ask():
-                tuner.tell(trial, tuner.problem.objective(trial.task, trial.params))
-        r = tuner.result()
-        tuner.fit_model()
-        levels = tuner.model.levels
-        assert levels is not None and levels.group == (0,) * tuner.n_tasks
-        assert levels.level == tuple(k / (tuner.n_tasks - 1) for k in range(tuner.n_tasks))
+    path = tmp_path / "levels.sqlite"
+    r = gt.tune(problem(), [{"n": 1}], cost_budget=10.0, n_initial=8, seed=4, history=path, **FAST)
+    levels = r.model.levels
+    assert levels is not None and levels.group == (0,) * r.model.n_tasks
+    assert levels.level == tuple(k / (r.model.n_tasks - 1) for k in range(r.model.n_tasks))
     assert r.fidelity["dropped"] == {}
     assert all(c["model"] > 0.3 for c in r.fidelity["correlation"].values())
-    assert r.best(0)[1] - opt < 0.02
-    with fm.fidelity_tuner(problem(uninformative), [{"n": 1}], n_initial=8, cost_budget=14.0, seed=3,
-                           **tuner_options) as tuner:
-        while not tuner.done:
-            for trial in tuner.ask():
-                tuner.tell(trial, tuner.problem.objective(trial.task, trial.params))
-        assert tuner.result().fidelity["dropped"]
+    assert r.best(0)[1] - brute_force_optimum() < 0.02
+    with SQLiteStorage(path, read_only=True) as history:
+        again = result_from_history(history)
+    assert again.model.levels == levels
+    U = np.random.default_rng(0).random((5, 2))
+    for i in range(r.model.n_tasks):
+        np.testing.assert_allclose(again.model.predict(i, U)[0], r.model.predict(i, U)[0], rtol=1e-6, atol=1e-9)
 
 
 def test_the_proposer_lays_out_tasks_level_by_level():

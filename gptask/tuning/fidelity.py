@@ -4,9 +4,9 @@ The run's tasks are laid out as ``(level, base task)``: base tasks are the tuned
 auxiliary ones, levels the problem's fidelity levels, target first
 (:meth:`gptask.problem.definition.Problem.fidelity_levels`); the tuner's task ``level * n_base + b``
 is base task ``b`` at that level, so its first tasks are the tuned tasks at the target fidelity and
-``result.best(k)`` speaks of them. In the LCM the levels of a base task share its coregionalisation
-and differ by one more kernel input, their place in the ladder (:data:`LEVEL_MODEL`, :meth:`FidelityProposer.model_structure`):
-the fit learns how far the levels relate.
+``result.best(k)`` speaks of them. Every (task, level) is one task of the LCM: its
+coregionalisation learns how the levels relate (with :data:`LEVEL_MODEL` "input", the levels of a base
+task share its coregionalisation and differ by one more kernel input, :meth:`FidelityProposer.model_structure`).
 
 :class:`FidelityProposer` (the tuner's proposer slot) chooses what to buy:
 
@@ -203,8 +203,12 @@ LEVEL_COST_RATIO = math.sqrt(ETA)
 #: lower beyond 2 standard errors at 10 family-checkpoints from 50 % of the budget on (hartmann3 at 50 %
 #: 0.044 -> 0.003, branin 0.057 -> 0.020, hartmann6 0.337 -> 0.238; at 100 % hartmann6 0.055 -> 0.023,
 #: branin 0.018 -> 0.005), higher at none; 10 % and 25 % the same (promoted runs); borehole +0.004 (se
-#: 0.002) at 50 %. Runs with sources keep "tasks" (the sources' tasks are no levels of this run's base tasks)
-LEVEL_MODEL = "input"
+#: 0.002) at 50 %. Not the default: the guard judges a level by the model's correlation with the target
+#: until they share MIN_COMMON configurations, and this model ties a task's levels together through the
+#: level's length scale, which data whose input length scales collapse do not inform; on random rankings
+#: below the target (tests/test_fidelity.py's uninformative fidelity) it kept every level at 0.51-0.91 where
+#: "tasks" drops them. Runs with sources keep "tasks" (the sources' tasks are no levels of this run's)
+LEVEL_MODEL = "tasks"
 
 
 def expand_tasks(levels: Sequence[Mapping[str, Any]], tasks: Sequence[Mapping[str, Any]],
