@@ -353,12 +353,14 @@ def test_an_informative_fidelity_is_kept_and_bought():
     assert low_searched  # the cheap runs were bought after the initial designs
 
 
-def test_levels_as_inputs_of_their_base_task_tune_keep_the_informative_level_and_rebuild(tmp_path, monkeypatch):
+def test_levels_as_inputs_of_their_base_task_keep_the_informative_levels_drop_the_others_and_rebuild(tmp_path,
+                                                                                                  monkeypatch):
     """LEVEL_MODEL "input" (the task x fidelity product, gptask.model.numerics.TaskLevels; an option): the
     tuner's model holds the levels of each base task, the informative levels rank like the target by the
     model's task covariance and are kept, the best target run is near the brute-force optimum, and the
     result rebuilt from the history alone is the same model (its levels and shared scales stored with
-    the fit): equal predictions at every level."""
+    the fit): equal predictions at every level. Random rankings below the target are dropped by the guard
+    (the level's length-scale prior, defaults.PRIOR_LEVEL_LS: with the inputs' prior they were kept)."""
     from gptask.data.storage import SQLiteStorage
     from gptask.results.rebuild import result_from_history
     from gptask.tuning import fidelity as fm
@@ -378,6 +380,8 @@ def test_levels_as_inputs_of_their_base_task_tune_keep_the_informative_level_and
     U = np.random.default_rng(0).random((5, 2))
     for i in range(r.model.n_tasks):
         np.testing.assert_allclose(again.model.predict(i, U)[0], r.model.predict(i, U)[0], rtol=1e-6, atol=1e-9)
+    noise = gt.tune(problem(uninformative), [{"n": 1}], cost_budget=14.0, n_initial=8, seed=3, **FAST)
+    assert len(noise.fidelity["dropped"]) >= 2 and set(noise.fidelity["dropped"]) <= {1, 2, 3}
 
 
 def test_the_proposer_lays_out_tasks_level_by_level():

@@ -45,6 +45,25 @@ def test_log_density_matches_scipy_and_its_gradient_finite_differences(rank, s2)
         np.testing.assert_allclose(grads[key].ravel(), fd, rtol=1e-6, atol=1e-7, err_msg=key)
 
 
+def test_a_fidelity_level_column_has_its_own_prior_against_scipy_and_finite_differences():
+    """log_density(levels=True): the last length-scale column (a TaskLevels level's) is N(log
+    level_lengthscale, lengthscale_scale^2), the others centred for one column fewer."""
+    p = random_params(Q=2, T=3, d=4, seed=5)
+    pr = LCMPrior()
+    value, grads = pr.log_density(p, 0.7, levels=True)
+    ls = np.log(p["lengthscale"])
+    inputs = dict(p, lengthscale=p["lengthscale"][:, :3])
+    want = (reference_log_prior(inputs, 0.7, pr)
+            + norm.logpdf(ls[:, 3], math.log(pr.level_lengthscale), pr.lengthscale_scale).sum())
+    assert value == pytest.approx(want, rel=1e-12)
+    fd = np.array([(pr.log_density(dict(p, lengthscale=(p["lengthscale"].ravel() + e).reshape(2, 4)), 0.7, levels=True)[0]
+                    - pr.log_density(dict(p, lengthscale=(p["lengthscale"].ravel() - e).reshape(2, 4)), 0.7, levels=True)[0])
+                   / 2e-6 for e in np.eye(8) * 1e-6])
+    np.testing.assert_allclose(grads["lengthscale"].ravel(), fd, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="level_lengthscale must be > 0"):
+        LCMPrior(level_lengthscale=0.0)
+
+
 def test_prior_spec_and_validation():
     assert resolve_prior(None) is None
     assert resolve_prior("default") == LCMPrior()

@@ -416,7 +416,7 @@ def _neg_log_posterior(bk, data, lay: "_Layout", kern: str, prior_obj, s2: float
     g_ls, g_W, g_k, g_n = g
     if prior_obj is not None:
         lp, gp = prior_obj.log_density(
-            {"lengthscale": ls, "W": W, "kappa": kappa, "noise": noise}, s2)
+            {"lengthscale": ls, "W": W, "kappa": kappa, "noise": noise}, s2, levels=levels is not None)
         ll += lp
         g_ls, g_W = g_ls + gp["lengthscale"], g_W + gp["W"]
         g_k, g_n = g_k + gp["kappa"], g_n + gp["noise"]
@@ -1433,7 +1433,7 @@ class LCM:
         if self.prior is None:
             return 0.0
         s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
-        return float(self.prior.log_density(self._params, s2)[0])
+        return float(self.prior.log_density(self._params, s2, levels=self._levels is not None)[0])
 
     def log_posterior(self) -> float:
         """log_likelihood() + log_prior(): what a MAP fit maximises (up to a constant)."""

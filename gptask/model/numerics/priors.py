@@ -47,7 +47,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .defaults import (PRIOR_KAPPA_LOC, PRIOR_KAPPA_SCALE, PRIOR_LS_LOC, PRIOR_LS_SCALE, PRIOR_NOISE_LOC,
+from .defaults import (PRIOR_KAPPA_LOC, PRIOR_KAPPA_SCALE, PRIOR_LEVEL_LS, PRIOR_LS_LOC, PRIOR_LS_SCALE, PRIOR_NOISE_LOC,
                        PRIOR_NOISE_SCALE, PRIOR_W_SCALE)
 
 __all__ = ["LCMPrior", "resolve_prior"]
@@ -69,6 +69,8 @@ class LCMPrior:
     noise_loc, noise_scale: log(noise / s2) ~ N(noise_loc, noise_scale^2).
     kappa_loc, kappa_scale: log(kappa / s2) ~ N(kappa_loc, kappa_scale^2).
     w_scale: W entries ~ N(0, w_scale^2 s2 / (Q rank)).
+    level_lengthscale: with fidelity levels (``log_density(..., levels=True)``: the last length-scale column
+    is the level's), log l ~ N(log level_lengthscale, lengthscale_scale^2) for that column.
     """
 
     lengthscale_loc: float = PRIOR_LS_LOC
@@ -78,6 +80,7 @@ class LCMPrior:
     kappa_loc: float = PRIOR_KAPPA_LOC
     kappa_scale: float = PRIOR_KAPPA_SCALE
     w_scale: float = PRIOR_W_SCALE
+    level_lengthscale: float = PRIOR_LEVEL_LS
     #: the dimension the length-scale centre grows with (None: the number of input columns). A
     #: tuner passes its number of parameters: a categorical of k choices, or an ordinal with
     #: indicator columns, spans several columns but is one parameter, and counting its columns
@@ -99,11 +102,17 @@ class LCMPrior:
         """Prior mode of log l for a d-column input (``dimension`` in place of d when set)."""
         return self.lengthscale_loc + 0.5 * math.log(self.dimension if self.dimension is not None else d)
 
-    def log_density(self, params: Mapping[str, np.ndarray], s2: float) -> tuple[float, dict[str, np.ndarray]]:
+    def log_density(self, params: Mapping[str, np.ndarray], s2: float,
+                    levels: bool = False) -> tuple[float, dict[str, np.ndarray]]:
         """Log prior density at ``params`` (lengthscale (Q, d), W (Q, T, r), kappa (Q, T), noise (T,))
-        for outputs of scale ``s2``; returns (value, gradients keyed like params, natural units)."""
+        for outputs of scale ``s2``; returns (value, gradients keyed like params, natural units). levels:
+        the last length-scale column is a fidelity level's (its own prior, ``level_lengthscale``)."""
         ls = np.asarray(params["lengthscale"], float)
-        v_ls, g_ls = _normal(np.log(ls), self.lengthscale_centre(ls.shape[1]), self.lengthscale_scale)
+        d = ls.shape[1] - bool(levels)
+        v_ls, g_ls = _normal(np.log(ls[:, :d]), self.lengthscale_centre(d), self.lengthscale_scale)
+        if levels:
+            v_u, g_u = _normal(np.log(ls[:, d:]), math.log(self.level_lengthscale), self.lengthscale_scale)
+            v_ls, g_ls = v_ls + v_u, np.hstack([g_ls, g_u])
         v_t, grads = self.task_log_density(params["W"], params["kappa"], params["noise"], s2)
         grads["lengthscale"] = g_ls / ls
         return v_ls + v_t, grads
