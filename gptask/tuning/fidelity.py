@@ -199,15 +199,13 @@ LEVEL_COST_RATIO = math.sqrt(ETA)
 #: a length scale of its own, and each level is standardised on its cheapest level's scale, the mean moved
 #: by the paired difference at the configurations both ran (:func:`gptask.model.surrogate.data.shared_scales`).
 #: bench/results/fidelity_kernel.md, section 5: better target picks than "tasks" on 10 of 24
-#: family-regimes, worse on none; tuning (bench/results/fidelity.md, session 38, 10-20 seeds, 7 families):
-#: lower beyond 2 standard errors at 10 family-checkpoints from 50 % of the budget on (hartmann3 at 50 %
-#: 0.044 -> 0.003, branin 0.057 -> 0.020, hartmann6 0.337 -> 0.238; at 100 % hartmann6 0.055 -> 0.023,
-#: branin 0.018 -> 0.005), higher at none; 10 % and 25 % the same (promoted runs); borehole +0.004 (se
-#: 0.002) at 50 %. Not the default: the guard judges a level by the model's correlation with the target
-#: until they share MIN_COMMON configurations, and this model ties a task's levels together through the
-#: level's length scale, which data whose input length scales collapse do not inform; on random rankings
-#: below the target (tests/test_fidelity.py's uninformative fidelity) it kept every level at 0.51-0.91 where
-#: "tasks" drops them. Runs with sources keep "tasks" (the sources' tasks are no levels of this run's)
+#: family-regimes, worse on none; tuning (bench/results/fidelity.md, session 38, 10-20 seeds, 7 families,
+#: the level's own length-scale prior defaults.PRIOR_LEVEL_LS, without which the guard kept random cheap
+#: rankings): lower beyond 2 standard errors at 8 family-checkpoints from 50 % of the budget on (hartmann3
+#: at 50 % 0.044 -> 0.007, branin 0.057 -> 0.024, hartmann6 0.337 -> 0.225; at 100 % hartmann6 0.055 ->
+#: 0.025, branin 0.018 -> 0.003), higher at none; 10 % and 25 % the same (promoted runs). Not the default
+#: until the real application and the whole test suite have run with it. Runs with sources keep "tasks"
+#: (the sources' tasks are no levels of this run's)
 LEVEL_MODEL = "tasks"
 
 
