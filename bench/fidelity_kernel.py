@@ -149,6 +149,12 @@ def standardise(y: np.ndarray) -> tuple[np.ndarray, float, float]:
     return (y - mu) / sd, mu, sd
 
 
+def paired_difference(U: np.ndarray, y: np.ndarray, U_ref: np.ndarray, y_ref: np.ndarray) -> float | None:
+    """The mean of y - y_ref over the configurations both ran (None where they share none)."""
+    d = [y[k] - y_ref[j] for k in range(len(U)) for j in range(len(U_ref)) if np.allclose(U[k], U_ref[j])]
+    return float(np.mean(d)) if d else None
+
+
 def fit_lcm_levels(data, seed: int, rule: str = "", n_latent: int = 1):
     X, ys, scales = [], [], []
     for rows in data:
@@ -162,8 +168,8 @@ def fit_lcm_levels(data, seed: int, rule: str = "", n_latent: int = 1):
             elif rule == "paired":  # the cheapest level's scale, moved by the mean paired difference
                 _, U_ref, y_ref = rows[-1]
                 _, mu_r, sd_r = standardise(y_ref)
-                d = [y[k] - y_ref[j] for k in range(len(U)) for j in range(len(U_ref)) if np.allclose(U[k], U_ref[j])]
-                mu, sd = mu_r + (float(np.mean(d)) if d else float(np.mean(y)) - mu_r), sd_r
+                d = paired_difference(U, y, U_ref, y_ref)
+                mu, sd = mu_r + (d if d is not None else float(np.mean(y)) - mu_r), sd_r
                 z = (y - mu) / sd
             X.append(U)
             ys.append(z)
@@ -183,11 +189,7 @@ def paired_shift(rows: Levels) -> list[np.ndarray]:
     """Each level's values moved by the mean difference of the target's values from its own at the
     configurations both ran (unmoved where they share none; the target itself unmoved)."""
     _, U_t, y_t = rows[0]
-    out = []
-    for _, U, y in rows:
-        d = [y_t[k] - y[j] for k in range(len(U_t)) for j in range(len(U)) if np.allclose(U_t[k], U[j])]
-        out.append(y + (float(np.mean(d)) if d else 0.0))
-    return out
+    return [y + (paired_difference(U_t, y_t, U, y) or 0.0) for _, U, y in rows]
 
 
 def fit_lcm_input(data, seed: int, n_latent: int = 1, rule: str = ""):
@@ -338,8 +340,13 @@ def run(args: argparse.Namespace) -> None:
                     print(json.dumps(row), flush=True)
 
 
+def read_rows(inputs: list[str]) -> list[dict]:
+    """Every row of the JSON-lines files ``inputs``, in order."""
+    return [json.loads(line) for f in inputs for line in Path(f).read_text().splitlines() if line.strip()]
+
+
 def report(args: argparse.Namespace) -> None:
-    rows = [json.loads(line) for f in args.inputs for line in Path(f).read_text().splitlines() if line.strip()]
+    rows = read_rows(args.inputs)
     keys = sorted({(r["family"], r["regime"]) for r in rows if args.families is None
                    or r["family"] in args.families.split(",")})
     models = [m for m in (args.models.split(",") if args.models else MODELS) if any(r["model"] == m for r in rows)]
@@ -369,7 +376,7 @@ def report(args: argparse.Namespace) -> None:
 def pairs(args: argparse.Namespace) -> None:
     """Per family and regime, the pick of ``--new`` minus that of ``--base`` and minus promotion's, seed by
     seed: mean (standard error) over the seeds both ran; "better" / "worse" where beyond 2 standard errors."""
-    rows = [json.loads(line) for f in args.inputs for line in Path(f).read_text().splitlines() if line.strip()]
+    rows = read_rows(args.inputs)
     at = {(r["family"], r["regime"], r["seed"], r["model"]): r for r in rows}
 
     def cell(d: list[float]) -> str:

@@ -172,7 +172,7 @@ def report(args) -> None:
             z = np.load(path)
             K = int(z["n_starts"])
             paths = [(z[f"t{k}"], z[f"f{k}"], z[f"x{k}"]) for k in range(K)]
-            lay = lcm_mod._Layout(args.Q, Xs[0].shape[1], T, 1)
+            lay = lcm_mod._Layout(args.Q, Xs[0].shape[1], T, 1, T)
             cache: dict = {}
 
             def model_at(k, i):

@@ -365,20 +365,19 @@ class _NewTaskSurrogate(Surrogate):
         X_new = self.space.encode([t.params for t in model_trials])
         z_new = self._model_values(model_trials)
         base = tuner.transfer.model
-        if base.levels is not None:  # fidelity levels of base tasks (LEVEL_MODEL "input"): no task to extend by
-            model = self._refit_all(X_new, z_new, None if self.model is None else self.model.get_params(),
-                                    int_seed(tuner.seed, STAGE_REFIT, len(model_trials)))
-            tuner.refits += 1
-            kind = "refit"
-        elif self.model is None and not (tuner.refit_mode == "auto" and tuner.extended_since_fit >= AUTO_MAX_EXTENDED):
+        extendable = base.levels is None  # fidelity levels of base tasks (LEVEL_MODEL "input"): no task to extend by
+        if self.model is None and extendable and not (tuner.refit_mode == "auto"
+                                                      and tuner.extended_since_fit >= AUTO_MAX_EXTENDED):
             model = base.extend(X_new, z_new, restarts=tuner.extend_restarts, seed=int_seed(tuner.seed, STAGE_EXTEND))
             tuner.extended_since_fit += 1
             kind = "extend"
         else:
-            if self.model is None:  # a chain of extensions: fit everything once, from a quick extension
-                init = base.extend(X_new, z_new, restarts=1, seed=int_seed(tuner.seed, STAGE_EXTEND)).get_params()
-            else:
+            if self.model is not None:
                 init = self.model.get_params()
+            elif extendable:  # a chain of extensions: fit everything once, from a quick extension
+                init = base.extend(X_new, z_new, restarts=1, seed=int_seed(tuner.seed, STAGE_EXTEND)).get_params()
+            else:  # cold
+                init = None
             model = self._refit_all(X_new, z_new, init, int_seed(tuner.seed, STAGE_REFIT, len(model_trials)))
             tuner.refits += 1
             tuner.extended_since_fit = 0

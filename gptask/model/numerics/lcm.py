@@ -201,22 +201,18 @@ def _check_int(value: Any, name: str, lo: int) -> int:
 
 @dataclass(frozen=True)
 class _Layout:
-    """theta = [log lengthscale (Q*d), W (Q*G*r), log kappa (Q*G), log noise (T)]; G = T but with
-    :class:`TaskLevels`."""
+    """theta = [log lengthscale (Q*d), W (Q*G*r), log kappa (Q*G), log noise (T)]; G, the coregionalised
+    groups: T but with :class:`TaskLevels` (:func:`_groups`)."""
 
     Q: int
     d: int
     T: int
     r: int
-    G: int = 0
-
-    @property
-    def groups(self) -> int:
-        return self.G or self.T
+    G: int
 
     @property
     def sizes(self) -> tuple[int, int, int, int]:
-        return (self.Q * self.d, self.Q * self.groups * self.r, self.Q * self.groups, self.T)
+        return (self.Q * self.d, self.Q * self.G * self.r, self.Q * self.G, self.T)
 
     @property
     def size(self) -> int:
@@ -225,8 +221,8 @@ class _Layout:
     def unpack(self, theta: np.ndarray):
         a, b, c, _ = self.sizes
         ls = np.exp(theta[:a]).reshape(self.Q, self.d)
-        W = theta[a : a + b].reshape(self.Q, self.groups, self.r)
-        kappa = np.exp(theta[a + b : a + b + c]).reshape(self.Q, self.groups)
+        W = theta[a : a + b].reshape(self.Q, self.G, self.r)
+        kappa = np.exp(theta[a + b : a + b + c]).reshape(self.Q, self.G)
         noise = np.exp(theta[a + b + c :])
         return ls, W, kappa, noise
 
@@ -249,8 +245,8 @@ class _Layout:
         log-uniform in [0.25, 1.5] x sqrt(d) (the typical distance between points of the cube)."""
         root = np.sqrt(self.d)
         ls = np.exp(rng.uniform(np.log(0.25 * root), np.log(1.5 * root), size=(self.Q, self.d)))
-        W = rng.standard_normal((self.Q, self.groups, self.r)) * np.sqrt(s2 / (self.Q * self.r))
-        kappa = s2 / self.Q * np.exp(rng.uniform(np.log(1e-2), np.log(0.3), size=(self.Q, self.groups)))
+        W = rng.standard_normal((self.Q, self.G, self.r)) * np.sqrt(s2 / (self.Q * self.r))
+        kappa = s2 / self.Q * np.exp(rng.uniform(np.log(1e-2), np.log(0.3), size=(self.Q, self.G)))
         noise = s2 * np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), size=self.T))
         return self.pack(ls, W, kappa, noise)
 
@@ -918,7 +914,7 @@ class LCM:
         theta_init = None
         if init is not None:
             ip = init.get_params() if isinstance(init, LCM) else init
-            ip = _check_params(ip, self._Q, d, T, self._rank, lay.groups)
+            ip = _check_params(ip, self._Q, d, T, self._rank, lay.G)
             theta_init = np.clip(lay.pack(ip["lengthscale"], ip["W"], ip["kappa"], ip["noise"]), lo, hi)
 
         def objective(theta):

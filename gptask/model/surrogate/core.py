@@ -235,8 +235,7 @@ class Surrogate:
         else:
             if not self._recorded:
                 self._set_use_log(use_log)
-            data = training_data(trials, self.n_tasks, self.space, use_log, self.settings.key(),
-                                 self.settings.scale_from)
+            data = self._training_data(trials, use_log)
             last = self.store.last_model()
             if last is not None and last.get("data_key") == data.key:
                 model = self._new_model().condition(data.X, data.y, params=last["params"])
@@ -267,6 +266,10 @@ class Surrogate:
         self.draws = model.laplace_draws(n, seed=int_seed(self.settings.seed, STAGE_FIT, self.iteration, 1))
         self.draw_seconds.append(time.perf_counter() - t0)
         log.debug("%d Laplace draws of the hyperparameters in %.3f s", len(self.draws), self.draw_seconds[-1])
+
+    def _training_data(self, trials: Sequence[Trial], use_log: bool) -> TrainingData:
+        """The :class:`TrainingData` of ``trials`` under these settings (their key, the levels' shared scales)."""
+        return training_data(trials, self.n_tasks, self.space, use_log, self.settings.key(), self.settings.scale_from)
 
     def _new_model(self) -> LCM:
         levels = self.settings.levels
@@ -334,9 +337,7 @@ class Surrogate:
         is fitted fully (the same cold fit, seed and model as before, at half the cost); otherwise,
         and on more than ``SUBSET_FIT_ABOVE`` points (fitted from a subset, no probe), both are fitted
         fully and compared as before."""
-        datas = {use_log: training_data(trials, self.n_tasks, self.space, use_log, self.settings.key(),
-                                        self.settings.scale_from)
-                 for use_log in (True, False)}
+        datas = {use_log: self._training_data(trials, use_log) for use_log in (True, False)}
         gap = 0.0
         if datas[True].n_points <= model_defaults.SUBSET_FIT_ABOVE:  # above, fitted from a subset: no probe
             probes = {use_log: self._values_log_likelihood(self._probe(data), data) for use_log, data in datas.items()}
@@ -390,8 +391,7 @@ class Surrogate:
             model = self.update(model_trials, trials)
             assert self.transform is not None
             return model, self.transform
-        data = training_data(trials, self.n_tasks, self.space, use_log, self.settings.key(),
-                             self.settings.scale_from)
+        data = self._training_data(trials, use_log)
         if self.data is not None and data.key == self.data.key and self.state is not None \
                 and self.state.since_fit == 0:
             assert self.transform is not None
