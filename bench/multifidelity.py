@@ -109,7 +109,8 @@ VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOT
             "gptask_mf_ladder": {"LEVEL_COST_RATIO": 1.0},
             "gptask_mf_cost3": {"LEVEL_COST_RATIO": 3.0},
             # the levels of a base task as one more kernel input of its coregionalisation (session 38,
-            # bench/results/fidelity_kernel.md section 5; an option), and the default it is compared with
+            # bench/results/fidelity_kernel.md section 5; the default since session 39, so gptask_mf), and
+            # each (task, level) a task of the LCM (the rule before)
             "gptask_mf_input": {"LEVEL_MODEL": "input"},
             "gptask_mf_tasks": {"LEVEL_MODEL": "tasks"}}
 PEERS = ("smac_hb", "dehb", "optuna_hb", "bohb")

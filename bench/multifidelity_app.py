@@ -69,8 +69,10 @@ METHODS = ("fidelity", "single")
 VARIANTS = {"fidelity_own03": ("fidelity", {"CHEAP_SEARCH_SHARE": 0.3}),
             # the guard before its hysteresis: bought again after one judgement at or above RHO_MIN
             "fidelity_rebuy1": ("fidelity", {"RHO_REBUY": 0.3, "REBUY_CONFIRM": 1}),
-            # the levels of the task as one more kernel input of its coregionalisation (session 38, an option)
-            "fidelity_input": ("fidelity", {"LEVEL_MODEL": "input"})}
+            # the levels of the task as one more kernel input of its coregionalisation (session 38; the
+            # default since session 39, so "fidelity"), and each (task, level) a task of the LCM (the rule before)
+            "fidelity_input": ("fidelity", {"LEVEL_MODEL": "input"}),
+            "fidelity_tasks": ("fidelity", {"LEVEL_MODEL": "tasks"})}
 
 
 def key(c: dict) -> str:

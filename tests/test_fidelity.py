@@ -355,17 +355,18 @@ def test_an_informative_fidelity_is_kept_and_bought():
 
 def test_levels_as_inputs_of_their_base_task_keep_the_informative_levels_drop_the_others_and_rebuild(tmp_path,
                                                                                                   monkeypatch):
-    """LEVEL_MODEL "input" (the task x fidelity product, gptask.model.numerics.TaskLevels; an option): the
+    """LEVEL_MODEL "input" (the task x fidelity product, gptask.model.numerics.TaskLevels; the default): the
     tuner's model holds the levels of each base task, the informative levels rank like the target by the
     model's task covariance and are kept, the best target run is near the brute-force optimum, and the
     result rebuilt from the history alone is the same model (its levels and shared scales stored with
     the fit): equal predictions at every level. Random rankings below the target are dropped by the guard
-    (the level's length-scale prior, defaults.PRIOR_LEVEL_LS: with the inputs' prior they were kept)."""
+    (the level's length-scale prior, defaults.PRIOR_LEVEL_LS: with the inputs' prior they were kept). The
+    rule before, "tasks", still tunes: a plain LCM of every (task, level), near the optimum too."""
     from gptask.data.storage import SQLiteStorage
     from gptask.results.rebuild import result_from_history
     from gptask.tuning import fidelity as fm
 
-    monkeypatch.setattr(fm, "LEVEL_MODEL", "input")
+    assert fm.LEVEL_MODEL == "input"
     path = tmp_path / "levels.sqlite"
     r = gt.tune(problem(), [{"n": 1}], cost_budget=10.0, n_initial=8, seed=4, history=path, **FAST)
     levels = r.model.levels
@@ -382,6 +383,10 @@ def test_levels_as_inputs_of_their_base_task_keep_the_informative_levels_drop_th
         np.testing.assert_allclose(again.model.predict(i, U)[0], r.model.predict(i, U)[0], rtol=1e-6, atol=1e-9)
     noise = gt.tune(problem(uninformative), [{"n": 1}], cost_budget=14.0, n_initial=8, seed=3, **FAST)
     assert len(noise.fidelity["dropped"]) >= 2 and set(noise.fidelity["dropped"]) <= {1, 2, 3}
+    monkeypatch.setattr(fm, "LEVEL_MODEL", "tasks")
+    tasks = gt.tune(problem(), [{"n": 1}], cost_budget=10.0, n_initial=8, seed=4, **FAST)
+    assert tasks.model.levels is None and tasks.model.n_tasks == r.model.n_tasks
+    assert tasks.best(0)[1] - brute_force_optimum() < 0.02
 
 
 def test_the_proposer_lays_out_tasks_level_by_level():

@@ -58,8 +58,10 @@ def test_without_shared_configurations_or_a_reference_a_level_keeps_what_it_can(
 
 def test_the_fidelity_proposer_makes_levels_of_its_base_tasks_and_leaves_sources_alone(monkeypatch):
     p = fm.FidelityProposer(n_tuned=2, n_aux=1, n_levels=3)  # tasks: 3 base x 3 levels (9), sources after
-    assert p.model_structure(9) == ((), None)  # LEVEL_MODEL "tasks", the default: each (task, level) its own
-    monkeypatch.setattr(fm, "LEVEL_MODEL", "input")
+    monkeypatch.setattr(fm, "LEVEL_MODEL", "tasks")
+    assert p.model_structure(9) == ((), None)  # LEVEL_MODEL "tasks", the rule before: each (task, level) its own
+    monkeypatch.undo()
+    assert fm.LEVEL_MODEL == "input"  # the default
     scale_from, (group, level) = p.model_structure(9)
     assert scale_from == (6, 7, 8, 6, 7, 8, None, None, None)  # each level on its cheapest level's scale
     assert group == (0, 1, 2) * 3 and level == (0.0,) * 3 + (0.5,) * 3 + (1.0,) * 3

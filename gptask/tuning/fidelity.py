@@ -5,8 +5,9 @@ auxiliary ones, levels the problem's fidelity levels, target first
 (:meth:`gptask.problem.definition.Problem.fidelity_levels`); the tuner's task ``level * n_base + b``
 is base task ``b`` at that level, so its first tasks are the tuned tasks at the target fidelity and
 ``result.best(k)`` speaks of them. Every (task, level) is one task of the LCM: its
-coregionalisation learns how the levels relate (with :data:`LEVEL_MODEL` "input", the levels of a base
-task share its coregionalisation and differ by one more kernel input, :meth:`FidelityProposer.model_structure`).
+coregionalisation learns how the levels relate (with :data:`LEVEL_MODEL` "input", the default, the levels of
+a base task share its coregionalisation and differ by one more kernel input,
+:meth:`FidelityProposer.model_structure`).
 
 :class:`FidelityProposer` (the tuner's proposer slot) chooses what to buy:
 
@@ -203,10 +204,11 @@ LEVEL_COST_RATIO = math.sqrt(ETA)
 #: the level's own length-scale prior defaults.PRIOR_LEVEL_LS, without which the guard kept random cheap
 #: rankings): lower beyond 2 standard errors at 8 family-checkpoints from 50 % of the budget on (hartmann3
 #: at 50 % 0.044 -> 0.007, branin 0.057 -> 0.024, hartmann6 0.337 -> 0.225; at 100 % hartmann6 0.055 ->
-#: 0.025, branin 0.018 -> 0.003), higher at none; 10 % and 25 % the same (promoted runs). Not the default
-#: until the real application and the whole test suite have run with it. Runs with sources keep "tasks"
-#: (the sources' tasks are no levels of this run's)
-LEVEL_MODEL = "tasks"
+#: 0.025, branin 0.018 -> 0.003), higher at none; 10 % and 25 % the same (promoted runs); PDGEQRF within
+#: that bench's noise (bench/results/fidelity_app_level_prior.json). The default since session 39, once
+#: the whole test suite passed with it. Runs with sources keep "tasks" (the sources' tasks are no levels
+#: of this run's)
+LEVEL_MODEL = "input"
 
 
 def expand_tasks(levels: Sequence[Mapping[str, Any]], tasks: Sequence[Mapping[str, Any]],
