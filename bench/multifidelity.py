@@ -60,7 +60,7 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_cheap08", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "gptask_mf_promote5", "gptask_mf_design3", "gptask_mf_design2", "gptask_mf_design3_lhs", "gptask_mf_design5", "gptask_mf_inter1", "gptask_mf_ladder", "gptask_mf_cost3", "gptask_mf_input", "gptask_mf_tasks", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_cheap08", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every2", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "gptask_mf_promote5", "gptask_mf_design3", "gptask_mf_design2", "gptask_mf_design3_lhs", "gptask_mf_design5", "gptask_mf_inter1", "gptask_mf_ladder", "gptask_mf_cost3", "gptask_mf_input", "gptask_mf_tasks", "smac_hb", "dehb", "optuna_hb", "bohb")
 #: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
 #: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
 #: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs);
@@ -93,6 +93,7 @@ VARIANTS = {"gptask_mf_base": {"PROMOTE": 0, "TARGET_DESIGN_SHARE": 0.4, "PROMOT
             "gptask_mf_pooled_rho": {"POOLED_FIRST": True, "POOLED_FIRST_RHO": 0.5},
             "gptask_mf_every4": {"TARGET_EVERY": 4},
             "gptask_mf_every6": {"TARGET_EVERY": 6},
+            "gptask_mf_every2": {"TARGET_EVERY": 2},
             "gptask_mf_cs05": {"TARGET_EVERY": 30, "TARGET_COST_SHARE": 0.5},
             "gptask_mf_cs1": {"TARGET_EVERY": 30, "TARGET_COST_SHARE": 1.0},
             "gptask_mf_own03": {"CHEAP_SEARCH_SHARE": 0.3},

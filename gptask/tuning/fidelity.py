@@ -71,7 +71,8 @@ TARGET_EVERY, TARGET_COST_SHARE = 3, None
 #: within noise (the uninformative currin_noinfo +0.024, se 0.027, at 50 %); 1.0 lost at 50 % on currin.
 #: With sources it needs SOURCE_BEST_FIRST (without: regret at 10 % currin 0.163 -> 0.448, park 0.060 ->
 #: 0.378 given an earlier campaign run with it as the source); on PDGEQRF within noise
-#: (bench/results/fidelity_app_cheap_search.md)
+#: (bench/results/fidelity_app_cheap_search.md). Under LEVEL_MODEL "input" (session 39, 10 seeds) None is
+#: higher at 6 family-checkpoints (borehole at 25 % +0.246, park at 25 % +0.142), lower at none
 CHEAP_SEARCH_SHARE: float | None = 0.3
 #: a cheaper level or auxiliary task whose last FAILED_LEVEL_STOP finished runs all failed is bought by
 #: no search (neither the cheapest level's own nor a target's placed there): its failures teach the
@@ -130,7 +131,10 @@ PROMOTE_AFTER_COST: float | None = 0.5
 #: task). None: ``n_initial`` runs. With the cheap searches on (session 30, 10 seeds), 0.11 lowered regret
 #: at 25 % by 0.065-0.098 on currin, hartmann3 and branin but raised borehole's at 50 % by 0.009 (se 0.003)
 #: and the uninformative currin_noinfo's at 25 % by 0.070 (se 0.037): not the default; the same trade with
-#: the target design of 2 (session 31: borehole +0.006, se 0.002, at 25 %, currin_noinfo +0.023, 0.015, at 100 %)
+#: the target design of 2 (session 31: borehole +0.006, se 0.002, at 25 %, currin_noinfo +0.023, 0.015, at 100 %);
+#: and under LEVEL_MODEL "input" (session 39, 20 seeds, 7 families): 0.11 lower at 25 % on currin (-0.055),
+#: hartmann3 (-0.057), branin (-0.065) and the unseen hartmann6 (-0.060), higher at 100 % on park (+0.009,
+#: se 0.004) and at 50 / 100 % on branin (+0.007 / +0.003); 0.08 within noise
 CHEAP_DESIGN_SHARE: float | None = None
 CHEAP_DESIGN_MAX = 3
 #: with PROMOTE_AFTER_COST, a tuned task's first target run is the configuration of lowest LCM
