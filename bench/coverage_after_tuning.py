@@ -58,15 +58,11 @@ KINDS = ("sf", "input", "tasks")
 def tune(fam: mff.MFFamily, kind: str, seed: int) -> Any:
     """The tuning result of ``kind`` (module docstring) on ``fam``."""
     if kind == "sf":
-        problem = gt.Problem(fam.task_space(), fam.param_space(), mf._Target(fam.objective), name=f"{fam.name}_sf")
-        return gt.tune(problem, fam.tasks, budget=BUDGET, seed=seed, progress=False)
+        return gt.tune(mf.sf_problem(fam), fam.tasks, budget=BUDGET, seed=seed, progress=False)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    problem = gt.Problem(fam.task_space(), fam.param_space(), mf._AtFidelity(fam.objective), name=f"{fam.name}_mf",
-                         fidelity=fam.fidelity_space(), target_fidelity={"fidelity": mff.TARGET},
-                         run_cost=mf._RunCost(fam))
     with constants_set(fm, {"LEVEL_MODEL": kind}):
-        return gt.tune(problem, fam.tasks, cost_budget=BUDGET * len(fam.tasks), seed=seed, progress=False)
+        return gt.tune(mf.mf_problem(fam), fam.tasks, cost_budget=BUDGET * len(fam.tasks), seed=seed, progress=False)
 
 
 def score(fam: mff.MFFamily, res: Any, seed: int, n_test: int) -> list[dict[str, Any]]:

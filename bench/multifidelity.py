@@ -142,10 +142,17 @@ class _Target:
         return self.objective.target_value(task, params)
 
 
+def sf_problem(fam: mff.MFFamily) -> Any:
+    """The family at its target fidelity alone, as gptask_sf tunes it (a ``gt.Problem``)."""
+    import gptask as gt
+
+    return gt.Problem(fam.task_space(), fam.param_space(), _Target(fam.objective), name=f"{fam.name}_sf")
+
+
 def run_gptask_sf(fam: mff.MFFamily, budget: float, seed: int) -> list[Eval]:
     import gptask as gt
 
-    problem = gt.Problem(fam.task_space(), fam.param_space(), _Target(fam.objective), name=f"{fam.name}_sf")
+    problem = sf_problem(fam)
     runs = int(budget // fam.cost(mff.TARGET))
     res = gt.tune(problem, fam.tasks, budget=runs, seed=seed, progress=False)
     trials = sorted(res.history, key=lambda t: t.id)
@@ -173,16 +180,23 @@ class _RunCost:
         return self.fn.cost(float(point["fidelity"]))
 
 
+def mf_problem(fam: mff.MFFamily) -> Any:
+    """The family with its fidelity, as gptask_mf tunes it (a ``gt.Problem``): the cost of a run given by
+    ``run_cost`` (the family's cost model)."""
+    import gptask as gt
+
+    return gt.Problem(fam.task_space(), fam.param_space(), _AtFidelity(fam.objective), name=f"{fam.name}_mf",
+                      fidelity=fam.fidelity_space(), target_fidelity={"fidelity": mff.TARGET},
+                      run_cost=_RunCost(fam))
+
+
 def run_gptask_mf(fam: mff.MFFamily, budget: float, seed: int) -> list[Eval]:
     """gptask with its fidelity API: the cost of a run given by ``run_cost`` (the family's cost
     model), ``cost_budget`` the per-task budget times the number of tasks. A run's fidelity is in
     its task row (``trial.task["fidelity"]``), its task the row's ``instance``."""
     import gptask as gt
 
-    problem = gt.Problem(fam.task_space(), fam.param_space(), _AtFidelity(fam.objective), name=f"{fam.name}_mf",
-                         fidelity=fam.fidelity_space(), target_fidelity={"fidelity": mff.TARGET},
-                         run_cost=_RunCost(fam))
-    res = gt.tune(problem, fam.tasks, cost_budget=budget * len(fam.tasks), seed=seed, progress=False)
+    res = gt.tune(mf_problem(fam), fam.tasks, cost_budget=budget * len(fam.tasks), seed=seed, progress=False)
     out = []
     for t in sorted(res.history, key=lambda t: t.id):
         if t.status is not gt.Status.COMPLETE:
