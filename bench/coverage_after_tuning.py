@@ -19,6 +19,12 @@ Kinds: ``input`` and ``tasks`` (multi-fidelity with that ``gptask.tuning.fidelit
     python bench/coverage_after_tuning.py run --kinds sf,input,tasks --families currin,park,borehole,hartmann3,branin --seeds 0-4 --out F
     python bench/coverage_after_tuning.py summary F
 
+Generated families of the suite (``gen:N``, bench/suite_generated.py: noisy, mixed and listed spaces) are
+tuned for ``--runs`` runs per task (kind ``suite``) and scored against their noise-free ``latent`` on ``--n-test``
+Latin hypercube configurations per task::
+
+    python bench/coverage_after_tuning.py run --families gen:1000-1009 --runs 12 --seeds 0-2 --out F
+
 Rows are one JSON line per (family, kind, seed, task), appended; a (family, kind, seed) already there is
 skipped.
 """
@@ -43,8 +49,10 @@ import gptask.tuning.fidelity as fm  # noqa: E402
 import multifidelity as mf  # noqa: E402
 import multifidelity_families as mff  # noqa: E402
 from gptask.transfer.predict import as_transfer_model  # noqa: E402
+from gptask.space.sampling import lhs_points  # noqa: E402
 from module_constants import constants_set  # noqa: E402
 from row_files import parse_seeds  # noqa: E402
+from suite_families import family as suite_family  # noqa: E402
 
 log = logging.getLogger("coverage_after_tuning")
 
@@ -85,19 +93,59 @@ def score(fam: mff.MFFamily, res: Any, seed: int, n_test: int) -> list[dict[str,
     return rows
 
 
+def score_suite(name: str, runs: int, seed: int, n_test: int) -> list[dict[str, Any]]:
+    """A generated family of the suite tuned for ``runs`` runs per task, scored as :func:`score` against its
+    noise-free ``latent`` on ``n_test`` Latin hypercube configurations per task (drawn from ``1000 + seed``)."""
+    fam = suite_family(name)
+    prob = fam.problem
+    res = gt.tune(prob, fam.tasks, runs, seed=seed, progress=False)
+    model, tm = res.model, as_transfer_model(res)
+    factors = model.task_calibration_factors()
+    rng = np.random.default_rng(1000 + seed)
+    truth_of = fam.latent if fam.latent is not None else prob.objective
+    rows = []
+    for i, task in enumerate(fam.tasks):
+        configs = lhs_points(prob.param_space, n_test, rng)
+        X = tm.param_space.encode(configs)
+        m, v = model.predict(i, X)
+        mc, vc = model.predict_calibrated(i, X)
+        truth = tm.transform.forward(i, np.array([float(truth_of(task, c)) for c in configs]))
+        rows.append({"task": i, "points": int(model.n_points[i]),
+                     "raw": float(np.mean(np.abs(truth - m) <= Z95 * np.sqrt(v))),
+                     "cal": float(np.mean(np.abs(truth - mc) <= Z95 * np.sqrt(vc))),
+                     "factor": float(factors[i][0]),
+                     "nrmse": float(np.sqrt(np.mean((truth - m) ** 2)) / np.std(truth))})
+    return rows
+
+
+def family_names(text: str) -> list[str]:
+    """``currin,gen:1000-1002`` -> the names, a ``gen:`` range spelt out."""
+    out: list[str] = []
+    for part in text.split(","):
+        if part.startswith("gen:") and "-" in part:
+            out += [f"gen:{s}" for s in parse_seeds(part[4:])]
+        elif part:
+            out.append(part)
+    return out
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     done = set()
     if out.exists():
         done = {(r["family"], r["kind"], r["seed"]) for r in map(json.loads, out.read_text().splitlines()) if r}
-    for name in args.families.split(","):
-        fam = mff.family(name)
-        for kind in args.kinds.split(","):
+    for name in family_names(args.families):
+        suite = name.startswith("gen:")
+        for kind in ("suite",) if suite else args.kinds.split(","):
             for seed in args.seeds:
                 if (name, kind, seed) in done:
                     continue
                 t0 = time.time()
-                rows = score(fam, tune(fam, kind, seed), seed, args.n_test)
+                if suite:
+                    rows = score_suite(name, args.runs, seed, args.n_test)
+                else:
+                    fam = mff.family(name)
+                    rows = score(fam, tune(fam, kind, seed), seed, args.n_test)
                 with out.open("a") as f:
                     for r in rows:
                         f.write(json.dumps({"family": name, "kind": kind, "seed": seed, **r,
@@ -133,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--families", default="currin,park,borehole,hartmann3,branin")
     r.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"))
     r.add_argument("--n-test", type=int, default=500)
+    r.add_argument("--runs", type=int, default=12, help="runs per task of a generated family (gen:N)")
     r.add_argument("--out", required=True)
     s = sub.add_parser("summary")
     s.add_argument("files", nargs="+")
