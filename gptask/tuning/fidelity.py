@@ -72,7 +72,9 @@ TARGET_EVERY, TARGET_COST_SHARE = 3, None
 #: With sources it needs SOURCE_BEST_FIRST (without: regret at 10 % currin 0.163 -> 0.448, park 0.060 ->
 #: 0.378 given an earlier campaign run with it as the source); on PDGEQRF within noise
 #: (bench/results/fidelity_app_cheap_search.md). Under LEVEL_MODEL "input" (session 39, 10 seeds) None is
-#: higher at 6 family-checkpoints (borehole at 25 % +0.246, park at 25 % +0.142), lower at none
+#: higher at 6 family-checkpoints (borehole at 25 % +0.246, park at 25 % +0.142), lower at none; 1.0 lower at
+#: 4 (borehole at 100 % 0.086 -> 0.047, park at 50 / 100 %), higher at 4 (currin and currin_noinfo at 25 %,
+#: branin at 100 % +0.008)
 CHEAP_SEARCH_SHARE: float | None = 0.3
 #: a cheaper level or auxiliary task whose last FAILED_LEVEL_STOP finished runs all failed is bought by
 #: no search (neither the cheapest level's own nor a target's placed there): its failures teach the
