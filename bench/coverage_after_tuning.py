@@ -49,6 +49,7 @@ import gptask.tuning.fidelity as fm  # noqa: E402
 import multifidelity as mf  # noqa: E402
 import multifidelity_families as mff  # noqa: E402
 from gptask.transfer.predict import as_transfer_model  # noqa: E402
+from calibration_sources import parse_families  # noqa: E402
 from gptask.space.sampling import lhs_points  # noqa: E402
 from module_constants import constants_set  # noqa: E402
 from row_files import parse_seeds  # noqa: E402
@@ -73,6 +74,19 @@ def tune(fam: mff.MFFamily, kind: str, seed: int) -> Any:
         return gt.tune(mf.mf_problem(fam), fam.tasks, cost_budget=BUDGET * len(fam.tasks), seed=seed, progress=False)
 
 
+def task_row(model: Any, tm: Any, factors: np.ndarray, i: int, X: np.ndarray, truth: np.ndarray) -> dict[str, Any]:
+    """Task ``i``'s row: coverage of the raw and calibrated 95 % latent intervals at the encoded configurations
+    X (n, D) of the truth (n,) in user units, the task's latent factor, the mean's NRMSE (module docstring)."""
+    m, v = model.predict(i, X)
+    mc, vc = model.predict_calibrated(i, X)
+    truth = tm.transform.forward(i, truth)
+    return {"task": i, "points": int(model.n_points[i]),
+            "raw": float(np.mean(np.abs(truth - m) <= Z95 * np.sqrt(v))),
+            "cal": float(np.mean(np.abs(truth - mc) <= Z95 * np.sqrt(vc))),
+            "factor": float(factors[i][0]),
+            "nrmse": float(np.sqrt(np.mean((truth - m) ** 2)) / np.std(truth))}
+
+
 def score(fam: mff.MFFamily, res: Any, seed: int, n_test: int) -> list[dict[str, Any]]:
     """One row per tuned task (module docstring); the test configurations are drawn from ``1000 + seed``."""
     model, tm = res.model, as_transfer_model(res)
@@ -82,14 +96,7 @@ def score(fam: mff.MFFamily, res: Any, seed: int, n_test: int) -> list[dict[str,
     for i in range(len(fam.tasks)):
         U = rng.random((n_test, fam.dim))
         X = tm.param_space.encode([dict(zip(fam.objective.names, map(float, u))) for u in U])
-        m, v = model.predict(i, X)
-        mc, vc = model.predict_calibrated(i, X)
-        truth = tm.transform.forward(i, fam.objective.value(i, U, mff.TARGET))
-        rows.append({"task": i, "points": int(model.n_points[i]),
-                     "raw": float(np.mean(np.abs(truth - m) <= Z95 * np.sqrt(v))),
-                     "cal": float(np.mean(np.abs(truth - mc) <= Z95 * np.sqrt(vc))),
-                     "factor": float(factors[i][0]),
-                     "nrmse": float(np.sqrt(np.mean((truth - m) ** 2)) / np.std(truth))})
+        rows.append(task_row(model, tm, factors, i, X, fam.objective.value(i, U, mff.TARGET)))
     return rows
 
 
@@ -106,36 +113,19 @@ def score_suite(name: str, runs: int, seed: int, n_test: int) -> list[dict[str, 
     rows = []
     for i, task in enumerate(fam.tasks):
         configs = lhs_points(prob.param_space, n_test, rng)
-        X = tm.param_space.encode(configs)
-        m, v = model.predict(i, X)
-        mc, vc = model.predict_calibrated(i, X)
-        truth = tm.transform.forward(i, np.array([float(truth_of(task, c)) for c in configs]))
-        rows.append({"task": i, "points": int(model.n_points[i]),
-                     "raw": float(np.mean(np.abs(truth - m) <= Z95 * np.sqrt(v))),
-                     "cal": float(np.mean(np.abs(truth - mc) <= Z95 * np.sqrt(vc))),
-                     "factor": float(factors[i][0]),
-                     "nrmse": float(np.sqrt(np.mean((truth - m) ** 2)) / np.std(truth))})
+        truth = np.array([float(truth_of(task, c)) for c in configs])
+        rows.append(task_row(model, tm, factors, i, tm.param_space.encode(configs), truth))
     return rows
-
-
-def family_names(text: str) -> list[str]:
-    """``currin,gen:1000-1002`` -> the names, a ``gen:`` range spelt out."""
-    out: list[str] = []
-    for part in text.split(","):
-        if part.startswith("gen:") and "-" in part:
-            out += [f"gen:{s}" for s in parse_seeds(part[4:])]
-        elif part:
-            out.append(part)
-    return out
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     done = set()
     if out.exists():
-        done = {(r["family"], r["kind"], r["seed"]) for r in map(json.loads, out.read_text().splitlines()) if r}
-    for name in family_names(args.families):
+        done = {(r["family"], r["kind"], r["seed"]) for r in map(json.loads, filter(None, out.read_text().splitlines()))}
+    for name in parse_families(args.families):
         suite = name.startswith("gen:")
+        fam = None if suite else mff.family(name)
         for kind in ("suite",) if suite else args.kinds.split(","):
             for seed in args.seeds:
                 if (name, kind, seed) in done:
@@ -144,7 +134,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if suite:
                     rows = score_suite(name, args.runs, seed, args.n_test)
                 else:
-                    fam = mff.family(name)
                     rows = score(fam, tune(fam, kind, seed), seed, args.n_test)
                 with out.open("a") as f:
                     for r in rows:

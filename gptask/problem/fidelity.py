@@ -5,9 +5,8 @@ and ``target_fidelity={name: value}``, the fidelity its results are wanted at. T
 few discrete *levels* of the fidelity (:func:`fidelity_levels`: the target first, then a geometric
 ladder down by :data:`ETA`, as Hyperband's brackets; when ``run_cost`` prices the levels, a level
 nearly as cheap as the one below it is left out, :func:`cost_spaced`), and models each (task, level)
-as one task of the LCM: the coregionalisation learns how much each level says about the target (or,
-with gptask.tuning.fidelity.LEVEL_MODEL "input", the levels of a task share its coregionalisation and
-differ by one more kernel input).
+as a task of the LCM whose base task's coregionalisation it shares, its level one more kernel input
+(gptask.tuning.fidelity.LEVEL_MODEL): the fit learns how much each level says about the target.
 
 Inside the tuner a fidelity problem is its :func:`expanded` problem: the task space followed by the
 fidelity dimensions, so the history's task rows hold each run's fidelity values; the user's

@@ -4,10 +4,9 @@ The run's tasks are laid out as ``(level, base task)``: base tasks are the tuned
 auxiliary ones, levels the problem's fidelity levels, target first
 (:meth:`gptask.problem.definition.Problem.fidelity_levels`); the tuner's task ``level * n_base + b``
 is base task ``b`` at that level, so its first tasks are the tuned tasks at the target fidelity and
-``result.best(k)`` speaks of them. Every (task, level) is one task of the LCM: its
-coregionalisation learns how the levels relate (with :data:`LEVEL_MODEL` "input", the default, the levels of
-a base task share its coregionalisation and differ by one more kernel input,
-:meth:`FidelityProposer.model_structure`).
+``result.best(k)`` speaks of them. In the LCM the levels of a base task share its coregionalisation
+and differ by one more kernel input, their place in the ladder (:data:`LEVEL_MODEL`, :meth:`FidelityProposer.model_structure`):
+the fit learns how far the levels relate.
 
 :class:`FidelityProposer` (the tuner's proposer slot) chooses what to buy:
 
