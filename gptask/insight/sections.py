@@ -425,6 +425,10 @@ def _fit_note(model: Any) -> str:
             f"cross-validation: variances x{pooled:.3g} (a new measurement)"
             + (f", x{diag['calibration_factor_latent']:.3g} (the latent function, at most the former)"
                if diag.get("calibration_factor_latent") is not None else "")
+            + (" where the model knows nothing of a point, wider near its data (the factor times u^(p - 1) at a "
+               f"variance u times the prior's, p = {min(powers):.2g})"
+               if (powers := [diag.get("calibration_power", 1.0), diag.get("calibration_power_latent", 1.0)])
+               and min(powers) < 1.0 else "")
             + (f"; up to x{max(by_task):.3g} for a task whose own held-out points need it" if max(by_task) > pooled else "")
             + (f"; down to x{min(by_task):.3g} for a task whose own held-out points bear out narrower intervals"
                if min(by_task) < pooled else "") + ".")

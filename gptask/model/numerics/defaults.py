@@ -162,6 +162,13 @@ CALIBRATION_UNEQUAL_TASKS = 1.5
 CALIBRATION_CONFIDENCE = 0.90
 CALIBRATION_MIN = 0.25
 CALIBRATION_SHRINK_MIN_POINTS = 40
+#: the factor depends on where a point lies (gptask/model/numerics/calibration.py): the folds' squared
+#: residuals are fitted as a power p of their variances relative to the prior, p in [CALIBRATION_POWER_MIN, 1],
+#: and the intervals widened by scale * u^(p - 1) at relative variance u (1 restores one factor for the whole
+#: space). Measured side by side with one factor on the same fits and folds (bench/calibration_location.py,
+#: bench/results/calibrated.md, session 40): see there
+CALIBRATION_POWER_MIN = 0.0
+CALIBRATION_POWER_NATS = 1.0
 #: a fitted length scale shorter than COLLAPSE_GAP_FRACTION x the typical gap between the distinct
 #: values of its input within a task (range / (distinct values - 1), median over the tasks; inputs of
 #: at most two distinct values are not checked) is unsupported by the data: collapsed (LCM.collapsed_lengthscales;

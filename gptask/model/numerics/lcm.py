@@ -58,7 +58,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy.optimize import minimize
 
-from scipy.stats import chi2, qmc
+from scipy.stats import qmc
 
 from . import linalg as _la
 from .arrays import as_inputs, as_outputs
@@ -66,12 +66,12 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
                        LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
-                       CALIBRATION_FOLDS, CALIBRATION_MAX, CALIBRATION_MIN_POINTS,
+                       CALIBRATION_FOLDS, CALIBRATION_MIN_POINTS,
                        CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS, CALIBRATION_REFIT_MAX_POINTS, CALIBRATION_UNEQUAL_TASKS,
-                       CALIBRATION_CONFIDENCE, CALIBRATION_MIN, CALIBRATION_SHRINK_MIN_POINTS,
                        LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR, COLLAPSE_KEEP_NATS,
                        COLLAPSE_REFIT_EVERY_START, COLLAPSE_LOO_NATS)
 from .backend import get_backend
+from .calibration import HeldOut, TaskCalibration
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
 
@@ -125,20 +125,6 @@ def input_gaps(X_list: Sequence[np.ndarray]) -> np.ndarray:
         if per:
             gaps[j] = float(np.median(per))
     return gaps
-
-
-def _variance_bounds(r: np.ndarray, v: np.ndarray, n: np.ndarray) -> tuple[float, float]:
-    """(latent, noisy) calibration factors from held-out residuals r (N,) with latent variances v and noise
-    variances n (N,) (LCM.calibration_factors): the one-sided CALIBRATION_CONFIDENCE upper bounds on the
-    variance ratios of r / sqrt(v) and r / sqrt(v + n), clipped to [CALIBRATION_MIN, CALIBRATION_MAX]
-    (the lower clip 1 under CALIBRATION_SHRINK_MIN_POINTS points); (1, 1) under CALIBRATION_MIN_POINTS."""
-    if r.size < CALIBRATION_MIN_POINTS:
-        return 1.0, 1.0
-    lo = CALIBRATION_MIN if r.size >= CALIBRATION_SHRINK_MIN_POINTS else 1.0
-    bound = float(chi2.ppf(1.0 - CALIBRATION_CONFIDENCE, r.size))
-    latent = float(np.sum(r ** 2 / v)) / bound
-    noisy = float(np.sum(r ** 2 / (v + n))) / bound
-    return float(np.clip(latent, lo, CALIBRATION_MAX)), float(np.clip(noisy, lo, CALIBRATION_MAX))
 
 
 @dataclass(frozen=True)
@@ -682,9 +668,9 @@ class LCM:
         self._s2: float | None = None
         #: how the last fit went (starts, objective per start, post-fit check)
         self.fit_report: FitReport | None = None
-        #: the last calibration factors computed (pooled, per task), with the state they were computed on
-        #: (see _calibrated)
-        self._calibration: tuple[tuple, tuple[tuple[float, float], np.ndarray]] | None = None
+        #: the last calibration computed (pooled factors, per task calibrations), with the state it was
+        #: computed on (see _calibrated)
+        self._calibration: tuple[tuple, tuple[tuple[float, float], tuple[TaskCalibration, ...]]] | None = None
         #: what :meth:`fit_record` gave when the hyperparameters were fitted, as stored in a history (a
         #: model rebuilt from one: gptask.results.rebuild); None for a model fitted here or never stored
         self.recorded_fit: dict[str, Any] | None = None
@@ -1161,6 +1147,13 @@ class LCM:
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`crossval_residuals` (same arguments) and the task of each held-out observation: four
         (n_held,) arrays, the last of task indices."""
+        held = self.held_out(folds, seed, restandardize, fresh, refit, explore)
+        return held.r, held.v, held.noise, held.task
+
+    def held_out(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, restandardize: bool | None = None,
+                 fresh: bool | None = None, refit: bool | None = None, explore: bool = False) -> HeldOut:
+        """:meth:`fold_residuals` (same arguments) with each fold's prior variance of the held-out point's task
+        (:class:`~gptask.model.numerics.calibration.HeldOut`), what the calibration's shape is fitted to."""
         self._require_data()
         folds = _check_int(folds, "folds", 2)
         Xs, ys = self.data()
@@ -1189,11 +1182,10 @@ class LCM:
                     m, v = sub.predict(i, Xs[i][h])
                     a, b = units[i]
                     out.append(((ys[i][h] - a) / b - m, v, np.full(len(m), float(sub._params["noise"][i])),
-                                np.full(len(m), i)))
+                                np.full(len(m), i), np.full(len(m), float(sub.task_covariance()[i, i]))))
         if not out:
-            return np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=int)
-        r, v, n, t = (np.concatenate(c) for c in zip(*out))
-        return r, v, n, t
+            return HeldOut(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=int), np.zeros(0))
+        return HeldOut(*(np.concatenate(c) for c in zip(*out)))
 
     def standardized_tasks(self) -> np.ndarray:
         """(T,) bool: the tasks of at least three points whose outputs have mean 0 and sd 1 (numpy's
@@ -1216,19 +1208,21 @@ class LCM:
 
     def calibration_factors(self, folds: int = CALIBRATION_FOLDS, seed: int = 0,
                             refit: bool | None = None, explore: bool = False) -> tuple[float, float]:
-        """The factors (latent, noisy) the intervals users see multiply this model's variances by (the search
-        keeps the raw model), from the residuals r of :meth:`crossval_residuals` (fold latent variance v,
-        noise variance n):
+        """The factors (latent, noisy) the intervals users see multiply this model's variances by where the
+        model knows nothing of a point (its variance at the prior's; nearer the data the factor grows, see
+        :meth:`task_calibrations`; the search keeps the raw model), from the residuals r of
+        :meth:`held_out` (fold latent variance v, noise variance n, prior variance P):
 
-        * noisy: the variance ratio of z = r / sqrt(v + n), a one-sided CALIBRATION_CONFIDENCE upper
-          confidence bound s = sum(z^2) / chi2.ppf(1 - CALIBRATION_CONFIDENCE, N) over the N held-out points
-          (wider when few points are held out, the bound of a mean square when many are);
-        * latent: the same bound on r / sqrt(v), the residuals against the latent sd alone: a measurement
-          cannot tell the noise from roughness of the function on scales finer than the data, so the latent
-          interval is held to cover what the folds measure; :meth:`predict_calibrated` caps the latent
-          variance at the noisy one.
+        * noisy: the shape (:func:`gptask.model.numerics.calibration.fit_shape`) of r against v + n: r^2 / P
+          ~ a u^p with u = (v + n) / P, p in [CALIBRATION_POWER_MIN, 1] by maximum likelihood, widened by a
+          one-sided CALIBRATION_CONFIDENCE upper confidence bound sum(r^2 / (P u^p)) / chi2.ppf(1 -
+          CALIBRATION_CONFIDENCE, N) over the N held-out points (wider when few points are held out); the
+          factor at u is that bound times u^(p - 1) (p = 1: one factor everywhere);
+        * latent: the same on r against v alone: a measurement cannot tell the noise from roughness of the
+          function on scales finer than the data, so the latent interval is held to cover what the folds
+          measure; :meth:`predict_calibrated` caps the latent variance at the noisy one.
 
-        Both clipped to [CALIBRATION_MIN, CALIBRATION_MAX] (below 1: the folds say the intervals are too
+        Factors are clipped to [CALIBRATION_MIN, CALIBRATION_MAX] (below 1: the folds say the intervals are too
         wide; CALIBRATION_MIN only with at least CALIBRATION_SHRINK_MIN_POINTS held-out points, else 1);
         (1, 1) with fewer than CALIBRATION_MIN_POINTS held-out points. The folds re-standardise per-task
         standardised tasks and, when data are scarce, start afresh (:meth:`crossval_residuals`). Costs a few
@@ -1238,37 +1232,44 @@ class LCM:
 
     def task_calibration_factors(self, folds: int = CALIBRATION_FOLDS, seed: int = 0,
                                  refit: bool | None = None, explore: bool = False) -> np.ndarray:
-        """(T, 2): each task's factors (latent, noisy), what :meth:`predict_calibrated` uses. Where the folds
-        are refitted (:meth:`crossval_residuals`; at most CALIBRATION_REFIT_MAX_POINTS points, or scarce
-        tasks) every task has :meth:`calibration_factors`, unless the tasks are of unequal size
+        """(T, 2): each task's factors (latent, noisy) where the model knows nothing of a point, from
+        :meth:`task_calibrations`, what :meth:`predict_calibrated` uses. Where the folds are refitted
+        (:meth:`crossval_residuals`; at most CALIBRATION_REFIT_MAX_POINTS points, or scarce tasks) every task
+        has the pooled calibration of :meth:`calibration_factors`, unless the tasks are of unequal size
         (:meth:`unequal_tasks`): then a task with at least CALIBRATION_MIN_POINTS held-out points has the
-        smaller of those and the same bound on its own held-out points (one task's exploding fold no longer
+        smaller of those and the same fit to its own held-out points (one task's exploding fold no longer
         widens every task's intervals; defaults.CALIBRATION_UNEQUAL_TASKS). Where they are conditioned (many
         points), such a task has the larger of the two (clipped to CALIBRATION_MAX): there the pooled factor
         is set by the tasks of many points (sources of hundreds of measurements), and a task of a few runs
         beside them (the one being tuned) would get intervals its own folds do not bear out
         (bench/calibration_large.py: 64-75 % of a held-out GPU's measurements covered on 3 of 18 cases,
         94-100 % with its own bound)."""
-        return self._calibrated(folds, seed, refit, explore)[1].copy()
+        return np.array([c.at_prior() for c in self._calibrated(folds, seed, refit, explore)[1]])
+
+    def task_calibrations(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, refit: bool | None = None,
+                          explore: bool = False) -> list[TaskCalibration]:
+        """(T,) each task's :class:`~gptask.model.numerics.calibration.TaskCalibration`: the factor of its
+        latent and noisy variances as a function of their size relative to the task's prior variance
+        (:meth:`task_calibration_factors` gives them where the model knows nothing)."""
+        return list(self._calibrated(folds, seed, refit, explore)[1])
 
     def _calibrated(self, folds: int, seed: int, refit: bool | None,
-                    explore: bool = False) -> tuple[tuple[float, float], np.ndarray]:
-        """(:meth:`calibration_factors`, :meth:`task_calibration_factors`), computed once per model state."""
+                    explore: bool = False) -> tuple[tuple[float, float], tuple[TaskCalibration, ...]]:
+        """(:meth:`calibration_factors`, :meth:`task_calibrations`), computed once per model state."""
         self._require_data()
         key = (int(self._X.shape[0]), float(self._ll), folds, seed, refit, explore)
         if self._calibration is not None and self._calibration[0] == key:
             return self._calibration[1]
         conditioned = refit is False or (refit is None and not self.refits_folds())
-        r, v, n, t = self.fold_residuals(folds, seed, refit=not conditioned, explore=explore)
-        pooled = _variance_bounds(r, v, n)
-        per_task = np.tile(pooled, (self.n_tasks, 1))
+        held = self.held_out(folds, seed, refit=not conditioned, explore=explore)
+        pooled = held.shapes()
+        per_task = [TaskCalibration(pooled)] * self.n_tasks
         if conditioned or self.unequal_tasks():
-            pick = np.maximum if conditioned else np.minimum
             for i in range(self.n_tasks):
-                mine = t == i
+                mine = held.task == i
                 if mine.sum() >= CALIBRATION_MIN_POINTS:
-                    per_task[i] = pick(pooled, _variance_bounds(r[mine], v[mine], n[mine]))
-        out = (pooled, per_task)
+                    per_task[i] = TaskCalibration(pooled, held.shapes(mine), larger=conditioned)
+        out = (TaskCalibration(pooled).at_prior(), tuple(per_task))
         self._calibration = (key, out)
         return out
 
@@ -1294,14 +1295,18 @@ class LCM:
         return self.calibration_factors(folds, seed)[1]
 
     def predict_calibrated(self, i: int, X: np.ndarray, include_noise: bool = False):
-        """:meth:`predict` with the variances of task i's :meth:`task_calibration_factors`: the posterior mean
-        (n,) and the calibrated variance (n,) of task i at X (n, d), for the intervals users see. With
-        include_noise (a new measurement): (latent variance + noise) x the noisy factor; without: the latent
-        variance x the latent factor, capped at the former."""
+        """:meth:`predict` with the variances of task i's :meth:`task_calibrations`: the posterior mean (n,)
+        and the calibrated variance (n,) of task i at X (n, d), for the intervals users see. With
+        include_noise (a new measurement): (latent variance + noise) x the noisy factor at that variance over
+        the task's prior variance; without: the latent variance x the latent factor at its own, capped at the
+        former."""
+        i = self._check_task(i)
         mean, var = self.predict(i, X)
-        latent, noisy = self._calibrated(CALIBRATION_FOLDS, 0, None)[1][self._check_task(i)]
-        var_noisy = (var + self._params["noise"][self._check_task(i)]) * noisy
-        return mean, var_noisy if include_noise else np.minimum(var * latent, var_noisy)
+        cal = self._calibrated(CALIBRATION_FOLDS, 0, None)[1][i]
+        prior = float(self.task_covariance()[i, i])
+        noisy = var + self._params["noise"][i]
+        var_noisy = noisy * cal.factor(noisy / prior, noisy=True)
+        return mean, var_noisy if include_noise else np.minimum(var * cal.factor(var / prior), var_noisy)
 
     def fit_record(self) -> dict[str, Any]:
         """The fit's diagnostics to store with its hyperparameters (JSON types, no computation beyond a
@@ -1329,9 +1334,11 @@ class LCM:
         model's widening is part of its stored hyperparameters), collapsed (the strings of :meth:`collapsed_lengthscales` on the final
         model), collapse_refit, and the leave-one-out coverage of the 95 % intervals of the observed
         values, with noise (loo_coverage) and of the latent alone (loo_coverage_latent), calibration_factor
-        and calibration_factor_latent (:meth:`calibration_factors`: a few fits), calibration_factor_tasks (the
-        noisy factors of :meth:`task_calibration_factors`, (T,) list), and recorded: :meth:`fit_record` (what the fit found, also
-        when the model was rebuilt from a history)."""
+        and calibration_factor_latent (:meth:`calibration_factors`: a few fits, the factors where the model
+        knows nothing of a point), calibration_factor_tasks (the noisy factors of
+        :meth:`task_calibration_factors`, (T,) list), calibration_power and calibration_power_latent (the pooled
+        shapes' powers, :meth:`task_calibrations`: under 1 the factor grows nearer the data), and recorded:
+        :meth:`fit_record` (what the fit found, also when the model was rebuilt from a history)."""
         self._require_data()
         ys, ms, vs = self.loo()
         y, m, v = np.concatenate(ys), np.concatenate(ms), np.concatenate(vs)
@@ -1346,6 +1353,8 @@ class LCM:
                 "calibration_factor": self.calibration_factor(),
                 "calibration_factor_latent": self.calibration_factors()[0],
                 "calibration_factor_tasks": self.task_calibration_factors()[:, 1].tolist(),
+                "calibration_power": self.task_calibrations()[0].pooled[1].power,
+                "calibration_power_latent": self.task_calibrations()[0].pooled[0].power,
                 "recorded": recorded,
                 "collapsed": self.collapsed_lengthscales(),
                 "collapse_refit": bool(recorded.get("collapse_refit", False)) if rep is None else rep.collapse_refit,
