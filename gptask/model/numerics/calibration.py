@@ -1,14 +1,15 @@
 """The variance factor of the intervals users see, as a function of where a point lies (issue 45).
 
-The folds of a cross-validation (``LCM.fold_residuals``) give held-out residuals r (N,) with the fold
-model's variances w (N,) (latent, or latent plus noise) and its prior variance P (N,) of the held-out point's
-task at one configuration. In relative units, z^2 = r^2 / P and u = w / P (u near 1 far from the data, near
-0 at a data point), the residuals are modelled as r^2 / P ~ a u^p chi^2_1: a variance that shrinks with the
-model's own variance like a power p of it. :func:`fit_shape` fits p in [CALIBRATION_POWER_MIN, 1] by maximum
-likelihood (a in closed form given p) and widens by the one-sided CALIBRATION_CONFIDENCE upper confidence bound
-of the variance ratio, sum(z^2 / u^p) / chi2.ppf(1 - CALIBRATION_CONFIDENCE, N). The calibrated variance at a
-point of relative variance u is then the raw variance times ``scale * u^(p - 1)``
-(:meth:`VarianceShape.factor`), held to [lower, CALIBRATION_MAX].
+The folds of a cross-validation (``LCM.held_out``: :class:`HeldOut`) give held-out residuals r (N,) with the
+fold model's variances w (N,) (latent, or latent plus noise) and its prior variance P (N,) of the held-out
+point's task at one configuration. In relative units, z^2 = r^2 / P and u = w / P (u near 1 far from the
+data, near 0 at a data point), the residuals are modelled as r^2 / P ~ a u^p chi^2_1: a variance that shrinks
+with the model's own variance like a power p of it. :func:`fit_shape` fits p in [CALIBRATION_POWER_MIN, 1] by
+maximum likelihood (a in closed form given p), keeps p = 1 unless the fit gains more than
+CALIBRATION_POWER_NATS on it, and widens by the one-sided CALIBRATION_CONFIDENCE upper confidence bound of the
+variance ratio, sum(z^2 / u^p) / chi2.ppf(1 - CALIBRATION_CONFIDENCE, N). The calibrated variance at a point
+of relative variance u is then the raw variance times ``scale * u^(p - 1)`` (:meth:`VarianceShape.factor`),
+held to [lower, CALIBRATION_MAX].
 
 p = 1 is one factor for the whole space (the rule before, which CALIBRATION_POWER_MIN = 1 restores). After
 a tuning the folds' held-out points sit close to other points; they miss by more of their own (small) sd than
