@@ -210,7 +210,8 @@ RULES["fresh20_measured_ub95_floor0.25_z40"] = {"fresh_below": 20, "latent": "me
 RULES["fresh12_measured_ub90_floor0.25_z40"] = {"fresh_below": 12, "latent": "measured", "stat": "ub90",
                                                 "floor": 0.25, "floor_min_z": 40}
 RULES["main_ub90"] = {"stat": "ub90"}
-#: the library's rule (gptask/model/numerics/defaults.py, LCM.calibration_factors)
+#: the library's rule until session 40 (one factor for the space; since then a power of the point's variance,
+#: bench/calibration_location.py's rule ``shapes``)
 RULES["lib"] = RULES["fresh20_measured_ub90_floor0.25_z40"]
 #: the library's rule with the folds from 20 points per task conditioned on the full fit, not refitted
 #: (``--folds warm,cond``; session 34)

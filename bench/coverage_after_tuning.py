@@ -10,8 +10,8 @@ scores the final model at the target of every tuned task on ``--n-test`` uniform
   (``LCM.predict``, in the model's units);
 * ``cal``: the same for the calibrated interval users see (``LCM.predict_calibrated``, the intervals of
   ``gt.predict`` and of the report);
-* ``factor``: the task's latent calibration factor; ``nrmse``: the posterior mean's RMSE over the truth's
-  standard deviation.
+* ``factor``: the task's latent calibration factor where the model knows nothing of a point (session 40:
+  larger nearer the data); ``nrmse``: the posterior mean's RMSE over the truth's standard deviation.
 
 Kinds: ``input`` and ``tasks`` (multi-fidelity with that ``gptask.tuning.fidelity.LEVEL_MODEL``), ``sf``
 (single fidelity)::
