@@ -52,17 +52,15 @@ from typing import Any, Callable
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.stats import chi2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from calibration_variants import COVER_OK, Z95, upper_factor  # noqa: E402
 from row_files import parse_seeds  # noqa: E402
 
 log = logging.getLogger("calibration_location")
 
-Z95 = 1.959963984540054
-COVER_OK = (0.85, 0.99)
 NEAR_SD = 0.05
 N_NEAR = 100
 
@@ -264,15 +262,15 @@ MIN_POINTS, SHRINK_MIN = 8, 40
 
 def _ub(z2: np.ndarray) -> float:
     """One-sided CONF upper bound on the variance ratio of z-scores with squares z2."""
-    return float(np.sum(z2) / chi2.ppf(1 - CONF, z2.size))
+    return upper_factor(np.sqrt(z2), CONF)
 
 
 def _clip(s: float, n: int) -> float:
     return float(np.clip(s, LO if n >= SHRINK_MIN else 1.0, HI))
 
 
-def affine_fit(r: np.ndarray, v: np.ndarray, c_max: float = np.inf) -> tuple[float, float]:
-    """(a, c) maximising the likelihood of residuals r ~ N(0, a v + c), a > 0, 0 <= c <= c_max (log space;
+def affine_fit(r: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+    """(a, c) maximising the likelihood of residuals r ~ N(0, a v + c), a > 0, c >= 0 (log space;
     c from 1e-8)."""
     def nll(p: np.ndarray) -> float:
         s = np.exp(p[0]) * v + np.exp(p[1])
@@ -282,7 +280,7 @@ def affine_fit(r: np.ndarray, v: np.ndarray, c_max: float = np.inf) -> tuple[flo
     for c0 in (1e-6, float(np.median(v)), float(np.mean(r ** 2))):
         a0 = max(float(np.mean(r ** 2 / v)), 1e-6)
         x = minimize(nll, np.log([a0, max(c0, 1e-8)]), method="L-BFGS-B",
-                     bounds=[(np.log(1e-4), np.log(1e4)), (np.log(1e-8), np.log(min(c_max, 1e4)))])
+                     bounds=[(np.log(1e-4), np.log(1e4)), (np.log(1e-8), np.log(1e4))])
         if best is None or x.fun < best.fun:
             best = x
     return float(np.exp(best.x[0])), float(np.exp(best.x[1]))
@@ -371,53 +369,38 @@ def scalar_shape(r: np.ndarray, w: np.ndarray) -> Callable[[np.ndarray], np.ndar
     return lambda x: x
 
 
-def make_power_prior(power_min: float | None = None, nats: float | None = None) -> Rule:
-    """The library's shape (gptask.model.numerics.calibration.fit_shape: relative to the prior variance),
-    pooled over the tasks, without the per-task rule of unequal tasks; ``power_min`` in place of
-    CALIBRATION_POWER_MIN, ``nats`` in place of CALIBRATION_POWER_NATS."""
-    import gptask.model.numerics.calibration as cal
-    from module_constants import constants_set
-
-    def rule(f: dict[str, np.ndarray], t: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        v, n, prior = t["v"], t["noise"], t["prior"]
-        with constants_set(cal, {**({} if power_min is None else {"CALIBRATION_POWER_MIN": power_min}),
-                                 **({} if nats is None else {"CALIBRATION_POWER_NATS": nats})}):
-            lat = cal.fit_shape(f["r"], f["v"], f["prior"])
-            noisy = cal.fit_shape(f["r"], f["v"] + f["noise"], f["prior"])
-        var_n = (v + n) * noisy.factor((v + n) / prior)
-        return np.minimum(v * lat.factor(v / prior), var_n), var_n
-    return rule
-
-
-def rule_shapes(f: dict[str, np.ndarray], t: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The library's rule recomputed from the folds (LCM.predict_calibrated with refitted folds): the pooled
-    shapes, and on tasks of unequal size (CALIBRATION_UNEQUAL_TASKS) each task of at least MIN_POINTS held-out
-    points the smaller of those and its own at each point; for records made before a change of the rule's
-    constants."""
-    from gptask.model.numerics.calibration import HeldOut, TaskCalibration
+def make_shapes(per_task: bool = True, **fit: float) -> Rule:
+    """The library's rule recomputed from the folds (gptask.model.numerics.calibration: HeldOut.task_calibrations,
+    TaskCalibration.variances), as with refitted folds: the pooled shapes and, with ``per_task`` on tasks of
+    unequal size (CALIBRATION_UNEQUAL_TASKS, by held-out counts), each task of enough held-out points the smaller
+    of those and its own at each point; ``fit``: fit_shape's power_min and nats in place of the library's
+    constants (for variants, and records made before a change of them)."""
+    from gptask.model.numerics.calibration import HeldOut
     from gptask.model.numerics.defaults import CALIBRATION_UNEQUAL_TASKS
 
-    held = HeldOut(f["r"], f["v"], f["noise"], f["task"], f["prior"])
-    pooled = held.shapes()
-    counts = np.bincount(held.task)
-    unequal = counts[counts > 0].max() >= CALIBRATION_UNEQUAL_TASKS * counts[counts > 0].min()
-    lat, noisy = np.empty_like(t["v"]), np.empty_like(t["v"])
-    for i in np.unique(t["task"]):
-        mine = held.task == i
-        cal = TaskCalibration(pooled, held.shapes(mine)) if unequal and mine.sum() >= MIN_POINTS else TaskCalibration(pooled)
-        k = t["task"] == i
-        v, n, prior = t["v"][k], t["noise"][k], t["prior"][k]
-        noisy[k] = (v + n) * cal.factor((v + n) / prior, noisy=True)
-        lat[k] = np.minimum(v * cal.factor(v / prior), noisy[k])
-    return lat, noisy
+    def rule(f: dict[str, np.ndarray], t: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        if t["task"].size == 0:  # a part without points
+            return t["v"], t["v"]
+        held = HeldOut(f["r"], f["v"], f["noise"], f["task"], f["prior"])
+        counts = np.bincount(held.task)
+        counts = counts[counts > 0]
+        unequal = per_task and counts.max() >= CALIBRATION_UNEQUAL_TASKS * counts.min()
+        cals = held.task_calibrations(int(max(held.task.max(), t["task"].max())) + 1,
+                                      "smaller" if unequal else None, **fit)
+        lat, noisy = np.empty_like(t["v"]), np.empty_like(t["v"])
+        for i in np.unique(t["task"]):
+            k = t["task"] == i
+            lat[k], noisy[k] = cals[i].variances(t["v"][k], t["noise"][k], t["prior"][k])
+        return lat, noisy
+    return rule
 
 
 #: rule name -> (the folds it reads: "folds" the library's, "folds_warm", "folds_cond"; the rule)
 RULES: dict[str, tuple[str, Rule]] = {"raw": ("folds", rule_raw), "lib": ("folds", rule_lib),
-                                      "library": ("folds", rule_library), "shapes": ("folds", rule_shapes),
-                                      "power_prior": ("folds", make_power_prior()),
-                                      **{f"power_min{x}": ("folds", make_power_prior(x)) for x in (0.25, 0.5, 0.75)},
-                                      **{f"power_nats{x}": ("folds", make_power_prior(nats=x)) for x in (0, 1, 2, 4)},
+                                      "library": ("folds", rule_library), "shapes": ("folds", make_shapes()),
+                                      "power_prior": ("folds", make_shapes(False)),
+                                      **{f"power_min{x}": ("folds", make_shapes(False, power_min=x)) for x in (0.25, 0.5, 0.75)},
+                                      **{f"power_nats{x}": ("folds", make_shapes(False, nats=x)) for x in (0, 1, 2, 4)},
                                       "scalar": ("folds", _shaped(scalar_shape)),
                                       "affine": ("folds", _shaped(affine_shape)), "power": ("folds", _shaped(power_shape))}
 for _k in FOLD_KINDS:

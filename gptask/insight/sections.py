@@ -416,6 +416,7 @@ def _fit_note(model: Any) -> str:
     ls = ", ".join(f"{v:.3g}" for row in diag["lengthscales"] for v in row)
     noise = diag["noise"]
     pooled, by_task = diag["calibration_factor"], diag.get("calibration_factor_tasks") or [diag["calibration_factor"]]
+    power = min(diag.get("calibration_power", 1.0), diag.get("calibration_power_latent", 1.0))
     text = (f"Model fit: length scales {ls} (inputs scaled to [0, 1]); noise {100 * min(noise):.2g}-"
             f"{100 * max(noise):.2g} % of the output variance; "
             + (f"variances widened x{diag['variance_scale']:.3g} for the hyperparameters fitted; "
@@ -426,9 +427,7 @@ def _fit_note(model: Any) -> str:
             + (f", x{diag['calibration_factor_latent']:.3g} (the latent function, at most the former)"
                if diag.get("calibration_factor_latent") is not None else "")
             + (" where the model knows nothing of a point, wider near its data (the factor times u^(p - 1) at a "
-               f"variance u times the prior's, p = {min(powers):.2g})"
-               if (powers := [diag.get("calibration_power", 1.0), diag.get("calibration_power_latent", 1.0)])
-               and min(powers) < 1.0 else "")
+               f"variance u times the prior's, p = {power:.2g})" if power < 1.0 else "")
             + (f"; up to x{max(by_task):.3g} for a task whose own held-out points need it" if max(by_task) > pooled else "")
             + (f"; down to x{min(by_task):.3g} for a task whose own held-out points bear out narrower intervals"
                if min(by_task) < pooled else "") + ".")

@@ -55,10 +55,14 @@ class VarianceShape:
 IDENTITY = VarianceShape()
 
 
-def fit_shape(r: np.ndarray, w: np.ndarray, prior: np.ndarray) -> VarianceShape:
+def fit_shape(r: np.ndarray, w: np.ndarray, prior: np.ndarray, power_min: float | None = None,
+              nats: float | None = None) -> VarianceShape:
     """The :class:`VarianceShape` of held-out residuals r (N,) with fold variances w (N,) and fold prior
     variances prior (N,) (module docstring); :data:`IDENTITY` under CALIBRATION_MIN_POINTS points. The
-    factor may go under 1 (to CALIBRATION_MIN) only from CALIBRATION_SHRINK_MIN_POINTS points."""
+    factor may go under 1 (to CALIBRATION_MIN) only from CALIBRATION_SHRINK_MIN_POINTS points. power_min and
+    nats: CALIBRATION_POWER_MIN and CALIBRATION_POWER_NATS when None (read at the call)."""
+    power_min = CALIBRATION_POWER_MIN if power_min is None else float(power_min)
+    nats = CALIBRATION_POWER_NATS if nats is None else float(nats)
     r, w, prior = (np.asarray(a, dtype=float) for a in (r, w, prior))
     n = r.size
     if n < CALIBRATION_MIN_POINTS:
@@ -69,11 +73,11 @@ def fit_shape(r: np.ndarray, w: np.ndarray, prior: np.ndarray) -> VarianceShape:
     def nll(p: float) -> float:  # profile: a(p) = mean(z^2 / u^p)
         return float(n * np.log(max(np.mean(z2 * np.exp(-p * log_u)), 1e-300)) + p * np.sum(log_u))
 
-    candidates = [1.0, CALIBRATION_POWER_MIN]
-    if CALIBRATION_POWER_MIN < 1.0:
-        candidates.append(float(minimize_scalar(nll, bounds=(CALIBRATION_POWER_MIN, 1.0), method="bounded").x))
+    candidates = [1.0, power_min]
+    if power_min < 1.0:
+        candidates.append(float(minimize_scalar(nll, bounds=(power_min, 1.0), method="bounded").x))
     p = min(candidates, key=nll)
-    if nll(1.0) - nll(p) <= CALIBRATION_POWER_NATS:  # the folds do not bear out a power under 1
+    if nll(1.0) - nll(p) <= nats:  # the folds do not bear out a power under 1
         p = 1.0
     scale = float(np.sum(z2 * np.exp(-p * log_u)) / chi2.ppf(1.0 - CALIBRATION_CONFIDENCE, n))
     lower = CALIBRATION_MIN if n >= CALIBRATION_SHRINK_MIN_POINTS else 1.0
@@ -92,12 +96,28 @@ class HeldOut:
     task: np.ndarray
     prior: np.ndarray
 
-    def shapes(self, mask: np.ndarray | None = None) -> tuple[VarianceShape, VarianceShape]:
+    def shapes(self, mask: np.ndarray | None = None, **fit: float | None) -> tuple[VarianceShape, VarianceShape]:
         """(latent, noisy) shapes of the points ``mask`` selects (all by default): the latent on r against v
-        alone (the noise cannot be told from roughness finer than the data), the noisy against v + noise."""
+        alone (the noise cannot be told from roughness finer than the data), the noisy against v + noise;
+        ``fit``: :func:`fit_shape`'s power_min and nats."""
         k = slice(None) if mask is None else mask
-        return (fit_shape(self.r[k], self.v[k], self.prior[k]),
-                fit_shape(self.r[k], self.v[k] + self.noise[k], self.prior[k]))
+        return (fit_shape(self.r[k], self.v[k], self.prior[k], **fit),
+                fit_shape(self.r[k], self.v[k] + self.noise[k], self.prior[k], **fit))
+
+    def task_calibrations(self, n_tasks: int, own: str | None = None, **fit: float | None
+                          ) -> tuple["TaskCalibration", ...]:
+        """(n_tasks,) each task's :class:`TaskCalibration`: the pooled shapes of all held-out points and,
+        with ``own`` "smaller" or "larger", for a task of at least CALIBRATION_MIN_POINTS held-out points the
+        smaller or larger of those and the shapes of its own (``LCM.task_calibrations``); ``fit`` as
+        :meth:`shapes`."""
+        pooled = self.shapes(**fit)
+        out = [TaskCalibration(pooled)] * n_tasks
+        if own is not None:
+            for i in range(n_tasks):
+                mine = self.task == i
+                if mine.sum() >= CALIBRATION_MIN_POINTS:
+                    out[i] = TaskCalibration(pooled, self.shapes(mine, **fit), larger=own == "larger")
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -121,3 +141,12 @@ class TaskCalibration:
     def at_prior(self) -> tuple[float, float]:
         """(latent, noisy) factors where the model knows nothing of a point (u = 1)."""
         return float(self.factor(np.ones(1))[0]), float(self.factor(np.ones(1), True)[0])
+
+    def variances(self, v: np.ndarray, noise: np.ndarray | float, prior: np.ndarray | float
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The calibrated (latent, noisy) variances (n,) of raw latent variances v (n,) with the noise
+        variance and the task's prior variance there: (v + noise) x the noisy factor at (v + noise) / prior;
+        v x the latent factor at v / prior, capped at the former."""
+        noisy = v + noise
+        var_noisy = noisy * self.factor(noisy / prior, noisy=True)
+        return np.minimum(v * self.factor(v / prior), var_noisy), var_noisy

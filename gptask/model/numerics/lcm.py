@@ -66,7 +66,7 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        KAPPA_BOUNDS_REL, LENGTHSCALE_BOUNDS, NOISE_BOUNDS_REL, PROBE_POINTS, STALL_NATS,
                        STALL_WINDOW, VAR_FLOOR_REL, WILD_RANGES, KERNEL_CACHE_BYTES, BLAS_THREADS_MIN_N,
                        LML_BLOCK_MIN_ROWS, CALIBRATE_VARIANCE, VARIANCE_SCALE_MAX, VARIANCE_SCALE_POWER, COLLAPSE_GAP_FRACTION,
-                       CALIBRATION_FOLDS, CALIBRATION_MIN_POINTS,
+                       CALIBRATION_FOLDS,
                        CALIBRATION_STANDARD_TOL, CALIBRATION_FRESH_BELOW, CALIBRATION_FRESH_STARTS, CALIBRATION_REFIT_MAX_POINTS, CALIBRATION_UNEQUAL_TASKS,
                        LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR, COLLAPSE_KEEP_NATS,
                        COLLAPSE_REFIT_EVERY_START, COLLAPSE_LOO_NATS)
@@ -1262,14 +1262,9 @@ class LCM:
             return self._calibration[1]
         conditioned = refit is False or (refit is None and not self.refits_folds())
         held = self.held_out(folds, seed, refit=not conditioned, explore=explore)
-        pooled = held.shapes()
-        per_task = [TaskCalibration(pooled)] * self.n_tasks
-        if conditioned or self.unequal_tasks():
-            for i in range(self.n_tasks):
-                mine = held.task == i
-                if mine.sum() >= CALIBRATION_MIN_POINTS:
-                    per_task[i] = TaskCalibration(pooled, held.shapes(mine), larger=conditioned)
-        out = (TaskCalibration(pooled).at_prior(), tuple(per_task))
+        own = "larger" if conditioned else "smaller" if self.unequal_tasks() else None
+        cals = held.task_calibrations(self.n_tasks, own)
+        out = (TaskCalibration(cals[0].pooled).at_prior(), cals)
         self._calibration = (key, out)
         return out
 
@@ -1303,10 +1298,8 @@ class LCM:
         i = self._check_task(i)
         mean, var = self.predict(i, X)
         cal = self._calibrated(CALIBRATION_FOLDS, 0, None)[1][i]
-        prior = float(self.task_covariance()[i, i])
-        noisy = var + self._params["noise"][i]
-        var_noisy = noisy * cal.factor(noisy / prior, noisy=True)
-        return mean, var_noisy if include_noise else np.minimum(var * cal.factor(var / prior), var_noisy)
+        latent, noisy = cal.variances(var, self._params["noise"][i], float(self.task_covariance()[i, i]))
+        return mean, noisy if include_noise else latent
 
     def fit_record(self) -> dict[str, Any]:
         """The fit's diagnostics to store with its hyperparameters (JSON types, no computation beyond a
@@ -1347,14 +1340,15 @@ class LCM:
         rep = self.fit_report
         s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
         recorded = self.fit_record()
+        pooled = self.task_calibrations()[0].pooled
         return {"lengthscales": self._params["lengthscale"].tolist(),
                 "noise": (self._params["noise"] / s2).tolist(),
                 "variance_scale": recorded.get("variance_scale") if rep is None else rep.variance_scale,
                 "calibration_factor": self.calibration_factor(),
                 "calibration_factor_latent": self.calibration_factors()[0],
                 "calibration_factor_tasks": self.task_calibration_factors()[:, 1].tolist(),
-                "calibration_power": self.task_calibrations()[0].pooled[1].power,
-                "calibration_power_latent": self.task_calibrations()[0].pooled[0].power,
+                "calibration_power": pooled[1].power,
+                "calibration_power_latent": pooled[0].power,
                 "recorded": recorded,
                 "collapsed": self.collapsed_lengthscales(),
                 "collapse_refit": bool(recorded.get("collapse_refit", False)) if rep is None else rep.collapse_refit,
