@@ -125,6 +125,54 @@ def test_a_run_stops_when_its_guard_stop_file_goes_and_not_before(tmp_path):
     assert wait_gone([got["pid"], got["child"]]) == []
 
 
+
+HOLDING = """
+import sys, time
+from gptask.evaluation.child import guarded_runs
+with guarded_runs() as guard:
+    print(guard.stop, flush=True)
+    time.sleep(300)
+"""
+
+
+def test_a_killed_tuners_stop_file_is_removed_by_the_next_tuner_and_nothing_else_is(tmp_path, monkeypatch):
+    import json as _json
+    import socket
+    import tempfile
+
+    from gptask.evaluation.child import guarded_runs
+
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+
+    def holding() -> tuple[subprocess.Popen, Path]:
+        proc = subprocess.Popen([sys.executable, "-c", HOLDING], stdout=subprocess.PIPE, text=True, env=env,
+                                cwd=Path(__file__).parent)
+        return proc, Path(proc.stdout.readline().strip())
+
+    alive, live = holding()
+    try:
+        killed, dead = holding()
+        assert dead.parent == tmp_path and live.exists() and dead.exists()
+        killed.send_signal(signal.SIGKILL)  # it cannot remove its own file
+        killed.wait()
+        assert dead.exists()
+        owner = _json.loads(dead.read_text())
+        elsewhere = tmp_path / "gptask-runs-elsewhere.stop"
+        elsewhere.write_text(_json.dumps(dict(owner, host=socket.gethostname() + "-other")))
+        empty = tmp_path / "gptask-runs-empty.stop"
+        empty.write_text("")
+        garbled = tmp_path / "gptask-runs-garbled.stop"
+        garbled.write_text("not an owner")
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        with guarded_runs() as guard:
+            assert not dead.exists()
+            assert live.exists() and elsewhere.exists() and empty.exists() and garbled.exists()
+            assert Path(guard.stop).exists() and guard.holds()
+        assert not Path(guard.stop).exists() and live.exists()
+    finally:
+        alive.kill()
+        alive.wait()
+
 LAUNCHING = """
 import sys, time
 from gptask.evaluation.child import launch

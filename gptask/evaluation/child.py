@@ -55,7 +55,7 @@ from typing import Any
 
 from ..data.storage.owner import Owner, holder_alive, process_alive
 
-__all__ = ["run_in_process_group", "ChildTimeout", "ChildDied", "Guard", "guarded_runs", "die_with", "launch",
+__all__ = ["run_in_process_group", "ChildTimeout", "ChildDied", "Guard", "guarded_runs", "sweep_stale_stop_files", "die_with", "launch",
            "exception_text"]
 
 #: how often the supervisor checks whether the worker has exited (seconds)
@@ -126,18 +126,61 @@ def _parent_of(pid: int) -> int:
     return int(data[data.rindex(")") + 2:].split()[1])
 
 
+#: name of a stop file: ``<prefix><random><suffix>`` in the temporary directory
+STOP_PREFIX, STOP_SUFFIX = "gptask-runs-", ".stop"
+#: a stop file holds its tuner's owner text (about 150 bytes); anything longer is not one of ours
+_STOP_TEXT_MAX = 4096
+
+
 @contextlib.contextmanager
 def guarded_runs() -> Iterator[Guard]:
     """A :class:`Guard` for the runs this process sends to an executor; when the block ends (normally,
     or by SIGTERM, Ctrl-C or an error) its stop file is removed, so every run still going on is killed
-    within :data:`GUARD_POLL_S` by its supervisor."""
-    fd, stop = tempfile.mkstemp(prefix="gptask-runs-", suffix=".stop")
-    os.close(fd)
+    within :data:`GUARD_POLL_S` by its supervisor.
+
+    The stop file holds the tuner's owner text. A tuner killed by SIGKILL cannot remove its file; the
+    next block on the host removes such files (:func:`sweep_stale_stop_files`)."""
+    fd, stop = tempfile.mkstemp(prefix=STOP_PREFIX, suffix=STOP_SUFFIX)
+    guard = Guard.this_process(stop)
     try:
-        yield Guard.this_process(stop)
+        os.write(fd, guard.owner.encode())
+    finally:
+        os.close(fd)
+    sweep_stale_stop_files(Path(stop).parent, keep=stop)
+    try:
+        yield guard
     finally:
         with contextlib.suppress(OSError):
             os.unlink(stop)
+
+
+def sweep_stale_stop_files(directory: Path, keep: str | None = None) -> list[Path]:
+    """Remove the stop files in ``directory`` left by dead tuners of this user on this host; returns
+    those removed.
+
+    A file is removed only when its text names a tuner process on this host that is gone (its pid
+    ended or was reused, or the host rebooted): an empty file (a tuner between creating and writing
+    it, or one of a version that wrote nothing), an unreadable text, another host's tuner (a
+    temporary directory on a shared file system) and another user's file are left alone. Removing a
+    dead tuner's file changes nothing for its runs: their guard no longer holds either way.
+    """
+    removed = []
+    uid = os.getuid()
+    for path in directory.glob(f"{STOP_PREFIX}*{STOP_SUFFIX}"):
+        if str(path) == keep:
+            continue
+        try:
+            if path.lstat().st_uid != uid or not path.is_file() or path.stat().st_size > _STOP_TEXT_MAX:
+                continue
+            text = path.read_text(errors="replace").strip()
+        except OSError:
+            continue
+        if not text or Owner.read(text) is None or holder_alive(text, None, time.time()):
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path)
+    return removed
 
 
 _WATCHED: set[tuple] = set()
