@@ -31,8 +31,10 @@ tuned as bench/coverage_after_tuning.py tunes it, held-out points uniform at the
     python bench/calibration_location.py analyse F [F2 ...] --rules raw,lib,shapes [--cells] [--json OUT]
 
 Rules: ``lib`` the rule before session 40 (one factor per task), ``shapes`` the library's now (recomputed from
-the folds: a factor that is a power of the point's variance relative to the prior), ``library`` the library's
-own recorded intervals (the constants at recording time), ``raw`` none; variants beside them.
+the folds: a factor that is a power of the point's variance relative to the prior), ``levels`` the library's
+now on a model of fidelity levels (``mf:`` records of ``tuned:input``: the target's shapes from the target's
+held-out points, session 41), ``library`` the library's own recorded intervals (the constants at recording
+time), ``raw`` none; variants beside them.
 
 ``analyse`` prints, per rule and case kind, the counts the issue asks for (:func:`summary`): family-sizes
 whose mean coverage of the 95 % interval (latent; noisy where recorded) is in 85-99 % and whose lowest seed is
@@ -369,12 +371,15 @@ def scalar_shape(r: np.ndarray, w: np.ndarray) -> Callable[[np.ndarray], np.ndar
     return lambda x: x
 
 
-def make_shapes(per_task: bool = True, **fit: float) -> Rule:
+def make_shapes(per_task: bool = True, levels: bool = False, **fit: float) -> Rule:
     """The library's rule recomputed from the folds (gptask.model.numerics.calibration: HeldOut.task_calibrations,
     TaskCalibration.variances), as with refitted folds: the pooled shapes and, with ``per_task`` on tasks of
     unequal size (CALIBRATION_UNEQUAL_TASKS, by held-out counts), each task of enough held-out points the smaller
-    of those and its own at each point; ``fit``: fit_shape's power_min and nats in place of the library's
-    constants (for variants, and records made before a change of them)."""
+    of those and its own at each point; with ``levels`` (a model of fidelity levels: ``mf:`` records of
+    ``tuned:input``, whose test points all lie at the target), the target tasks (those of the test points) then
+    the shapes of their own held-out points pooled (HeldOut.for_targets, as LCM.task_calibrations since session
+    41); ``fit``: fit_shape's power_min and nats in place of the library's constants (for variants, and records
+    made before a change of them)."""
     from gptask.model.numerics.calibration import HeldOut
     from gptask.model.numerics.defaults import CALIBRATION_UNEQUAL_TASKS
 
@@ -387,6 +392,8 @@ def make_shapes(per_task: bool = True, **fit: float) -> Rule:
         unequal = per_task and counts.max() >= CALIBRATION_UNEQUAL_TASKS * counts.min()
         cals = held.task_calibrations(int(max(held.task.max(), t["task"].max())) + 1,
                                       "smaller" if unequal else None, **fit)
+        if levels:
+            cals = held.for_targets(cals, np.unique(t["task"]), **fit)
         lat, noisy = np.empty_like(t["v"]), np.empty_like(t["v"])
         for i in np.unique(t["task"]):
             k = t["task"] == i
@@ -398,6 +405,7 @@ def make_shapes(per_task: bool = True, **fit: float) -> Rule:
 #: rule name -> (the folds it reads: "folds" the library's, "folds_warm", "folds_cond"; the rule)
 RULES: dict[str, tuple[str, Rule]] = {"raw": ("folds", rule_raw), "lib": ("folds", rule_lib),
                                       "library": ("folds", rule_library), "shapes": ("folds", make_shapes()),
+                                      "levels": ("folds", make_shapes(levels=True)),
                                       "power_prior": ("folds", make_shapes(False)),
                                       **{f"power_min{x}": ("folds", make_shapes(False, power_min=x)) for x in (0.25, 0.5, 0.75)},
                                       **{f"power_nats{x}": ("folds", make_shapes(False, nats=x)) for x in (0, 1, 2, 4)},

@@ -119,3 +119,51 @@ def test_after_a_tuning_the_intervals_cover_the_function_where_one_factor_was_to
     assert 0.85 <= np.mean(np.concatenate(fitted)) <= 0.99
     assert np.median(ratio) < 0.8
     assert noted >= 1  # a power under 1 on at least one of the tuned histories
+
+
+def test_a_model_of_levels_calibrates_its_target_from_the_target_levels_held_out_points():
+    """A model of fidelity levels (LCM(levels=...)): the target tasks' intervals, the ones users read, take the
+    shapes of the target level's held-out points alone, pooled over the base tasks (by brute force:
+    ref_shape); the cheap level keeps the rule without levels (pooled, or the smaller of pooled and its own on
+    tasks of unequal size), and calibration_factors() stays pooled over every task. Here the target adds a
+    ripple the cheap level lacks, so the folds' cheap points (most of them) are predicted far better than the
+    target's: pooled over all points the target's intervals would be too narrow (the mf families of
+    bench/results/calibrated.md, session 41)."""
+    from gptask.model.numerics import LCM, TaskLevels
+    from gptask.model.numerics.priors import LCMPrior
+
+    rng = np.random.default_rng(5)
+    levels = TaskLevels((0, 1, 0, 1), (0.0, 0.0, 1.0, 1.0))  # tasks 0, 1 the target; 2, 3 the cheap level
+    base = [lambda U: np.sin(5 * U[:, 0]) + U[:, 1], lambda U: np.cos(4 * U[:, 0]) - U[:, 1]]
+    ripple = lambda U: 0.5 * np.sin(6 * U[:, 0] + 2.4 * U[:, 1])  # noqa: E731
+    Xs = [rng.random((n, 2)) for n in (8, 8, 30, 30)]
+    ys = [base[i % 2](X) + (ripple(X) if i < 2 else 0.0) + 0.02 * rng.standard_normal(len(X)) for i, X in enumerate(Xs)]
+    model = LCM(1, "matern52", levels=levels).fit(Xs, ys, restarts=2, seed=0, prior=LCMPrior(dimension=2.0))
+    held = model.held_out()
+    r, v, n, t, P = held.r, held.v, held.noise, held.task, held.prior
+    target = t < 2
+    assert target.sum() == 16
+    got = model.task_calibration_factors()
+    want = [float(ref_factor(ref_shape(r[target], w[target], P[target]), 1.0)) for w in (v, v + n)]
+    assert got[:2] == pytest.approx(np.array([want, want]), rel=1e-3)
+    plain = held.task_calibrations(4, "smaller" if model.unequal_tasks() else None)  # the rule without levels
+    assert got[2:] == pytest.approx(np.array([c.at_prior() for c in plain[2:]]), rel=1e-9)
+    pooled = [float(ref_factor(ref_shape(r, w, P), 1.0)) for w in (v, v + n)]
+    assert model.calibration_factors() == pytest.approx(pooled, rel=1e-3)
+    assert want[0] > 1.5 * pooled[0] and want[1] > 1.5 * pooled[1]  # the target's folds miss by more
+    X = rng.random((5, 2))
+    raw = model.predict(1, X)[1] + model.get_params()["noise"][1]
+    _, var = model.predict_calibrated(1, X, include_noise=True)
+    assert var == pytest.approx(raw * ref_factor(ref_shape(r[target], (v + n)[target], P[target]),
+                                                 raw / model.task_covariance()[1, 1]), rel=1e-3)
+    from gptask.insight.sections import _fit_note  # the report's fit note says whose factor is the widest
+
+    assert f"up to x{want[1]:.3g} for the tasks at the target fidelity, whose own held-out points need it" in _fit_note(model)
+    assert got[2:, 1].min() < pooled[1]  # a cheap task's own folds narrower: named as a task, not the target
+    assert f"down to x{got[2:, 1].min():.3g} for a task whose own held-out points bear out" in _fit_note(model)
+    # no task at the target (level coordinate 0; e.g. a subset of the cheap levels): the rule without levels
+    shifted = LCM(1, "matern52", levels=TaskLevels((0, 1, 0, 1), (0.5, 0.5, 1.0, 1.0)))
+    shifted.condition(Xs, ys, model.get_params())
+    h = shifted.held_out()
+    plain = h.task_calibrations(4, "smaller" if shifted.unequal_tasks() else None)
+    assert shifted.task_calibration_factors() == pytest.approx(np.array([c.at_prior() for c in plain]), rel=1e-9)

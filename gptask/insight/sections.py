@@ -417,6 +417,12 @@ def _fit_note(model: Any) -> str:
     noise = diag["noise"]
     pooled, by_task = diag["calibration_factor"], diag.get("calibration_factor_tasks") or [diag["calibration_factor"]]
     power = min(diag.get("calibration_power", 1.0), diag.get("calibration_power_latent", 1.0))
+    levels = getattr(model, "levels", None)
+
+    def who(k: int) -> str:  # a model of fidelity levels calibrates its target from the target's held-out runs
+        if levels is not None and levels.level[k] == 0.0:
+            return "the tasks at the target fidelity,"
+        return "a task"
     text = (f"Model fit: length scales {ls} (inputs scaled to [0, 1]); noise {100 * min(noise):.2g}-"
             f"{100 * max(noise):.2g} % of the output variance; "
             + (f"variances widened x{diag['variance_scale']:.3g} for the hyperparameters fitted; "
@@ -428,8 +434,8 @@ def _fit_note(model: Any) -> str:
                if diag.get("calibration_factor_latent") is not None else "")
             + (" where the model knows nothing of a point, wider near its data (the factor times u^(p - 1) at a "
                f"variance u times the prior's, p = {power:.2g})" if power < 1.0 else "")
-            + (f"; up to x{max(by_task):.3g} for a task whose own held-out points need it" if max(by_task) > pooled else "")
-            + (f"; down to x{min(by_task):.3g} for a task whose own held-out points bear out narrower intervals"
+            + (f"; up to x{max(by_task):.3g} for {who(int(np.argmax(by_task)))} whose own held-out points need it" if max(by_task) > pooled else "")
+            + (f"; down to x{min(by_task):.3g} for {who(int(np.argmin(by_task)))} whose own held-out points bear out narrower intervals"
                if min(by_task) < pooled else "") + ".")
     recorded = diag.get("recorded") or {}
     if recorded.get("collapse_refit"):

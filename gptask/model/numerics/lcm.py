@@ -71,7 +71,7 @@ from .defaults import (BOUND_TOL_LOG, DEFAULT_BLAS_THREADS, DEFAULT_MAXITER, EXP
                        LAPLACE_STEP, LAPLACE_MAX_SD, LENGTHSCALE_GAP_FLOOR, COLLAPSE_KEEP_NATS,
                        COLLAPSE_REFIT_EVERY_START, COLLAPSE_LOO_NATS)
 from .backend import get_backend
-from .calibration import HeldOut, TaskCalibration
+from .calibration import HeldOut, TaskCalibration, VarianceShape
 from .kernels import check_kernel, from_sqdist, gram, kernel as _kernel, scaled_sqdist
 from .priors import LCMPrior, resolve_prior
 
@@ -1250,12 +1250,16 @@ class LCM:
                           explore: bool = False) -> list[TaskCalibration]:
         """(T,) each task's :class:`~gptask.model.numerics.calibration.TaskCalibration`: the factor of its
         latent and noisy variances as a function of their size relative to the task's prior variance
-        (:meth:`task_calibration_factors` gives them where the model knows nothing)."""
+        (:meth:`task_calibration_factors` gives them where the model knows nothing). With levels, the tasks at
+        the target (level coordinate 0; a subset without them keeps the rule without levels) share the shapes of their own held-out points alone
+        (:meth:`~gptask.model.numerics.calibration.HeldOut.for_targets`) when those number at least
+        CALIBRATION_MIN_POINTS; :meth:`calibration_factors` stays pooled over every task."""
         return list(self._calibrated(folds, seed, refit, explore)[1])
 
-    def _calibrated(self, folds: int, seed: int, refit: bool | None,
-                    explore: bool = False) -> tuple[tuple[float, float], tuple[TaskCalibration, ...]]:
-        """(:meth:`calibration_factors`, :meth:`task_calibrations`), computed once per model state."""
+    def _calibrated(self, folds: int, seed: int, refit: bool | None, explore: bool = False
+                    ) -> tuple[tuple[float, float], tuple[TaskCalibration, ...], tuple[VarianceShape, VarianceShape]]:
+        """(:meth:`calibration_factors`, :meth:`task_calibrations`, the (latent, noisy) shapes pooled over every
+        task), computed once per model state."""
         self._require_data()
         key = (int(self._X.shape[0]), float(self._ll), folds, seed, refit, explore)
         if self._calibration is not None and self._calibration[0] == key:
@@ -1264,7 +1268,10 @@ class LCM:
         held = self.held_out(folds, seed, refit=not conditioned, explore=explore)
         own = "larger" if conditioned else "smaller" if self.unequal_tasks() else None
         cals = held.task_calibrations(self.n_tasks, own)
-        out = (TaskCalibration(cals[0].pooled).at_prior(), cals)
+        pooled = cals[0].pooled
+        if self._levels is not None:  # the target level's intervals from its own held-out points
+            cals = held.for_targets(cals, np.flatnonzero(np.asarray(self._levels.level) == 0.0))
+        out = (TaskCalibration(pooled).at_prior(), cals, pooled)
         self._calibration = (key, out)
         return out
 
@@ -1340,7 +1347,7 @@ class LCM:
         rep = self.fit_report
         s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
         recorded = self.fit_record()
-        pooled = self.task_calibrations()[0].pooled
+        pooled = self._calibrated(CALIBRATION_FOLDS, 0, None)[2]
         return {"lengthscales": self._params["lengthscale"].tolist(),
                 "noise": (self._params["noise"] / s2).tolist(),
                 "variance_scale": recorded.get("variance_scale") if rep is None else rep.variance_scale,
