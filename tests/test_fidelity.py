@@ -1,7 +1,9 @@
 """Fidelity dimensions and cost-aware tuning (issue 44, gptask/problem/fidelity.py, gptask/tuning/fidelity.py):
 bad input, what the objective receives, what the history stores, the cost budget, the guard."""
 
+import json
 import math
+from collections import Counter
 import sqlite3
 
 import numpy as np
@@ -1077,3 +1079,34 @@ def test_pooled_first_pick_ignores_a_task_that_ranks_the_other_way(monkeypatch):
     first = {b: params_key([t for t in runs if t.task_index == b][0].params) for b in range(3)}
     assert first[2] in own[2]
     assert first[0] not in own[2] and first[1] not in own[2]
+
+
+def test_within_task_cross_validation_of_a_fidelity_run_skips_levels_run_once(fidelity_result, tmp_path):
+    """A fidelity level (or auxiliary task) run once cannot be held out: a fold would leave its task without data.
+    The check used to fail on such a history ("X_list[2] must contain at least one point"), and the report said
+    the within-task check was not possible; now every task of two or more runs has each complete run held out
+    once, the others none, and the model predicts each held-out run from the other runs (compared with the
+    model re-conditioned by hand without that run's fold, hyperparameters kept)."""
+    from gptask.transfer.crossval import within_task_cv
+
+    r = fidelity_result
+    counts = [len(ys) for ys in r.model.data()[1]]
+    assert 1 in counts and max(counts) >= 2  # the case: a level run once beside tasks of several runs
+    cv = within_task_cv(r, folds=5, seed=0)
+    held = Counter(p.task_index for p in cv.points)
+    complete = Counter(t["task_index"] for t in r.history if t["status"] == Status.COMPLETE)
+    assert held == Counter({i: complete[i] for i, n in enumerate(counts) if n >= 2})
+    assert 0.0 <= cv.summary()["coverage"] <= 1.0
+    p = cv.points[0]  # by hand: the same fold's model, conditioned without the fold of p
+    Xs, ys = r.model.data()
+    folds = {(q.task_index, json.dumps(q.params, sort_keys=True)) for q in cv.points if q.fold == p.fold}
+    enc = r.problem.param_space.encode
+    keep = [np.array([(i, json.dumps(t["params"], sort_keys=True)) not in folds
+                      for t in r.history if t["task_index"] == i and t["status"] != Status.PENDING])
+            for i in range(len(ys))]
+    units = r.model.fold_units([y[k] for y, k in zip(ys, keep)], r.model.standardized_tasks())
+    sub = r.model.subset(range(len(ys)), [X[k] for X, k in zip(Xs, keep)],
+                         [(y[k] - a) / b for y, k, (a, b) in zip(ys, keep, units)])
+    a, b = units[p.task_index]
+    m, _ = sub.predict(p.task_index, enc([p.params]))
+    assert p.predicted == pytest.approx(float(r.transform.backward(p.task_index, a + b * m)[0]), rel=1e-9)

@@ -12,7 +12,8 @@ units, its standardised value is bounded by (n-1)/sqrt(n), and small tasks cover
 data of every fold, as the model sees them).
 
 * :func:`within_task_cv`: each task's complete trials are split at random (seeded) into ``folds``
-  parts; fold k of every task is held out at once. A prediction is the model's posterior for that
+  parts; fold k of every task is held out at once. A task with a single trial in the model (a
+  fidelity level or an auxiliary task run once) is not held out: no fold can leave a task empty. A prediction is the model's posterior for that
   task *with its noise* (a new measurement), in the fold's units (above), mapped back to the model's
   units of all data and to user units through the output transform.
 * :func:`leave_one_task_out`: task i is removed from the model altogether (its data, its rows of the
@@ -182,7 +183,8 @@ def within_task_cv(result: TuningResult, folds: int = 5, seed: int = 0) -> CVRep
     for mine in trials:
         ok = np.array([t["status"] == Status.COMPLETE for t in mine], dtype=bool)
         f = np.full(len(mine), -1)
-        f[ok] = rng.permutation(int(ok.sum())) % folds
+        if len(mine) >= 2:  # a task of one point keeps it in every fold (a fold cannot leave a task empty)
+            f[ok] = rng.permutation(int(ok.sum())) % folds
         fold_of.append(f)
     report = CVReport(f"within-task {folds}-fold", defaults=_defaults(result))
     T = len(result.tasks)
