@@ -1110,3 +1110,17 @@ def test_within_task_cross_validation_of_a_fidelity_run_skips_levels_run_once(fi
     a, b = units[p.task_index]
     m, _ = sub.predict(p.task_index, enc([p.params]))
     assert p.predicted == pytest.approx(float(r.transform.backward(p.task_index, a + b * m)[0]), rel=1e-9)
+
+
+def test_sensitivity_of_a_fidelity_run_is_of_its_tuned_tasks_at_the_target(fidelity_result):
+    """gt.sensitivity(result) of a run with fidelity averages its tuned tasks at the target, as its recommendations
+    speak of them (it averaged every level before); a cheaper level is asked for by index. Reference: each task
+    analysed alone."""
+    r = fidelity_result
+    rep = gt.sensitivity(r, base=16)
+    assert rep.task_indices == (0, 1) and all(not r.is_low_fidelity(i) for i in rep.task_indices)
+    for k, i in enumerate(rep.task_indices):
+        alone = gt.sensitivity(r, task=i, base=16).per_task[0]
+        np.testing.assert_allclose(rep.per_task[k].total, alone.total, rtol=1e-12)
+        np.testing.assert_allclose(rep.per_task[k].first, alone.first, rtol=1e-12)
+    assert r.is_low_fidelity(2) and gt.sensitivity(r, task=2, base=16).task_indices == (2,)

@@ -331,8 +331,9 @@ def sensitivity(result: Any, task: int | Mapping[str, Any] | None = None, *, bas
     """First-order and total Sobol indices of every parameter on the fitted model's mean.
 
     result: a :class:`gptask.TuningResult` (from ``gt.tune``, ``gt.fit`` or a history) or a model
-    from :func:`gptask.load_model`. task: None, every task with data (and their mean); an index or a
-    task dict, that task alone. base: SALib's N, a power of 2 (``base * (d + 2)`` model evaluations
+    from :func:`gptask.load_model`. task: None, every task with data (and their mean; of a run with
+    fidelity, its tuned tasks at the target only, as its recommendations); an index or a task dict,
+    that task alone. base: SALib's N, a power of 2 (``base * (d + 2)`` model evaluations
     per task, d the number of parameters). scale: "model" or "user" (module docstring). seed: of
     the scrambled sequences and the bootstrap. conf_level: of the confidence intervals.
     Returns a :class:`SensitivityReport`. Raises ValueError for a result without a model, an unknown
@@ -353,6 +354,8 @@ def sensitivity(result: Any, task: int | Mapping[str, Any] | None = None, *, bas
     if len(space) < 2:
         raise ValueError(f"sensitivity: a space of one parameter ({space.names[0]}) has nothing to apportion")
     chosen = _task_indices(task, tasks, model)
+    if task is None and getattr(result, "fidelity", None) is not None:  # the tuned tasks at the target only
+        chosen = [i for i in chosen if not result.is_low_fidelity(i)] or chosen
     names = tuple(space.names)
     salib = {"num_vars": len(names), "names": list(names), "bounds": [[0.0, 1.0]] * len(names)}
     per_task, infeasible = [], []
