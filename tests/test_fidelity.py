@@ -481,6 +481,11 @@ def test_show_and_report_mark_low_fidelity_runs_and_cost(tmp_path, capsys):
     assert float(rows["cost spent (s)"]) == pytest.approx(sum(t.extra["cost"] for t in data.finished), rel=1e-3)
     assert rows["runs by role"].startswith(f"{sum(t.task_index == 0 for t in data.finished)} target")
     assert "low fidelity" in runs(data, None) and _flat_cost(data) == ""
+    # the budget note lists the target task only (levels have no budget of their own) and names the cost budget
+    short = [m for m in data.missing if m.startswith("tasks below their budget")]
+    n0 = sum(t.task_index == 0 for t in data.finished)
+    assert short == ["tasks below their budget of evaluations (the run is unfinished, unless it stopped at a cost "
+                     f"budget, which the history does not record): 0 ({n0}/{data.budget})"]
 
 
 def test_the_report_plots_the_best_target_value_against_cumulative_cost(tmp_path):
