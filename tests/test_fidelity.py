@@ -2,6 +2,7 @@
 bad input, what the objective receives, what the history stores, the cost budget, the guard."""
 
 import json
+import re
 import math
 from collections import Counter
 import sqlite3
@@ -1129,3 +1130,19 @@ def test_sensitivity_of_a_fidelity_run_is_of_its_tuned_tasks_at_the_target(fidel
         np.testing.assert_allclose(rep.per_task[k].total, alone.total, rtol=1e-12)
         np.testing.assert_allclose(rep.per_task[k].first, alone.first, rtol=1e-12)
     assert r.is_low_fidelity(2) and gt.sensitivity(r, task=2, base=16).task_indices == (2,)
+
+
+def test_the_reports_map_of_the_task_space_is_at_the_target_fidelity(tmp_path):
+    """The report's "best configuration across the task space" of a run with fidelity: its levels are task dimensions
+    of the history, and the map spanned them (iterations 37..1000, the other axis at the median level); it now
+    spans the tuned tasks' dimensions at the target."""
+    from gptask.insight.report_data import load_report_data
+    from gptask.insight.sections import ReportOptions, task_space_section
+
+    path = tmp_path / "h.sqlite"
+    gt.tune(problem(), [{"n": 2}, {"n": 4}], cost_budget=8.0, n_initial=6, seed=0, history=path, **FAST)
+    data = load_report_data(path)
+    html = task_space_section(data, ReportOptions())
+    rows = re.findall(r"<tr[^>]*>\s*<td>(\d+)</td>\s*<td>(\d+)</td>", html)
+    assert rows and {int(it) for _, it in rows} == {1000} and {int(n) for n, _ in rows} == {2, 3, 4}
+    assert "iterations 37..1000" not in html and "(n 2..4)" in html

@@ -491,13 +491,23 @@ def _in_percent(row: dict[str, Any]) -> dict[str, Any]:
             for k, v in row.items()}
 
 
+def _target_fidelity(result: Any) -> dict[str, Any]:
+    """The target fidelity of a run with fidelity levels ({name: value}; its levels are task dimensions of the
+    history), {} otherwise."""
+    levels = (result.fidelity or {}).get("levels")
+    return dict(levels[0]) if levels else {}
+
+
 def _default_axes(data: ReportData, dims: list[Any], rng: dict[str, Any]) -> dict[str, list[Any]]:
     from ..space.dimensions import Integer
 
     axes: dict[str, list[Any]] = {}
     space = data.result.problem.task_space
+    target = _target_fidelity(data.result)
     for d in space.dimensions:
-        if d in dims:
+        if d.name in target:  # a fidelity dimension: the map is of the target
+            axes[d.name] = [target[d.name]]
+        elif d in dims:
             lo, hi = rng[d.name]
             vals = np.geomspace(lo, hi, MAP_POINTS) if getattr(d, "log", False) and lo > 0 else \
                 np.linspace(lo, hi, MAP_POINTS)
@@ -516,13 +526,14 @@ def task_space_section(data: ReportData, opts: ReportOptions) -> str:
     if not data.has_model:
         return note_html("No fitted model yet: the map needs run-free predictions.", "missing")
     result = data.result
-    tuned = [i for i in range(len(result.tasks)) if result.model.n_points[i] > 0]
+    target = _target_fidelity(result)
+    tuned = [i for i in range(len(result.tasks)) if result.model.n_points[i] > 0 and not result.is_low_fidelity(i)]
     if len(tuned) < 2:
         return note_html("Run-free prediction across the task space needs 2 tuned tasks; "
                          f"this history has {len(tuned)}.", "missing")
     space = result.problem.task_space
     rng = {d.name: (min(result.tasks[i][d.name] for i in tuned), max(result.tasks[i][d.name] for i in tuned))
-           for d in space.dimensions if is_numeric(d)}
+           for d in space.dimensions if is_numeric(d) and d.name not in target}
     dims = [d for d in space.dimensions if d.name in rng and rng[d.name][0] < rng[d.name][1]][:2]
     if not dims and opts.grid is None:
         return note_html("The tuned tasks do not vary along a numeric task dimension: no map to draw.")
