@@ -10,7 +10,8 @@ factor, on the same fits and folds.
 
 * ``folds``: the library's own cross-validation (:meth:`LCM.held_out` with its defaults, as
   ``LCM.task_calibrations`` computes them): residual, latent variance, noise variance, task, the fold's prior
-  variance; ``folds_<kind>`` (``--fold-kinds``) the same folds warm-started or conditioned;
+  variance; ``folds_<kind>`` (``--fold-kinds``, FOLD_KINDS) the same folds warm-started or conditioned, or on
+  a model of levels grouped by configuration or not;
 * ``test``: held-out configurations of each task: TEST_COLUMNS (the truth's and a new measurement's residual
   from the posterior mean, the full model's latent, noise and prior variance, the library's calibrated
   variances, the task); ``near`` (tuned cases): the same on configurations
@@ -33,8 +34,9 @@ tuned as bench/coverage_after_tuning.py tunes it, held-out points uniform at the
 Rules: ``lib`` the rule before session 40 (one factor per task), ``shapes`` the library's now (recomputed from
 the folds: a factor that is a power of the point's variance relative to the prior), ``levels`` the library's
 now on a model of fidelity levels (``mf:`` records of ``tuned:input``: the target's shapes from the target's
-held-out points, session 41), ``library`` the library's own recorded intervals (the constants at recording
-time), ``raw`` none; variants beside them.
+held-out points, session 41; ``levels_grouped`` on folds that hold out a configuration at every level at
+once, the library's default there since, on records made before it with ``--fold-kinds grouped``), ``library``
+the library's own recorded intervals (the constants at recording time), ``raw`` none; variants beside them.
 
 ``analyse`` prints, per rule and case kind, the counts the issue asks for (:func:`summary`): family-sizes
 whose mean coverage of the 95 % interval (latent; noisy where recorded) is in 85-99 % and whose lowest seed is
@@ -72,7 +74,10 @@ def _r(a: Any) -> list[float]:
 
 
 #: the folds recorded beside the library's default: name -> fold_residuals' arguments
-FOLD_KINDS = {"warm": {"fresh": False, "refit": True}, "cond": {"refit": False}}
+#: (a model of fidelity levels: "grouped" each configuration held out at every level at once, the library's default
+#: there since session 41; "single" each run alone, its rule before; the same folds on other models)
+FOLD_KINDS = {"warm": {"fresh": False, "refit": True}, "cond": {"refit": False}, "grouped": {"grouped": True},
+              "single": {"grouped": False}}
 
 
 def _fold_record(model: Any, kinds: tuple[str, ...] = tuple(FOLD_KINDS)) -> dict[str, Any]:
@@ -415,6 +420,7 @@ for _k in FOLD_KINDS:
     RULES[f"lib_{_k}"] = (f"folds_{_k}", rule_lib)
     RULES[f"affine_{_k}"] = (f"folds_{_k}", _shaped(affine_shape))
     RULES[f"power_{_k}"] = (f"folds_{_k}", _shaped(power_shape))
+    RULES[f"levels_{_k}"] = (f"folds_{_k}", make_shapes(levels=True))
 
 
 def _arrays(d: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -512,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--cases", default="tuned:12")
     r.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-2"))
     r.add_argument("--n-test", type=int, default=200)
-    r.add_argument("--fold-kinds", default=",".join(FOLD_KINDS), help="folds recorded beside the library's")
+    r.add_argument("--fold-kinds", default="warm,cond", help="folds recorded beside the library's (FOLD_KINDS)")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
     a = sub.add_parser("analyse")

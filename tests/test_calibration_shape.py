@@ -132,7 +132,7 @@ def test_a_model_of_levels_calibrates_its_target_from_the_target_levels_held_out
     from gptask.model.numerics import LCM, TaskLevels
     from gptask.model.numerics.priors import LCMPrior
 
-    rng = np.random.default_rng(5)
+    rng = np.random.default_rng(3)
     levels = TaskLevels((0, 1, 0, 1), (0.0, 0.0, 1.0, 1.0))  # tasks 0, 1 the target; 2, 3 the cheap level
     base = [lambda U: np.sin(5 * U[:, 0]) + U[:, 1], lambda U: np.cos(4 * U[:, 0]) - U[:, 1]]
     ripple = lambda U: 0.5 * np.sin(6 * U[:, 0] + 2.4 * U[:, 1])  # noqa: E731
@@ -167,3 +167,32 @@ def test_a_model_of_levels_calibrates_its_target_from_the_target_levels_held_out
     h = shifted.held_out()
     plain = h.task_calibrations(4, "smaller" if shifted.unequal_tasks() else None)
     assert shifted.task_calibration_factors() == pytest.approx(np.array([c.at_prior() for c in plain]), rel=1e-9)
+
+
+def test_folds_of_a_model_of_levels_hold_out_a_configuration_at_every_level_at_once():
+    """A model of levels' folds (LCM.held_out, grouped by default there): a target run promoted from a cheap one
+    shares its configuration, and is held out together with it, as a point users ask about has no run at any
+    level. Reference, one base task and as many folds as configurations (each fold one configuration at every
+    level): the model conditioned by hand on every run but those at the configuration, hyperparameters kept."""
+    from gptask.model.numerics import LCM, TaskLevels
+
+    rng = np.random.default_rng(2)
+    promoted = rng.random((6, 2))
+    X = [promoted, np.vstack([promoted, rng.random((10, 2))])]  # target: 6 configurations run cheaply first
+    f = lambda U: np.sin(5 * U[:, 0]) + U[:, 1]  # noqa: E731
+    y = [f(X[0]), f(X[1]) + 0.3 * X[1][:, 0]]
+    levels = TaskLevels((0, 0), (0.0, 1.0))
+    p = {"lengthscale": np.array([[0.4, 0.6, 1.5]]), "W": np.array([[[1.0]]]), "kappa": np.array([[0.05]]),
+         "noise": np.array([1e-3, 1e-3])}
+    model = LCM(1, "matern52", levels=levels).condition(X, y, p)
+    held = model.held_out(folds=16, refit=False, restandardize=False)
+    got = np.sort(held.r[held.task == 0])
+    want = []
+    for c in promoted:
+        keep = [~np.all(np.isclose(Xi, c), axis=1) for Xi in X]
+        sub = LCM(1, "matern52", levels=levels).condition([Xi[k] for Xi, k in zip(X, keep)],
+                                                          [yi[k] for yi, k in zip(y, keep)], p)
+        want.append(f(c[None])[0] - sub.predict(0, c[None])[0][0])
+    np.testing.assert_allclose(got, np.sort(want), rtol=1e-8, atol=1e-10)
+    alone = model.held_out(folds=16, refit=False, restandardize=False, grouped=False)  # each run alone
+    assert not np.allclose(np.sort(alone.r[alone.task == 0]), np.sort(want), atol=1e-3)  # its cheap twin in the data

@@ -128,8 +128,8 @@ class HeldOut:
         For the target fidelity of a model of levels (``LCM(levels=...)``): its intervals are the ones users
         read, and its points are predicted across levels from cheap runs, which the cheap levels' own held-out
         points (most of the folds) do not measure. Pooled over all levels, the shapes gave intervals covering
-        under 85 % on 17 of 75 tuned task-seeds; over the target level's points alone, on 7
-        (bench/results/calibrated.md, session 41)."""
+        under 85 % on 17 of 75 tuned task-seeds; over the target level's points alone, on 7, and on 5 with the
+        folds grouped by configuration (``LCM.held_out``; bench/results/calibrated.md, session 41)."""
         targets = np.asarray(targets, dtype=int)
         mine = np.isin(self.task, targets)
         if mine.sum() < CALIBRATION_MIN_POINTS:
