@@ -1091,8 +1091,9 @@ def test_within_task_cross_validation_of_a_fidelity_run_skips_levels_run_once(fi
     """A fidelity level (or auxiliary task) run once cannot be held out: a fold would leave its task without data.
     The check used to fail on such a history ("X_list[2] must contain at least one point"), and the report said
     the within-task check was not possible; now every task of two or more runs has each complete run held out
-    once, the others none, and the model predicts each held-out run from the other runs (compared with the
-    model re-conditioned by hand without that run's fold, hyperparameters kept)."""
+    once, the others none, a configuration at every level of its base task in one fold, and the model predicts
+    each held-out run from the other runs (compared with the model re-conditioned by hand without that run's
+    fold, hyperparameters kept)."""
     from gptask.transfer.crossval import within_task_cv
 
     r = fidelity_result
@@ -1103,6 +1104,15 @@ def test_within_task_cross_validation_of_a_fidelity_run_skips_levels_run_once(fi
     complete = Counter(t["task_index"] for t in r.history if t["status"] == Status.COMPLETE)
     assert held == Counter({i: complete[i] for i, n in enumerate(counts) if n >= 2})
     assert 0.0 <= cv.summary()["coverage"] <= 1.0
+    # a configuration is held out at every level of its base task at once (a target run is not predicted from
+    # its cheap twin): its held-out twins at other levels are in the same fold, but where a task's points would
+    # all have fallen in one fold (its last point moves to the next: LCM.fold_parts)
+    group = r.model.levels.group
+    fold = {(q.task_index, json.dumps(q.params, sort_keys=True)): q.fold for q in cv.points}
+    pairs = [(k, k2) for (i, key), k in fold.items() for (j, key2), k2 in fold.items()
+             if j > i and group[j] == group[i] and key2 == key]
+    same = sum(k == k2 for k, k2 in pairs)
+    assert len(pairs) >= 5 and same >= len(pairs) - 2
     p = cv.points[0]  # by hand: the same fold's model, conditioned without the fold of p
     Xs, ys = r.model.data()
     folds = {(q.task_index, json.dumps(q.params, sort_keys=True)) for q in cv.points if q.fold == p.fold}

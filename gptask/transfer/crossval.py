@@ -13,7 +13,10 @@ data of every fold, as the model sees them).
 
 * :func:`within_task_cv`: each task's complete trials are split at random (seeded) into ``folds``
   parts; fold k of every task is held out at once. A task with a single trial in the model (a
-  fidelity level or an auxiliary task run once) is not held out: no fold can leave a task empty. A prediction is the model's posterior for that
+  fidelity level or an auxiliary task run once) is not held out: no fold can leave a task empty. With
+  fidelity levels, a configuration is held out at every level at once
+  (:meth:`gptask.model.numerics.LCM.fold_parts`): a target run promoted from a cheap one is otherwise
+  predicted from its cheap twin, which a new configuration does not have. A prediction is the model's posterior for that
   task *with its noise* (a new measurement), in the fold's units (above), mapped back to the model's
   units of all data and to user units through the output transform.
 * :func:`leave_one_task_out`: task i is removed from the model altogether (its data, its rows of the
@@ -179,11 +182,14 @@ def within_task_cv(result: TuningResult, folds: int = 5, seed: int = 0) -> CVRep
     trials = _trials_by_task(result)
     Xs, ys = model.data()
     rng = np.random.default_rng(seed)
+    grouped = model.fold_parts(folds, seed) if getattr(model, "levels", None) is not None else None
     fold_of = []
-    for mine in trials:
+    for i, mine in enumerate(trials):
         ok = np.array([t["status"] == Status.COMPLETE for t in mine], dtype=bool)
         f = np.full(len(mine), -1)
-        if len(mine) >= 2:  # a task of one point keeps it in every fold (a fold cannot leave a task empty)
+        if grouped is not None:  # fidelity levels: a configuration held out at every level at once
+            f[ok] = grouped[i][ok]
+        elif len(mine) >= 2:  # a task of one point keeps it in every fold (a fold cannot leave a task empty)
             f[ok] = rng.permutation(int(ok.sum())) % folds
         fold_of.append(f)
     report = CVReport(f"within-task {folds}-fold", defaults=_defaults(result))

@@ -1158,19 +1158,14 @@ class LCM:
         (:class:`~gptask.model.numerics.calibration.HeldOut`), what the calibration's shape is fitted to.
 
         grouped (a model of levels; None: whenever the model has levels): every configuration of a base task
-        held out at all its levels at once (:meth:`_grouped_parts`). A target run is mostly a configuration
+        held out at all its levels at once (:meth:`fold_parts`). A target run is mostly a configuration
         promoted from cheap runs; held out alone, it is predicted with its own cheap runs at the same
         configuration in the data, which a point users ask about does not have. Grouped, the target's
         calibrated intervals covered 85-99 % on 48 of 75 tuned task-seeds and under 85 % on 5, against 40 and
         7 (bench/results/calibrated.md, session 41)."""
-        self._require_data()
+        part = self.fold_parts(folds, seed, grouped)
         folds = _check_int(folds, "folds", 2)
         Xs, ys = self.data()
-        rng = np.random.default_rng(_check_int(seed, "seed", 0))
-        if self._levels is not None and grouped is not False:
-            part = self._grouped_parts(Xs, folds, rng)
-        else:
-            part = [rng.permutation(len(y)) % folds if len(y) >= 2 else np.full(len(y), -1) for y in ys]
         std = self.standardized_tasks() if restandardize is None else np.full(len(ys), bool(restandardize))
         fresh = self._scarce_tasks() if fresh is None else fresh
         refit = self.refits_folds() if refit is None else refit
@@ -1199,10 +1194,24 @@ class LCM:
             return HeldOut(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=int), np.zeros(0))
         return HeldOut(*(np.concatenate(c) for c in zip(*out)))
 
+    def fold_parts(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, grouped: bool | None = None
+                   ) -> list[np.ndarray]:
+        """The folds of :meth:`held_out` (same arguments): per task, each point's fold (n_i,) ints in 0 ..
+        folds - 1, -1 for a point never held out (a task of one point). Each task's points in a random order
+        (``np.random.default_rng(seed)``) cycled over the folds; on a model of levels (``grouped`` None or
+        True) each distinct configuration of a base task instead, its runs at every level in one fold (a task
+        whose points would then all fall in one fold has its last point moved to the next fold)."""
+        self._require_data()
+        folds = _check_int(folds, "folds", 2)
+        Xs, ys = self.data()
+        rng = np.random.default_rng(_check_int(seed, "seed", 0))
+        if self._levels is not None and grouped is not False:
+            return self._grouped_parts(Xs, folds, rng)
+        return [rng.permutation(len(y)) % folds if len(y) >= 2 else np.full(len(y), -1) for y in ys]
+
     def _grouped_parts(self, Xs: Sequence[np.ndarray], folds: int, rng: np.random.Generator) -> list[np.ndarray]:
-        """Each task's fold per point (n_i,) such that a configuration of a base task falls in one fold at every
-        level: the distinct configurations of each base task in a seeded random order, cycled over the folds. A
-        task whose points would all fall in one fold takes its own permutation; one of a single point, none (-1)."""
+        """:meth:`fold_parts` of a model of levels: a configuration of a base task in one fold at every level
+        (the distinct configurations of each base task in a seeded random order, cycled over the folds)."""
         group = np.asarray(self._levels.group)
         fold_of: dict[tuple[int, bytes], int] = {}
         for g in range(int(group.max()) + 1):
@@ -1214,8 +1223,8 @@ class LCM:
             p = np.array([fold_of[(int(group[i]), row.tobytes())] for row in X], dtype=int)
             if len(p) < 2:
                 p = np.full(len(p), -1)
-            elif len(set(p.tolist())) < 2:
-                p = rng.permutation(len(p)) % folds
+            elif len(set(p.tolist())) < 2:  # every point in one fold would leave the task empty: move its last
+                p[-1] = (p[-1] + 1) % folds
             out.append(p)
         return out
 
