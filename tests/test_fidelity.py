@@ -1156,3 +1156,30 @@ def test_the_reports_map_of_the_task_space_is_at_the_target_fidelity(tmp_path):
     rows = re.findall(r"<tr[^>]*>\s*<td>(\d+)</td>\s*<td>(\d+)</td>", html)
     assert rows and {int(it) for _, it in rows} == {1000} and {int(n) for n, _ in rows} == {2, 3, 4}
     assert "iterations 37..1000" not in html and "(n 2..4)" in html
+
+
+def test_leave_one_task_out_of_a_fidelity_run_holds_out_a_task_at_every_level():
+    """Leave-one-task-out of a run with fidelity asks how a new problem instance is predicted, and a new instance
+    has no run at any level: a tuned task at the target is held out with its base task's cheap levels (they were
+    kept before, and predicted it from its own cheap runs). Reference: gt.predict on a result built by hand from
+    the other base tasks' runs. Two tuned tasks are too few, said so."""
+    from gptask.results.result import TuningResult
+    from gptask.transfer.crossval import leave_one_task_out
+    from gptask.model.transforms import OutputTransform
+
+    r = gt.tune(problem(), [{"n": 2}, {"n": 3}, {"n": 4}], cost_budget=9.0, n_initial=6, seed=0, **FAST)
+    cv = leave_one_task_out(r, max_points=4)
+    assert {p.task_index for p in cv.points} == {0, 1, 2}  # the tuned tasks at the target only
+    group = r.model.levels.group
+    keep = [j for j in range(len(r.tasks)) if group[j] != group[0]]
+    index = {j: k for k, j in enumerate(keep)}
+    history = [t.replace(task_index=index[t["task_index"]]) for t in r.history
+               if t["task_index"] in index and t["status"] != Status.PENDING]
+    tr = r.transform
+    sub = TuningResult(r.problem, [r.tasks[j] for j in keep], history, r.model.subset(keep),
+                       OutputTransform(tr.use_log, tr.mu[keep], tr.sigma[keep]))
+    mine = [p for p in cv.points if p.task_index == 0]
+    pred, _ = gt.predict(sub, r.tasks[0], [p.params for p in mine])
+    np.testing.assert_allclose([p.predicted for p in mine], pred, rtol=1e-9)
+    with pytest.raises(ValueError, match="needs at least 3 tuned tasks with complete trials at the target, got 2"):
+        leave_one_task_out(gt.tune(problem(), [{"n": 2}, {"n": 4}], cost_budget=6.0, n_initial=6, seed=0, **FAST))

@@ -236,12 +236,22 @@ def leave_one_task_out(result: TuningResult, max_points: int | None = None,
     order (None: all; each held-out task refits the new-task model, the GP over the tasks or the
     joint GP of a problem with features, so large data sets are scored on a sample). tasks: hold
     out only these task indices (None: every task).
+
+    A run with fidelity levels (a model of levels): a new problem instance has no run at any level, so the
+    tuned tasks at the target are the ones held out, each with every level of its base task (the cheap
+    levels of the same instance would otherwise give it away); needs 3 or more such tasks.
     """
     model, tr = result.model, result.transform
     if model is None or tr is None:
         raise ValueError("the result has no fitted model")
     trials = _trials_by_task(result)
     tuned = [i for i, mine in enumerate(trials) if any(t["status"] == Status.COMPLETE for t in mine)]
+    levels = getattr(model, "levels", None)
+    if levels is not None:  # hold out a tuned task at the target with its base task's every level
+        tuned = [i for i in tuned if levels.level[i] == 0.0 and not result.is_low_fidelity(i)]
+        if len(tuned) < 3:
+            raise ValueError("leave-one-task-out of a run with fidelity holds out a tuned task at every level; it "
+                             f"needs at least 3 tuned tasks with complete trials at the target, got {len(tuned)}")
     if len(tuned) < 3:
         raise ValueError(f"leave-one-task-out needs at least 3 tasks with complete trials, got {len(tuned)}")
     values = [t["value"] for mine in trials for t in mine if t["status"] != Status.FAILED]
@@ -254,7 +264,8 @@ def leave_one_task_out(result: TuningResult, max_points: int | None = None,
             raise ValueError(f"tasks {unknown} are not tasks of the result with complete trials ({tuned})")
     report = CVReport("leave-one-task-out", defaults=_defaults(result))
     for i in tuned if tasks is None else sorted(set(tasks)):
-        keep = [j for j in range(len(result.tasks)) if j != i and trials[j]]
+        left_out = {i} if levels is None else {j for j in range(len(result.tasks)) if levels.group[j] == levels.group[i]}
+        keep = [j for j in range(len(result.tasks)) if j not in left_out and trials[j]]
         index = {j: k for k, j in enumerate(keep)}
         history = [t.replace(task_index=index[t["task_index"]]) for j in keep for t in trials[j]]
         sub = TuningResult(result.problem, [result.tasks[j] for j in keep], history, model.subset(keep),
