@@ -158,9 +158,10 @@ def test_a_model_of_levels_calibrates_its_target_from_the_target_levels_held_out
                                                  raw / model.task_covariance()[1, 1]), rel=1e-3)
     from gptask.insight.sections import _fit_note  # the report's fit note says whose factor is the widest
 
-    assert f"up to x{want[1]:.3g} for the tasks at the target fidelity, whose own held-out points need it" in _fit_note(model)
+    note = _fit_note(model)
+    assert f"up to x{want[1]:.3g} for the tasks at the target fidelity, whose own held-out points need it" in note
     assert got[2:, 1].min() < pooled[1]  # a cheap task's own folds narrower: named as a task, not the target
-    assert f"down to x{got[2:, 1].min():.3g} for a task whose own held-out points bear out" in _fit_note(model)
+    assert f"down to x{got[2:, 1].min():.3g} for a task whose own held-out points bear out" in note
     # no task at the target (level coordinate 0; e.g. a subset of the cheap levels): the rule without levels
     shifted = LCM(1, "matern52", levels=TaskLevels((0, 1, 0, 1), (0.5, 0.5, 1.0, 1.0)))
     shifted.condition(Xs, ys, model.get_params())

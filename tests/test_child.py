@@ -125,7 +125,6 @@ def test_a_run_stops_when_its_guard_stop_file_goes_and_not_before(tmp_path):
     assert wait_gone([got["pid"], got["child"]]) == []
 
 
-
 HOLDING = """
 import sys, time
 from gptask.evaluation.child import guarded_runs
@@ -136,7 +135,8 @@ with guarded_runs() as guard:
 
 
 def test_a_killed_tuners_stop_file_is_removed_by_the_next_tuner_and_nothing_else_is(tmp_path, monkeypatch):
-    import json as _json
+    """A tuner killed by SIGKILL leaves its stop file (it cannot remove it); the next guarded block on the host
+    removes it, and leaves a live tuner's file, another host's, an empty one and one that is not an owner's."""
     import socket
     import tempfile
 
@@ -156,9 +156,9 @@ def test_a_killed_tuners_stop_file_is_removed_by_the_next_tuner_and_nothing_else
         killed.send_signal(signal.SIGKILL)  # it cannot remove its own file
         killed.wait()
         assert dead.exists()
-        owner = _json.loads(dead.read_text())
+        owner = json.loads(dead.read_text())
         elsewhere = tmp_path / "gptask-runs-elsewhere.stop"
-        elsewhere.write_text(_json.dumps(dict(owner, host=socket.gethostname() + "-other")))
+        elsewhere.write_text(json.dumps(dict(owner, host=socket.gethostname() + "-other")))
         empty = tmp_path / "gptask-runs-empty.stop"
         empty.write_text("")
         garbled = tmp_path / "gptask-runs-garbled.stop"
@@ -172,6 +172,7 @@ def test_a_killed_tuners_stop_file_is_removed_by_the_next_tuner_and_nothing_else
     finally:
         alive.kill()
         alive.wait()
+
 
 LAUNCHING = """
 import sys, time

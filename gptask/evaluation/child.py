@@ -55,8 +55,8 @@ from typing import Any
 
 from ..data.storage.owner import Owner, holder_alive, process_alive
 
-__all__ = ["run_in_process_group", "ChildTimeout", "ChildDied", "Guard", "guarded_runs", "sweep_stale_stop_files", "die_with", "launch",
-           "exception_text"]
+__all__ = ["run_in_process_group", "ChildTimeout", "ChildDied", "Guard", "guarded_runs", "sweep_stale_stop_files",
+           "die_with", "launch", "exception_text"]
 
 #: how often the supervisor checks whether the worker has exited (seconds)
 SUPERVISOR_POLL_S = 0.05

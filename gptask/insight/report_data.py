@@ -94,7 +94,7 @@ def _missing(data: ReportData) -> list[str]:
         low = data.result.is_low_fidelity if data.result is not None else (lambda i: False)
         for i in range(len(data.tasks)):
             n = sum(t.task_index == i for t in data.finished)
-            if n < data.budget and i not in data.closed and not low(i):  # levels and aux tasks have no budget of their own
+            if n < data.budget and i not in data.closed and not low(i):  # levels and aux tasks: no budget of their own
                 short.append(f"{i} ({n}/{data.budget})")
         if short and any("cost" in t.extra for t in data.finished):  # a cost budget stops first; not recorded
             out.append("tasks below their budget of evaluations (the run is unfinished, unless it stopped at a cost "

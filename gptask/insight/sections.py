@@ -434,9 +434,10 @@ def _fit_note(model: Any) -> str:
                if diag.get("calibration_factor_latent") is not None else "")
             + (" where the model knows nothing of a point, wider near its data (the factor times u^(p - 1) at a "
                f"variance u times the prior's, p = {power:.2g})" if power < 1.0 else "")
-            + (f"; up to x{max(by_task):.3g} for {who(int(np.argmax(by_task)))} whose own held-out points need it" if max(by_task) > pooled else "")
-            + (f"; down to x{min(by_task):.3g} for {who(int(np.argmin(by_task)))} whose own held-out points bear out narrower intervals"
-               if min(by_task) < pooled else "") + ".")
+            + (f"; up to x{max(by_task):.3g} for {who(int(np.argmax(by_task)))} whose own held-out points need it"
+               if max(by_task) > pooled else "")
+            + (f"; down to x{min(by_task):.3g} for {who(int(np.argmin(by_task)))} whose own held-out points bear out "
+               "narrower intervals" if min(by_task) < pooled else "") + ".")
     recorded = diag.get("recorded") or {}
     if recorded.get("collapse_refit"):
         text += " The fit was refitted away from a collapsed length scale."

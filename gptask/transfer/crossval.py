@@ -16,9 +16,9 @@ data of every fold, as the model sees them).
   fidelity level or an auxiliary task run once) is not held out: no fold can leave a task empty. With
   fidelity levels, a configuration is held out at every level at once
   (:meth:`gptask.model.numerics.LCM.fold_parts`): a target run promoted from a cheap one is otherwise
-  predicted from its cheap twin, which a new configuration does not have. A prediction is the model's posterior for that
-  task *with its noise* (a new measurement), in the fold's units (above), mapped back to the model's
-  units of all data and to user units through the output transform.
+  predicted from its cheap twin, which a new configuration does not have. A prediction is the model's
+  posterior for that task *with its noise* (a new measurement), in the fold's units (above), mapped
+  back to the model's units of all data and to user units through the output transform.
 * :func:`leave_one_task_out`: task i is removed from the model altogether (its data, its rows of the
   task covariance, its output transform) and its trials are predicted with :func:`gptask.predict`
   as for a task never seen: the run-free path a user gets for a new problem instance.
@@ -264,7 +264,7 @@ def leave_one_task_out(result: TuningResult, max_points: int | None = None,
             raise ValueError(f"tasks {unknown} are not tasks of the result with complete trials ({tuned})")
     report = CVReport("leave-one-task-out", defaults=_defaults(result))
     for i in tuned if tasks is None else sorted(set(tasks)):
-        left_out = {i} if levels is None else {j for j in range(len(result.tasks)) if levels.group[j] == levels.group[i]}
+        left_out = {i} if levels is None else {j for j, g in enumerate(levels.group) if g == levels.group[i]}
         keep = [j for j in range(len(result.tasks)) if j not in left_out and trials[j]]
         index = {j: k for k, j in enumerate(keep)}
         history = [t.replace(task_index=index[t["task_index"]]) for j in keep for t in trials[j]]

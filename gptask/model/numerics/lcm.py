@@ -1292,9 +1292,10 @@ class LCM:
         """(T,) each task's :class:`~gptask.model.numerics.calibration.TaskCalibration`: the factor of its
         latent and noisy variances as a function of their size relative to the task's prior variance
         (:meth:`task_calibration_factors` gives them where the model knows nothing). With levels, the tasks at
-        the target (level coordinate 0; a subset without them keeps the rule without levels) share the shapes of their own held-out points alone
-        (:meth:`~gptask.model.numerics.calibration.HeldOut.for_targets`) when those number at least
-        CALIBRATION_MIN_POINTS; :meth:`calibration_factors` stays pooled over every task."""
+        the target (level coordinate 0; a subset without them keeps the rule without levels) share the shapes
+        of their own held-out points alone (:meth:`~gptask.model.numerics.calibration.HeldOut.for_targets`)
+        when those number at least CALIBRATION_MIN_POINTS; :meth:`calibration_factors` stays pooled over every
+        task."""
         return list(self._calibrated(folds, seed, refit, explore)[1])
 
     def _calibrated(self, folds: int, seed: int, refit: bool | None, explore: bool = False
