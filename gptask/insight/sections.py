@@ -420,7 +420,7 @@ def _fit_note(model: Any) -> str:
     levels = getattr(model, "levels", None)
 
     def who(k: int) -> str:  # a model of fidelity levels calibrates its target from the target's held-out runs
-        if levels is not None and levels.level[k] == 0.0:
+        if levels is not None and k in levels.targets:
             return "the tasks at the target fidelity,"
         return "a task"
     text = (f"Model fit: length scales {ls} (inputs scaled to [0, 1]); noise {100 * min(noise):.2g}-"

@@ -182,13 +182,13 @@ def within_task_cv(result: TuningResult, folds: int = 5, seed: int = 0) -> CVRep
     trials = _trials_by_task(result)
     Xs, ys = model.data()
     rng = np.random.default_rng(seed)
-    grouped = model.fold_parts(folds, seed) if getattr(model, "levels", None) is not None else None
+    level_parts = model.fold_parts(folds, seed) if getattr(model, "levels", None) is not None else None
     fold_of = []
     for i, mine in enumerate(trials):
         ok = np.array([t["status"] == Status.COMPLETE for t in mine], dtype=bool)
         f = np.full(len(mine), -1)
-        if grouped is not None:  # fidelity levels: a configuration held out at every level at once
-            f[ok] = grouped[i][ok]
+        if level_parts is not None:  # fidelity levels: a configuration held out at every level at once
+            f[ok] = level_parts[i][ok]
         elif len(mine) >= 2:  # a task of one point keeps it in every fold (a fold cannot leave a task empty)
             f[ok] = rng.permutation(int(ok.sum())) % folds
         fold_of.append(f)
@@ -248,7 +248,7 @@ def leave_one_task_out(result: TuningResult, max_points: int | None = None,
     tuned = [i for i, mine in enumerate(trials) if any(t["status"] == Status.COMPLETE for t in mine)]
     levels = getattr(model, "levels", None)
     if levels is not None:  # hold out a tuned task at the target with its base task's every level
-        tuned = [i for i in tuned if levels.level[i] == 0.0 and not result.is_low_fidelity(i)]
+        tuned = [i for i in tuned if i in levels.targets and not result.is_low_fidelity(i)]
         if len(tuned) < 3:
             raise ValueError("leave-one-task-out of a run with fidelity holds out a tuned task at every level; it "
                              f"needs at least 3 tuned tasks with complete trials at the target, got {len(tuned)}")

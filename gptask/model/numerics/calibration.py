@@ -134,8 +134,8 @@ class HeldOut:
         mine = np.isin(self.task, targets)
         if mine.sum() < CALIBRATION_MIN_POINTS:
             return tuple(cals)
-        target = TaskCalibration(self.shapes(mine, **fit))
-        return tuple(target if i in set(targets.tolist()) else c for i, c in enumerate(cals))
+        target, chosen = TaskCalibration(self.shapes(mine, **fit)), set(targets.tolist())
+        return tuple(target if i in chosen else c for i, c in enumerate(cals))
 
 
 @dataclass(frozen=True)

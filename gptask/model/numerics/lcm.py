@@ -151,6 +151,11 @@ class TaskLevels:
     def n_groups(self) -> int:
         return max(self.group) + 1
 
+    @property
+    def targets(self) -> tuple[int, ...]:
+        """The tasks at the target fidelity (level coordinate 0): the ones users read."""
+        return tuple(i for i, u in enumerate(self.level) if u == 0.0)
+
     def to_json(self) -> dict:
         return {"group": list(self.group), "level": list(self.level)}
 
@@ -668,9 +673,10 @@ class LCM:
         self._s2: float | None = None
         #: how the last fit went (starts, objective per start, post-fit check)
         self.fit_report: FitReport | None = None
-        #: the last calibration computed (pooled factors, per task calibrations), with the state it was
-        #: computed on (see _calibrated)
-        self._calibration: tuple[tuple, tuple[tuple[float, float], tuple[TaskCalibration, ...]]] | None = None
+        #: the last calibration computed (per task calibrations, the shapes pooled over every task), with the
+        #: state it was computed on (see _calibrated)
+        self._calibration: tuple[tuple, tuple[tuple[TaskCalibration, ...],
+                                              tuple[VarianceShape, VarianceShape]]] | None = None
         #: what :meth:`fit_record` gave when the hyperparameters were fitted, as stored in a history (a
         #: model rebuilt from one: gptask.results.rebuild); None for a model fitted here or never stored
         self.recorded_fit: dict[str, Any] | None = None
@@ -1269,7 +1275,7 @@ class LCM:
         standardised tasks and, when data are scarce, start afresh (:meth:`crossval_residuals`). Costs a few
         fits (above CALIBRATION_REFIT_MAX_POINTS points a factorisation per fold; ``refit`` and ``explore``
         as there); cached for this model's state (data and hyperparameters)."""
-        return self._calibrated(folds, seed, refit, explore)[0]
+        return TaskCalibration(self._calibrated(folds, seed, refit, explore)[1]).at_prior()
 
     def task_calibration_factors(self, folds: int = CALIBRATION_FOLDS, seed: int = 0,
                                  refit: bool | None = None, explore: bool = False) -> np.ndarray:
@@ -1285,7 +1291,7 @@ class LCM:
         beside them (the one being tuned) would get intervals its own folds do not bear out
         (bench/calibration_large.py: 64-75 % of a held-out GPU's measurements covered on 3 of 18 cases,
         94-100 % with its own bound)."""
-        return np.array([c.at_prior() for c in self._calibrated(folds, seed, refit, explore)[1]])
+        return np.array([c.at_prior() for c in self._calibrated(folds, seed, refit, explore)[0]])
 
     def task_calibrations(self, folds: int = CALIBRATION_FOLDS, seed: int = 0, refit: bool | None = None,
                           explore: bool = False) -> list[TaskCalibration]:
@@ -1296,12 +1302,12 @@ class LCM:
         of their own held-out points alone (:meth:`~gptask.model.numerics.calibration.HeldOut.for_targets`)
         when those number at least CALIBRATION_MIN_POINTS; :meth:`calibration_factors` stays pooled over every
         task."""
-        return list(self._calibrated(folds, seed, refit, explore)[1])
+        return list(self._calibrated(folds, seed, refit, explore)[0])
 
     def _calibrated(self, folds: int, seed: int, refit: bool | None, explore: bool = False
-                    ) -> tuple[tuple[float, float], tuple[TaskCalibration, ...], tuple[VarianceShape, VarianceShape]]:
-        """(:meth:`calibration_factors`, :meth:`task_calibrations`, the (latent, noisy) shapes pooled over every
-        task), computed once per model state."""
+                    ) -> tuple[tuple[TaskCalibration, ...], tuple[VarianceShape, VarianceShape]]:
+        """(:meth:`task_calibrations`, the (latent, noisy) shapes pooled over every task, whose factors are
+        :meth:`calibration_factors`), computed once per model state."""
         self._require_data()
         key = (int(self._X.shape[0]), float(self._ll), folds, seed, refit, explore)
         if self._calibration is not None and self._calibration[0] == key:
@@ -1312,8 +1318,8 @@ class LCM:
         cals = held.task_calibrations(self.n_tasks, own)
         pooled = cals[0].pooled
         if self._levels is not None:  # the target level's intervals from its own held-out points
-            cals = held.for_targets(cals, np.flatnonzero(np.asarray(self._levels.level) == 0.0))
-        out = (TaskCalibration(pooled).at_prior(), cals, pooled)
+            cals = held.for_targets(cals, np.array(self._levels.targets, dtype=int))
+        out = (cals, pooled)
         self._calibration = (key, out)
         return out
 
@@ -1346,7 +1352,7 @@ class LCM:
         former."""
         i = self._check_task(i)
         mean, var = self.predict(i, X)
-        cal = self._calibrated(CALIBRATION_FOLDS, 0, None)[1][i]
+        cal = self._calibrated(CALIBRATION_FOLDS, 0, None)[0][i]
         latent, noisy = cal.variances(var, self._params["noise"][i], float(self.task_covariance()[i, i]))
         return mean, noisy if include_noise else latent
 
@@ -1389,7 +1395,7 @@ class LCM:
         rep = self.fit_report
         s2 = self._s2 if self._s2 is not None else _output_scale(self._y)
         recorded = self.fit_record()
-        pooled = self._calibrated(CALIBRATION_FOLDS, 0, None)[2]
+        pooled = self._calibrated(CALIBRATION_FOLDS, 0, None)[1]
         return {"lengthscales": self._params["lengthscale"].tolist(),
                 "noise": (self._params["noise"] / s2).tolist(),
                 "variance_scale": recorded.get("variance_scale") if rep is None else rep.variance_scale,
