@@ -304,6 +304,40 @@ def test_tune_on_the_torch_backend_proposes_what_numpy_proposes(monkeypatch, tmp
     assert p_torch.value == pytest.approx(p_numpy.value, rel=1e-6)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_fidelity_run_on_the_torch_backend_proposes_what_numpy_proposes(device, monkeypatch):
+    """A cost-budget run with a fidelity dimension (levels in the model, each proposal a level and a
+    configuration by expected gain per unit cost) on the torch backend: the same runs at the same levels as on
+    numpy, and the calibrated intervals of gt.predict agree. On "cpu" torch's CPU build stands in for the GPU
+    (the device name "cuda" mapped to it); on "cuda" the run is on the GPU."""
+    import gptask as gt
+    import gptask.tuning.config as tuner_mod
+
+    if device == "cpu":
+        resolve = lcm_mod._resolve_backend
+        monkeypatch.setattr(lcm_mod, "_resolve_backend", lambda backend, dev: get_backend("torch", "cpu")
+                            if dev == "cuda" else resolve(backend, dev))
+        monkeypatch.setattr(tuner_mod, "check_device", lambda dev: dev)
+    prob = gt.Problem(gt.Space([gt.Integer("n", 1, 3)]), gt.Space([gt.Real("x", 0, 1), gt.Real("y", 0, 1)]),
+                      lambda t, p: (p["x"] - 0.3) ** 2 + (p["y"] - 0.7) ** 2
+                      + 0.3 * (1 - p["iterations"] / 1000) * (p["x"] + 0.2) + 0.05 * t["n"],
+                      fidelity=gt.Space([gt.Integer("iterations", 10, 1000, log=True)]),
+                      target_fidelity={"iterations": 1000}, run_cost=lambda point: point["iterations"] / 1000.0)
+    kw = dict(cost_budget=5.0, n_initial=6, seed=2, restarts=1, refit_restarts=1, pso_particles=12, pso_iters=8,
+              progress=False)
+    on_numpy = gt.tune(prob, [{"n": 1}, {"n": 3}], **kw)
+    on_torch = gt.tune(prob, [{"n": 1}, {"n": 3}], device="cuda", **kw)
+    assert on_numpy.model.backend == "numpy" and on_torch.model.backend == "torch"
+    runs = [[(t.task["n"], t.task["iterations"]) for t in r.history] for r in (on_numpy, on_torch)]
+    assert runs[1] == runs[0] and len({it for _, it in runs[0]}) > 1  # the same levels bought, several of them
+    a, b = ([[t.params["x"], t.params["y"]] for t in r.history] for r in (on_numpy, on_torch))
+    np.testing.assert_allclose(b, a, atol=1e-6)
+    at = [{"x": 0.3, "y": 0.7}, {"x": 0.9, "y": 0.1}]  # a tuned task: the LCM's calibrated intervals
+    (mean, std), (mean_t, std_t) = (gt.predict(r, {"n": 3}, at) for r in (on_numpy, on_torch))
+    _close(mean_t, mean, rtol=1e-6)
+    _close(std_t, std, rtol=1e-3)  # the calibration's refitted folds follow the optimiser's path to ~1e-5
+
+
 def test_tune_refuses_a_missing_device_before_any_run():
     """device= names a device that is not there: refused at the API boundary, nothing runs."""
     import gptask as gt
@@ -324,3 +358,38 @@ def test_tune_refuses_a_missing_device_before_any_run():
         with pytest.raises(ValueError, match="no CUDA device"):
             gt.tune(prob, 2, 4, progress=False, device="cuda")
     assert calls == []
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_calibrated_intervals_equal_numpy(device):
+    """The intervals users read (predict_calibrated, task_calibration_factors) on torch equal numpy's: on a
+    model of fidelity levels, whose folds hold out a configuration at every level at once and are refitted,
+    the target's shape fitted to the target's own held-out points (sessions 40-41); and with folds conditioned
+    on the model's hyperparameters (the rule above CALIBRATION_REFIT_MAX_POINTS points), each task's factor the
+    larger of the pooled one and its own."""
+    from gptask.model.numerics import TaskLevels
+
+    rng = np.random.default_rng(7)
+    levels = TaskLevels((0, 1, 0, 1), (0.0, 0.0, 1.0, 1.0))
+    promoted = [rng.random((6, 2)) for _ in range(2)]
+    Xs = promoted + [np.vstack([x, rng.random((14, 2))]) for x in promoted]
+    ys = [np.sin(4 * X[:, 0]) + (i % 2) * X[:, 1] + (0.3 * np.cos(5 * X[:, 1]) if i < 2 else 0.0)
+          + 0.02 * rng.standard_normal(len(X)) for i, X in enumerate(Xs)]
+    kw = dict(restarts=2, seed=1, maxiter=40)
+    m = LCM(1, "matern52", levels=levels).fit(Xs, ys, **kw)
+    mt = LCM(1, "matern52", levels=levels, backend="torch", device=device).fit(Xs, ys, **kw)
+    Xt = rng.random((7, 2))
+    assert mt.task_calibration_factors() == pytest.approx(m.task_calibration_factors(), rel=1e-4)
+    for i in (0, 1):
+        for noise in (False, True):
+            for u, v in zip(m.predict_calibrated(i, Xt, noise), mt.predict_calibrated(i, Xt, noise)):
+                _close(v, u, rtol=1e-4, atol=1e-9)
+    Xs, ys = make_data([30, 24, 8], d=2, seed=8)
+    p = random_params(Q=2, T=3, d=2, rank=1, seed=8)
+    m = LCM(2).condition(Xs, ys, p)
+    mt = LCM(2, backend="torch", device=device).condition(Xs, ys, p)
+    got, want = mt.task_calibrations(refit=False), m.task_calibrations(refit=False)
+    _close(np.array([c.at_prior() for c in got]), np.array([c.at_prior() for c in want]))
+    held, held_t = m.held_out(refit=False), mt.held_out(refit=False)
+    for key in ("r", "v", "noise", "prior"):
+        _close(getattr(held_t, key), getattr(held, key))
