@@ -25,7 +25,8 @@ bench/calibration.py draws them) and ``tuned:N`` (a tuning of N runs per task, h
 hypercube per task, as bench/coverage_after_tuning.py scores the generated families, or on a recorded family
 (convolution, pdgeqrf16) its configurations not observed); ``mf:<family>`` with case
 ``tuned:sf``, ``tuned:input`` or ``tuned:tasks``: a multi-fidelity family of bench/multifidelity_families.py
-tuned as bench/coverage_after_tuning.py tunes it, held-out points uniform at the target::
+tuned as bench/coverage_after_tuning.py tunes it, held-out points uniform at the target and ``near`` each task's
+best target run (session 42)::
 
     python bench/calibration_location.py run --families gen:0-9 --cases tuned:12,design:5,design:12 --seeds 0-4 --fold-kinds cond --out F
     python bench/calibration_location.py run --families quick --cases design:5,design:12,design:20,design:30 --seeds 0-9 --n-test 40 --fold-kinds "" --out F
@@ -207,7 +208,9 @@ def record_tuned(fam: Any, runs: int, seed: int, n_test: int, kinds: tuple[str, 
 
 def record_mf(name: str, kind: str, seed: int, n_test: int, kinds: tuple[str, ...]) -> dict[str, Any]:
     """A multi-fidelity family of bench/multifidelity_families.py tuned as bench/coverage_after_tuning.py
-    does (``kind`` sf, input or tasks), its held-out points uniform at the target (no ``near``)."""
+    does (``kind`` sf, input or tasks), its held-out points uniform at the target; ``near`` (session 42) the
+    same around each task's best run at the target (its encoding plus N(0, NEAR_SD) per column, clipped; N_NEAR
+    of them, none observed), where a recommendation's interval is read."""
     import coverage_after_tuning as cat
     import multifidelity_families as mff
     from gptask.transfer.predict import as_transfer_model
@@ -216,12 +219,21 @@ def record_mf(name: str, kind: str, seed: int, n_test: int, kinds: tuple[str, ..
     res = cat.tune(fam, kind, seed)
     model, tm = res.model, as_transfer_model(res)
     rng = np.random.default_rng(1000 + seed)
-    parts = []
+    parts, near = [], []
+    near_rng = np.random.default_rng(2000 + seed)  # apart: the uniform points as recorded before session 42
+    Xs, ys = model.data()
+    names = fam.objective.names
     for i in range(len(fam.tasks)):
         U = rng.random((n_test, fam.dim))
-        X = tm.param_space.encode([dict(zip(fam.objective.names, map(float, u))) for u in U])
+        X = tm.param_space.encode([dict(zip(names, map(float, u))) for u in U])
         parts.append((i, X, fam.objective.value(i, U, mff.TARGET), None))  # noise-free families
-    return {**_fold_record(model, kinds), "test": _test_record(model, tm, parts)}
+        best = Xs[i][int(np.argmin(ys[i]))]
+        cand = np.clip(best + NEAR_SD * near_rng.standard_normal((N_NEAR, best.size)), 0.0, 1.0)
+        cand = cand[~np.any(np.all(np.isclose(cand[:, None, :], Xs[i][None]), axis=2), axis=1)]
+        U = np.array([[float(c[k]) for k in names] for c in tm.param_space.decode(cand)])
+        near.append((i, tm.param_space.encode([dict(zip(names, map(float, u))) for u in U]),
+                     fam.objective.value(i, U, mff.TARGET), None))
+    return {**_fold_record(model, kinds), "test": _test_record(model, tm, parts), "near": _test_record(model, tm, near)}
 
 
 def cmd_run(args: argparse.Namespace) -> int:

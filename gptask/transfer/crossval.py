@@ -6,7 +6,8 @@ predictions of every held-out COMPLETE trial against its measured value. The hyp
 the held-out points, so the figures are slightly optimistic; ``bench/run_free.py`` measures the
 same with a full refit per fold. The units did not see them: within a task, a fold puts a per-task
 standardised task (:meth:`~gptask.model.numerics.LCM.standardized_tasks`, the tuner's output
-transform) in the units of its remaining points (:meth:`~gptask.model.numerics.LCM.fold_units`), as
+transform) in the units of its remaining points (:meth:`~gptask.model.numerics.LCM.task_fold_units`: with
+fidelity levels every level of a base task in its cheapest level's units, as the tuner puts them), as
 the tuner would see a new point (issue 45: with the held-out point inside the sample that set its
 units, its standardised value is bounded by (n-1)/sqrt(n), and small tasks covered too much). Failed and censored trials are never held out (they stay in the
 data of every fold, as the model sees them).
@@ -199,7 +200,7 @@ def within_task_cv(result: TuningResult, folds: int = 5, seed: int = 0) -> CVRep
         keep = [fold_of[i] != k for i in range(T)]
         # a per-task standardised task is re-standardised on the fold's remaining points (its held-out
         # points must not set the units they are scored in: issue 45)
-        units = model.fold_units([ys[i][keep[i]] for i in range(T)], standardized)
+        units = model.task_fold_units(keep, standardized)
         sub = model.subset(range(T), [Xs[i][keep[i]] for i in range(T)],
                            [(ys[i][keep[i]] - units[i][0]) / units[i][1] for i in range(T)])
         for i in range(T):
