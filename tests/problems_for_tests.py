@@ -25,6 +25,12 @@ def counting_problem(log: str = "", sleep: float = 0.0) -> gt.Problem:
     return gt.Problem(tasks, params, f, name="counting")
 
 
+def costed_problem() -> gt.Problem:
+    """:func:`counting_problem` whose every run costs 1 (a user cost model: ``run_cost``)."""
+    base = counting_problem()
+    return gt.Problem(base.task_space, base.param_space, base.objective, name="costed", run_cost=lambda point: 1.0)
+
+
 def failing_problem() -> gt.Problem:
     """Fails in three ways in three regions of x; smooth elsewhere (minimum near x = 0.3)."""
     tasks = gt.Space([gt.Real("t", 0.0, 1.0)])

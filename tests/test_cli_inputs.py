@@ -320,6 +320,25 @@ def test_a_later_ask_keeps_the_target_and_failure_model_of_the_first(tmp_path, c
         assert s.get_meta("settings")["failure_model"] is True
 
 
+def test_ask_keeps_to_the_cost_budget_the_history_records(tmp_path, capsys):
+    """A history tuned with a cost budget (each run costing 1 here) records it; `gptask ask` on it takes it, as it
+    takes the history's budget of runs: once the summed cost reaches it, nothing is asked (without it the
+    history's budget of 20 runs per task would have let it ask on)."""
+    import gptask as gt
+    from problems_for_tests import costed_problem
+
+    path = tmp_path / "h.sqlite"
+    r = gt.tune(costed_problem(), [{"t": 0.3}], budget=20, cost_budget=5.0, n_initial=3, seed=0, history=path,
+                progress=False, restarts=1, pso_particles=8, pso_iters=4)
+    assert len(r.history) == 5 and r.cost_budget == 5.0
+    with SQLiteStorage(path, read_only=True) as s:
+        assert s.get_meta("settings")["cost_budget"] == 5.0 and s.get_meta("settings")["budget"] == 20
+    code, err = run(["ask", path, "--problem", "problems_for_tests:costed_problem", "-n", "1"], capsys)
+    assert code == 0 and "nothing to ask" in err
+    with SQLiteStorage(path, read_only=True) as s:
+        assert len(s.trials()) == 5
+
+
 def test_more_tasks_in_a_history_are_not_a_change_of_target(caplog):
     from gptask.tuning.tuner import warn_if_changed
 

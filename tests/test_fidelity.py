@@ -482,11 +482,47 @@ def test_show_and_report_mark_low_fidelity_runs_and_cost(tmp_path, capsys):
     assert float(rows["cost spent (s)"]) == pytest.approx(sum(t.extra["cost"] for t in data.finished), rel=1e-3)
     assert rows["runs by role"].startswith(f"{sum(t.task_index == 0 for t in data.finished)} target")
     assert "low fidelity" in runs(data, None) and _flat_cost(data) == ""
-    # the budget note lists the target task only (levels have no budget of their own) and names the cost budget
-    short = [m for m in data.missing if m.startswith("tasks below their budget")]
+    # the history records the cost budget: a run that spent it is not unfinished, whatever its evaluations
+    assert data.cost_budget == 4.0 and rows["cost budget (s)"] == "4"
+    assert float(rows["cost spent (s)"]) >= 4.0
+    assert not [m for m in data.missing if m.startswith("tasks below their budget")]
+
+
+def test_the_history_records_the_cost_budget_and_the_report_says_how_much_is_left(tmp_path, caplog):
+    """A cost-budget run records its budget with the run's settings: the report's note on an unfinished run says
+    how much of it was spent and lists the tuned tasks only (levels have no budget of their own); a resumed run
+    that changes it is told; a history of an earlier version (no cost budget recorded) keeps the old wording
+    (`gptask ask` keeps to it: tests/test_cli_inputs.py). Reference: the costs summed from the stored trials."""
+    import logging
+
+    from gptask.data.run_header import RunHeader, write_settings
+    from gptask.data.storage import open_history
+    from gptask.insight.report_data import load_report_data
+
+    path = tmp_path / "h.sqlite"
+    gt.tune(problem(), [{"n": 2}], cost_budget=4.0, n_initial=4, seed=0, history=path, **FAST)
+    with open_history(path) as h:
+        settings = RunHeader.read(h).settings
+        assert settings["cost_budget"] == 4.0
+        write_settings(h, {**settings, "cost_budget": 50.0})  # as if the run had been killed early
+    data = load_report_data(path)
+    spent = sum(float(t.extra["cost"]) for t in data.finished)
     n0 = sum(t.task_index == 0 for t in data.finished)
+    short = [m for m in data.missing if m.startswith("tasks below their budget")]
+    assert short == [f"tasks below their budget of evaluations (the run is unfinished: {spent:.4g} of its cost "
+                     f"budget of 50 spent): 0 ({n0}/{data.budget})"]
+    with open_history(path) as h:
+        settings = {k: v for k, v in RunHeader.read(h).settings.items() if k != "cost_budget"}
+        write_settings(h, settings)  # a history of an earlier version
+    short = [m for m in load_report_data(path).missing if m.startswith("tasks below their budget")]
     assert short == ["tasks below their budget of evaluations (the run is unfinished, unless it stopped at a cost "
-                     f"budget, which the history does not record): 0 ({n0}/{data.budget})"]
+                     f"budget, which histories of earlier versions do not record): 0 ({n0}/{data.budget})"]
+    with open_history(path) as h:
+        write_settings(h, {**settings, "cost_budget": 4.0})
+    with caplog.at_level(logging.WARNING, logger="gptask"):
+        gt.tune(problem(), [{"n": 2}], cost_budget=6.0, n_initial=4, seed=0, history=path, **FAST)
+    assert "was tuned with a cost budget of 4.0; this run changes it to 6.0" in caplog.text
+    assert load_report_data(path).cost_budget == 6.0
 
 
 def test_the_report_plots_the_best_target_value_against_cumulative_cost(tmp_path):

@@ -33,10 +33,11 @@ def _tuner_for_ask(args: argparse.Namespace):
     target = args.target if args.target is not None else stored.get("target")
     failure_model = (failure_model_arg(args.failure_model) if args.failure_model is not None
                      else stored.get("failure_model", True))
-    # an ask runs nothing: the machine is the one that tells (gptask tell --machine)
+    # an ask runs nothing: the machine is the one that tells (gptask tell --machine); a cost budget the history
+    # records (a gt.tune or gptask tune run given one) holds for the runs asked too
     return Tuner(problem, tasks, budget, n_initial, seed, args.history, target=target,
                  owner=Owner.detached("gptask ask"), lease=args.lease, provenance=None,
-                 failure_model=failure_model)
+                 failure_model=failure_model, cost_budget=stored.get("cost_budget"))
 
 
 def cmd_ask(args: argparse.Namespace) -> int:

@@ -7,7 +7,8 @@ newer histories)::
 
     seed               int: the seed of the run that made the history (a resumed run must give the same)
     settings           {"budget": int, "n_initial": int | null, "kernel": str,
-                        "failure_model": bool | float, "target": [float | null, ...] | null}
+                        "failure_model": bool | float, "target": [float | null, ...] | null,
+                        "cost_budget": float (a run given one only; absent before session 42)}
     use_log            bool: the primary output's model is fitted on log values
     use_log:<name>     bool: the same, for the modelled output <name> other than the primary one
     model:<name>       {"iteration", "params", "log_likelihood", "data_key"}: the last fit of the
@@ -109,6 +110,12 @@ class RunHeader:
         return self.settings.get("budget")
 
     @property
+    def cost_budget(self) -> float | None:
+        """The summed run cost at which the run stops (None: no cost budget, or a history before session 42)."""
+        value = self.settings.get("cost_budget")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @property
     def n_initial(self) -> int | None:
         return self.settings.get("n_initial")
 
@@ -132,10 +139,14 @@ class RunHeader:
 
 
 def run_settings(budget: int, n_initial: int | None, kernel: str, failure_model: bool | float,
-                 target: Sequence[float | None] | None) -> dict[str, Any]:
-    """The ``settings`` value of a run (its keys in the order every version wrote them)."""
-    return {"budget": budget, "n_initial": n_initial, "kernel": kernel, "failure_model": failure_model,
-            "target": target}
+                 target: Sequence[float | None] | None, cost_budget: float | None = None) -> dict[str, Any]:
+    """The ``settings`` value of a run (its keys in the order every version wrote them; ``cost_budget``,
+    the summed run cost at which the run stops, only when given)."""
+    out = {"budget": budget, "n_initial": n_initial, "kernel": kernel, "failure_model": failure_model,
+           "target": target}
+    if cost_budget is not None:
+        out["cost_budget"] = float(cost_budget)
+    return out
 
 
 def write_seed(storage: MetaStore, seed: int) -> None:

@@ -27,7 +27,8 @@ class ReportData:
     """path: the history file; name: the problem's name; signature: its stored signature; tasks;
     trials: every trial (pending ones included), in id order; confirmations: the confirmation runs;
     result: a TuningResult rebuilt from the history (None when it has no task); unit; budget,
-    n_initial: the run's settings (None when not recorded); closed: task index -> why it stopped;
+    n_initial, cost_budget: the run's settings (None when not recorded; cost_budget also when the run had
+    none); closed: task index -> why it stopped;
     n_models: model fits recorded; fits: each recorded fit's diagnostics (LCM.fit_record; {} where not
     recorded), in order; provenance: the recorded provenance (None: not recorded);
     missing: what the history does not hold yet, one line each."""
@@ -42,6 +43,7 @@ class ReportData:
     unit: str = ""
     budget: int | None = None
     n_initial: int | None = None
+    cost_budget: float | None = None
     closed: dict[int, str] = field(default_factory=dict)
     n_models: int = 0
     fits: list[dict] = field(default_factory=list)
@@ -96,10 +98,16 @@ def _missing(data: ReportData) -> list[str]:
             n = sum(t.task_index == i for t in data.finished)
             if n < data.budget and i not in data.closed and not low(i):  # levels and aux tasks: no budget of their own
                 short.append(f"{i} ({n}/{data.budget})")
-        if short and any("cost" in t.extra for t in data.finished):  # a cost budget stops first; not recorded
+        spent = sum(float(t.extra["cost"]) for t in data.finished if "cost" in t.extra)
+        if not short or (data.cost_budget is not None and spent >= data.cost_budget):
+            pass  # every task at its budget, or the run stopped at its cost budget: nothing unfinished
+        elif data.cost_budget is not None:
+            out.append(f"tasks below their budget of evaluations (the run is unfinished: {spent:.4g} of its cost "
+                       f"budget of {data.cost_budget:.4g} spent): " + ", ".join(short))
+        elif any("cost" in t.extra for t in data.finished):  # a cost budget stops first; not recorded before
             out.append("tasks below their budget of evaluations (the run is unfinished, unless it stopped at a cost "
-                       "budget, which the history does not record): " + ", ".join(short))
-        elif short:
+                       "budget, which histories of earlier versions do not record): " + ", ".join(short))
+        else:
             out.append("tasks below their budget of evaluations (the run is unfinished): " + ", ".join(short))
     if data.pending:
         out.append(f"{len(data.pending)} trial(s) pending (asked, not yet told)")
@@ -129,7 +137,7 @@ def load_report_data(path: str | Path) -> ReportData:
             result = result_from_history(h)
         data = ReportData(path=p, name=str(sig.get("name", "problem")), signature=sig, tasks=tasks, trials=trials,
                           confirmations=h.confirmations(), result=result, unit=header.unit,
-                          budget=header.budget, n_initial=header.n_initial,
+                          budget=header.budget, n_initial=header.n_initial, cost_budget=header.cost_budget,
                           closed=h.closed_tasks(), n_models=len(h.models()), fits=h.fit_diagnostics(),
                           provenance=_provenance(header.provenance, h.machines(), trials))
     data.missing = _missing(data)

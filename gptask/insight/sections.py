@@ -238,6 +238,8 @@ def _cost_rows(data: ReportData) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     if costed:
         rows.append({"item": "cost spent (s)", "value": f"{sum(float(t.extra['cost']) for t in costed):.4g}"})
+    if data.cost_budget is not None:
+        rows.append({"item": "cost budget (s)", "value": f"{data.cost_budget:.4g}"})
     roles = [t.extra.get("fidelity") for t in data.finished if t.extra.get("fidelity")]
     if roles:
         counts = {r: roles.count(r) for r in ("target", "low fidelity", "auxiliary") if r in roles}

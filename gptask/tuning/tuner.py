@@ -125,7 +125,7 @@ def _check_target(target: Any, n_tasks: int) -> list[float | None]:
 
 #: the run settings a history keeps, and how a resumed run that changes one is told
 CHANGED_SETTINGS = {"budget": "a budget of {} runs per task", "failure_model": "failure_model={}",
-                    "target": "target={}"}
+                    "target": "target={}", "cost_budget": "a cost budget of {}"}
 
 
 def warn_if_changed(path: Any, before: Mapping[str, Any], now: Mapping[str, Any]) -> None:
@@ -136,7 +136,7 @@ def warn_if_changed(path: Any, before: Mapping[str, Any], now: Mapping[str, Any]
     for key, words in CHANGED_SETTINGS.items():
         if key not in before:
             continue
-        old, new = before[key], now[key]
+        old, new = before[key], now.get(key)
         if key == "target" and isinstance(old, list) and isinstance(new, list):
             changed = old[: len(new)] != new[: len(old)]
         else:
@@ -380,7 +380,8 @@ class Tuner:
             record_defaults(storage, self.problem)
             write_unit(storage, getattr(self.problem, "unit", ""))
             checked = _check_target(target, len(storage.tasks()))
-            settings = run_settings(self.budget, self.n_initial, self.kernel, self.failure_model, checked)
+            settings = run_settings(self.budget, self.n_initial, self.kernel, self.failure_model, checked,
+                                    self.cost_budget)
             warn_if_changed(path, header.settings, settings)
             write_settings(storage, settings)
             layout = getattr(self.proposer, "layout", None)  # a run with fidelity or auxiliary tasks
