@@ -499,11 +499,15 @@ def test_the_history_records_the_cost_budget_and_the_report_says_how_much_is_lef
     from gptask.data.storage import open_history
     from gptask.insight.report_data import load_report_data
 
+    from gptask.results.rebuild import result_from_history
+
     path = tmp_path / "h.sqlite"
-    gt.tune(problem(), [{"n": 2}], cost_budget=4.0, n_initial=4, seed=0, history=path, **FAST)
+    r = gt.tune(problem(), [{"n": 2}], cost_budget=4.0, n_initial=4, seed=0, history=path, **FAST)
     with open_history(path) as h:
         settings = RunHeader.read(h).settings
         assert settings["cost_budget"] == 4.0
+        rebuilt = result_from_history(h)  # what gptask show and report read
+        assert (rebuilt.cost_budget, rebuilt.cost_spent) == pytest.approx((4.0, r.cost_spent), rel=1e-12)
         write_settings(h, {**settings, "cost_budget": 50.0})  # as if the run had been killed early
     data = load_report_data(path)
     spent = sum(float(t.extra["cost"]) for t in data.finished)

@@ -77,7 +77,17 @@ def result_from_history(history: Any) -> Any:
     return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations(),
                         machines=history.machines(), fidelity=_fidelity_layout(sig, tasks, finished,
                                                                                    read_fidelity_layout(history)),
-                        outputs={k: v for k, v in models.items() if k is not None and v[0] is not None})
+                        outputs={k: v for k, v in models.items() if k is not None and v[0] is not None},
+                        cost_spent=_cost_spent(finished), cost_budget=header.cost_budget)
+
+
+def _cost_spent(finished: list) -> float | None:
+    """The summed cost of the finished runs that recorded one, less the measurements a source brought, as the
+    tuner counts it (gptask.tuning.tuner.Tuner.cost_spent; None: no run recorded a cost)."""
+    from ..data.trials import SOURCE_BROUGHT
+
+    costs = [float(t.extra["cost"]) for t in finished if "cost" in t.extra and t.source != SOURCE_BROUGHT]
+    return float(sum(costs)) if costs else None
 
 
 def _stored_prior(problem: Any) -> Any:
