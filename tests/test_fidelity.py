@@ -527,6 +527,11 @@ def test_the_history_records_the_cost_budget_and_the_report_says_how_much_is_lef
         gt.tune(problem(), [{"n": 2}], cost_budget=6.0, n_initial=4, seed=0, history=path, **FAST)
     assert "was tuned with a cost budget of 4.0; this run changes it to 6.0" in caplog.text
     assert load_report_data(path).cost_budget == 6.0
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gptask"):  # a budget of runs alone: the cost budget dropped
+        gt.tune(problem(), [{"n": 2}], budget=4, n_initial=4, seed=0, history=path, **FAST)
+    assert "was tuned with a cost budget of 6.0; this run changes it to none" in caplog.text
+    assert load_report_data(path).cost_budget is None
 
 
 def test_the_report_plots_the_best_target_value_against_cumulative_cost(tmp_path):

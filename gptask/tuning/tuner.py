@@ -142,7 +142,8 @@ def warn_if_changed(path: Any, before: Mapping[str, Any], now: Mapping[str, Any]
         else:
             changed = old != new
         if changed:
-            log.warning("history %s was tuned with %s; this run changes it to %s", path, words.format(old), new)
+            log.warning("history %s was tuned with %s; this run changes it to %s", path, words.format(old),
+                        "none" if new is None else new)
 
 
 def _check_journal_arg(journal: Any) -> None:
