@@ -339,6 +339,26 @@ def test_ask_keeps_to_the_cost_budget_the_history_records(tmp_path, capsys):
         assert len(s.trials()) == 5
 
 
+def test_tune_says_a_spent_cost_budget_left_trials_pending(tmp_path, capsys):
+    """`gptask tune --cost-budget` that stops with trials asked but not started (runs costing 1 each): the same
+    command would run nothing, so the message says a larger cost budget runs them (it said to run the same
+    command again); the larger one runs the pending trial first, nothing twice."""
+    path = tmp_path / "c.sqlite"
+    args = ["tune", "--problem", "problems_for_tests:costed_problem", "--tasks", "2", "--budget", "10",
+            "--history", path, "-q", "--cost-budget"]
+    assert main([str(a) for a in [*args, 5]]) == 0
+    out = capsys.readouterr().out
+    with SQLiteStorage(path, read_only=True) as s:
+        pending = [t.id for t in s.trials() if t.status.value == "pending"]
+        assert len([t for t in s.trials() if t.status.finished]) == 5
+    assert pending and (f"{len(pending)} trial(s) pending (ids {pending}): the cost budget is spent; the same command "
+                        "with a larger --cost-budget runs them") in out
+    assert main([str(a) for a in [*args, 6]]) == 0
+    with SQLiteStorage(path, read_only=True) as s:
+        done = [t for t in s.trials() if t.status.finished]
+        assert len(done) == 6 and done[-1].id == pending[0] and len({t.id for t in done}) == 6
+
+
 def test_more_tasks_in_a_history_are_not_a_change_of_target(caplog):
     from gptask.tuning.tuner import warn_if_changed
 

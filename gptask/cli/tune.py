@@ -81,8 +81,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     for i, reason in sorted(result.closed.items()):
         print(f"task {i} stopped early: {reason}")
     if result.pending:
-        print(f"{len(result.pending)} trial(s) pending (ids {[t.id for t in result.pending]}): run the same "
-              "command again to finish them")
+        spent = result.cost_budget is not None and (result.cost_spent or 0.0) >= result.cost_budget
+        print(f"{len(result.pending)} trial(s) pending (ids {[t.id for t in result.pending]}): "
+              + ("the cost budget is spent; the same command with a larger --cost-budget runs them" if spent
+                 else "run the same command again to finish them"))
     status = 0
     if args.save_model:
         _save_model(result, args.save_model, quiet, args.problem, options)
