@@ -509,6 +509,10 @@ def test_the_history_records_the_cost_budget_and_the_report_says_how_much_is_lef
         rebuilt = result_from_history(h)  # what gptask show and report read
         assert (rebuilt.cost_budget, rebuilt.cost_spent) == pytest.approx((4.0, r.cost_spent), rel=1e-12)
         write_settings(h, {**settings, "cost_budget": 50.0})  # as if the run had been killed early
+    # the rebuilt problem is the one the run tuned, fidelity included: a task without it is at the target
+    assert rebuilt.problem.signature() == r.problem.signature()
+    task, full = {"n": 2}, {"n": 2, "iterations": 1000}  # its tuned task (new ones: tests/test_model_file_safety.py)
+    assert gt.predict(rebuilt, task, {"x": 0.3, "y": 0.7}) == gt.predict(rebuilt, full, {"x": 0.3, "y": 0.7})
     data = load_report_data(path)
     spent = sum(float(t.extra["cost"]) for t in data.finished)
     n0 = sum(t.task_index == 0 for t in data.finished)

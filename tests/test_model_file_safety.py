@@ -150,3 +150,36 @@ def test_a_file_larger_than_the_limit_is_refused_unread(saved, tmp_path, monkeyp
 
 def test_the_docs_say_what_the_checksum_does_not_do():
     assert "not an authenticity check" in " ".join(model_io.__doc__.split())
+
+
+def test_a_model_file_of_a_fidelity_run_loads_and_tampered_levels_are_refused(tmp_path):
+    """A run with fidelity levels saves an LCM whose W and kappa have a row per base task, not per (task, level):
+    its model file loads (it was refused as corrupted, "T = 8 disagrees with the other arrays' T = 2") and
+    predicts what the run's result predicts, a task given without its fidelity being at the target. Levels that
+    do not match the rows, and rows without levels, are refused."""
+    import gptask as gt
+
+    prob = gt.Problem(gt.Space([gt.Integer("n", 1, 4)]), gt.Space([gt.Real("x", 0, 1), gt.Real("y", 0, 1)]),
+                      lambda t, p: (p["x"] - 0.3) ** 2 + (p["y"] - 0.7) ** 2
+                      + 0.3 * (1 - p["iterations"] / 1000) * (p["x"] + 0.2) + 0.05 * t["n"],
+                      fidelity=gt.Space([gt.Integer("iterations", 10, 1000, log=True)]),
+                      target_fidelity={"iterations": 1000}, run_cost=lambda point: point["iterations"] / 1000.0)
+    res = gt.tune(prob, [{"n": 1}, {"n": 3}], cost_budget=4.0, n_initial=4, seed=0, restarts=1, refit_restarts=1,
+                  pso_particles=12, pso_iters=8, progress=False)
+    assert res.model.levels is not None and res.model.get_params()["W"].shape[1] < res.model.n_tasks
+    path = tmp_path / "m.json"
+    res.save_model(path, accuracy=False)
+    model = load_model(path)  # without its problem: the target comes from the stored signature
+    at = {"x": 0.3, "y": 0.7}
+    for task in ({"n": 3}, {"n": 2}):  # a tuned task and a new one, without the fidelity
+        full = {**task, "iterations": 1000}
+        assert gt.predict(model, task, at) == pytest.approx(gt.predict(res, full, at), rel=1e-9)
+        assert gt.predict_optimum(model, task).params == gt.predict_optimum(res, full).params
+    doc = json.loads(path.read_text())
+    members = npz_members(doc)
+    meta = json.loads(np.load(io.BytesIO(members["meta.npy"]), allow_pickle=False).item())
+    for levels, why in [({**meta["levels"], "group": [0] * len(meta["levels"]["group"])}, "base tasks other than"),
+                        (None, "rows of W and kappa for")]:
+        bad = dict(members, **{"meta.npy": npy(np.array(json.dumps({**meta, "levels": levels})))})
+        with pytest.raises(ModelFileError, match=why):
+            load_model(with_lcm(path, bad, tmp_path))

@@ -44,6 +44,13 @@ def result_from_history(history: Any) -> Any:
     problem = Problem(Space.from_json(sig["task_space"]), Space.from_json(sig["param_space"]), no_objective,
                       constants=sig.get("constants") or {}, name=name, default=default, unit=stored_unit(history),
                       **declared)
+    fidelity = sig.get("fidelity")
+    if isinstance(fidelity, dict) and fidelity.get("space") and isinstance(fidelity.get("target"), dict):
+        # a run with fidelity stores the problem the tuner ran (Problem.expanded: the fidelity dimensions in the
+        # task space) with its fidelity: the rebuilt problem is that one, so a task given without the fidelity
+        # is one at the target (gt.predict, predict_optimum), as on the run's own result
+        problem.fidelity = Space.from_json(fidelity["space"])
+        problem.target_fidelity = dict(fidelity["target"])
     finished = [t for t in history.trials() if t.status.finished]
     spec = problem.outputs
     header = RunHeader.read(history, () if spec is None else spec.modelled[1:])

@@ -245,9 +245,11 @@ class TransferModel:
     def target_fidelity(self) -> dict | None:
         """The target fidelity of the problem of a run with fidelity, whose task rows hold the
         fidelity values (docs/fidelity.md); None otherwise."""
-        problem = self.problem
-        target = getattr(problem, "target_fidelity", None)
-        if not target or any(n not in self.task_space.names for n in target):
+        target = getattr(self.problem, "target_fidelity", None)
+        if not target:  # a model file read without its problem: its stored signature names the target
+            stored = self.signature.get("fidelity") if isinstance(self.signature, Mapping) else None
+            target = stored.get("target") if isinstance(stored, Mapping) else None
+        if not isinstance(target, Mapping) or not target or any(n not in self.task_space.names for n in target):
             return None
         return dict(target)
 

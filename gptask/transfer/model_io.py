@@ -96,7 +96,9 @@ MODEL_FILE_MAX_BYTES = 8 << 30
 #: the arrays of an LCM block (:meth:`LCM.save`) and the dimensions each shape must have, by name:
 #: n points, d input columns, Q latent processes, T tasks, r the rank
 _LCM_SHAPES = {"X": ("n", "d"), "t": ("n",), "y": ("n",), "L": ("n", "n"), "z": ("n",), "alpha": ("n",),
-               "lengthscale": ("Q", "d"), "W": ("Q", "T", "r"), "kappa": ("Q", "T"), "noise": ("T",), "meta": ()}
+               "lengthscale": ("Q", "d"), "W": ("Q", "G", "r"), "kappa": ("Q", "G"), "noise": ("T",), "meta": ()}
+#: G, the rows of W and kappa: the tasks, or on a model of fidelity levels its base tasks (meta's "levels": a base
+#: task and a level per task, LCM.save)
 
 
 class ModelFileError(ValueError):
@@ -199,6 +201,29 @@ def _check_npz(raw: bytes) -> None:
                                  "NaN or inf)")
             if key == "t" and a.size and (a.min() < 0 or a.max() >= dims.get("T", 0)):
                 raise ValueError(f"array t of the LCM block holds task indices outside 0..{dims.get('T', 0) - 1}")
+        _check_groups(str(arrays["meta"]), dims.get("T", 0), dims.get("G", 0))
+
+
+def _check_groups(meta: str, T: int, G: int) -> None:
+    """Refuse an LCM block whose coregionalization rows G disagree with its T tasks: G = T, or on a model of
+    fidelity levels (meta's "levels") one base task in 0..G-1, every one used, and a level in [0, 1] per task."""
+    try:
+        levels = json.loads(meta).get("levels")
+    except (ValueError, AttributeError):
+        raise ValueError("the LCM block's meta is not a JSON object") from None
+    if levels is None:
+        if G != T:
+            raise ValueError(f"the LCM block has {G} rows of W and kappa for {T} tasks (and no fidelity levels)")
+        return
+    group, level = levels.get("group") if isinstance(levels, dict) else None, \
+        levels.get("level") if isinstance(levels, dict) else None
+    if not (isinstance(group, list) and isinstance(level, list) and len(group) == len(level) == T):
+        raise ValueError(f"the LCM block's fidelity levels do not give a base task and a level for each of its {T} tasks")
+    if any(isinstance(g, bool) or not isinstance(g, int) for g in group) or sorted(set(group)) != list(range(G)):
+        raise ValueError(f"the LCM block's fidelity levels name base tasks other than 0..{G - 1}, each used once at "
+                         "least (its rows of W and kappa)")
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0 for v in level):
+        raise ValueError("the LCM block's fidelity levels hold a level outside [0, 1]")
 
 
 def _finite_number(text: str) -> float:
