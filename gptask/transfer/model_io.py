@@ -215,13 +215,13 @@ def _check_groups(meta: str, T: int, G: int) -> None:
         if G != T:
             raise ValueError(f"the LCM block has {G} rows of W and kappa for {T} tasks (and no fidelity levels)")
         return
-    group, level = levels.get("group") if isinstance(levels, dict) else None, \
-        levels.get("level") if isinstance(levels, dict) else None
+    spec = levels if isinstance(levels, dict) else {}
+    group, level = spec.get("group"), spec.get("level")
     if not (isinstance(group, list) and isinstance(level, list) and len(group) == len(level) == T):
         raise ValueError(f"the LCM block's fidelity levels do not give a base task and a level for each of its {T} tasks")
     if any(isinstance(g, bool) or not isinstance(g, int) for g in group) or sorted(set(group)) != list(range(G)):
-        raise ValueError(f"the LCM block's fidelity levels name base tasks other than 0..{G - 1}, each used once at "
-                         "least (its rows of W and kappa)")
+        raise ValueError(f"the LCM block's fidelity levels name base tasks other than 0..{G - 1} (its rows of W and "
+                         "kappa), each at least once")
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0 for v in level):
         raise ValueError("the LCM block's fidelity levels hold a level outside [0, 1]")
 
