@@ -183,3 +183,15 @@ def test_a_model_file_of_a_fidelity_run_loads_and_tampered_levels_are_refused(tm
         bad = dict(members, **{"meta.npy": npy(np.array(json.dumps({**meta, "levels": levels})))})
         with pytest.raises(ModelFileError, match=why):
             load_model(with_lcm(path, bad, tmp_path))
+
+
+def test_a_history_given_for_a_model_file_is_named_as_such(tmp_path):
+    """`gptask predict history.sqlite` (a history where a model file is asked for) says what the file is and how to
+    write a model file from it (it said "not valid JSON: 'utf-8' codec can't decode byte ...")."""
+    import gptask as gt
+
+    path = tmp_path / "h.sqlite"
+    gt.tune(mixed_problem(), TASKS[:2], 3, seed=0, history=path, progress=False, restarts=1, pso_particles=8,
+            pso_iters=4)
+    with pytest.raises(ModelFileError, match=r"is an SQLite file \(a gptask history\?\), not a model file: .*--save-model"):
+        load_model(path)

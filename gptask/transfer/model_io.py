@@ -412,6 +412,10 @@ def model_document(raw: bytes, name: str) -> dict[str, Any]:
     """The JSON document of a model file whose bytes are ``raw`` (``name``: the file, for messages),
     after the size, format, version and checksum checks (ModelFileError)."""
     p = name
+    if raw.startswith(b"SQLite format 3\x00"):
+        raise ModelFileError(f"{p} is an SQLite file (a gptask history?), not a model file: a run writes one with "
+                             "`gptask tune ... --save-model FILE` (on a finished history the same command runs nothing "
+                             "and writes it) or gt.save_model(result, FILE)")
     if len(raw) > MODEL_FILE_MAX_BYTES:
         raise ModelFileError(f"{p} is larger than a gptask model file may be ({len(raw):,} bytes, the limit is "
                              f"{MODEL_FILE_MAX_BYTES:,}): not read")
