@@ -193,5 +193,6 @@ def test_a_history_given_for_a_model_file_is_named_as_such(tmp_path):
     path = tmp_path / "h.sqlite"
     gt.tune(mixed_problem(), TASKS[:2], 3, seed=0, history=path, progress=False, restarts=1, pso_particles=8,
             pso_iters=4)
-    with pytest.raises(ModelFileError, match=r"is an SQLite file \(a gptask history\?\), not a model file: .*--save-model"):
+    why = r"is an SQLite file \(a gptask history\?\), not a gptask model file: .*--save-model"
+    with pytest.raises(ModelFileError, match=why):
         load_model(path)

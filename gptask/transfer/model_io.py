@@ -218,7 +218,8 @@ def _check_groups(meta: str, T: int, G: int) -> None:
     spec = levels if isinstance(levels, dict) else {}
     group, level = spec.get("group"), spec.get("level")
     if not (isinstance(group, list) and isinstance(level, list) and len(group) == len(level) == T):
-        raise ValueError(f"the LCM block's fidelity levels do not give a base task and a level for each of its {T} tasks")
+        raise ValueError(f"the LCM block's fidelity levels do not give a base task and a level for each of its {T} "
+                         "tasks")
     if any(isinstance(g, bool) or not isinstance(g, int) for g in group) or sorted(set(group)) != list(range(G)):
         raise ValueError(f"the LCM block's fidelity levels name base tasks other than 0..{G - 1} (its rows of W and "
                          "kappa), each at least once")
@@ -413,9 +414,9 @@ def model_document(raw: bytes, name: str) -> dict[str, Any]:
     after the size, format, version and checksum checks (ModelFileError)."""
     p = name
     if raw.startswith(b"SQLite format 3\x00"):
-        raise ModelFileError(f"{p} is an SQLite file (a gptask history?), not a model file: a run writes one with "
-                             "`gptask tune ... --save-model FILE` (on a finished history the same command runs nothing "
-                             "and writes it) or gt.save_model(result, FILE)")
+        raise ModelFileError(f"{p} is an SQLite file (a gptask history?), not a gptask model file: a run writes "
+                             "one with `gptask tune ... --save-model FILE` (on a finished history the same command "
+                             "runs nothing and writes it) or gt.save_model(result, FILE)")
     if len(raw) > MODEL_FILE_MAX_BYTES:
         raise ModelFileError(f"{p} is larger than a gptask model file may be ({len(raw):,} bytes, the limit is "
                              f"{MODEL_FILE_MAX_BYTES:,}): not read")
