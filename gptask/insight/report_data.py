@@ -98,13 +98,14 @@ def _missing(data: ReportData) -> list[str]:
             n = sum(t.task_index == i for t in data.finished)
             if n < data.budget and i not in data.closed and not low(i):  # levels and aux tasks: no budget of their own
                 short.append(f"{i} ({n}/{data.budget})")
-        spent = sum(float(t.extra["cost"]) for t in data.finished if "cost" in t.extra)
-        if not short or (data.cost_budget is not None and spent >= data.cost_budget):
+        # the cost as the tuner counts it against the budget (gptask.results.rebuild: sources' runs left out)
+        spent = data.result.cost_spent if data.result is not None else None
+        if not short or (data.cost_budget is not None and (spent or 0.0) >= data.cost_budget):
             pass  # every task at its budget, or the run stopped at its cost budget: nothing unfinished
         elif data.cost_budget is not None:
-            out.append(f"tasks below their budget of evaluations (the run is unfinished: {spent:.4g} of its cost "
-                       f"budget of {data.cost_budget:.4g} spent): " + ", ".join(short))
-        elif any("cost" in t.extra for t in data.finished):  # a cost budget stops first; not recorded before
+            out.append(f"tasks below their budget of evaluations (the run is unfinished: {spent or 0.0:.4g} of its "
+                       f"cost budget of {data.cost_budget:.4g} spent): " + ", ".join(short))
+        elif spent is not None:  # a cost budget stops first; not recorded before
             out.append("tasks below their budget of evaluations (the run is unfinished, unless it stopped at a cost "
                        "budget, which histories of earlier versions do not record): " + ", ".join(short))
         else:
