@@ -234,10 +234,11 @@ def cost_series(data: ReportData) -> list[dict[str, Any]]:
 
 def _cost_rows(data: ReportData) -> list[dict[str, Any]]:
     """The summary's rows of a run that recorded costs or fidelity roles (docs/fidelity.md)."""
-    costed = [t for t in data.finished if "cost" in t.extra]
+    # the cost as the tuner counts it against the budget (gptask.results.rebuild: the runs sources brought left out)
+    spent = None if data.result is None else data.result.cost_spent
     rows: list[dict[str, Any]] = []
-    if costed:
-        rows.append({"item": "cost spent (s)", "value": f"{sum(float(t.extra['cost']) for t in costed):.4g}"})
+    if spent is not None:
+        rows.append({"item": "cost spent (s)", "value": f"{spent:.4g}"})
     if data.cost_budget is not None:
         rows.append({"item": "cost budget (s)", "value": f"{data.cost_budget:.4g}"})
     roles = [t.extra.get("fidelity") for t in data.finished if t.extra.get("fidelity")]
