@@ -137,15 +137,44 @@ def test_cli_predict(saved, root, capsys):
     assert "not a gptask model file" in capsys.readouterr().err
 
 
-def test_single_task_model_saves_without_tla1(tmp_path):
+def test_a_one_task_model_predicts_that_task_s_best_everywhere_and_tla2_starts_from_it(tmp_path, capsys):
+    """From one tuned task TLA1 has nothing to relate tasks by (it used to refuse: 'needs at least 2 tuned
+    tasks', and so did TLA2): every task's predicted optimum is that task's best (reference: result.best(0)),
+    std 0 there and that of a uniform column elsewhere, a new task's predicted value NaN (gt.predict of a new
+    task needs two tuned tasks, and says so); the model file gives the same, and tune_new_task runs the new
+    task from that best."""
+    from gptask.transfer.model import ONE_TASK_STD
+
     res = make_result(mixed_problem(), [{"t": 0.5}], 4, optimum=mixed_optimum)
     path = res.save_model(tmp_path / "one.json")
     m = load_model(path)
-    assert json.loads(path.read_text())["tla1"] is None and m.accuracy is None
+    assert len(json.loads(path.read_text())["tla1"]["gps"]) == res.problem.param_space.n_columns
+    assert m.accuracy is None
     cfg = {"x": 0.3, "k": 3, "alg": "a"}
     assert gt.predict(m, {"t": 0.5}, cfg) == pytest.approx(gt.predict(res, {"t": 0.5}, cfg), rel=1e-12)
-    with pytest.raises(ValueError, match="at least 2 tuned tasks"):
-        gt.predict_optimum(m, {"t": 0.3})
+    best = res.best(0)[0]
+    for source in (res, m):
+        own = gt.predict_optimum(source, {"t": 0.5})
+        assert own.params == best and set(own.std.values()) == {0.0}
+        assert own.value == pytest.approx(gt.predict(res, {"t": 0.5}, best)[0], rel=1e-9)
+        new = gt.predict_optimum(source, {"t": 0.3})
+        assert new.params == best and np.isnan(new.value) and np.isnan(new.value_std)
+        assert new.std == pytest.approx({k: ONE_TASK_STD for k in new.std}) and ONE_TASK_STD == pytest.approx(0.2887, abs=1e-4)
+    with pytest.raises(ValueError, match="predicting a new task needs a model with at least 2 tuned tasks"):
+        gt.predict(m, {"t": 0.3}, cfg)
+    # gptask predict: the route in words, no NaN printed, and valid JSON (null where the value is unknown)
+    from gptask.cli import main
+
+    assert main(["predict", str(path), "--task", "t=0.3"]) == 0
+    out = capsys.readouterr().out
+    assert "the one tuned task's best configuration" in out and "predicted objective there: unknown" in out
+    assert "nan" not in out.lower()
+    assert main(["predict", str(path), "--task", "t=0.3", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["route"] == "one task" and doc["value"] is None and doc["params"] == best
+    tla2 = gt.tune_new_task(res, {"t": 0.3}, budget=3, pso_particles=8, pso_iters=4)
+    runs = sorted((t for t in tla2.history if getattr(t, "task_index", None) == tla2.task_index), key=lambda t: t.id)
+    assert len(runs) == 3 and dict(runs[0].params) == best and all(t.task == {"t": 0.3} for t in runs)
 
 
 def test_metadata_is_kept_under_the_checksum(saved, tmp_path):

@@ -6,6 +6,7 @@ import argparse
 import copy
 import json
 import logging
+import math
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -219,7 +220,10 @@ def _default_lines(problem: Any, model: Any, task: dict, pred: Any) -> list[str]
         return [f"default configuration: not usable here ({exc})"]
     if default is None:
         return []
-    mean, std = predict(model, task, default)
+    try:
+        mean, std = predict(model, task, default)
+    except ValueError as exc:  # a new task of a model of one tuned task
+        return [f"default configuration {format_assignments(default)}: not predicted ({exc})"]
     g = gain(mean, pred.value)
     unit = f" {problem.unit}" if problem.unit else ""
     return [f"default configuration {format_assignments(default)}: predicted {mean:.6g} +- {std:.3g}{unit}",
@@ -246,8 +250,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise
     task = parse_assignments(args.task)
     pred = predict_optimum(model, task)
+    known = not math.isnan(pred.value)  # NaN: a new task of a model of one tuned task (route "one task")
     out: dict[str, Any] = {"task": pred.task, "params": pred.params, "std_encoded": pred.std,
-                           "value": pred.value, "value_std": pred.value_std, "feasible": pred.feasible,
+                           "value": pred.value if known else None, "value_std": pred.value_std if known else None,
+                           "feasible": pred.feasible,
                            "projected": pred.projected, "route": pred.route,
                            "tuned_task": model.task_index(pred.task) is not None}
     if args.params:
@@ -261,9 +267,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     rows = [{"parameter": k, "predicted": v, "std (encoded units)": pred.std[k]} for k, v in pred.params.items()]
     print(format_table(rows))
     unit = f" {problem.unit}" if problem is not None and problem.unit else ""
-    print(f"predicted objective there: {pred.value:.6g} +- {pred.value_std:.3g}{unit}")
-    print("chosen by: " + ("the joint model (least predicted value among feasible candidates)" if pred.route == "joint"
-                           else "TLA1 (one GP per parameter over the tuned tasks' best configurations)"))
+    print(f"predicted objective there: {pred.value:.6g} +- {pred.value_std:.3g}{unit}" if known else
+          "predicted objective there: unknown (a new task's values need a model of at least 2 tuned tasks)")
+    print("chosen by: " + {"joint": "the joint model (least predicted value among feasible candidates)",
+                           "one task": "the one tuned task's best configuration (TLA1 needs 2 tuned tasks to say "
+                                       "how the optimum moves with the task)"}.get(
+        pred.route, "TLA1 (one GP per parameter over the tuned tasks' best configurations)"))
     if pred.feasible is None:
         built = read_metadata(args.model).get("problem")
         hint = ""

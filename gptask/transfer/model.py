@@ -37,6 +37,7 @@ from .joint import JointModel
 log = logging.getLogger(__name__)
 
 __all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "joint_inputs", "GP_RESTARTS", "GP_MAXITER",
+           "ONE_TASK_STD",
            "OVER_TASKS_KERNEL", "OVER_TASKS_TREND", "OVER_TASKS_STARTS", "OVER_TASKS_CALIBRATE",
            "OVER_TASKS_FIT_POINTS"]
 
@@ -44,6 +45,9 @@ __all__ = ["ScalarGP", "OptimaModel", "TransferModel", "as_transfer_model", "joi
 GP_RESTARTS = 2
 #: L-BFGS-B iteration cap of those fits (and of the over-tasks GP's fit)
 GP_MAXITER = 300
+#: TLA1 from one tuned task: the std of each encoded column of the predicted optimum, that of a column uniform on
+#: [0, 1] (one task says nothing of how the optimum moves with the task; TLA2 samples this widely around its best)
+ONE_TASK_STD = 1.0 / np.sqrt(12.0)
 
 # ---- the GP over tasks of new-task prediction (gptask.transfer.predict) -------------------------------
 #: its kernel over the encoded tasks
@@ -105,7 +109,9 @@ class ScalarGP:
 class OptimaModel:
     """TLA1's G_j: one :class:`ScalarGP` per encoded parameter column.
 
-    task_X: (n, c) encoded tasks; optima: (n, D) encoded best configurations of those tasks.
+    task_X: (n, c) encoded tasks; optima: (n, D) encoded best configurations of those tasks. From one
+    tuned task (n = 1) every task's predicted optimum is that task's best, each column's std ONE_TASK_STD (0 at the
+    tuned task).
     """
 
     def __init__(self, task_X: np.ndarray, optima: np.ndarray, gps: list[ScalarGP]) -> None:
@@ -117,8 +123,12 @@ class OptimaModel:
         """init: a fitted OptimaModel of the same space whose GPs warm-start these (1 restart each)."""
         task_X = np.asarray(task_X, dtype=float)
         optima = np.asarray(optima, dtype=float)
-        if len(task_X) < 2:
-            raise ValueError(f"TLA1 needs the best configurations of at least 2 tuned tasks, got {len(task_X)}")
+        if len(task_X) < 1:
+            raise ValueError("TLA1 needs the best configuration of a tuned task, and no task has a successful run")
+        if len(task_X) == 1:
+            log.info("TLA1 from one tuned task: every task's predicted optimum is its best configuration, "
+                     "with the std of a uniform column (%.3g, encoded)", ONE_TASK_STD)
+            return cls(task_X, optima, [ScalarGP(float(v), 0.0, None) for v in optima[0]])
         gps = [ScalarGP.fit(task_X, optima[:, j], seed=int_seed(seed, j),
                             restarts=GP_RESTARTS if init is None else 1,
                             init=None if init is None else init.gps[j]) for j in range(optima.shape[1])]
@@ -126,6 +136,9 @@ class OptimaModel:
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Raw encoded optimum (D,) and its std (D,) at one encoded task x (c,)."""
+        if len(self.task_X) == 1:  # the tuned task's own best is known; any other task's as uncertain as can be
+            same = np.allclose(np.asarray(x, float), self.task_X[0], rtol=0.0, atol=1e-12)
+            return self.optima[0].astype(float), np.full(self.optima.shape[1], 0.0 if same else ONE_TASK_STD)
         out = [g.predict(np.asarray(x, float).reshape(1, -1)) for g in self.gps]
         return np.array([m[0] for m, _ in out]), np.array([s[0] for _, s in out])
 

@@ -10,7 +10,7 @@ Layout (format tag ``"gptask.model"``, ``"version": 2``)::
      "lcm":       {"encoding": "npz-base64", "data": ...}   (LCM.save bytes, base64),
      "tla1":      {"task_X": [[...]], "optima": [[...]],
                    "gps": [{"mu": m, "sd": s, "lcm": {...} or null}, ...]}   (one per encoded column)
-                  or null (fewer than 2 tuned tasks),
+                  or null (no tuned task),
      "extended_since_fit": int,
      "accuracy":  {"summary": {...}, "rows": [...]} or null   (leave-one-task-out report),
      "joint":     {"names": [...], "lo": [...], "hi": [...], "use_cost": bool, "mu": m, "sd": s,
@@ -269,7 +269,7 @@ def save_model(source: Any, path: str | os.PathLike, accuracy: bool = True,
             logging.getLogger(__name__).info("no accuracy report stored: %s", exc)
     try:
         opt = tm.optima
-    except ValueError as exc:  # fewer than 2 tuned tasks: no TLA1 (predict_optimum will say why)
+    except ValueError as exc:  # no tuned task: no TLA1 (predict_optimum will say why)
         logging.getLogger(__name__).info("no TLA1 model stored: %s", exc)
         opt = None
     body = {

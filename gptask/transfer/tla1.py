@@ -85,7 +85,8 @@ class Prediction:
     without ``problem=``); task: the task; route: ``"optima"`` when ``params`` is the TLA1
     configuration, ``"joint"`` when it is the joint model's pick among candidates, ``"consensus"``
     when it is the configuration predicted best on average over the categories the task's new one
-    could resemble (module docstring).
+    could resemble (module docstring), ``"one task"`` when one task is tuned: its best configuration,
+    with a new task's value and value_std NaN (a new task's values need two tuned tasks).
     """
 
     task: dict
@@ -211,14 +212,20 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, consensus: bool = T
     anchors = space.encode([b[0] for b in tm.best if b is not None])
     enc, projected = project(space, raw, feas, rng(0, STAGE_PROJECT), anchors, tm.constraint_text(task))
     route = "optima"
-    if feas is not None and tm.task_index(task) is None and tm.joint() is not None:
+    one_task = len(tm.optima.task_X) == 1  # every task's optimum is that task's best (OptimaModel)
+    if one_task:
+        route = "one task"
+    elif feas is not None and tm.task_index(task) is None and tm.joint() is not None:
         enc, route = _joint_pick(tm, task, feas, enc), "joint"
         projected = False
     elif consensus and feas is not None and tm.task_index(task) is None and (unseen := _unseen_categories(tm, task)):
         enc, route = _consensus_pick(tm, task, unseen, feas, enc, measured or ()), "consensus"
         projected = False
     params = space.decode(enc[None, :])[0]
-    mean, sd = predict(tm, task, params)
+    if one_task and tm.task_index(task) is None:
+        mean = sd = float("nan")  # a new task's values need two tuned tasks to go by (gptask.transfer.predict)
+    else:
+        mean, sd = predict(tm, task, params)
     return Prediction(task=task, params=params, std=_param_std(space, std_cols, enc), value=float(mean),
                       value_std=float(sd), encoded=enc, raw=raw, projected=projected,
                       feasible=None if feas is None else bool(feas(params)), route=route)
