@@ -52,7 +52,7 @@ from gptask.transfer.predict import as_transfer_model  # noqa: E402
 from calibration_sources import parse_families  # noqa: E402
 from gptask.space.sampling import lhs_points  # noqa: E402
 from module_constants import constants_set  # noqa: E402
-from row_files import parse_seeds  # noqa: E402
+from row_files import done_keys, parse_seeds  # noqa: E402
 from suite_families import family as suite_family  # noqa: E402
 
 log = logging.getLogger("coverage_after_tuning")
@@ -120,9 +120,7 @@ def score_suite(name: str, runs: int, seed: int, n_test: int) -> list[dict[str, 
 
 def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    done = set()
-    if out.exists():
-        done = {(r["family"], r["kind"], r["seed"]) for r in map(json.loads, filter(None, out.read_text().splitlines()))}
+    done = done_keys(out, ("family", "kind", "seed"))
     for name in parse_families(args.families):
         suite = name.startswith("gen:")
         fam = None if suite else mff.family(name)

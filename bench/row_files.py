@@ -28,6 +28,14 @@ def save_rows(path: str, doc: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(doc, indent=1))
 
 
+def done_keys(path: Path, fields: Sequence[str]) -> set[tuple]:
+    """The ``fields`` of every row of a JSON-lines file as tuples (empty when there is no file): what a run
+    that appends rows skips."""
+    if not path.exists():
+        return set()
+    return {tuple(r[f] for f in fields) for r in map(json.loads, filter(None, path.read_text().splitlines()))}
+
+
 def parse_seeds(text: str) -> list[int]:
     """``"0-4"`` or ``"0,3,5-7"`` -> the seeds."""
     out: list[int] = []
