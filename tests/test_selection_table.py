@@ -283,3 +283,21 @@ def test_export_table_bad_input_is_named(tmp_path, capsys):
     assert "is a history; export-table reads a model file" in error(tmp_path / "h.sqlite", "--grid", "m=300,n=500")
     assert "fallback='default' needs the problem's default" in error(TWO_CORE, "--grid", "m=300,n=500",
                                                                        "--fallback", "default")
+
+
+def test_a_model_of_one_tuned_task_gives_a_table_of_its_recommendation_and_fallbacks(tmp_path, capsys):
+    """One tuned task (it used to be refused: 'needs at least 2 tuned tasks'): its grid point is the tuned
+    entry (the result's recommendation, gptask.results.recommend), every other point is outside the tuned
+    range and falls back to that recommendation; nothing is predicted run-free."""
+    prob = gt.Problem(gt.Space([gt.Integer("n", 1, 9)]), gt.Space([gt.Real("x", 0.0, 1.0)]),
+                      lambda t, p: (p["x"] - 0.1 * t["n"]) ** 2 + 1.0)
+    res = gt.tune(prob, [{"n": 5}], budget=6, seed=0, progress=False)
+    path = res.save_model(tmp_path / "one.json")
+    table = selection_table(gt.load_model(path, problem=prob), "n=1:9:3")
+    rec = res.recommend(0, progress=False).params
+    assert [(e.task["n"], e.source) for e in table.entries] == [(1, "fallback"), (5, "tuned"), (9, "fallback")]
+    assert all(e.params == rec for e in table.entries)
+    assert "the recommendation of the nearest tuned task n=5" in table.entries[0].note
+    assert main(["export-table", str(path), "--grid", "n=1:9:3", "--format", "csv", "--out", str(tmp_path / "t.csv"),
+                 "-q"]) == 0
+    assert "3 grid points: 1 tuned tasks, 0 predicted, 2 fallbacks" in capsys.readouterr().out

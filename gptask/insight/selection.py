@@ -265,7 +265,8 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
     fallback: "nearest" or "default" (the problem's default configuration; needs the problem).
     recommendations: a model file's stored recommendations (``gptask.transfer.model_io.read_recommendations``)
     for the tuned tasks. progress: a line per grid point predicted. Raises ValueError for a bad grid,
-    an unknown fallback, a model with fewer than 2 tuned tasks.
+    an unknown fallback, a model without a tuned task. With one tuned task the tuned range is that task: every
+    other grid point takes the fallback.
     """
     if fallback not in FALLBACKS:
         raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
@@ -273,8 +274,8 @@ def selection_table(source: Any, grid: str | Mapping[str, Sequence[Any]], *, fal
     axes = parse_grid(grid, tm.task_space) if isinstance(grid, str) else _check_axes(grid, tm.task_space)
     tuned = [i for i in range(len(tm.tasks)) if tm.model.n_points[i] > 0
              and (not hasattr(source, "records") or source.records(i))]  # a result: something to recommend from
-    if len(tuned) < 2:
-        raise ValueError(f"a selection table needs a model with at least 2 tuned tasks, got {len(tuned)}")
+    if not tuned:  # one tuned task is a table too: its recommendation there, the fallback everywhere else
+        raise ValueError("a selection table needs a model with a tuned task, and none has a successful run")
     rng = _tuned_range(tm, tuned)
     points = grid_points(axes)
     keys = {point_key(tm.tasks[i]): i for i in tuned}
