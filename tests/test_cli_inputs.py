@@ -452,3 +452,39 @@ def test_report_refuses_a_bad_grid_or_base_before_writing(tuned, tmp_path, capsy
     code, err = run(["report", tuned, "--out", out, "-q", *args], capsys)
     assert code == 2 and said in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert not out.exists()
+
+
+def test_tune_learns_from_source_files_as_the_api_does(tmp_path, capsys):
+    """gptask tune --source (repeatable) and --select-sources are gt.tune(..., sources=..., select_sources=...):
+    the same runs as the API call with the same seed (reference), the source's runs in the model and none run
+    again. Refused, naming it: a source that is the --history, --save-model over a source, --select-sources
+    without a source, a missing source file."""
+    import gptask as gt
+
+    src = tmp_path / "src.sqlite"
+    gt.tune(counting_problem(), [{"t": 0.2}, {"t": 0.8}], budget=4, seed=0, history=src, progress=False)
+    h = tmp_path / "h.sqlite"
+    assert main(["tune", *PROBLEM, "--task", "t=0.5", "--budget", "4", "--source", str(src), "--history", str(h),
+                 "--select-sources", "-q"]) == 0
+    capsys.readouterr()
+    api = gt.tune(counting_problem(), [{"t": 0.5}], budget=4, seed=0, sources=[str(src)], select_sources=True,
+                  progress=False)
+    with SQLiteStorage(h, read_only=True) as s:
+        cli_trials = s.trials()
+
+    def runs(trials):
+        return sorted((t.task["t"], t.params["x"], t.params["k"], t.value) for t in trials if t.source != "source")
+
+    assert runs(cli_trials) == runs(api.history) and len(runs(cli_trials)) == 4
+    assert all(t.task["t"] == 0.5 for t in cli_trials if t.source != "source")
+    assert sum(t.source == "source" for t in cli_trials) == 8  # the source's runs, in the history once
+
+    def error(*args):
+        assert main(["tune", *PROBLEM, "--task", "t=0.5", "--budget", "4", "-q", *map(str, args)]) == 2
+        return capsys.readouterr().err
+
+    assert "--source" in error("--source", src, "--history", src) and "is the --history" in error(
+        "--source", src, "--history", src)
+    assert "writing it would destroy it" in error("--source", src, "--save-model", src)
+    assert "--select-sources judges the --source files" in error("--select-sources")
+    assert "no such file" in error("--source", tmp_path / "none.sqlite")

@@ -112,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--save-model", default=None, help="write the model (JSON) here")
     t.add_argument("--mix-machines", action="store_true",
                    help="accept this machine's trials in a history holding another machine's (refused otherwise)")
+    t.add_argument("--source", action="append", default=None, metavar="PATH",
+                   help="measurements of the same problem to learn from (repeatable): a history (SQLite file), a "
+                        "model file or a CSV of measurements with machine.* columns; each of their (task, machine) "
+                        "pairs is a task of the model and takes no run (docs/sources.md)")
+    t.add_argument("--select-sources", action="store_true",
+                   help="with --source: after this machine's initial designs, leave out each source that does not "
+                        "help predict its runs (docs/sources.md)")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar or per-iteration log lines")
     t.add_argument("--no-progress", action="store_true", help="same as --quiet")
     t.add_argument("--executor", choices=["srun"], default=None,

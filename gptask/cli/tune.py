@@ -26,11 +26,20 @@ def _progress_logging(quiet: bool) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    from ..core.output_files import check_outputs
+    from ..core.output_files import check_outputs, same_file
+    from ..data.storage.postgres import URL_SCHEMES
     from ..results.plots import plot_formats
 
-    check_outputs({"--plot": args.plot, "--save-model": args.save_model}, {"the history": args.history},
+    sources = [s for s in args.source or [] if not s.startswith(URL_SCHEMES)]  # files (a database is no output)
+    inputs = {"the history": args.history, **{f"--source {path}": path for path in sources}}
+    check_outputs({"--plot": args.plot, "--save-model": args.save_model}, inputs,
                   {"--plot": plot_formats()}, models={"--save-model"})
+    for path in sources:
+        if args.history is not None and same_file(path, args.history):
+            raise ValueError(f"--source {path} is the --history: a campaign's own runs are in its history already "
+                             "(give the sources' files, and a history of its own)")
+    if args.select_sources and not args.source:
+        raise ValueError("--select-sources judges the --source files: give at least one")
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -59,6 +68,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                   progress=not quiet, max_time=args.max_time, target=args.target, max_failures=args.max_failures,
                   mix_machines=args.mix_machines, failure_model=failure_model_arg(args.failure_model),
                   cost_budget=args.cost_budget, journal=args.journal)
+    if args.source:  # the sources' keywords only when given: gt.tune's defaults otherwise
+        kwargs.update(sources=list(args.source), select_sources=args.select_sources)
     if args.executor == "srun":
         if args.workers is not None:
             raise ValueError("--workers is for runs on this machine; with --executor srun every evaluation is a "
