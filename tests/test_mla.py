@@ -1,4 +1,3 @@
-import math
 import os
 import signal
 import subprocess
@@ -103,6 +102,27 @@ def test_history_resume_counts_and_refuses_other_problem(tmp_path):
         gt.tune(failing_problem(), tasks=2, budget=5, seed=3, history=path, progress=False)
     with pytest.raises(HistoryMismatch, match="seed"):
         gt.tune(prob, tasks=2, budget=7, seed=4, history=path, progress=False)
+
+
+def test_a_resume_that_adds_a_task_fits_afresh_without_a_warning(tmp_path, caplog):
+    """A campaign's history resumed with one task more (a size added): the history's last model has a row of
+    W, kappa and noise fewer, so it is no warm start; the fit starts afresh with an info line (it used to try
+    it and warn 'warm-started fit failed ... must have shape'), the new task runs its budget and the old one
+    runs nothing again."""
+    import logging
+
+    path = tmp_path / "h.sqlite"
+    log = tmp_path / "calls.txt"
+    prob = counting_problem(log=str(log))
+    gt.tune(prob, [{"t": 0.2}], budget=5, n_initial=3, seed=0, history=path, progress=False)
+    assert len(log.read_text().splitlines()) == 5
+    with caplog.at_level(logging.INFO, logger="gptask"):
+        res = gt.tune(prob, [{"t": 0.2}, {"t": 0.7}], budget=5, n_initial=3, seed=0, history=path, progress=False)
+    lines = log.read_text().splitlines()
+    assert len(lines) == 10 and all(line.startswith("0.7 ") for line in lines[5:])
+    assert [len(res.records(i)) for i in range(2)] == [5, 5]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "warm-started" in r.getMessage()]
+    assert any("last model is of 1 tasks and this run has 2: fitted afresh" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.slow

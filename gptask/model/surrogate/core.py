@@ -294,6 +294,11 @@ class Surrogate:
         elif not cold:
             last = self.store.last_model()
             init = None if last is None else last["params"]
+            stored_tasks = None if init is None else np.shape(init.get("noise", ()))[:1]
+            if stored_tasks and stored_tasks[0] != len(data.X):  # a resume that added tasks: nothing to warm-start
+                log.info("the history's last model is of %d tasks and this run has %d: fitted afresh",
+                         stored_tasks[0], len(data.X))
+                init = None
         seed = int_seed(s.seed, STAGE_FIT, self.iteration)
         if init is None and data.n_points > model_defaults.SUBSET_FIT_ABOVE:
             return self._fit_from_subset(data, seed)
