@@ -136,7 +136,7 @@ def test_other_programs_other_problems_and_newer_schemas_are_refused(pg_server):
         open_storage(url, SIG)
     other = pg_server.new_url()
     open_storage(other, SIG).close()
-    with pytest.raises(HistoryMismatch, match="different problem"):
+    with pytest.raises(HistoryMismatch, match="different problem: name: the history's .*, this problem's 'q'"):
         open_storage(other, {**SIG, "name": "q"})
     schema = other.rsplit("=", 1)[1]
     with psycopg.connect(pg_server.url, autocommit=True) as conn:

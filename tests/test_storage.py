@@ -453,9 +453,17 @@ def test_rows_are_committed_immediately_and_reopen(tmp_path):
 
 
 def test_other_problem_is_refused(tmp_path):
+    """The refusal names what differs (it printed both signatures cut at 300 characters, which could cut
+    before the difference); a campaign with sources (a `machine` task dimension) says how to resume it."""
     SQLiteStorage(tmp_path / "h.sqlite", SIG).close()
-    with pytest.raises(HistoryMismatch, match="different problem"):
+    with pytest.raises(HistoryMismatch, match="different problem: name: the history's .*, this problem's 'other'"):
         SQLiteStorage(tmp_path / "h.sqlite", {**SIG, "name": "other"})
+    with_machine = {**SIG, "task_space": list(SIG["task_space"]) + [
+        {"name": "machine", "type": "categorical", "choices": ["node-a"]}]}
+    SQLiteStorage(tmp_path / "m.sqlite", with_machine).close()
+    with pytest.raises(HistoryMismatch, match=r"task dimension machine: the history's one of \['node-a'\], this "
+                                              r"problem's \(none\) \(a campaign with sources: .* its sources\)"):
+        SQLiteStorage(tmp_path / "m.sqlite", SIG)
 
 
 def test_files_that_are_not_histories_are_refused_untouched(tmp_path):

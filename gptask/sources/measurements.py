@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.input_files import HISTORY, MODEL, is_model_head, read_input
+from ..core.signatures import signature_differences
 from ..data.provenance import ProvenanceError, check_record
 from ..data.storage.postgres import URL_SCHEMES, redact
 from ..data.trials import Status, Trial
@@ -105,14 +106,11 @@ class Measurement:
 def _check_signature(problem: Problem, stored: Mapping[str, Any], where: str) -> None:
     import json
 
-    from ..transfer.model_io import signature_differences
-
     mine = json.loads(json.dumps(problem.signature(), sort_keys=True, default=str))
     theirs = json.loads(json.dumps(dict(stored), sort_keys=True, default=str))
     if mine != theirs:
-        diffs = signature_differences(theirs, mine) or ["the stored signature differs"]
         raise SourceError(f"source {where} is of another problem than {problem.name!r}: "
-                          + "; ".join(d.replace("the model's", "the source's") for d in diffs))
+                          + "; ".join(signature_differences(theirs, mine, theirs="the source's")))
 
 
 @dataclass(frozen=True)

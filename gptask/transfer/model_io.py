@@ -75,6 +75,7 @@ from typing import Any
 import numpy as np
 
 from ..core.labels import check_unit
+from ..core.signatures import signature_differences
 from ..model.numerics import LCM
 from ..core.output_files import MODEL_FORMAT, refuse_overwriting_a_history
 from ..problem.definition import Problem
@@ -86,7 +87,7 @@ from ..model.transforms import OutputTransform
 
 __all__ = ["FORMAT", "VERSION", "save_model", "load_model", "read_metadata", "read_recommendations", "read_provenance",
            "file_version",
-           "signature_differences", "ModelFileError", "model_document", "model_from_document"]
+           "ModelFileError", "model_document", "model_from_document"]
 
 FORMAT = MODEL_FORMAT
 VERSION = 2
@@ -343,41 +344,6 @@ def _recommendations(source: Any) -> list[dict[str, Any] | None] | None:
         return None  # a loaded model or another source: no evaluations to recommend from
     return [recommend(source, i, progress=False).to_json() if nothing_to_recommend(source, i) is None else None
             for i in range(len(source.tasks))]
-
-
-def _dimension_text(d: Any) -> str:
-    if not isinstance(d, dict):
-        return repr(d)
-    if d.get("type") == "categorical":
-        return f"one of {d.get('choices')}"
-    return f"{d.get('type')} in [{d.get('lo')}, {d.get('hi')}]" + (" (log)" if d.get("log") else "")
-
-
-def signature_differences(stored: dict[str, Any], mine: dict[str, Any]) -> list[str]:
-    """What differs between a model file's problem signature (``stored``) and a problem's
-    (``mine``), one phrase each: ``constant cores: the model's 16, this problem's 2``,
-    ``task dimension m: the model's integer in [128, 4000] (log), this problem's integer in [128,
-    2000]``, the name, the number of constraints. Empty when they agree."""
-    out = []
-    if stored.get("name") != mine.get("name"):
-        out.append(f"name: the model's {stored.get('name')!r}, this problem's {mine.get('name')!r}")
-    sc, mc = stored.get("constants") or {}, mine.get("constants") or {}
-    for k in sorted(set(sc) | set(mc)):
-        if sc.get(k) != mc.get(k):
-            out.append(f"constant {k}: the model's {sc.get(k, '(none)')}, this problem's {mc.get(k, '(none)')}")
-    for space, label in (("task_space", "task"), ("param_space", "parameter")):
-        sd = {d.get("name"): d for d in stored.get(space) or [] if isinstance(d, dict)}
-        md = {d.get("name"): d for d in mine.get(space) or [] if isinstance(d, dict)}
-        for name in list(sd) + [n for n in md if n not in sd]:
-            if sd.get(name) != md.get(name):
-                a = "(none)" if name not in sd else _dimension_text(sd[name])
-                b = "(none)" if name not in md else _dimension_text(md[name])
-                out.append(f"{label} dimension {name}: the model's {a}, this problem's {b}")
-    if stored.get("n_constraints") != mine.get("n_constraints"):
-        out.append(f"constraints: the model's {stored.get('n_constraints')}, this problem's {mine.get('n_constraints')}")
-    if not out:
-        out.append("the signatures differ")
-    return out
 
 
 def read_recommendations(path: str | os.PathLike) -> list[dict[str, Any] | None]:

@@ -52,6 +52,22 @@ class HistoryDamaged(HistoryError):
     program): it cannot be read as it is."""
 
 
+def mismatch_text(stored: Any, mine: Any) -> str:
+    """What differs between a history's stored problem signature and a problem's (both normalised), in words
+    (gptask.core.signatures); a campaign with sources stores its problem with a ``machine`` task dimension, and
+    the words say so when that is the difference."""
+    from ...core.signatures import signature_differences
+
+    if not isinstance(stored, dict) or not isinstance(mine, dict):
+        return "the signatures differ"
+    diffs = signature_differences(stored, mine, theirs="the history's")
+    text = "; ".join(diffs)
+    if len(diffs) == 1 and diffs[0].startswith("task dimension machine:") and diffs[0].endswith("problem's (none)"):
+        text += (" (a campaign with sources: its tasks are (task, machine) pairs; resume it with gt.tune or "
+                 "gptask tune and its sources)")
+    return text
+
+
 def stored_json(text: Any, what: str, where: str) -> Any:
     """``json.loads`` of a text read from the history ``where``; HistoryDamaged naming the history and
     ``what`` the text is (a row's column) when it is not JSON (a row changed by hand or by another program)."""

@@ -65,7 +65,7 @@ from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urls
 from ..trials import Proposal, Status, Trial, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryDamaged, HistoryError, HistoryMismatch, HistoryWriteFailed, NotAHistory,
                    SchemaTooNew, SchemaTooOld, Storage, TrialNotPending, UnknownTrial, UID_KEY, json_text, meta_rows,
-                   normalised, stored_json)
+                   mismatch_text, normalised, stored_json)
 from .owner import Owner, holder_alive, running_holder
 from .records import (check_claim, check_imported, check_lease, check_release, checked_tell, confirmation_from_row,
                       confirmation_values, given_up_reason, log_reclaimed, objectives_text,
@@ -412,12 +412,12 @@ class PostgresStorage(Storage):
         """HistoryMismatch unless the history was written for the problem of ``signature``."""
         stored = dict(self._x(cur, "SELECT key, value FROM {s}.meta WHERE key = 'signature'").fetchall())
         sig = normalised(dict(signature))
-        if stored_json(stored["signature"], "the signature (meta)", self.url) != sig:
+        theirs = stored_json(stored["signature"], "the signature (meta)", self.url)
+        if theirs != sig:
             raise HistoryMismatch(
-                f"history {self.url} (schema {self.schema!r}) was written for a different problem; its "
-                f"signature is {stored['signature'][:300]} but this problem's is {json_text(sig)[:300]}. "
-                "Use another schema (?schema=NAME) for this problem.", where=self.url,
-                stored=stored_json(stored["signature"], "the signature (meta)", self.url))
+                f"history {self.url} (schema {self.schema!r}) was written for a different problem: "
+                f"{mismatch_text(theirs, sig)}. Use another schema (?schema=NAME) for this problem.", where=self.url,
+                stored=theirs)
 
     def _upgrade(self, cur: Any, version: int) -> None:
         """Schema ``version`` -> SCHEMA_VERSION inside the caller's transaction (:data:`_UPGRADES`)."""

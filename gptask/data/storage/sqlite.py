@@ -70,7 +70,7 @@ from typing import Any
 from ..trials import Proposal, Status, Trial, params_key
 from .base import (COPY_TABLES, MAX_ATTEMPTS, HistoryBusy, HistoryDamaged, HistoryMismatch, HistoryWriteFailed, NotAHistory,
                    SchemaTooNew, Storage, TrialNotPending, UnknownTrial, UID_KEY, json_text, meta_rows,
-                   normalised, stored_json)
+                   mismatch_text, normalised, stored_json)
 from .owner import Owner, holder_alive, running_holder
 from .records import (check_claim, check_imported, check_lease, check_release, checked_tell, confirmation_from_row,
                       confirmation_values, given_up_reason, log_reclaimed, objectives_text,
@@ -345,10 +345,10 @@ def _create(db: _Checked) -> None:
 def _check_signature(db: _Checked, where: str, signature: Mapping[str, Any]) -> None:
     stored = _meta(db, "signature") or "{}"
     sig = normalised(dict(signature))
-    if stored_json(stored, "the signature (meta)", str(where)) != sig:
-        raise HistoryMismatch(f"history {where} was written for a different problem; its signature is "
-                              f"{stored[:300]} but this problem's is {json_text(sig)[:300]}. Use another history file.",
-                              where=str(where), stored=stored_json(stored, "the signature (meta)", str(where)))
+    theirs = stored_json(stored, "the signature (meta)", str(where))
+    if theirs != sig:
+        raise HistoryMismatch(f"history {where} was written for a different problem: {mismatch_text(theirs, sig)}. "
+                              "Use another history file.", where=str(where), stored=theirs)
 
 
 def _check_writable_path(path: Path, create: bool) -> None:
