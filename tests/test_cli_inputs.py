@@ -488,3 +488,16 @@ def test_tune_learns_from_source_files_as_the_api_does(tmp_path, capsys):
     assert "writing it would destroy it" in error("--source", src, "--save-model", src)
     assert "--select-sources judges the --source files" in error("--select-sources")
     assert "no such file" in error("--source", tmp_path / "none.sqlite")
+
+
+@pytest.mark.parametrize("n_tasks, said", [(1, False), (3, True)])
+def test_save_model_announces_the_accuracy_report_only_when_one_is_computed(tmp_path, capsys, n_tasks, said):
+    """The leave-one-task-out report needs 3 tuned tasks (gptask.transfer.accuracy): with fewer the line says
+    only that the model is saved (it announced a refit per task for 1 task); the file records whether a report
+    was computed (reference)."""
+    model = tmp_path / "m.json"
+    assert main(["tune", *PROBLEM, "--tasks", str(n_tasks), "--budget", "4", "--save-model", str(model)]) == 0
+    err = capsys.readouterr().err
+    assert f"saving the model to {model}" in err
+    assert ("leave-one-task-out accuracy (a refit per task, 3 tasks)" in err) is said
+    assert (json.loads(model.read_text())["accuracy"] is not None) is said

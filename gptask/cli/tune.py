@@ -179,9 +179,11 @@ def _save_model(result: Any, path: str, quiet: bool, spec: str, options: Mapping
     them when it is given another problem)."""
     import time
 
-    if not quiet:
-        print(f"gptask: saving the model to {path} with its leave-one-task-out accuracy (a refit per task, "
-              f"{len(result.tasks)} tasks)", file=sys.stderr, flush=True)
+    tuned = sum(1 for i in range(len(result.tasks)) if result.records(i))
+    if not quiet:  # the accuracy report needs 3 tuned tasks (gptask.transfer.accuracy)
+        print(f"gptask: saving the model to {path}" + (
+            f" with its leave-one-task-out accuracy (a refit per task, {tuned} tasks)" if tuned >= 3 else ""),
+            file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     result.save_model(path, metadata={"problem": {"factory": spec, "options": dict(options)}})
     print(f"model file: {path}" + ("" if quiet else f" (written in {time.perf_counter() - t0:.1f} s)"))
