@@ -46,5 +46,5 @@ def test_source_options_without_sources_are_refused():
         gt.tune(problem, 1, 2, source_points=10)
     with pytest.raises(SourceError, match="needs sources="):
         gt.tune(problem, 1, 2, select_sources=True)
-    with pytest.raises(SourceError, match="does not take \\['executor'\\]"):
-        gt.tune(problem, 1, 2, sources=[[]], executor=object())
+    with pytest.raises(SourceError, match="does not take \\['pruner'\\]"):
+        gt.tune(problem, 1, 2, sources=[[]], pruner=object())

@@ -58,6 +58,26 @@ def test_steps_share_the_allocation_without_sharing_a_node(allocation, tmp_path,
     assert any(s1 < e2 and s2 < e1 for i, (s1, e1) in enumerate(step_spans) for (s2, e2) in step_spans[i + 1:])
 
 
+def test_a_campaign_with_a_source_runs_its_steps_in_the_allocation(allocation, tmp_path, monkeypatch):
+    """gt.tune(..., sources=..., executor=SlurmSteps) (it was refused: 'does not take ['executor', ...] yet', so
+    `gptask tune --source ... --executor srun` and its slurm-script could not run): this machine's task runs its
+    budget as steps on the allocation's nodes (the steps' own log: one line per rank), the source's measurements
+    of another size are in the model and take no step."""
+    log = tmp_path / "steps.log"
+    monkeypatch.setenv("GPTASK_TEST_STEP_LOG", str(log))
+    source = [{"size": 5, "x": x, "n": 1, "value": float((x - 3) ** 2), "machine.label": "old-cluster"}
+              for x in range(10)]
+    with SlurmSteps(resources=nodes_of, allocation=allocation) as ex:
+        result = gt.tune(steps_problem(), [{"size": 2}], 6, n_initial=4, executor=ex, sources=[source],
+                         provenance="this-cluster", **SMALL)
+    mine = [t for t in result.history if t.task["machine"] == "this-cluster"]
+    assert len(mine) == 6 and all(t.status is Status.COMPLETE and t.task["size"] == 2 for t in mine)
+    assert sum(t.task["machine"] == "old-cluster" for t in result.history) == 10
+    names = {line.split()[3] for line in log.read_text().splitlines()}
+    assert len(names) == 6  # a step per run of this machine's task, none for the source's measurements
+    assert result.model.n_tasks == 2
+
+
 def test_step_time_limit_and_failure_are_failed_trials_with_their_reason(allocation):
     """A step hanging past its time limit is killed (by Slurm, or by gptask after a grace period)
     and its trial FAILED naming the limit; a step whose program fails gives its exit status."""

@@ -66,6 +66,26 @@ def test_a_misleading_source_is_dropped_a_helpful_one_kept_and_a_resumed_run_reu
         gt.tune(counting_problem(), [{"t": 0.5}], 8, **{**args, "sources": [HELPFUL[:-3], MISLEADING]})
 
 
+def test_a_run_stopped_during_its_designs_judges_nothing_and_the_resume_judges_on_them_all(tmp_path):
+    """max_time with select_sources (it was refused: 'does not take ['max_time'] yet'): a run stopped before
+    this machine's initial designs are done judges no source and imports none (a verdict on part of the designs
+    would be stored for good); the resume runs the rest of the designs, judges on all 5 of them as an unstopped
+    run does (the misleading source dropped), and runs nothing twice."""
+    calls, h = tmp_path / "calls.txt", tmp_path / "runs.sqlite"
+    args = dict(n_initial=5, seed=0, sources=[HELPFUL, MISLEADING], select_sources=True, provenance="node",
+                history=h, progress=False)
+    first = gt.tune(counting_problem(str(calls), sleep=0.3), [{"t": 0.5}], 8, max_time=0.5, **args)
+    ran = len(calls.read_text().splitlines())
+    assert ran < 5 and first.source_selection is None
+    assert all(t.task[MACHINE_DIM] == "node" for t in first.history)  # no source's measurement imported
+    r = gt.tune(counting_problem(str(calls)), [{"t": 0.5}], 8, **args)
+    assert r.source_selection.kept == [0] and r.source_selection.dropped == [1]
+    assert r.source_selection.target_runs == 5
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 8 and len(set(lines)) == 8
+    assert sum(t.task[MACHINE_DIM] == "good" for t in r.history) == len(HELPFUL)
+
+
 def test_every_source_is_kept_while_this_machine_has_too_few_runs():
     r = gt.tune(counting_problem(), [{"t": 0.5}], SELECT_MIN_RUNS, n_initial=SELECT_MIN_RUNS - 1, seed=0,
                 sources=[HELPFUL, MISLEADING], select_sources=True, provenance="node", progress=False)

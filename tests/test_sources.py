@@ -36,6 +36,27 @@ def laptop_history(tmp_path_factory):
     return path
 
 
+def test_sources_with_an_executor_run_this_machine_s_tasks_asynchronously(laptop_history, tmp_path):
+    """executor= and max_in_flight= with sources (they were refused: 'does not take ['executor', 'max_in_flight']
+    yet', so no campaign with sources could run its steps in a Slurm allocation): this machine's task runs its
+    budget on the executor, two trials in flight, the source's measurements imported once; the same tasks and
+    counts as the serial run (reference)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    log = tmp_path / "calls.txt"
+    args = dict(sources=[laptop_history], provenance="node", n_initial=3, seed=1, progress=False)
+    serial = gt.tune(counting_problem(), [{"t": 0.5}], 5, history=tmp_path / "serial.sqlite", **args)
+    with ThreadPoolExecutor(2) as pool:
+        r = gt.tune(counting_problem(str(log), sleep=0.05), [{"t": 0.5}], 5, history=tmp_path / "async.sqlite",
+                    executor=pool, max_in_flight=2, **args)
+    assert r.tasks == serial.tasks and target_tasks(r) == target_tasks(serial) == [2]
+    calls = log.read_text().splitlines()
+    assert len(calls) == 5 and all(line.split()[0] == "0.5" for line in calls)
+    assert len({line for line in calls}) == 5  # nothing run twice
+    assert sum(t.task_index < 2 for t in r.history) == sum(t.task_index < 2 for t in serial.history) == 12
+    assert r.model.n_tasks == 3
+
+
 def test_tune_with_a_source_runs_only_this_machine_s_tasks_and_resumes(laptop_history, tmp_path):
     log = tmp_path / "calls.txt"
     h = tmp_path / "combined.sqlite"
@@ -123,7 +144,9 @@ def test_bad_sources_are_refused_with_their_reason(laptop_history, tmp_path):
                            problem=problem)
     with pytest.raises(SourceError, match="must be a list"):
         gt.tune(problem, 1, 4, sources=laptop_history, **run)
-    with pytest.raises(SourceError, match=r"does not take \['executor'\] yet"):
+    with pytest.raises(SourceError, match=r"does not take \['pruner'\] yet"):
+        gt.tune(problem, 1, 4, sources=[laptop_history], pruner=object(), **run)
+    with pytest.raises(TypeError, match="executor must be a concurrent.futures.Executor"):
         gt.tune(problem, 1, 4, sources=[laptop_history], executor=object(), **run)
     with pytest.raises(SourceError, match="needs this machine's record"):
         gt.tune(problem, 1, 4, sources=[laptop_history], provenance=None, progress=False)

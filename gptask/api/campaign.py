@@ -145,7 +145,7 @@ def tune(
       machine's.
     - sources: histories, results, model files or measurement files of the same problem measured
       on other machines, learned from in one model (:mod:`gptask.sources.multisource`). Not yet with comm,
-      parallel_evaluations, noise, pruner, max_time, executor or max_in_flight. With a
+      parallel_evaluations, noise or pruner. With a
       problem with fidelity, the fidelity schedule runs as without sources, and a source's runs at
       each fidelity level are the model's data of that level (docs/fidelity.md); their cost is not
       counted against ``cost_budget``.
@@ -212,7 +212,7 @@ def tune(
         problem, tasks, budget, n_initial, seed, history, repeats, aggregate, timeout, progress, sources,
         source_points=source_points, select_sources=select_sources, proposer=None if by_level is not None else proposer,
         cache=cache, n_latent=n_latent, target=target, fidelity=by_level, cost_budget=cost_budget,
-        max_failures=max_failures, **tuner_options)
+        max_failures=max_failures, max_time=max_time, executor=executor, max_in_flight=max_in_flight, **tuner_options)
 
 
 def _budget(budget: int | None, n_initial: int | None, cost_budget: float | None,

@@ -324,7 +324,7 @@ SELECT_TARGET_DESIGN_SHARE = 0.5
 #: the error of select_sources=True without sources
 NEEDS_SOURCES = "select_sources=True judges the sources by this machine's runs; it needs sources="
 #: gt.tune arguments that the sources path does not take yet (gptask.api.campaign.tune refuses them)
-UNSUPPORTED = ("comm", "parallel_evaluations", "noise", "pruner", "max_time", "executor", "max_in_flight")
+UNSUPPORTED = ("comm", "parallel_evaluations", "noise", "pruner")
 
 
 def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int | None, seed: int, history: Any,
@@ -332,6 +332,7 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
                       provenance: Any = "auto", mix_machines: bool = False, source_points: Any = AUTO,
                       select_sources: bool = False, proposer: str | None = None,
                       cache: str | os.PathLike | None = None, fidelity: Any = None,
+                      max_time: float | None = None, executor: Any = None, max_in_flight: int | None = None,
                       **options: Any) -> TuningResult:
     """``gt.tune(..., sources=...)`` (:func:`gptask.api.campaign.tune` checks its options first): the problem's
     tasks are tuned on this machine (``provenance``) in one model with the sources' measurements. The
@@ -347,10 +348,13 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     docs/fidelity.md): it chooses the runs, and this machine's task rows come first in the result,
     level by level as it lays them out, then the sources' tasks; a source's measurement at a
     fidelity level is data of that level (its fidelity values are in its task row), never a
-    target run (:func:`note_levels`)."""
+    target run (:func:`note_levels`). max_time, executor, max_in_flight: the loop's, as without sources
+    (:func:`gptask.tuning.loop.loop_options`), for the designs run before the sources are judged too; a run
+    stopped before those designs are done (max_time, a Slurm signal) judges nothing and imports no source: it
+    returns those runs, and the resume goes on."""
     from ..evaluation.evaluate import Evaluator
     from ..data.storage import HistoryMismatch, Storage, open_storage
-    from ..tuning.loop import run
+    from ..tuning.loop import loop_options, run, set_async_refits
     from ..tuning.settings import new_task_initial
     from ..tuning.proposer import Proposer, make_proposer
     from ..tuning.sourced import ConsensusProposer
@@ -389,11 +393,16 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
     tuner_args = dict(provenance=target, mix_machines=True, **options)
     selection = None
     try:
+        loop = loop_options(evaluator, max_time, executor, max_in_flight)
         if select_sources:
             if fidelity is not None:
                 fidelity.target_design_share = SELECT_TARGET_DESIGN_SHARE
-            selection = _selection(plan, mine, storage, evaluator, budget, n_initial, seed, progress, tuner_args,
-                                   _by_index(designs, mine), fidelity)
+            selection, stopped = _selection(plan, mine, storage, evaluator, budget, n_initial, seed, progress,
+                                            tuner_args, _by_index(designs, mine), fidelity, loop)
+            if selection is None:
+                log.info("sources: stopped before this machine's initial designs were done: nothing judged, no "
+                         "source imported yet; the resumed run goes on")
+                return stopped
             trials, records = _kept(plan, selection)
             all_tasks = mine + [t for t in {point_key(t.task): t.task for t in trials}.values() if t not in mine]
         elif fidelity is not None:  # the fidelity proposer's layout first (its task indices), then the sources'
@@ -417,7 +426,8 @@ def tune_with_sources(problem: Problem, tasks: Any, budget: int, n_initial: int 
             if store.restore_fit(fit_path, storage):
                 log.info("cache: the model's last fit on these data taken from %s", fit_path)
         with Tuner(plan.problem, all_tasks, budget, n_initial, seed, storage, proposer=made, **tuner_args) as tuner:
-            result = run(tuner, evaluator, progress=progress, lazy_model=True)
+            set_async_refits(tuner, loop["max_in_flight"], tuner_args)
+            result = run(tuner, evaluator, progress=progress, lazy_model=True, **loop)
         result.source_selection = selection
         if store is not None and isinstance(result, LazyModelResult):
             done = store.fit_path(plan.problem, result.history, {**model_options, "seed": seed})
@@ -545,7 +555,8 @@ def _fingerprint(plan: _Plan) -> list[list]:
 
 def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budget: int, n_initial: int | None,
                seed: int, progress: bool, tuner_args: dict, designs: dict[int, list[dict]],
-               fidelity: Any = None) -> SourceSelection:
+               fidelity: Any = None, loop: Mapping[str, Any] | None = None
+               ) -> tuple[SourceSelection | None, TuningResult | None]:
     """select_sources=True: this machine's initial designs run first (no model, no source), then
     each source is judged by them (:func:`gptask.sources.selection.select_sources`); the outcome is
     kept in the history, so a resumed run reuses it (and refuses other sources). fidelity: the
@@ -554,9 +565,11 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
     designs; the first target run picked from this campaign's cheap runs, no source being judged
     yet), run by a proposer of the same layout, and the sources are judged by the held-out fit of
     every run of them, as without fidelity (with SELECT_TARGET_RUNS_ONLY, of the tuned tasks'
-    target-fidelity runs only, the others fitted on)."""
+    target-fidelity runs only, the others fitted on). loop: :func:`gptask.tuning.loop.run`'s stop_at, executor
+    and max_in_flight for the designs. Returns (the selection, None), or (None, the designs' result) when the run
+    stopped before they were done (nothing judged or written: the resume runs the rest, then judges)."""
     from ..tuning.fidelity import FidelityProposer
-    from ..tuning.loop import run
+    from ..tuning.loop import run, set_async_refits
     from ..tuning.sourced import ConsensusProposer, DesignTuner
 
     stored = RunHeader.read(storage).source_selection
@@ -565,13 +578,16 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
             raise SourceError(f"history {getattr(storage, 'path', '')} selected among other sources than these "
                               "(their number, machines or measurements differ): give the same sources, or another "
                               "history")
-        return SourceSelection.from_json(stored["selection"])
+        return SourceSelection.from_json(stored["selection"]), None
     log.info("sources: this machine's initial designs run first; the sources are judged by them")
     proposer = ConsensusProposer(range(len(mine)), designs) if fidelity is None else FidelityProposer(
         fidelity.n_tuned, fidelity.n_aux, fidelity.n_levels, fidelity.orders, fidelity.target_design_share,
         fidelity.levels)
     with DesignTuner(plan.problem, mine, budget, n_initial, seed, storage, proposer=proposer, **tuner_args) as design:
-        run(design, evaluator, progress=progress)
+        set_async_refits(design, (loop or {}).get("max_in_flight"), tuner_args)
+        designed = run(design, evaluator, progress=progress, **(loop or {}))
+        if not design.done:  # stopped (max_time, a Slurm signal): judge on the whole designs, at the resume
+            return None, designed
         settings = design.surrogate.settings
     target, by_source, labels = _split(plan)
     target += [t for t in storage.trials() if t.status.finished]
@@ -585,7 +601,7 @@ def _selection(plan: _Plan, mine: list[dict], storage: Any, evaluator: Any, budg
                         kernel=settings.kernel, n_latent=settings.n_latent, restarts=settings.restarts, seed=seed,
                         scored=scored)
     write_source_selection(storage, _fingerprint(plan), selection.to_json())
-    return selection
+    return selection, None
 
 
 def _judged(plan: _Plan, target: list[Trial], by_source: dict[int, list[Trial]], labels: dict[int, str],

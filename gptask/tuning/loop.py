@@ -52,7 +52,7 @@ from .steps import Waiting, journal_on_rank, report, tell_journalled
 from .tuner import Tuner
 from ..model.surrogate.updates import RefitPolicy
 
-__all__ = ["tune", "run", "run_serial"]
+__all__ = ["tune", "run", "run_serial", "loop_options", "set_async_refits"]
 
 log = logging.getLogger(__name__)
 #: the histories without a result journal this process has warned about (:func:`run`)
@@ -111,22 +111,35 @@ def tune(problem: Problem, tasks: int | Sequence[Mapping[str, Any]] = 4, budget:
     (with noise and pruner) is sent to the workers: define it at module level.
     """
     tasks, budget, n_initial = smoke_limits(tasks, budget, n_initial)  # GPTASK_MAX_TASKS / _BUDGET, if set
-    max_time = check_seconds("max_time", max_time)
     if isinstance(budget, int) and isinstance(tasks, (int, Sequence)) and not isinstance(tasks, (bool, str)):
         n_tasks = tasks if isinstance(tasks, int) else len(tasks)
         check_fit_size(n_tasks * budget, f"a run of {n_tasks} tasks x budget {budget} = {n_tasks * budget:,} points")
     if evaluator is None:
         evaluator = Evaluator(problem.objective, outputs=problem.outputs)
-    max_in_flight = check_executor(executor, max_in_flight, tuner_options.get("comm"), parallel_evaluations,
-                                   (evaluator.objective, evaluator.noise, evaluator.pruner))
-    start = time.monotonic()
+    loop = loop_options(evaluator, max_time, executor, max_in_flight, tuner_options.get("comm"), parallel_evaluations)
     with Tuner(problem, tasks, budget, n_initial, seed, history, **tuner_options) as tuner:
-        if max_in_flight is not None and "refit_every" not in tuner_options:
-            tuner.policy = RefitPolicy(max(len(tuner.open_tasks()), max_in_flight),
-                                       bool(tuner_options.get("refit_on_drift", True)))
-        return run(tuner, evaluator, progress=progress, parallel_evaluations=parallel_evaluations,
-                   stop_at=None if max_time is None else start + max_time, executor=executor,
-                   max_in_flight=max_in_flight)
+        set_async_refits(tuner, loop["max_in_flight"], tuner_options)
+        return run(tuner, evaluator, progress=progress, parallel_evaluations=parallel_evaluations, **loop)
+
+
+def loop_options(evaluator: Evaluator, max_time: float | None, executor: Any, max_in_flight: int | None,
+                 comm: Any = None, parallel_evaluations: bool = False) -> dict[str, Any]:
+    """:func:`run`'s ``stop_at``, ``executor`` and ``max_in_flight`` from a campaign's options, checked
+    (:func:`~gptask.tuning.asynchronous.check_executor`: the objective, noise policy and pruner pickle for a
+    ProcessPoolExecutor); ``stop_at`` counts ``max_time`` seconds from now."""
+    max_time = check_seconds("max_time", max_time)
+    max_in_flight = check_executor(executor, max_in_flight, comm, parallel_evaluations,
+                                   (evaluator.objective, evaluator.noise, evaluator.pruner))
+    return {"stop_at": None if max_time is None else time.monotonic() + max_time, "executor": executor,
+            "max_in_flight": max_in_flight}
+
+
+def set_async_refits(tuner: Tuner, max_in_flight: int | None, tuner_options: Mapping[str, Any]) -> None:
+    """With trials in flight (``max_in_flight``), a full refit every ``max(open tasks, max_in_flight)`` results
+    unless the campaign set ``refit_every``."""
+    if max_in_flight is not None and "refit_every" not in tuner_options:
+        tuner.policy = RefitPolicy(max(len(tuner.open_tasks()), max_in_flight),
+                                   bool(tuner_options.get("refit_on_drift", True)))
 
 
 def run(tuner: Tuner, evaluator: Evaluator, progress: bool = True, parallel_evaluations: bool = False,
