@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import time
@@ -15,10 +16,11 @@ from machine import describe_machine, load_average
 
 
 def load_rows(path: str) -> dict[str, Any]:
-    """The file's ``{"machine": ..., "rows": [...]}``, or a new one describing this machine."""
+    """The file's ``{"machine": ..., "rows": [...]}`` (gzip-compressed when its name ends in .gz: a result
+    kept in the repository), or a new one describing this machine."""
     p = Path(path)
     if p.exists():
-        return json.loads(p.read_text())
+        return json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_text())
     return {"machine": {"description": describe_machine(), "load_average": load_average(),
                         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, "rows": []}
 
