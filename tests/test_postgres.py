@@ -112,6 +112,27 @@ def test_a_password_is_never_shown_and_odd_characters_work(pg_server):
     assert redact("postgresql://u:p%40ss@h:1/d?password=x&schema=s") == "postgresql://u:***@h:1/d?password=***&schema=s"
 
 
+def test_the_report_of_a_postgresql_history_names_it_without_its_password(pg_server, tmp_path):
+    """gptask report on a PostgreSQL history (it crashed: 'str' object has no attribute 'name'): the page is
+    written, names the history by its URL with the password as *** and holds the run's evaluations (reference:
+    the trials read back from the database)."""
+    if not isinstance(pg_server, TempServer):
+        pytest.skip("needs the test server's password role")
+    url = (f"postgresql://{PASSWORD_USER}:{quote(PASSWORD, safe='')}@127.0.0.1:{pg_server.port}/postgres"
+           "?schema=report_hist")
+    r = cli("tune", "--problem", "branin", "--task", "u=0.5,v=0.2", "--budget", "4", "--history", url, "-q")
+    assert r.returncode == 0, r.stderr
+    page = tmp_path / "r.html"
+    r = cli("report", url, "--out", str(page))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    html = page.read_text()
+    assert PASSWORD not in html and quote(PASSWORD, safe="") not in html
+    assert f"postgresql://{PASSWORD_USER}:***@127.0.0.1:{pg_server.port}/postgres" in html
+    with open_storage(url, read_only=True) as s:
+        n = len([t for t in s.trials() if t.status.finished])
+    assert n == 4 and f"{n} finished evaluation(s)" in html
+
+
 def test_an_unreachable_server_names_host_and_port_without_a_traceback():
     import socket
 

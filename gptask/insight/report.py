@@ -127,7 +127,7 @@ def build_report(data: ReportData, options: ReportOptions | None = None, progres
     finally:
         reporter.close()
     created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    subtitle = (f"History {data.path.name}: {len(data.tasks)} task(s), {len(data.finished)} finished evaluation(s). "
+    subtitle = (f"History {data.where_short}: {len(data.tasks)} task(s), {len(data.finished)} finished evaluation(s). "
                 f"Written by gptask report on {created}.")
     return page_html(f"Campaign report: {data.name}", subtitle, parts)
 

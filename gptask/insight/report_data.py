@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ReportData:
-    """path: the history file; name: the problem's name; signature: its stored signature; tasks;
+    """path: the history file (a Path), or its database URL (a str); name: the problem's name; signature: its stored signature; tasks;
     trials: every trial (pending ones included), in id order; confirmations: the confirmation runs;
     result: a TuningResult rebuilt from the history (None when it has no task); unit; budget,
     n_initial, cost_budget: the run's settings (None when not recorded; cost_budget also when the run had
@@ -33,7 +33,7 @@ class ReportData:
     recorded), in order; provenance: the recorded provenance (None: not recorded);
     missing: what the history does not hold yet, one line each."""
 
-    path: Path
+    path: Path | str
     name: str
     signature: dict
     tasks: list[dict]
@@ -49,6 +49,18 @@ class ReportData:
     fits: list[dict] = field(default_factory=list)
     provenance: Any = None
     missing: list[str] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        """The history as the report names it: a file's path, a database URL without its password."""
+        from ..data.storage.postgres import redact
+
+        return str(self.path) if isinstance(self.path, Path) else redact(self.path)
+
+    @property
+    def where_short(self) -> str:
+        """:attr:`where`, a file by its name alone."""
+        return self.path.name if isinstance(self.path, Path) else self.where
 
     @property
     def finished(self) -> list[Trial]:

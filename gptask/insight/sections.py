@@ -70,7 +70,7 @@ class ReportOptions:
 
 def summary(data: ReportData, opts: ReportOptions) -> str:
     counts = {s: sum(t.status is s for t in data.trials) for s in Status}
-    rows = [{"item": "problem", "value": data.name}, {"item": "history file", "value": str(data.path)},
+    rows = [{"item": "problem", "value": data.name}, {"item": "history", "value": data.where},
             {"item": "tasks", "value": len(data.tasks)},
             {"item": "evaluations finished", "value": len(data.finished)},
             {"item": "complete / failed / censored",
