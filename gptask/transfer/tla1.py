@@ -222,8 +222,8 @@ def predict_optimum(source: Any, task: Mapping[str, Any], *, consensus: bool = T
         enc, route = _consensus_pick(tm, task, unseen, feas, enc, measured or ()), "consensus"
         projected = False
     params = space.decode(enc[None, :])[0]
-    if one_task and tm.task_index(task) is None:
-        mean = sd = float("nan")  # a new task's values need two tuned tasks to go by (gptask.transfer.predict)
+    if tm.task_index(task) is None and sum(n > 0 for n in tm.model.n_points) < 2:
+        mean = sd = float("nan")  # a new task's values need two tasks with data to go by (gptask.transfer.predict)
     else:
         mean, sd = predict(tm, task, params)
     return Prediction(task=task, params=params, std=_param_std(space, std_cols, enc), value=float(mean),
