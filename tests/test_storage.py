@@ -464,6 +464,9 @@ def test_other_problem_is_refused(tmp_path):
     with pytest.raises(HistoryMismatch, match=r"task dimension machine: the history's one of \['node-a'\], this "
                                               r"problem's \(none\) \(a campaign with sources: .* its sources\)"):
         SQLiteStorage(tmp_path / "m.sqlite", SIG)
+    with pytest.raises(HistoryMismatch, match=r"different problem: fidelity: the history's \(none\), this problem's "
+                                              r'\{"target": \{"iterations": 1000\}\}'):
+        SQLiteStorage(tmp_path / "h.sqlite", {**SIG, "fidelity": {"target": {"iterations": 1000}}})
 
 
 def test_files_that_are_not_histories_are_refused_untouched(tmp_path):
