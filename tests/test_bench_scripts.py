@@ -290,3 +290,18 @@ def test_fidelity_kernel_data_follow_the_schedule_and_an_offset_keeps_each_level
         y_moved = rows_moved[2][2]
         assert np.array_equal(np.argsort(y_moved), np.argsort(y_c))
         assert np.mean(y_moved) > np.mean(y_c) + 1
+
+
+def test_row_files_read_a_gzipped_result_and_list_the_rows_done(tmp_path):
+    """bench/row_files.py: a result kept gzipped in the repository reads as the plain file does (reference: the
+    document written); done_keys lists the given fields of every row of a JSON-lines file, none for no file."""
+    import row_files
+
+    doc = {"machine": {"description": "m"}, "rows": [{"family": "currin", "seed": 3}]}
+    (tmp_path / "r.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    assert row_files.load_rows(str(tmp_path / "r.json.gz")) == row_files.load_rows(str(tmp_path / "r.json")) == doc
+    lines = tmp_path / "rows.jsonl"
+    lines.write_text('{"family": "a", "kind": "sf", "seed": 0, "x": 1}\n\n{"family": "b", "kind": "input", "seed": 2}\n')
+    assert row_files.done_keys(lines, ("family", "seed")) == {("a", 0), ("b", 2)}
+    assert row_files.done_keys(tmp_path / "none.jsonl", ("family",)) == set()
