@@ -26,8 +26,15 @@ posterior mean's RMSE, in the model's units; the fit's log posterior (the warp's
     python bench/input_warp.py run --families borehole,park --kinds sf --seeds 0-4 --out F
     python bench/input_warp.py summary F
 
-Rows append, one JSON line per (family, kind, seed, arm, task); a (family, kind, seed) already there is skipped.
-Results: bench/results/input_warp.jsonl, bench/results/calibrated.md (section "A learned input warp").
+``cv`` chooses, per tuning, between the warp and none by 5-fold held-out log density (:func:`cv_scores`, the warp
+learned again in each fold); ``summary F C`` then scores that choice as the arm ``kuma_cv``::
+
+    python bench/input_warp.py cv --families borehole,currin,park,hartmann3,branin --kinds input --seeds 0-9 --out C
+    python bench/input_warp.py summary F C
+
+Rows append, one JSON line per (family, kind, seed, arm, task), or per (family, kind, seed) for ``cv``; a (family,
+kind, seed) already there is skipped. Results: bench/results/input_warp.jsonl, input_warp_cv.jsonl,
+bench/results/calibrated.md (section "A learned input warp").
 """
 
 from __future__ import annotations
@@ -65,7 +72,9 @@ LOG_BOUND = 2.5
 #: alternations of (warp at fixed hyperparameters, LCM refit at the warp)
 ROUNDS = 2
 N_UNIFORM = 300
-ARMS = ("none", "kuma")
+ARMS = ("none", "kuma", "kuma_cv")
+#: folds of the cross-validated choice (cmd_cv) and the nats by which the warp must win it
+CV_FOLDS, CV_MARGIN = 5, 0.0
 
 
 def warp(X: np.ndarray, phi: np.ndarray) -> np.ndarray:
@@ -153,6 +162,53 @@ def score(fam: mff.MFFamily, kind: str, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+def cv_scores(model: LCM, Xs: list[np.ndarray], ys: list[np.ndarray], seed: int) -> tuple[float, float]:
+    """(held-out log density without the warp, with it): CV_FOLDS folds of every task's runs, each predicted
+    (a new measurement, noise included) by the LCM refitted on the other folds, the warp learned again on
+    them (learn_warp); summed over the held-out runs, in the model's units."""
+    rng = np.random.default_rng(3000 + seed)
+    parts = [rng.permutation(len(y)) % CV_FOLDS for y in ys]
+    total = np.zeros(2)
+    for k in range(CV_FOLDS):
+        keep = [p != k for p in parts]
+        if any(m.sum() < 2 for m in keep):
+            continue
+        kx, ky = [X[m] for X, m in zip(Xs, keep)], [y[m] for y, m in zip(ys, keep)]
+        warped, phi, plain = learn_warp(model, kx, ky)
+        for j, (m, ph) in enumerate(((plain, None), (warped, phi))):
+            for i, (X, y, mask) in enumerate(zip(Xs, ys, keep)):
+                if mask.all():
+                    continue
+                Xh = X[~mask] if ph is None else warp(X[~mask], ph)
+                mu, v = m.predict(i, Xh, include_noise=True)
+                total[j] += float(np.sum(-0.5 * np.log(2 * np.pi * v) - 0.5 * (y[~mask] - mu) ** 2 / v))
+    return float(total[0]), float(total[1])
+
+
+def cmd_cv(args: argparse.Namespace) -> int:
+    """For each (family, kind, seed): the cross-validated choice between the warp and none (:func:`cv_scores`),
+    a row each in ``--out``; :func:`summary` then scores the arm ``kuma_cv`` (the chosen arm's rows)."""
+    out = Path(args.out)
+    done = done_keys(out, ("family", "kind", "seed"))
+    for name in args.families.split(","):
+        fam = mff.family(name)
+        for kind in args.kinds.split(","):
+            for seed in args.seeds:
+                if (name, kind, seed) in done:
+                    continue
+                t0 = time.time()
+                model = cat.tune(fam, kind, seed).model
+                Xs, ys = model.data()
+                none, kuma = cv_scores(model, Xs, ys, seed)
+                row = {"family": name, "kind": kind, "seed": seed, "cv_none": none, "cv_kuma": kuma,
+                       "choice": "kuma" if kuma > none + CV_MARGIN else "none", "seconds": round(time.time() - t0, 1)}
+                with out.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                log.info("%s %s seed %d: held-out log density %.1f without the warp, %.1f with it: %s (%.0f s)",
+                         name, kind, seed, none, kuma, row["choice"], time.time() - t0)
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     done = done_keys(out, ("family", "kind", "seed"))
@@ -205,7 +261,15 @@ def summary(rows: list[dict[str, Any]]) -> str:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     rows = [json.loads(line) for f in args.files for line in Path(f).read_text().splitlines() if line]
-    print(summary(rows))
+    choices = {(r["family"], r["kind"], r["seed"]): r["choice"] for r in rows if "choice" in r}
+    scored = [r for r in rows if "arm" in r]
+    # the cross-validated choice: per (family, kind, seed) the chosen arm's rows, as arm kuma_cv
+    scored += [{**r, "arm": "kuma_cv"} for r in scored
+               if choices.get((r["family"], r["kind"], r["seed"])) == r["arm"]]
+    if choices:
+        picked = sum(c == "kuma" for c in choices.values())
+        print(f"cross-validated choice: the warp on {picked} of {len(choices)} (family, kind, seed)")
+    print(summary(scored))
     return 0
 
 
@@ -218,6 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"))
     run.add_argument("--out", required=True)
     run.set_defaults(func=cmd_run)
+    cv = sub.add_parser("cv")
+    cv.add_argument("--families", default="borehole,currin,park,hartmann3,branin")
+    cv.add_argument("--kinds", default="input")
+    cv.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"))
+    cv.add_argument("--out", required=True)
+    cv.set_defaults(func=cmd_cv)
     summ = sub.add_parser("summary")
     summ.add_argument("files", nargs="+")
     summ.set_defaults(func=cmd_summary)
