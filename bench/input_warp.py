@@ -116,7 +116,7 @@ def learn_warp(model: LCM, Xs: list[np.ndarray], ys: list[np.ndarray]) -> tuple[
     return fitted, phi, plain
 
 
-def test_sets(fam: mff.MFFamily, tm: Any, Xs: list[np.ndarray], ys: list[np.ndarray], seed: int
+def scoring_sets(fam: mff.MFFamily, tm: Any, Xs: list[np.ndarray], ys: list[np.ndarray], seed: int
               ) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
     """(tag, task, encoded X (n, d), truth (n,) in the model's units) for the near and uniform points."""
     names = fam.objective.names
@@ -137,7 +137,7 @@ def score(fam: mff.MFFamily, kind: str, seed: int) -> list[dict[str, Any]]:
     res = cat.tune(fam, kind, seed)
     model, tm = res.model, as_transfer_model(res)
     Xs, ys = model.data()
-    sets = test_sets(fam, tm, Xs, ys, seed)
+    sets = scoring_sets(fam, tm, Xs, ys, seed)
     t0 = time.time()
     warped, phi, plain = learn_warp(model, Xs, ys)
     seconds = time.time() - t0
