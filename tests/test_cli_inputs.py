@@ -483,8 +483,7 @@ def test_tune_learns_from_source_files_as_the_api_does(tmp_path, capsys):
         assert main(["tune", *PROBLEM, "--task", "t=0.5", "--budget", "4", "-q", *map(str, args)]) == 2
         return capsys.readouterr().err
 
-    assert "--source" in error("--source", src, "--history", src) and "is the --history" in error(
-        "--source", src, "--history", src)
+    assert f"--source {src} is the --history" in error("--source", src, "--history", src)
     assert "writing it would destroy it" in error("--source", src, "--save-model", src)
     assert "--select-sources judges the --source files" in error("--select-sources")
     assert "no such file" in error("--source", tmp_path / "none.sqlite")
