@@ -185,9 +185,18 @@ def cv_scores(model: LCM, Xs: list[np.ndarray], ys: list[np.ndarray], seed: int)
     return float(total[0]), float(total[1])
 
 
-def cmd_cv(args: argparse.Namespace) -> int:
-    """For each (family, kind, seed): the cross-validated choice between the warp and none (:func:`cv_scores`),
-    a row each in ``--out``; :func:`summary` then scores the arm ``kuma_cv`` (the chosen arm's rows)."""
+def cv_rows(fam: mff.MFFamily, name: str, kind: str, seed: int) -> list[dict[str, Any]]:
+    """The cross-validated choice between the warp and none (:func:`cv_scores`) for one tuning: one row;
+    :func:`summary` then scores the arm ``kuma_cv`` (the chosen arm's rows)."""
+    model = cat.tune(fam, kind, seed).model
+    Xs, ys = model.data()
+    none, kuma = cv_scores(model, Xs, ys, seed)
+    return [{"cv_none": none, "cv_kuma": kuma, "choice": "kuma" if kuma > none + CV_MARGIN else "none"}]
+
+
+def each_tuning(args: argparse.Namespace, rows_of: Any) -> int:
+    """``rows_of(family, name, kind, seed)`` for every (family, kind, seed) not in ``--out`` yet, its rows
+    appended there (one JSON line each, with the family, kind and seed)."""
     out = Path(args.out)
     done = done_keys(out, ("family", "kind", "seed"))
     for name in args.families.split(","):
@@ -197,34 +206,21 @@ def cmd_cv(args: argparse.Namespace) -> int:
                 if (name, kind, seed) in done:
                     continue
                 t0 = time.time()
-                model = cat.tune(fam, kind, seed).model
-                Xs, ys = model.data()
-                none, kuma = cv_scores(model, Xs, ys, seed)
-                row = {"family": name, "kind": kind, "seed": seed, "cv_none": none, "cv_kuma": kuma,
-                       "choice": "kuma" if kuma > none + CV_MARGIN else "none", "seconds": round(time.time() - t0, 1)}
-                with out.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
-                log.info("%s %s seed %d: held-out log density %.1f without the warp, %.1f with it: %s (%.0f s)",
-                         name, kind, seed, none, kuma, row["choice"], time.time() - t0)
-    return 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    done = done_keys(out, ("family", "kind", "seed"))
-    for name in args.families.split(","):
-        fam = mff.family(name)
-        for kind in args.kinds.split(","):
-            for seed in args.seeds:
-                if (name, kind, seed) in done:
-                    continue
-                t0 = time.time()
-                rows = score(fam, kind, seed)
+                rows = rows_of(fam, name, kind, seed)
                 with out.open("a") as f:
                     for r in rows:
                         f.write(json.dumps({"family": name, "kind": kind, "seed": seed, **r}) + "\n")
-                log.info("%s %s seed %d: %.0f s", name, kind, seed, time.time() - t0)
+                log.info("%s %s seed %d: %.0f s%s", name, kind, seed, time.time() - t0,
+                         f" ({rows[0]['choice']})" if "choice" in rows[0] else "")
     return 0
+
+
+def cmd_cv(args: argparse.Namespace) -> int:
+    return each_tuning(args, cv_rows)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return each_tuning(args, lambda fam, name, kind, seed: score(fam, kind, seed))
 
 
 def summary(rows: list[dict[str, Any]]) -> str:
@@ -276,18 +272,13 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    run = sub.add_parser("run")
-    run.add_argument("--families", default="borehole,currin,park,hartmann3,branin")
-    run.add_argument("--kinds", default="input")
-    run.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"))
-    run.add_argument("--out", required=True)
-    run.set_defaults(func=cmd_run)
-    cv = sub.add_parser("cv")
-    cv.add_argument("--families", default="borehole,currin,park,hartmann3,branin")
-    cv.add_argument("--kinds", default="input")
-    cv.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"))
-    cv.add_argument("--out", required=True)
-    cv.set_defaults(func=cmd_cv)
+    for name, func in (("run", cmd_run), ("cv", cmd_cv)):
+        cmd = sub.add_parser(name)
+        cmd.add_argument("--families", default="borehole,currin,park,hartmann3,branin")
+        cmd.add_argument("--kinds", default="input")
+        cmd.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"))
+        cmd.add_argument("--out", required=True)
+        cmd.set_defaults(func=func)
     summ = sub.add_parser("summary")
     summ.add_argument("files", nargs="+")
     summ.set_defaults(func=cmd_summary)
