@@ -32,9 +32,15 @@ learned again in each fold); ``summary F C`` then scores that choice as the arm 
     python bench/input_warp.py cv --families borehole,currin,park,hartmann3,branin --kinds input --seeds 0-9 --out C
     python bench/input_warp.py summary F C
 
+``local`` scores, as the arm ``local``, a one-task LCM fitted on each task's runs nearest its best (:func:`local_rows`,
+near points only)::
+
+    python bench/input_warp.py local --families borehole,currin,park,hartmann3,branin --kinds input --seeds 0-9 --out L
+    python bench/input_warp.py summary F C L
+
 Rows append, one JSON line per (family, kind, seed, arm, task), or per (family, kind, seed) for ``cv``; a (family,
 kind, seed) already there is skipped. Results: bench/results/input_warp.jsonl, input_warp_cv.jsonl,
-bench/results/calibrated.md (section "A learned input warp").
+input_warp_local.jsonl, bench/results/calibrated.md (section "A learned input warp").
 """
 
 from __future__ import annotations
@@ -72,9 +78,11 @@ LOG_BOUND = 2.5
 #: alternations of (warp at fixed hyperparameters, LCM refit at the warp)
 ROUNDS = 2
 N_UNIFORM = 300
-ARMS = ("none", "kuma", "kuma_cv")
+ARMS = ("none", "kuma", "kuma_cv", "local")
 #: folds of the cross-validated choice (cmd_cv) and the nats by which the warp must win it
 CV_FOLDS, CV_MARGIN = 5, 0.0
+#: the arm "local" (local_rows): the share of a task's runs nearest its best that its local model is fitted on
+LOCAL_SHARE, LOCAL_MIN = 0.5, 8
 
 
 def warp(X: np.ndarray, phi: np.ndarray) -> np.ndarray:
@@ -185,6 +193,30 @@ def cv_scores(model: LCM, Xs: list[np.ndarray], ys: list[np.ndarray], seed: int)
     return float(total[0]), float(total[1])
 
 
+def local_rows(fam: mff.MFFamily, name: str, kind: str, seed: int) -> list[dict[str, Any]]:
+    """The arm ``local``: each tuned task's near points predicted by a one-task LCM (the tuned model's prior, 4
+    starts) fitted on that task's LOCAL_SHARE of runs nearest its best (at least LOCAL_MIN); scored as
+    :func:`score` scores the near points (the uniform ones are not its to predict: no uniform columns)."""
+    res = cat.tune(fam, kind, seed)
+    model, tm = res.model, as_transfer_model(res)
+    Xs, ys = model.data()
+    rows = []
+    for tag, i, X, truth in scoring_sets(fam, tm, Xs, ys, seed):
+        if tag != "near":
+            continue
+        best = Xs[i][int(np.argmin(ys[i]))]
+        order = np.argsort(np.sum((Xs[i] - best) ** 2, axis=1))
+        keep = order[:max(LOCAL_MIN, int(np.ceil(LOCAL_SHARE * len(order))))]
+        local = LCM(1, model.kernel).fit([Xs[i][keep]], [ys[i][keep]], restarts=4, seed=0, prior=model.prior)
+        mu, v = local.predict(0, X)
+        mc, vc = local.predict_calibrated(0, X)
+        rows.append({"arm": "local", "task": i, "runs": int(len(keep)),
+                     "near_raw": float(np.mean(np.abs(truth - mu) <= Z95 * np.sqrt(v))),
+                     "near_cal": float(np.mean(np.abs(truth - mc) <= Z95 * np.sqrt(vc))),
+                     "near_rmse": float(np.sqrt(np.mean((truth - mu) ** 2)))})
+    return rows
+
+
 def cv_rows(fam: mff.MFFamily, name: str, kind: str, seed: int) -> list[dict[str, Any]]:
     """The cross-validated choice between the warp and none (:func:`cv_scores`) for one tuning: one row;
     :func:`summary` then scores the arm ``kuma_cv`` (the chosen arm's rows)."""
@@ -224,16 +256,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def summary(rows: list[dict[str, Any]]) -> str:
-    """Per family-kind and arm: the mean gain in log posterior over ``none``, the mean RMSE near and uniform,
-    task-seeds whose calibrated near coverage is at least COVER_OK[0], task-seeds whose calibrated uniform
-    coverage is in COVER_OK / under it; totals per arm."""
+    """Per family-kind and arm: the mean gain in log posterior over ``none`` (where the arm has one), the mean
+    RMSE near and uniform, task-seeds whose calibrated near coverage is at least COVER_OK[0], task-seeds whose
+    calibrated uniform coverage is in COVER_OK / under it (an arm without uniform points: "-"); totals per arm."""
     lo, hi = COVER_OK
-    lines = [f"{'family kind':18s} {'arm':5s} {'dLP':>6s} {'RMSE near':>9s} {'RMSE unif':>9s} "
+    lines = [f"{'family kind':18s} {'arm':8s} {'dLP':>6s} {'RMSE near':>9s} {'RMSE unif':>9s} "
              f"{'near ok':>8s} {'unif ok/under':>13s} {'near mean':>9s} {'unif mean':>9s}"]
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["family"], r["kind"]), []).append(r)
     totals = {arm: np.zeros(4, int) for arm in ARMS}
+
+    def cell(value: float | None, fmt: str, width: int) -> str:
+        return f"{'-':>{width}s}" if value is None else f"{value:{width}{fmt}}"
+
     for (fam, kind), rs in sorted(groups.items()):
         lp_none = {r["seed"]: r["log_posterior"] for r in rs if r["arm"] == "none"}
         for arm in ARMS:
@@ -241,17 +277,22 @@ def summary(rows: list[dict[str, Any]]) -> str:
             if not a:
                 continue
             near = np.array([r["near_cal"] for r in a])
-            uni = np.array([r["uniform_cal"] for r in a])
+            uni = np.array([r["uniform_cal"] for r in a]) if all("uniform_cal" in r for r in a) else None
             seeds = sorted({r["seed"] for r in a})
-            dlp = np.mean([next(r["log_posterior"] for r in a if r["seed"] == s) - lp_none[s] for s in seeds])
-            counts = [int(np.sum(near >= lo)), len(near), int(np.sum((uni >= lo) & (uni <= hi))), int(np.sum(uni < lo))]
+            dlp = float(np.mean([next(r["log_posterior"] for r in a if r["seed"] == s) - lp_none[s] for s in seeds])) \
+                if all("log_posterior" in r for r in a) else None
+            counts = [int(np.sum(near >= lo)), len(near), 0 if uni is None else int(np.sum((uni >= lo) & (uni <= hi))),
+                      0 if uni is None else int(np.sum(uni < lo))]
             totals[arm] += counts
-            lines.append(f"{fam + ' ' + kind:18s} {arm:5s} {dlp:6.1f} {np.mean([r['near_rmse'] for r in a]):9.3f} "
-                         f"{np.mean([r['uniform_rmse'] for r in a]):9.3f} {counts[0]:4d}/{counts[1]:<3d} "
-                         f"{counts[2]:7d}/{counts[3]:<5d} {near.mean():9.3f} {uni.mean():9.3f}")
+            lines.append(f"{fam + ' ' + kind:18s} {arm:8s} {cell(dlp, '.1f', 6)} {np.mean([r['near_rmse'] for r in a]):9.3f} "
+                         f"{cell(None if uni is None else np.mean([r['uniform_rmse'] for r in a]), '.3f', 9)} "
+                         f"{counts[0]:4d}/{counts[1]:<3d} "
+                         + (f"{'-':>13s}" if uni is None else f"{counts[2]:7d}/{counts[3]:<5d}")
+                         + f" {near.mean():9.3f} {cell(None if uni is None else uni.mean(), '.3f', 9)}")
     for arm, (ok, n, uok, under) in totals.items():
-        lines.append(f"{arm}: near covered >= {lo:.0%} on {ok} of {n} task-seeds; uniform in {lo:.0%}-{hi:.0%} on {uok}, "
-                     f"under on {under}")
+        if n:
+            lines.append(f"{arm}: near covered >= {lo:.0%} on {ok} of {n} task-seeds" + (
+                "" if arm == "local" else f"; uniform in {lo:.0%}-{hi:.0%} on {uok}, under on {under}"))
     return "\n".join(lines)
 
 
@@ -272,7 +313,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name, func in (("run", cmd_run), ("cv", cmd_cv)):
+    for name, func in (("run", cmd_run), ("cv", cmd_cv), ("local", lambda a: each_tuning(a, local_rows))):
         cmd = sub.add_parser(name)
         cmd.add_argument("--families", default="borehole,currin,park,hartmann3,branin")
         cmd.add_argument("--kinds", default="input")
