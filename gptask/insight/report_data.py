@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ReportData:
-    """path: the history file (a Path), or its database URL (a str); name: the problem's name; signature: its stored signature; tasks;
+    """path: the history file (a Path), or its database URL (a str); name: the problem's name; signature: its
+    stored signature; tasks;
     trials: every trial (pending ones included), in id order; confirmations: the confirmation runs;
     result: a TuningResult rebuilt from the history (None when it has no task); unit; budget,
     n_initial, cost_budget: the run's settings (None when not recorded; cost_budget also when the run had
@@ -112,16 +113,16 @@ def _missing(data: ReportData) -> list[str]:
                 short.append(f"{i} ({n}/{data.budget})")
         # the cost as the tuner counts it against the budget (gptask.results.rebuild: sources' runs left out)
         spent = data.result.cost_spent if data.result is not None else None
-        if not short or (data.cost_budget is not None and (spent or 0.0) >= data.cost_budget):
-            pass  # every task at its budget, or the run stopped at its cost budget: nothing unfinished
-        elif data.cost_budget is not None:
-            out.append(f"tasks below their budget of evaluations (the run is unfinished: {spent or 0.0:.4g} of its "
-                       f"cost budget of {data.cost_budget:.4g} spent): " + ", ".join(short))
-        elif spent is not None:  # a cost budget stops first; not recorded before
-            out.append("tasks below their budget of evaluations (the run is unfinished, unless it stopped at a cost "
-                       "budget, which histories of earlier versions do not record): " + ", ".join(short))
-        else:
-            out.append("tasks below their budget of evaluations (the run is unfinished): " + ", ".join(short))
+        spent_up = data.cost_budget is not None and (spent or 0.0) >= data.cost_budget  # the run stopped there
+        if short and not spent_up:
+            if data.cost_budget is not None:
+                why = f"the run is unfinished: {spent or 0.0:.4g} of its cost budget of {data.cost_budget:.4g} spent"
+            elif spent is not None:  # a cost budget stops first; not recorded before
+                why = ("the run is unfinished, unless it stopped at a cost budget, which histories of earlier "
+                       "versions do not record")
+            else:
+                why = "the run is unfinished"
+            out.append(f"tasks below their budget of evaluations ({why}): " + ", ".join(short))
     if data.pending:
         out.append(f"{len(data.pending)} trial(s) pending (asked, not yet told)")
     if data.result is not None and data.result.problem.default is None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ...core.signatures import signature_differences
 from ..trials import Proposal, Status, Trial
 from .owner import Owner
 
@@ -56,8 +57,6 @@ def mismatch_text(stored: Any, mine: Any) -> str:
     """What differs between a history's stored problem signature and a problem's (both normalised), in words
     (gptask.core.signatures); a campaign with sources stores its problem with a ``machine`` task dimension, and
     the words say so when that is the difference."""
-    from ...core.signatures import signature_differences
-
     if not isinstance(stored, dict) or not isinstance(mine, dict):
         return "the signatures differ"
     diffs = signature_differences(stored, mine, theirs="the history's")
