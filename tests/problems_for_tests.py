@@ -291,3 +291,24 @@ def capped_problem(name: str = "probe-capped") -> gt.Problem:
     return gt.Problem(gt.Space([gt.Integer("cap", 0, 30)]),
                       gt.Space([gt.Ordinal(n, list(range(8))) for n in ("x", "y", "z")]), capped_bowl, name=name,
                       constraints=["x + y + z <= cap"])
+
+
+def fidelity_value(task: dict, p: dict) -> float:
+    """:func:`fidelity_problem`'s objective: minimum ``0.01 (1 + 10 / iterations)`` at ``x = 0.3 n``
+    (fewer iterations scale the bowl up)."""
+    return ((p["x"] - 0.3 * task["n"]) ** 2 + 0.01) * (1.0 + 10.0 / p["iterations"])
+
+
+def fidelity_problem(priced: bool = True) -> gt.Problem:
+    """A bowl per task ``n`` in 1..3 with an iterations fidelity (10 to 1000, target 1000) that only
+    scales it; priced: a run costs ``iterations / 1000`` seconds (``run_cost``), else its wall time
+    (:func:`unpriced_fidelity_problem`)."""
+    return gt.Problem(gt.Space([gt.Integer("n", 1, 3)]), gt.Space([gt.Real("x", 0.0, 1.0)]), fidelity_value,
+                      name="fidelity-bowl", fidelity=gt.Space([gt.Integer("iterations", 10, 1000, log=True)]),
+                      target_fidelity={"iterations": 1000},
+                      run_cost=(lambda point: point["iterations"] / 1000.0) if priced else None)
+
+
+def unpriced_fidelity_problem() -> gt.Problem:
+    """:func:`fidelity_problem` whose runs cost their wall time (no ``run_cost``)."""
+    return fidelity_problem(priced=False)

@@ -14,30 +14,54 @@ __all__ = ['cmd_ask', 'cmd_tell', 'cmd_release']
 
 
 def _tuner_for_ask(args: argparse.Namespace):
-    """A Tuner on ``args.history`` whose settings default to what the history holds."""
-    from ..data.run_header import RunHeader
+    """A Tuner on ``args.history`` whose settings default to what the history holds; for a problem
+    with fidelity (or a history laid out with auxiliary tasks) the tuner of its fidelity levels
+    (:func:`~gptask.tuning.fidelity.fidelity_tuner`), as ``gt.tune`` runs it."""
+    from ..data.run_header import RunHeader, read_fidelity_layout
     from ..data.storage import Owner, is_url, open_history
     from ..tuning import Tuner
+    from ..tuning.fidelity import fidelity_tuner
 
     problem = load_problem(args.problem, parse_assignments(args.problem_options))
     stored: dict[str, Any] = {}
+    layout = None
     if is_url(args.history) or Path(args.history).exists():
         with contextlib.suppress(FileNotFoundError), open_history(args.history, read_only=True) as h:
             header = RunHeader.read(h)
+            layout = read_fidelity_layout(h)
             stored = {**header.settings, "seed": header.seed, "tasks": h.tasks()}
+    base, aux = _stored_base_tasks(problem, stored.get("tasks"), layout)
     tasks: Any = [parse_assignments(t) for t in args.task] if args.task else (
-        args.tasks if args.tasks is not None else stored.get("tasks") or 5)
+        args.tasks if args.tasks is not None else base or 5)
     budget = args.budget if args.budget is not None else stored.get("budget", 20)
     n_initial = args.n_initial if args.n_initial is not None else stored.get("n_initial")
     seed = args.seed if args.seed is not None else (stored.get("seed") or 0)
     target = args.target if args.target is not None else stored.get("target")
     failure_model = (failure_model_arg(args.failure_model) if args.failure_model is not None
                      else stored.get("failure_model", True))
+    cost_budget = args.cost_budget if args.cost_budget is not None else stored.get("cost_budget")
     # an ask runs nothing: the machine is the one that tells (gptask tell --machine); a cost budget the history
-    # records (a gt.tune or gptask tune run given one) holds for the runs asked too
-    return Tuner(problem, tasks, budget, n_initial, seed, args.history, target=target,
-                 owner=Owner.detached("gptask ask"), lease=args.lease, provenance=None,
-                 failure_model=failure_model, cost_budget=stored.get("cost_budget"))
+    # records (the first ask's --cost-budget, or a gt.tune or gptask tune run given one) holds for the runs asked too
+    options = dict(target=target, owner=Owner.detached("gptask ask"), lease=args.lease, provenance=None,
+                   failure_model=failure_model, cost_budget=cost_budget)
+    if problem.fidelity is not None or aux:
+        return fidelity_tuner(problem, tasks, aux or None, budget, n_initial, seed, args.history, **options)
+    return Tuner(problem, tasks, budget, n_initial, seed, args.history, **options)
+
+
+def _stored_base_tasks(problem: Any, rows: list[dict] | None,
+                       layout: dict[str, int] | None) -> tuple[list[dict] | None, list[dict]]:
+    """The tuned and auxiliary base tasks of a history's task ``rows`` (None, []: no rows): with a
+    fidelity ``layout`` (:func:`~gptask.data.run_header.read_fidelity_layout`) its first level's rows
+    without the fidelity values, else the rows themselves and no auxiliary task."""
+    if not rows:
+        return None, []
+    if layout is None:
+        return rows, []
+    drop = set(problem.fidelity.names) if problem.fidelity is not None else set()
+    bare = [{k: v for k, v in row.items() if k not in drop} for row in rows]
+    n_tuned, n_aux = layout["n_tuned"], layout["n_aux"]
+    return bare[:n_tuned], bare[n_tuned:n_tuned + n_aux]
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -46,7 +70,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
         trials = tuner.ask(args.n)
         if not trials:
             pending = tuner.pending
-            if not pending and tuner.done:
+            if tuner.cost_spent_up():
+                left = f", the {len(pending)} pending trial(s) first" if pending else ""
+                print(f"gptask: nothing to ask: the cost budget is spent ({tuner.cost_spent():.4g} s of "
+                      f"{tuner.cost_budget:.4g} s; a larger --cost-budget asks more{left})", file=sys.stderr)
+            elif not pending and tuner.done:
                 print("gptask: nothing to ask: every task is done", file=sys.stderr)
             else:
                 print(f"gptask: nothing to ask now: {len(pending)} trial(s) pending (ids {[t.id for t in pending]})",
@@ -116,12 +144,47 @@ def cmd_tell(args: argparse.Namespace) -> int:
                                  "--failed REASON") from None
             outcome = Outcome.of(number)
         check_history(h.machines(), machine, args.mix_machines, f"history {args.history}", "--mix-machines")
-        t = h.finish(args.id, outcome.status, outcome.value, outcome.samples, outcome.reason, outcome.extra,
-                     args.duration, machine=machine, values=outcome.values)
+        extra, note = _cost_and_role(h, args.id, outcome.values, args.duration)
+        t = h.finish(args.id, outcome.status, outcome.value, outcome.samples, outcome.reason,
+                     {**outcome.extra, **extra}, args.duration, machine=machine, values=outcome.values)
+    if note:
+        print(f"gptask: note: trial {t.id} {note}", file=sys.stderr)
     shown = (f"values {format_assignments(outcome.values)}" if outcome.values else f"value {t.value!r}") if t.value is not None \
         else f"reason {t.reason!r}"
     print(f"trial {t.id}: {t.status.value}, {shown}")
     return 0
+
+
+def _cost_and_role(history: Any, trial_id: int, values: dict[str, float],
+                   duration: float | None) -> tuple[dict[str, Any], str | None]:
+    """What the tuner stores in a told run's ``extra`` that a tell can work out without the problem
+    (:meth:`gptask.tuning.tuner.Tuner._with_cost`), and a note when the run's cost stays unknown:
+    in a history that counts cost, its ``cost`` in seconds from the ``"cost"`` output or the
+    ``duration`` told, as the history's ``cost_from`` says (a ``run_cost`` prices the run where it
+    is read: nothing stored); in a run with fidelity levels or auxiliary tasks, its role. ValueError
+    for a ``"cost"`` output that is not a cost."""
+    from ..data.run_header import RunHeader, read_cost_from, read_fidelity_layout
+    from ..data.trials import Status
+    from ..problem.fidelity import COST_OUTPUT, check_cost, role_of
+
+    extra: dict[str, Any] = {}
+    layout = read_fidelity_layout(history)
+    if layout is not None:
+        mine = next((t for t in history.trials(status=Status.PENDING) if t.id == trial_id), None)
+        if mine is not None:  # else finish says what is wrong with the id
+            extra["fidelity"] = role_of(mine.task_index, layout["n_tuned"], layout["n_aux"])
+    if "cost_budget" not in RunHeader.read(history).settings and "fidelity" not in history.signature:
+        return extra, None
+    cost_from = read_cost_from(history)  # None: a history of an earlier version, which did not say
+    if cost_from == "cost output" and COST_OUTPUT in values:
+        extra["cost"] = check_cost(values[COST_OUTPUT], f"the {COST_OUTPUT!r} output")
+    elif cost_from in ("cost output", "wall time") and duration is not None:
+        extra["cost"] = float(duration)  # a failed run without its outputs: its wall time, as the tuner's
+    if "cost" in extra or cost_from == "run_cost" or (cost_from is None and (duration is not None or COST_OUTPUT in values)):
+        return extra, None
+    return extra, ("is recorded without a cost: the cost budget and the fidelity schedule count it only with "
+                   "--duration SECONDS (its wall time)" + (" unless the problem prices runs (run_cost)"
+                                                         if cost_from is None else ""))
 
 
 def cmd_release(args: argparse.Namespace) -> int:

@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--budget", type=int, default=None, help="evaluations per task (default: the history's, or 20)")
     a.add_argument("--n-initial", type=int, default=None,
                    help="initial design size per task (first ask; default: the history's, or half the budget)")
+    a.add_argument("--cost-budget", type=float, default=None,
+                   help="seconds of summed run cost after which nothing more is asked (each run's cost: the problem's "
+                        "run_cost, its 'cost' output, or the --duration told; default: the history's, or none)")
     a.add_argument("--seed", type=int, default=None, help="seed (first ask; default: the history's, or 0)")
     a.add_argument("--target", type=float, default=None,
                    help="a task stops once its best value is <= TARGET (default: the history's, or none)")
@@ -177,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the measured value (a number); for a problem with named outputs every output, as "
                          "time=0.5,memory=2e8 or a JSON object")
     tl.add_argument("--failed", metavar="REASON", default=None, help="the run failed, for this reason")
-    tl.add_argument("--duration", type=float, default=None, help="seconds the run took (stored)")
+    tl.add_argument("--duration", type=float, default=None,
+                    help="seconds the run took (stored; the run's cost unless the problem prices runs or has a 'cost' output)")
     tl.add_argument("--machine", default="auto",
                     help="the machine the run ran on: auto (this one, default), none, or a JSON file written by "
                          "`gptask machine --out` on the node that ran it")

@@ -20,6 +20,9 @@ newer histories)::
     fidelity_layout    {"n_tuned": int, "n_aux": int, "n_levels": int}: the task layout of a run with
                        fidelity levels or auxiliary tasks (gptask.tuning.fidelity; absent in histories
                        of earlier versions, whose layout is read from their runs' roles)
+    cost_from          "run_cost" | "cost output" | "wall time": where a run's cost comes from in a run
+                       that counts cost (a cost budget or fidelity levels; absent otherwise and before
+                       session 44): ``gptask tell`` says when a told run has none
     failure_fit        {"data_key", "log_length_scales", "log_scale"}: the failure classifier's last fit
                        (sha256 of its data, log of each input column's length scale, log latent scale);
                        a resumed run on the same data reuses it instead of fitting (issue 46)
@@ -41,7 +44,8 @@ __all__ = ["RunHeader", "MetaStore", "SEED", "SETTINGS", "USE_LOG", "UNIT", "DEF
            "PROVENANCE", "use_log_key", "model_key", "run_settings", "write_seed", "write_settings", "write_use_log",
            "write_unit", "write_defaults", "write_source_selection", "read_use_log", "read_output_model",
            "write_output_model", "stored_unit", "FAILURE_FIT", "read_failure_fit", "write_failure_fit",
-           "FIDELITY_LAYOUT", "write_fidelity_layout", "read_fidelity_layout"]
+           "FIDELITY_LAYOUT", "write_fidelity_layout", "read_fidelity_layout", "COST_FROM", "COST_SOURCES",
+           "write_cost_from", "read_cost_from"]
 
 SEED = "seed"
 SETTINGS = "settings"
@@ -52,6 +56,9 @@ SOURCE_SELECTION = "source_selection"
 PROVENANCE = "provenance"
 #: the task layout of a run with fidelity levels or auxiliary tasks
 FIDELITY_LAYOUT = "fidelity_layout"
+COST_FROM = "cost_from"
+#: the values of ``cost_from``: the problem's ``run_cost``, its ``"cost"`` output, the run's wall time
+COST_SOURCES = ("run_cost", "cost output", "wall time")
 #: the failure model's last fitted settings (gptask.model.surrogate.failure_model.FailureModel.settings)
 FAILURE_FIT = "failure_fit"
 
@@ -228,3 +235,16 @@ def read_fidelity_layout(storage: MetaStore) -> dict[str, int] | None:
     if not isinstance(got, Mapping) or not all(isinstance(got.get(k), int) for k in keys):
         return None
     return {k: int(got[k]) for k in keys}
+
+
+def write_cost_from(storage: MetaStore, source: str) -> None:
+    """Store where a run's cost comes from (one of :data:`COST_SOURCES`)."""
+    if source not in COST_SOURCES:
+        raise ValueError(f"cost_from must be one of {COST_SOURCES}, got {source!r}")
+    storage.set_meta(COST_FROM, source)
+
+
+def read_cost_from(storage: MetaStore) -> str | None:
+    """Where a run's cost comes from (:func:`write_cost_from`), or None (not stored, or not one)."""
+    got = storage.get_meta(COST_FROM)
+    return got if got in COST_SOURCES else None

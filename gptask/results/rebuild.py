@@ -85,15 +85,22 @@ def result_from_history(history: Any) -> Any:
                         machines=history.machines(), fidelity=_fidelity_layout(sig, tasks, finished,
                                                                                    read_fidelity_layout(history)),
                         outputs={k: v for k, v in models.items() if k is not None and v[0] is not None},
-                        cost_spent=_cost_spent(finished), cost_budget=header.cost_budget)
+                        cost_spent=_cost_spent(finished, header.cost_budget is not None or problem.fidelity is not None),
+                        cost_budget=header.cost_budget)
 
 
-def _cost_spent(finished: list) -> float | None:
-    """The summed cost of the finished runs that recorded one, less the measurements a source brought, as the
-    tuner counts it (gptask.tuning.tuner.Tuner.cost_spent; None: no run recorded a cost)."""
+def _cost_spent(finished: list, counts_cost: bool) -> float | None:
+    """The summed cost of the finished runs, less the measurements a source brought, as the tuner counts it
+    (gptask.tuning.tuner.Tuner.cost_spent; None: no run has a cost). counts_cost: the history's run counts cost
+    (a cost budget, fidelity levels), so a run told from a shell without a stored cost costs its ``"cost"`` output
+    or its wall time (gptask.problem.fidelity.run_cost_of without the problem's run_cost, which is not stored);
+    otherwise only stored costs count."""
     from ..data.trials import SOURCE_BROUGHT
+    from ..problem.fidelity import run_cost_of
 
-    costs = [float(t.extra["cost"]) for t in finished if "cost" in t.extra and t.source != SOURCE_BROUGHT]
+    mine = [t for t in finished if t.source != SOURCE_BROUGHT]
+    costs = [run_cost_of(None, {}, t) if counts_cost else t.extra.get("cost") for t in mine]
+    costs = [float(c) for c in costs if c is not None]
     return float(sum(costs)) if costs else None
 
 

@@ -513,11 +513,14 @@ class FidelityProposer(Proposer):
         return out
 
     def design_size(self, i: int) -> int:
-        """Task ``i``'s design runs: ``n_initial``, a cheapest level's sized by the cost budget
-        (:meth:`_sized`) more."""
+        """Task ``i``'s design runs: as many as its planned design holds (a target's share of
+        ``n_initial``, a cheapest level's sized by the cost budget (:meth:`_sized`), ...), so that a
+        tuner that plans again on a resume (a new process, ``gptask ask``) claims no design point
+        beyond them where the history's runs changed a promotion."""
         if not self._designs:
             self._designs = self._plan()
-        return self._size.get(i, self.tuner.n_initial)
+        design = self._designs.get(i)
+        return self._size.get(i, self.tuner.n_initial if design is None else len(design))
 
     def _stage_size(self, target: list[dict], design: list[dict], j: int) -> int:
         """How many of cheap task ``j``'s design runs the promotion waits for: all of them, or

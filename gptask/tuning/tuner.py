@@ -69,7 +69,8 @@ from ..core.parallel import rank_size
 from ..problem.definition import Problem
 from ..problem.fidelity import COST_OUTPUT, check_cost, run_cost_of
 from ..data.provenance import check_history, resolve_record
-from ..data.run_header import RunHeader, run_settings, write_fidelity_layout, write_seed, write_settings, write_unit
+from ..data.run_header import (RunHeader, run_settings, write_cost_from, write_fidelity_layout, write_seed,
+                               write_settings, write_unit)
 from ..results.result import LazyModelResult, TuningResult
 from ..space.sampling import lhs_points
 from ..data.storage import HistoryMismatch, Owner, Storage, open_storage
@@ -388,6 +389,8 @@ class Tuner:
             layout = getattr(self.proposer, "layout", None)  # a run with fidelity or auxiliary tasks
             if callable(layout):
                 write_fidelity_layout(storage, **layout())
+            if self.tracks_cost:
+                write_cost_from(storage, self._cost_from())
         except BaseException:
             storage.close()
             raise
@@ -527,6 +530,15 @@ class Tuner:
     def cost_spent_up(self) -> bool:
         """Whether the summed cost has reached ``cost_budget`` (False without one)."""
         return self.cost_budget is not None and self.cost_spent() >= self.cost_budget
+
+    def _cost_from(self) -> str:
+        """Where a run's cost comes from (:data:`~gptask.data.run_header.COST_SOURCES`), in the order
+        :meth:`_with_cost` takes them."""
+        if self.problem.run_cost is not None:
+            return "run_cost"
+        if COST_OUTPUT in (self.problem.outputs.names if self.problem.outputs is not None else ()):
+            return "cost output"
+        return "wall time"
 
     def _with_cost(self, trial_id: int, expected: Trial | None, outcome: Outcome) -> Outcome:
         """``outcome`` with its cost in ``extra["cost"]`` when this run tracks cost, and its role
