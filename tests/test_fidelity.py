@@ -974,6 +974,39 @@ def test_a_resumed_run_promotes_the_same_configurations(tmp_path):
     assert designs(tmp_path / "b.sqlite") == whole
 
 
+
+def test_a_run_resumed_after_cheap_searches_claims_no_target_design_run_beyond_its_plan(tmp_path):
+    """Killed once the cheapest levels have searched (their best runs now better than the design's),
+    the resumed tuner plans its designs again: the promotion it works out differs, and it used to
+    claim those configurations as more target design runs (2 per task here). The targets' design
+    runs of the resumed campaign are those of the uninterrupted one."""
+    from gptask.tuning.fidelity import fidelity_tuner
+
+    opts = dict(n_initial=6, cost_budget=8.0, seed=3, restarts=1, refit_restarts=1, pso_particles=8, pso_iters=4)
+    tasks = [{"n": 1}, {"n": 2}]
+
+    def target_designs(path, stop=None):
+        with fidelity_tuner(problem(), tasks, history=path, **opts) as tuner:
+            order = _run_in_batches(tuner, 2, stop)
+            if stop is not None:
+                assert sum(t.source == "search" and t.task_index >= len(tasks) for t, _ in order) >= 2
+                return None
+            return [(t.task_index, t.params) for t, _ in order
+                    if t.source == "initial" and tuner.proposer.is_target(t.task_index)]
+
+    whole = target_designs(tmp_path / "a.sqlite")
+    assert sorted(i for i, _ in whole) == [0, 0, 1, 1]  # TARGET_DESIGN_SHARE of n_initial: 2 each
+    cut = tmp_path / "b.sqlite"
+    with fidelity_tuner(problem(), tasks, history=cut, **opts) as tuner:
+        n_designs = sum(len(tuner.initial_design(i)) for i in range(tuner.n_tasks))
+    assert target_designs(cut, stop=n_designs + 6) is None
+    with fidelity_tuner(problem(), tasks, history=cut, **opts) as tuner:
+        _run_in_batches(tuner, 2)
+        resumed = [(t.task_index, t.params) for t in sorted(tuner.trials, key=lambda t: t.id)
+                   if t.source == "initial" and tuner.proposer.is_target(t.task_index)]
+    assert resumed == whole
+
+
 # ---- the schedule's stages ---------------------------------------------------------------------
 def _run_in_batches(tuner, n, stop=None):
     """Ask ``n`` at a time and tell every trial its objective, until done (or ``stop`` trials);
