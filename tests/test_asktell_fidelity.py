@@ -11,7 +11,7 @@ import pytest
 
 import gptask as gt
 from gptask.cli.main import main
-from gptask.data.storage import SQLiteStorage
+from gptask.data.storage import SQLiteStorage, open_history
 from gptask.data.trials import Status
 from gptask.results.rebuild import result_from_history
 
@@ -92,10 +92,10 @@ def test_a_shell_campaign_with_fidelity_runs_its_levels_to_the_cost_budget(tmp_p
 
 
 @pytest.mark.slow
-def test_a_told_run_without_its_cost_is_said_where_the_cost_is_its_wall_time(tmp_path):
+def test_a_told_run_without_its_cost_is_said_where_the_cost_is_its_wall_time(history_location):
     """Without run_cost a run's cost is the --duration told: a tell without it says so; with a
-    --duration the cost budget counts it."""
-    h = tmp_path / "h.sqlite"
+    --duration the cost budget counts it. SQLite and PostgreSQL (several hosts tell one history)."""
+    h = history_location
     first = FIRST + ["--cost-budget", "3"]
     rc, out, err = cli("ask", h, "--problem", "problems_for_tests:unpriced_fidelity_problem", "--json", "-n", "2",
                        *first)
@@ -107,7 +107,7 @@ def test_a_told_run_without_its_cost_is_said_where_the_cost_is_its_wall_time(tmp
     assert rc == 0 and quiet == ""
     _, last, tells = shell_campaign(h, [], "problems_for_tests:unpriced_fidelity_problem", duration=True)
     assert not any(tells) and "the cost budget is spent" in last
-    with SQLiteStorage(h) as store:
+    with open_history(h, read_only=True) as store:
         trials, rebuilt = store.trials(), result_from_history(store)
     # each run's record as gt.tune's tuner writes it: its cost (the --duration told) and its role
     assert "cost" not in trials[0].extra and all(t.extra["cost"] == t.duration for t in trials[1:])
