@@ -60,7 +60,7 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_cheap08", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every2", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "gptask_mf_promote5", "gptask_mf_design3", "gptask_mf_design2", "gptask_mf_design3_lhs", "gptask_mf_design5", "gptask_mf_inter1", "gptask_mf_ladder", "gptask_mf_cost3", "gptask_mf_input", "gptask_mf_tasks", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_cheap08", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every2", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "gptask_mf_promote5", "gptask_mf_design3", "gptask_mf_design2", "gptask_mf_design3_lhs", "gptask_mf_design5", "gptask_mf_inter1", "gptask_mf_ladder", "gptask_mf_cost3", "gptask_mf_input", "gptask_mf_tasks", "gptask_mf_mean", "gptask_mf_mean_open", "gptask_mf_mean_judged", "smac_hb", "dehb", "optuna_hb", "bohb")
 #: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
 #: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
 #: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs);
@@ -334,11 +334,51 @@ def peer_bohb(fam: mff.MFFamily, i: int, budget: float, seed: int) -> list[Eval]
     return meter.evals
 
 
+#: gptask_mf_mean_judged: a target exploits while one of its cheaper levels is bought and was last judged by the
+#: guard at this correlation with it or more
+MEAN_RHO = 0.7
+
+
+def _mean_search(original: Any, while_open: bool = False, judged: bool = False) -> Any:
+    """gptask_mf_mean's ``Tuner._search`` (session 44) in place of ``original``: a tuned task's target
+    searches the configuration of lowest posterior mean at the target (pure exploitation; the cheap levels'
+    own searches explore), without the cross-task picks; every other task searches as ``original`` does.
+    while_open (gptask_mf_mean_open): only while one of the target's cheaper levels is bought (not dropped by
+    the guard, under its budget); then as ``original``. judged (gptask_mf_mean_judged): only while such a
+    level's last judgement by the guard is MEAN_RHO or more (before the first: as ``original``)."""
+    from gptask.propose.proposals import search_task
+    from gptask.tuning import tuner as tm
+    from gptask.tuning.fidelity import FidelityProposer
+
+    def search(tuner: Any, i: int, *among: Any) -> np.ndarray | None:
+        p = tuner.proposer
+        if not (isinstance(p, FidelityProposer) and p.n_levels > 1 and p.is_target(i)):
+            return original(tuner, i, *among)
+        cheaper = [lv * p.n_base + i for lv in range(1, p.n_levels)]
+        if while_open and not any(p._open(j) for j in cheaper):
+            return original(tuner, i, *among)
+        if judged and not any(p._open(j) and p._judged.get(j) and p._judged[j][-1] >= MEAN_RHO for j in cheaper):
+            return original(tuner, i, *among)
+        model, mine = tuner._search_view.model, tuner.trials_of(i)
+        claimed = tuner.problem.param_space.encode([t.params for t in mine])
+        return search_task(model, i, tuner.problem, tuner.tasks[i], None, claimed, tuner.incumbents(i),
+                           tm.int_seed(tuner.seed, tm.STAGE_SEARCH, i, len(mine)), tuner.pso_particles,
+                           tuner.pso_iters, lambda x: -model.predict(i, x)[0])
+
+    return search
+
+
 def run_method(method: str, fam: mff.MFFamily, budget: float, seed: int) -> list[Eval]:
     if method == "gptask_sf":
         return run_gptask_sf(fam, budget, seed)
     if method == "gptask_mf":
         return run_gptask_mf(fam, budget, seed)
+    if method in ("gptask_mf_mean", "gptask_mf_mean_open", "gptask_mf_mean_judged"):
+        from gptask.tuning import tuner as tm
+
+        search = _mean_search(tm.Tuner._search, while_open=method.endswith("_open"), judged=method.endswith("_judged"))
+        with constants_set(tm.Tuner, {"_search": search}):
+            return run_gptask_mf(fam, budget, seed)
     if method in VARIANTS:
         from gptask.tuning import fidelity as fm
 
