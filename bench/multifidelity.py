@@ -60,7 +60,7 @@ CHECKPOINTS = (0.10, 0.25, 0.50, 1.00)
 #: the per-task cost budget, in target-fidelity runs (the target costs 1 s)
 DEFAULT_BUDGET = 15
 DEFAULT_FAMILIES = "currin,currin_noinfo,park,borehole,hartmann3,hartmann6,branin"
-METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_cheap08", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every2", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "gptask_mf_promote5", "gptask_mf_design3", "gptask_mf_design2", "gptask_mf_design3_lhs", "gptask_mf_design5", "gptask_mf_inter1", "gptask_mf_ladder", "gptask_mf_cost3", "gptask_mf_input", "gptask_mf_tasks", "gptask_mf_mean", "gptask_mf_mean_open", "gptask_mf_mean_judged", "smac_hb", "dehb", "optuna_hb", "bohb")
+METHODS = ("gptask_sf", "gptask_mf", "gptask_mf_base", "gptask_mf_early", "gptask_mf_whole", "gptask_mf_cheap", "gptask_mf_cheap15", "gptask_mf_cheap08", "gptask_mf_pooled", "gptask_mf_pooled_rho", "gptask_mf_own", "gptask_mf_every2", "gptask_mf_every4", "gptask_mf_every6", "gptask_mf_cs05", "gptask_mf_cs1", "gptask_mf_own03", "gptask_mf_own1", "gptask_mf_targets", "gptask_mf_promote5", "gptask_mf_design3", "gptask_mf_design2", "gptask_mf_design3_lhs", "gptask_mf_design5", "gptask_mf_inter1", "gptask_mf_ladder", "gptask_mf_cost3", "gptask_mf_input", "gptask_mf_tasks", "gptask_mf_mean", "gptask_mf_mean_open", "gptask_mf_mean_judged", "gptask_mf_mean_judged04", "smac_hb", "dehb", "optuna_hb", "bohb")
 #: gptask_mf with the fidelity schedule's constants (gptask/tuning/fidelity.py) set otherwise, to
 #: measure a schedule side by side with the default: gptask_mf_base is the schedule before promotion
 #: (the target's design the first 40 % of its Latin hypercube, run alongside the cheap designs);
@@ -334,18 +334,18 @@ def peer_bohb(fam: mff.MFFamily, i: int, budget: float, seed: int) -> list[Eval]
     return meter.evals
 
 
-#: gptask_mf_mean_judged: a target exploits while one of its cheaper levels is bought and was last judged by the
-#: guard at this correlation with it or more
-MEAN_RHO = 0.7
+#: gptask_mf_mean_judged (gptask_mf_mean_judged04): a target exploits while one of its cheaper levels is bought
+#: and was last judged by the guard at this correlation with it or more
+MEAN_RHO = {"gptask_mf_mean_judged": 0.7, "gptask_mf_mean_judged04": 0.4}
 
 
-def _mean_search(original: Any, while_open: bool = False, judged: bool = False) -> Any:
+def _mean_search(original: Any, while_open: bool = False, judged: float | None = None) -> Any:
     """gptask_mf_mean's ``Tuner._search`` (session 44) in place of ``original``: a tuned task's target
     searches the configuration of lowest posterior mean at the target (pure exploitation; the cheap levels'
     own searches explore), without the cross-task picks; every other task searches as ``original`` does.
     while_open (gptask_mf_mean_open): only while one of the target's cheaper levels is bought (not dropped by
     the guard, under its budget); then as ``original``. judged (gptask_mf_mean_judged): only while such a
-    level's last judgement by the guard is MEAN_RHO or more (before the first: as ``original``)."""
+    level's last judgement by the guard is this correlation or more (MEAN_RHO; before the first: as ``original``)."""
     from gptask.propose.proposals import search_task
     from gptask.tuning import tuner as tm
     from gptask.tuning.fidelity import FidelityProposer
@@ -357,7 +357,8 @@ def _mean_search(original: Any, while_open: bool = False, judged: bool = False) 
         cheaper = [lv * p.n_base + i for lv in range(1, p.n_levels)]
         if while_open and not any(p._open(j) for j in cheaper):
             return original(tuner, i, *among)
-        if judged and not any(p._open(j) and p._judged.get(j) and p._judged[j][-1] >= MEAN_RHO for j in cheaper):
+        if judged is not None and not any(p._open(j) and p._judged.get(j) and p._judged[j][-1] >= judged
+                                          for j in cheaper):
             return original(tuner, i, *among)
         model, mine = tuner._search_view.model, tuner.trials_of(i)
         claimed = tuner.problem.param_space.encode([t.params for t in mine])
@@ -373,10 +374,10 @@ def run_method(method: str, fam: mff.MFFamily, budget: float, seed: int) -> list
         return run_gptask_sf(fam, budget, seed)
     if method == "gptask_mf":
         return run_gptask_mf(fam, budget, seed)
-    if method in ("gptask_mf_mean", "gptask_mf_mean_open", "gptask_mf_mean_judged"):
+    if method in ("gptask_mf_mean", "gptask_mf_mean_open", *MEAN_RHO):
         from gptask.tuning import tuner as tm
 
-        search = _mean_search(tm.Tuner._search, while_open=method.endswith("_open"), judged=method.endswith("_judged"))
+        search = _mean_search(tm.Tuner._search, while_open=method.endswith("_open"), judged=MEAN_RHO.get(method))
         with constants_set(tm.Tuner, {"_search": search}):
             return run_gptask_mf(fam, budget, seed)
     if method in VARIANTS:
