@@ -173,14 +173,16 @@ def _cost_and_role(history: Any, trial_id: int, values: dict[str, float],
         mine = next((t for t in history.trials(status=Status.PENDING) if t.id == trial_id), None)
         if mine is not None:  # else finish says what is wrong with the id
             extra["fidelity"] = role_of(mine.task_index, layout["n_tuned"], layout["n_aux"])
-    if "cost_budget" not in RunHeader.read(history).settings and "fidelity" not in history.signature:
+    cost_from = read_cost_from(history)  # None: a run that counts no cost, or one of an earlier version
+    settings = RunHeader.read(history).settings
+    if cost_from is None and "cost_budget" not in settings and "fidelity" not in history.signature:
         return extra, None
-    cost_from = read_cost_from(history)  # None: a history of an earlier version, which did not say
     if cost_from == "cost output" and COST_OUTPUT in values:
         extra["cost"] = check_cost(values[COST_OUTPUT], f"the {COST_OUTPUT!r} output")
     elif cost_from in ("cost output", "wall time") and duration is not None:
-        extra["cost"] = float(duration)  # a failed run without its outputs: its wall time, as the tuner's
-    if "cost" in extra or cost_from == "run_cost" or (cost_from is None and (duration is not None or COST_OUTPUT in values)):
+        extra["cost"] = float(duration)  # the wall time told (with a 'cost' output: a failed run's, as the tuner's)
+    told = duration is not None or COST_OUTPUT in values  # what the tuner counts where cost_from is not stored
+    if "cost" in extra or cost_from == "run_cost" or (cost_from is None and told):
         return extra, None
     return extra, ("is recorded without a cost: the cost budget and the fidelity schedule count it only with "
                    "--duration SECONDS (its wall time)" + (" unless the problem prices runs (run_cost)"

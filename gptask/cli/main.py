@@ -181,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "time=0.5,memory=2e8 or a JSON object")
     tl.add_argument("--failed", metavar="REASON", default=None, help="the run failed, for this reason")
     tl.add_argument("--duration", type=float, default=None,
-                    help="seconds the run took (stored; the run's cost unless the problem prices runs or has a 'cost' output)")
+                    help="seconds the run took (stored; the run's cost unless the problem prices runs or has a "
+                         "'cost' output)")
     tl.add_argument("--machine", default="auto",
                     help="the machine the run ran on: auto (this one, default), none, or a JSON file written by "
                          "`gptask machine --out` on the node that ran it")

@@ -56,6 +56,7 @@ SOURCE_SELECTION = "source_selection"
 PROVENANCE = "provenance"
 #: the task layout of a run with fidelity levels or auxiliary tasks
 FIDELITY_LAYOUT = "fidelity_layout"
+#: where a run's cost comes from, in a run that counts cost
 COST_FROM = "cost_from"
 #: the values of ``cost_from``: the problem's ``run_cost``, its ``"cost"`` output, the run's wall time
 COST_SOURCES = ("run_cost", "cost output", "wall time")

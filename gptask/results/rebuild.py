@@ -18,7 +18,7 @@ def result_from_history(history: Any) -> Any:
     run (confirmation runs would fail) and its constraints are not known."""
     from .baseline import stored_defaults
     from ..evaluation.evaluate import EvaluationFailed
-    from ..data.run_header import RunHeader, read_fidelity_layout, stored_unit
+    from ..data.run_header import RunHeader, read_cost_from, read_fidelity_layout, stored_unit
     from ..data.trials import point_key
     from ..model.numerics import LCM, TaskLevels
     from ..problem.definition import Problem
@@ -81,20 +81,22 @@ def result_from_history(history: Any) -> Any:
             model.prior = _stored_prior(problem)
         models[out] = (model, data.transform)
     model, transform = next(iter(models.values()))
+    # the tuner's tracks_cost (a cost budget, fidelity, a run_cost: the runs of a history it wrote say where from)
+    counts_cost = (header.cost_budget is not None or problem.fidelity is not None
+                   or read_cost_from(history) is not None)
     return TuningResult(problem, tasks, finished, model, transform, confirmations=history.confirmations(),
                         machines=history.machines(), fidelity=_fidelity_layout(sig, tasks, finished,
                                                                                    read_fidelity_layout(history)),
                         outputs={k: v for k, v in models.items() if k is not None and v[0] is not None},
-                        cost_spent=_cost_spent(finished, header.cost_budget is not None or problem.fidelity is not None),
-                        cost_budget=header.cost_budget)
+                        cost_spent=_cost_spent(finished, counts_cost), cost_budget=header.cost_budget)
 
 
 def _cost_spent(finished: list, counts_cost: bool) -> float | None:
     """The summed cost of the finished runs, less the measurements a source brought, as the tuner counts it
-    (gptask.tuning.tuner.Tuner.cost_spent; None: no run has a cost). counts_cost: the history's run counts cost
-    (a cost budget, fidelity levels), so a run told from a shell without a stored cost costs its ``"cost"`` output
-    or its wall time (gptask.problem.fidelity.run_cost_of without the problem's run_cost, which is not stored);
-    otherwise only stored costs count."""
+    (gptask.tuning.tuner.Tuner.cost_spent; None: no run has a cost). counts_cost: the history's run counts
+    cost (a cost budget, fidelity levels, a run_cost), so a run told from a shell without a stored cost costs
+    its ``"cost"`` output or its wall time (gptask.problem.fidelity.run_cost_of without the problem's run_cost,
+    which is not stored); otherwise only stored costs count."""
     from ..data.trials import SOURCE_BROUGHT
     from ..problem.fidelity import run_cost_of
 
