@@ -133,3 +133,26 @@ def test_ask_continues_a_gt_tune_campaign_with_an_auxiliary_task(tmp_path):
     assert batch and all(t["task"] == rows[t["task_index"]] for t in batch)
     with SQLiteStorage(h) as store:
         assert store.tasks() == rows and {t.id for t in store.trials()} == before | {t["id"] for t in batch}
+
+
+def test_aux_tasks_on_the_command_line_are_gt_tunes(tmp_path):
+    """gptask tune --aux-task runs the campaign gt.tune(aux_tasks=) runs (reference: the API's history, run for
+    run), and a first gptask ask --aux-task lays the auxiliary task out as gt.tune does."""
+    from gptask.data.run_header import read_fidelity_layout
+
+    cli_h, api_h, ask_h = tmp_path / "cli.sqlite", tmp_path / "api.sqlite", tmp_path / "ask.sqlite"
+    rc, _, err = cli("tune", "--problem", PROBLEM, *FIRST, "--aux-task", "n=3", "--cost-budget", "3",
+                     "--history", cli_h, "--quiet")
+    assert rc == 0, err
+    gt.tune(fidelity_problem(), TASKS, aux_tasks=[{"n": 3}], budget=12, seed=0, cost_budget=3.0, history=api_h,
+            progress=False)
+    with SQLiteStorage(cli_h) as a, SQLiteStorage(api_h) as b:
+        assert a.tasks() == b.tasks() and {"n": 3, "iterations": 1000} in a.tasks()
+        assert [(t.task, t.params, t.status) for t in a.trials()] == [(t.task, t.params, t.status) for t in b.trials()]
+        assert read_fidelity_layout(a) == read_fidelity_layout(b) == {"n_tuned": 2, "n_aux": 1, "n_levels": 4}
+    rc, out, err = cli("ask", ask_h, "--problem", PROBLEM, *FIRST, "--aux-task", "n=3", "--json")
+    assert rc == 0, err
+    with SQLiteStorage(ask_h) as c, SQLiteStorage(api_h) as b:
+        rows = b.tasks()
+        assert c.tasks() == rows and read_fidelity_layout(c) == read_fidelity_layout(b)
+    assert json.loads(out) and all(t["task"] in rows for t in json.loads(out))

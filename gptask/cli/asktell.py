@@ -31,6 +31,8 @@ def _tuner_for_ask(args: argparse.Namespace):
             layout = read_fidelity_layout(h)
             stored = {**header.settings, "seed": header.seed, "tasks": h.tasks()}
     base, aux = _stored_base_tasks(problem, stored.get("tasks"), layout)
+    if args.aux_task:
+        aux = [parse_assignments(t) for t in args.aux_task]
     tasks: Any = [parse_assignments(t) for t in args.task] if args.task else (
         args.tasks if args.tasks is not None else base or 5)
     budget = args.budget if args.budget is not None else stored.get("budget", 20)

@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--problem-options", default="", help="k=v,... passed to the problem function")
     t.add_argument("--tasks", type=int, default=5, help="number of LHS tasks (ignored with --task)")
     t.add_argument("--task", action="append", help="an explicit task k=v,... (repeatable)")
+    t.add_argument("--aux-task", action="append", metavar="TASK",
+                   help="an auxiliary task k=v,... (repeatable): tuned only for what it teaches the --task ones, e.g. "
+                        "a small matrix for large ones; no result of its own (docs/fidelity.md)")
     t.add_argument("--budget", type=int, default=None,
                    help="evaluations per task, initial design and the problem's default included (default 20; "
                         "with --cost-budget, as many as it allows)")
@@ -158,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true", help="print a JSON list of {id, task_index, task, params}")
     a.add_argument("--tasks", type=int, default=None, help="number of LHS tasks (first ask; default 5)")
     a.add_argument("--task", action="append", help="an explicit task k=v,... (repeatable; first ask)")
+    a.add_argument("--aux-task", action="append", metavar="TASK",
+                   help="an auxiliary task k=v,... (repeatable; first ask): tuned only for what it teaches the others")
     a.add_argument("--budget", type=int, default=None, help="evaluations per task (default: the history's, or 20)")
     a.add_argument("--n-initial", type=int, default=None,
                    help="initial design size per task (first ask; default: the history's, or half the budget)")

@@ -68,6 +68,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                   progress=not quiet, max_time=args.max_time, target=args.target, max_failures=args.max_failures,
                   mix_machines=args.mix_machines, failure_model=failure_model_arg(args.failure_model),
                   cost_budget=args.cost_budget, journal=args.journal)
+    if args.aux_task:
+        kwargs["aux_tasks"] = [parse_assignments(t) for t in args.aux_task]
     if args.source:  # the sources' keywords only when given: gt.tune's defaults otherwise
         kwargs.update(sources=list(args.source), select_sources=args.select_sources)
     if args.executor == "srun":
