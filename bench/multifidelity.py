@@ -190,13 +190,15 @@ def mf_problem(fam: mff.MFFamily) -> Any:
                       run_cost=_RunCost(fam))
 
 
-def run_gptask_mf(fam: mff.MFFamily, budget: float, seed: int) -> list[Eval]:
+def run_gptask_mf(fam: mff.MFFamily, budget: float, seed: int, proposer: Any = None) -> list[Eval]:
     """gptask with its fidelity API: the cost of a run given by ``run_cost`` (the family's cost
     model), ``cost_budget`` the per-task budget times the number of tasks. A run's fidelity is in
-    its task row (``trial.task["fidelity"]``), its task the row's ``instance``."""
+    its task row (``trial.task["fidelity"]``), its task the row's ``instance``. proposer: a subclass
+    of FidelityProposer (None: the default)."""
     import gptask as gt
 
-    res = gt.tune(mf_problem(fam), fam.tasks, cost_budget=budget * len(fam.tasks), seed=seed, progress=False)
+    res = gt.tune(mf_problem(fam), fam.tasks, cost_budget=budget * len(fam.tasks), seed=seed, progress=False,
+                  proposer=proposer)
     out = []
     for t in sorted(res.history, key=lambda t: t.id):
         if t.status is not gt.Status.COMPLETE:
@@ -334,39 +336,34 @@ def peer_bohb(fam: mff.MFFamily, i: int, budget: float, seed: int) -> list[Eval]
     return meter.evals
 
 
-#: gptask_mf_mean_judged (gptask_mf_mean_judged04): a target exploits while one of its cheaper levels is bought
-#: and was last judged by the guard at this correlation with it or more
-MEAN_RHO = {"gptask_mf_mean_judged": 0.7, "gptask_mf_mean_judged04": 0.4}
+#: the targets' searches by the posterior mean (session 44): gptask_mf_mean always, gptask_mf_mean_open while one
+#: of the target's cheaper levels is bought, gptask_mf_mean_judged (gptask_mf_mean_judged04) while one is bought
+#: and was last judged by the guard at this correlation with it or more: (while_open, correlation)
+MEAN_TARGETS = {"gptask_mf_mean": (False, None), "gptask_mf_mean_open": (True, None),
+                "gptask_mf_mean_judged": (False, 0.7), "gptask_mf_mean_judged04": (False, 0.4)}
 
 
-def _mean_search(original: Any, while_open: bool = False, judged: float | None = None) -> Any:
-    """gptask_mf_mean's ``Tuner._search`` (session 44) in place of ``original``: a tuned task's target
-    searches the configuration of lowest posterior mean at the target (pure exploitation; the cheap levels'
-    own searches explore), without the cross-task picks; every other task searches as ``original`` does.
-    while_open (gptask_mf_mean_open): only while one of the target's cheaper levels is bought (not dropped by
-    the guard, under its budget); then as ``original``. judged (gptask_mf_mean_judged): only while such a
-    level's last judgement by the guard is this correlation or more (MEAN_RHO; before the first: as ``original``)."""
-    from gptask.propose.proposals import search_task
-    from gptask.tuning import tuner as tm
+def mean_targets(while_open: bool = False, judged: float | None = None) -> type:
+    """A FidelityProposer whose tuned tasks' targets search the configuration of lowest posterior mean at
+    the target (pure exploitation; the cheap levels' own searches explore) instead of the expected
+    improvement; with ``while_open`` only while one of the target's cheaper levels is bought (not dropped
+    by the guard, under its budget), with ``judged`` only while such a level's last judgement by the
+    guard is that correlation or more (before the first: EI)."""
     from gptask.tuning.fidelity import FidelityProposer
 
-    def search(tuner: Any, i: int, *among: Any) -> np.ndarray | None:
-        p = tuner.proposer
-        if not (isinstance(p, FidelityProposer) and p.n_levels > 1 and p.is_target(i)):
-            return original(tuner, i, *among)
-        cheaper = [lv * p.n_base + i for lv in range(1, p.n_levels)]
-        if while_open and not any(p._open(j) for j in cheaper):
-            return original(tuner, i, *among)
-        if judged is not None and not any(p._open(j) and p._judged.get(j) and p._judged[j][-1] >= judged
-                                          for j in cheaper):
-            return original(tuner, i, *among)
-        model, mine = tuner._search_view.model, tuner.trials_of(i)
-        claimed = tuner.problem.param_space.encode([t.params for t in mine])
-        return search_task(model, i, tuner.problem, tuner.tasks[i], None, claimed, tuner.incumbents(i),
-                           tm.int_seed(tuner.seed, tm.STAGE_SEARCH, i, len(mine)), tuner.pso_particles,
-                           tuner.pso_iters, lambda x: -model.predict(i, x)[0])
+    class MeanTargets(FidelityProposer):
+        def acquisition(self, i: int, model: Any) -> Any:
+            if self.n_levels == 1 or not self.is_target(i):
+                return None
+            cheaper = [lv * self.n_base + i for lv in range(1, self.n_levels)]
+            if while_open and not any(self.is_bought(j) for j in cheaper):
+                return None
+            if judged is not None and not any(self.is_bought(j) and self.judgements(j)
+                                              and self.judgements(j)[-1] >= judged for j in cheaper):
+                return None
+            return lambda x: -model.predict(i, x)[0]
 
-    return search
+    return MeanTargets
 
 
 def run_method(method: str, fam: mff.MFFamily, budget: float, seed: int) -> list[Eval]:
@@ -374,12 +371,8 @@ def run_method(method: str, fam: mff.MFFamily, budget: float, seed: int) -> list
         return run_gptask_sf(fam, budget, seed)
     if method == "gptask_mf":
         return run_gptask_mf(fam, budget, seed)
-    if method in ("gptask_mf_mean", "gptask_mf_mean_open", *MEAN_RHO):
-        from gptask.tuning import tuner as tm
-
-        search = _mean_search(tm.Tuner._search, while_open=method.endswith("_open"), judged=MEAN_RHO.get(method))
-        with constants_set(tm.Tuner, {"_search": search}):
-            return run_gptask_mf(fam, budget, seed)
+    if method in MEAN_TARGETS:
+        return run_gptask_mf(fam, budget, seed, mean_targets(*MEAN_TARGETS[method]))
     if method in VARIANTS:
         from gptask.tuning import fidelity as fm
 

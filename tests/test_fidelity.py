@@ -975,6 +975,30 @@ def test_a_resumed_run_promotes_the_same_configurations(tmp_path):
 
 
 
+def test_a_fidelity_run_takes_a_subclass_of_the_fidelity_proposer_as_its_proposer():
+    """gt.tune(..., proposer=) of a problem with fidelity: a subclass of FidelityProposer (the class) is asked
+    for each search's acquisition (None: EI, the default's run exactly); an instance or a registered name
+    is refused naming it."""
+    from gptask.tuning.fidelity import FidelityProposer
+
+    asked = []
+
+    class Asked(FidelityProposer):
+        def acquisition(self, i, model):
+            asked.append(i)
+            return None
+
+    opts = dict(cost_budget=4.0, n_initial=4, seed=0, **FAST)
+    mine = gt.tune(problem(), [{"n": 1}], proposer=Asked, **opts)
+    default = gt.tune(problem(), [{"n": 1}], **opts)
+    assert asked and set(asked) <= set(range(mine.fidelity["n_own"]))
+    assert [(t.task, t.params) for t in sorted(mine.history, key=lambda t: t.id)] == \
+        [(t.task, t.params) for t in sorted(default.history, key=lambda t: t.id)]
+    for bad in (FidelityProposer(1, 0, 2), "default"):
+        with pytest.raises(ValueError, match="cannot be given with it"):
+            gt.tune(problem(), [{"n": 1}], proposer=bad, **opts)
+
+
 def test_a_run_resumed_after_cheap_searches_claims_no_target_design_run_beyond_its_plan(tmp_path):
     """Killed once the cheapest levels have searched (their best runs now better than the design's),
     the resumed tuner plans its designs again: the promotion it works out differs, and it used to

@@ -61,7 +61,7 @@ def tune(
     failure_model: bool | float = True,
     device: str | None = None,
     ei_draws: int = 0,
-    proposer: Proposer | str | None = None,
+    proposer: Proposer | str | type | None = None,
     sources: Sequence[Any] | None = None,
     source_points: int | str | None = AUTO,
     select_sources: bool = False,
@@ -136,7 +136,9 @@ def tune(
       hyperparameters (0, the default: the fit alone; measured in bench/results/suite.md).
     - proposer: what to run next (:mod:`gptask.tuning.proposer`): None for the default multitask
       search, a :class:`~gptask.tuning.proposer.Proposer` or a registered name (with sources, a
-      name only; its factory then receives the tuned tasks and their consensus designs).
+      name only; its factory then receives the tuned tasks and their consensus designs); with
+      fidelity or aux_tasks, a subclass of :class:`~gptask.tuning.fidelity.FidelityProposer` (the
+      class: the run makes it with its layout).
 
     Machines and other machines' measurements:
 
@@ -168,13 +170,14 @@ def tune(
         check_problem(problem)
     by_level = None  # the fidelity proposer of a problem with fidelity or aux_tasks
     if problem.fidelity is not None or aux_tasks:
-        if proposer is not None:
-            raise ValueError("a problem with fidelity or aux_tasks chooses its runs with the fidelity proposer "
-                             f"(gptask.tuning.fidelity); proposer={proposer!r} cannot be given with it")
-        from ..tuning.fidelity import prepare
+        from ..tuning.fidelity import FidelityProposer, prepare
 
+        if proposer is not None and not (isinstance(proposer, type) and issubclass(proposer, FidelityProposer)):
+            raise ValueError("a problem with fidelity or aux_tasks chooses its runs with the fidelity proposer "
+                             f"(gptask.tuning.fidelity); proposer={proposer!r} cannot be given with it (a subclass "
+                             "of FidelityProposer, the class, can)")
         # with sources too: the fidelity schedule, the sources' runs at each level data of that level
-        problem, tasks, proposer = prepare(problem, tasks, aux_tasks, seed)
+        problem, tasks, proposer = prepare(problem, tasks, aux_tasks, seed, proposer)
         by_level = proposer
     budget, n_initial = _budget(budget, n_initial, cost_budget, tasks)
 

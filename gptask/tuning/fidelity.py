@@ -259,12 +259,14 @@ def run_levels(problem: Problem, tasks: Sequence[Mapping[str, Any]], seed: int,
     return [levels[k] for k in kept]
 
 
-def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]] | None,
-            seed: int) -> tuple[Problem, list[dict], FidelityProposer]:
+def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]] | None, seed: int,
+            proposer_class: type[FidelityProposer] | None = None) -> tuple[Problem, list[dict], FidelityProposer]:
     """What a tuner of a problem with fidelity levels or auxiliary tasks runs: the expanded problem
     (:meth:`Problem.expanded`), the task rows (:func:`expand_tasks`) and the proposer. tasks: a
     number of tasks or a list of task dicts, as ``gt.tune`` takes them; aux_tasks: task dicts, each
-    different from the tuned tasks (ValueError naming one that is not)."""
+    different from the tuned tasks (ValueError naming one that is not); proposer_class: a subclass
+    of :class:`FidelityProposer` that answers a question its own way (None: the class itself), made
+    with the run's layout (TypeError for another class)."""
     from .tuner import resolve_tasks
 
     base = resolve_tasks(problem, tasks, seed)
@@ -274,7 +276,11 @@ def prepare(problem: Problem, tasks: Any, aux_tasks: Sequence[Mapping[str, Any]]
         raise ValueError(f"aux_tasks must differ from the tuned tasks, got {clash[0]} in both")
     expanded = problem.expanded()
     levels = run_levels(problem, base, seed, expanded)
-    proposer = FidelityProposer(len(base), len(aux), len(levels), levels=levels)
+    cls = FidelityProposer if proposer_class is None else proposer_class
+    if not (isinstance(cls, type) and issubclass(cls, FidelityProposer)):
+        raise TypeError(f"a problem with fidelity or aux_tasks takes a subclass of "
+                        f"gptask.tuning.fidelity.FidelityProposer as its proposer (the class), got {cls!r}")
+    proposer = cls(len(base), len(aux), len(levels), levels=levels)
     return expanded, expand_tasks(levels, base, aux), proposer
 
 
@@ -885,6 +891,15 @@ class FidelityProposer(Proposer):
             return check_cost(tu.problem.run_cost(tu.problem.merged(tu.tasks[i], params)), "run_cost")
         except (ValueError, TypeError, KeyError):
             return None
+
+    def is_bought(self, i: int) -> bool:
+        """Whether a search may buy a run of cheaper level or auxiliary task ``i`` now (:meth:`_open`)."""
+        return self._open(i)
+
+    def judgements(self, i: int) -> list[float]:
+        """The guard's correlations of task ``i`` with its target, one per model it judged, oldest
+        first (empty before the first: :meth:`_judge`)."""
+        return list(self._judged.get(i, ()))
 
     def _open(self, i: int) -> bool:
         """Whether a search may buy a run of cheaper level ``i``: not dropped by the guard, not

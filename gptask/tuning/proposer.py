@@ -1,14 +1,16 @@
 """The proposer slot: what the tuner runs next.
 
 The :class:`~gptask.tuning.tuner.Tuner` keeps the bookkeeping (the history, claims, the budget,
-the ask/tell contract, the model updates) and asks its proposer four questions:
+the ask/tell contract, the model updates) and asks its proposer these questions (and, for
+designs run in stages, a few more below):
 
 * :meth:`Proposer.proposes_for`: does task ``i`` take new trials from this run (a source's task
   is data only);
 * :meth:`Proposer.initial_design`: task ``i``'s initial configurations, best first;
 * :meth:`Proposer.incumbents`: encoded configurations placed in task ``i``'s initial swarm;
 * :meth:`Proposer.search_among`: the encoded configurations task ``i``'s next search chooses from
-  by the acquisition, or None to search its whole space.
+  by the acquisition, or None to search its whole space;
+* :meth:`Proposer.acquisition`: what that search maximises, or None for the expected improvement.
 
 :class:`Proposer` is today's multitask search (a Latin hypercube after the problem's default,
 every task's best in the swarm, cross-task picks on listed domains). Other behaviour is a
@@ -181,6 +183,13 @@ class Proposer:
         self._probed_at.add((i, len(mine)))
         return offer
 
+
+    def acquisition(self, i: int, model: Any) -> Callable[[np.ndarray], np.ndarray] | None:
+        """The function of encoded configurations (n, D) -> (n,) that task ``i``'s next search
+        maximises on ``model`` (the search view's LCM, pending trials as fantasies), for a problem
+        with one modelled output; None here: the expected improvement (averaged over the Laplace
+        draws when there are some)."""
+        return None
 
     def design_open(self, i: int) -> bool:
         """Whether task ``i``'s initial design still takes points (always here; a cost-aware

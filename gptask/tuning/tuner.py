@@ -532,8 +532,8 @@ class Tuner:
         return self.cost_budget is not None and self.cost_spent() >= self.cost_budget
 
     def _cost_from(self) -> str:
-        """Where a run's cost comes from (:data:`~gptask.data.run_header.COST_SOURCES`), in the order
-        :meth:`_with_cost` takes them."""
+        """Where a run's cost comes from (:data:`~gptask.data.run_header.COST_SOURCES`): the problem's
+        ``run_cost``, else its ``"cost"`` output, else the run's wall time (:meth:`_with_cost`)."""
         if self.problem.run_cost is not None:
             return "run_cost"
         if COST_OUTPUT in (self.problem.outputs.names if self.problem.outputs is not None else ()):
@@ -551,10 +551,11 @@ class Tuner:
             return outcome
         if not self.tracks_cost:  # auxiliary tasks without a cost: their runs are marked all the same
             return dataclasses.replace(outcome, extra={**outcome.extra, "fidelity": role(trial.task_index)})
-        if self.problem.run_cost is not None:
+        how = self._cost_from()
+        if how == "run_cost":
             cost = check_cost(self.problem.run_cost(self.problem.merged(trial.task, trial.params)),
                               f"problem {self.problem.name!r}: run_cost of trial {trial_id}")
-        elif COST_OUTPUT in (self.problem.outputs.names if self.problem.outputs is not None else ()):
+        elif how == "cost output":
             raw = outcome.values.get(COST_OUTPUT)
             if outcome.status is Status.FAILED and raw is None:
                 cost = outcome.duration
@@ -809,6 +810,8 @@ class Tuner:
         view = self._search_view
         assert view is not None
         acquisition = self.outputs.acquisition(view, i, claimed)
+        if acquisition is None and isinstance(view, SearchView):  # one output: the proposer's, if it has one
+            acquisition = self.proposer.acquisition(i, view.model)
         if acquisition is None and isinstance(view, SearchView) and view.draws:  # EI averaged over draws
             best = view.best[i]
             acquisition = view.log_ei(i, float(np.min(view.model.predict(i, claimed)[0])) if best is None else best)
